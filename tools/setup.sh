@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every Debian package kolo needs to build, test and benchmark.
+# Idempotent: packages already present are skipped, so it is cheap to run
+# before every build (the README commands and .ci/run do exactly that).
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap          # the build (Bazel 4.2.3, works offline)
+  g++ libboost-dev         # compiler, Boost.Asio (header-only)
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libgloo-dev              # peer for the comparison benchmark
+  openmpi-bin libopenmpi-dev  # peer for the latency comparison
+  python3                  # kolorun (Debian's /usr/bin/python3)
+  iproute2 procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
