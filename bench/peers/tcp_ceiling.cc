@@ -1,0 +1,197 @@
+// The physical ceiling for allreduce over loopback TCP on this machine.
+//
+// A ring allreduce on N ranks on one host keeps N TCP streams busy at once,
+// and every byte is copied by the kernel on both ends, so the best any
+// implementation can reach is bounded by what the host's cores can push
+// through several concurrent loopback streams. Measuring that directly (plus a
+// single stream and a plain single-core memcpy for scale) tells whether a
+// busbw figure is near the hardware or far from it. This is a reference, not
+// product code, so it uses plain blocking sockets and threads.
+//
+// Usage: tcp_ceiling [--bytes-per-stream B] [--write-bytes W]
+// Prints:
+//   memcpy_1core_GBps X
+//   tcp_one_stream_GBps X
+//   tcp_two_streams_GBps X
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void Die(const char* what) {
+  std::fprintf(stderr, "tcp_ceiling: %s: %s\n", what, std::strerror(errno));
+  std::exit(1);
+}
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// The memcpy figure is the bandwidth one core gets for one copy, which is the
+// unit of work a loopback byte costs on each side of the kernel. Pages are
+// touched first so page faults are not part of it; median of several rounds.
+double MemcpyGBps() {
+  constexpr std::size_t kBytes = std::size_t{64} << 20;
+  std::vector<char> src(kBytes, 1), dst(kBytes, 0);
+  std::vector<double> secs;
+  for (int i = 0; i < 15; ++i) {
+    auto t0 = Clock::now();
+    std::memcpy(dst.data(), src.data(), kBytes);
+    auto t1 = Clock::now();
+    secs.push_back(Seconds(t0, t1));
+    // Keep the copy observable so it cannot be optimised away.
+    src[i] = dst[kBytes - 1 - i];
+  }
+  std::sort(secs.begin(), secs.end());
+  return kBytes / secs[secs.size() / 2] / 1e9;
+}
+
+// A connected pair of loopback sockets: one end to write, one to read.
+struct Stream {
+  int tx = -1;
+  int rx = -1;
+};
+
+Stream Connect(int listener, const sockaddr_in& addr) {
+  Stream s;
+  s.tx = socket(AF_INET, SOCK_STREAM, 0);
+  if (s.tx < 0) Die("socket");
+  if (connect(s.tx, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
+    Die("connect");
+  s.rx = accept(listener, nullptr, nullptr);
+  if (s.rx < 0) Die("accept");
+  // Bulk transfer with large writes: Nagle never matters, but the collective
+  // libraries set NODELAY, so do the same to measure the same socket setup.
+  int one = 1;
+  setsockopt(s.tx, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return s;
+}
+
+void SendAll(int fd, std::size_t total, std::size_t chunk) {
+  std::vector<char> buf(chunk, 7);
+  std::size_t sent = 0;
+  while (sent < total) {
+    std::size_t want = std::min(chunk, total - sent);
+    ssize_t n = send(fd, buf.data(), want, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Die("send");
+    }
+    sent += static_cast<std::size_t>(n);
+  }
+}
+
+void RecvAll(int fd, std::size_t total, std::size_t chunk) {
+  std::vector<char> buf(chunk);
+  std::size_t got = 0;
+  while (got < total) {
+    ssize_t n = recv(fd, buf.data(), std::min(chunk, total - got), 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Die("recv");
+    }
+    if (n == 0) {
+      std::fprintf(stderr, "tcp_ceiling: peer closed early\n");
+      std::exit(1);
+    }
+    got += static_cast<std::size_t>(n);
+  }
+}
+
+// Moves `bytes` over each of `streams` concurrent connections, a sender and a
+// receiver thread per stream, and returns the aggregate rate. The clock spans
+// from before the first thread starts to after the last byte is received, so
+// it is the rate a collective waiting on all its streams would see.
+double StreamsGBps(int streams, std::size_t bytes, std::size_t chunk) {
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0) Die("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;  // any free port: runs must not collide with each other
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    Die("bind");
+  if (listen(listener, streams) != 0) Die("listen");
+  socklen_t len = sizeof addr;
+  if (getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    Die("getsockname");
+
+  std::vector<Stream> conns;
+  for (int i = 0; i < streams; ++i) conns.push_back(Connect(listener, addr));
+  close(listener);
+
+  std::vector<std::thread> threads;
+  auto t0 = Clock::now();
+  for (const Stream& s : conns) {
+    threads.emplace_back(SendAll, s.tx, bytes, chunk);
+    threads.emplace_back(RecvAll, s.rx, bytes, chunk);
+  }
+  for (auto& t : threads) t.join();
+  auto t1 = Clock::now();
+
+  for (const Stream& s : conns) {
+    close(s.tx);
+    close(s.rx);
+  }
+  return static_cast<double>(streams) * bytes / Seconds(t0, t1) / 1e9;
+}
+
+std::size_t ParseSize(const char* flag, const char* text) {
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(text, &end, 10);
+  if (end == text || *end != '\0' || v == 0) {
+    std::fprintf(stderr, "tcp_ceiling: bad value '%s' for %s\n", text, flag);
+    std::exit(2);
+  }
+  return static_cast<std::size_t>(v);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::size_t bytes = std::size_t{2} << 30;  // long enough to swamp start-up
+  std::size_t chunk = std::size_t{4} << 20;  // big writes: syscall cost is noise
+  for (int i = 1; i < argc; i += 2) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "tcp_ceiling: missing value for %s\n", argv[i]);
+      return 2;
+    }
+    if (flag == "--bytes-per-stream") {
+      bytes = ParseSize(argv[i], argv[i + 1]);
+    } else if (flag == "--write-bytes") {
+      chunk = ParseSize(argv[i], argv[i + 1]);
+    } else {
+      std::fprintf(stderr,
+                   "usage: tcp_ceiling [--bytes-per-stream B] [--write-bytes W]\n");
+      return 2;
+    }
+  }
+
+  std::printf("# loopback TCP ceiling: %zu bytes per stream, %zu-byte writes, "
+              "GB = 1e9 bytes, %u hardware threads\n",
+              bytes, chunk, std::thread::hardware_concurrency());
+  std::printf("memcpy_1core_GBps %.3f\n", MemcpyGBps());
+  std::fflush(stdout);
+  std::printf("tcp_one_stream_GBps %.3f\n", StreamsGBps(1, bytes, chunk));
+  std::fflush(stdout);
+  std::printf("tcp_two_streams_GBps %.3f\n", StreamsGBps(2, bytes, chunk));
+  return 0;
+}

@@ -1,0 +1,162 @@
+// The C API over kolo::Communicator. Each entry point catches everything:
+// no C++ exception crosses into C, and a failure becomes a result code plus
+// a thread-local message.
+#include "bindings/c/kolo.h"
+
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "runtime/communicator.h"
+
+struct kolo_comm {
+  std::unique_ptr<kolo::Communicator> impl;
+};
+
+namespace {
+
+thread_local std::string t_last_error;
+
+kolo_result_t report(const kolo::Status& s) {
+  if (s.is_ok()) return KOLO_SUCCESS;
+  t_last_error = s.to_string();
+  return static_cast<kolo_result_t>(s.code());
+}
+
+kolo_result_t null_comm() { return report(kolo::invalid_argument("comm is NULL")); }
+
+// Runs `fn` (returning Status) with every exception turned into an error.
+template <typename Fn>
+kolo_result_t guarded(Fn&& fn) noexcept {
+  try {
+    return report(fn());
+  } catch (const std::bad_alloc&) {
+    return report(kolo::internal_error("out of memory"));
+  } catch (const std::exception& e) {
+    return report(kolo::internal_error(std::string("unexpected exception: ") + e.what()));
+  } catch (...) {
+    return report(kolo::internal_error("unexpected exception"));
+  }
+}
+
+kolo_result_t get_int(kolo_comm_t comm, int* out, const char* name, int (kolo::Communicator::*getter)() const) {
+  if (!comm) return null_comm();
+  if (!out) return report(kolo::invalid_argument(std::string(name) + " output pointer is NULL"));
+  *out = (comm->impl.get()->*getter)();
+  return KOLO_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+kolo_result_t kolo_comm_init_from_env(kolo_comm_t* comm) {
+  return guarded([&] {
+    if (!comm) return kolo::invalid_argument("comm output pointer is NULL");
+    *comm = nullptr;
+    auto c = std::make_unique<kolo_comm>();
+    KOLO_RETURN_IF_ERROR(kolo::Communicator::create_from_env(&c->impl));
+    *comm = c.release();
+    return kolo::Status::ok();
+  });
+}
+
+kolo_result_t kolo_comm_init(kolo_comm_t* comm, int rank, int world_size, const char* master_addr, int master_port) {
+  return guarded([&] {
+    if (!comm) return kolo::invalid_argument("comm output pointer is NULL");
+    *comm = nullptr;
+    if (world_size < 1) return kolo::invalid_argument("world_size must be at least 1");
+    if (rank < 0 || rank >= world_size) {
+      return kolo::invalid_argument("rank " + std::to_string(rank) + " is not in [0, " + std::to_string(world_size) + ")");
+    }
+    if (!master_addr || !*master_addr) return kolo::invalid_argument("master_addr is NULL or empty");
+    if (master_port < 0 || master_port > 65535) {
+      return kolo::invalid_argument("master_port " + std::to_string(master_port) + " is not a TCP port");
+    }
+    if (master_port == 0 && world_size > 1) {
+      return kolo::invalid_argument("master_port 0 only works for a world of one rank");
+    }
+    kolo::LaunchInfo info;
+    info.rank = rank;
+    info.world_size = world_size;
+    info.master_addr = master_addr;
+    info.master_port = master_port;
+    info.source = "kolo_comm_init";
+    kolo::Config config;
+    KOLO_RETURN_IF_ERROR(kolo::load_config(&config));
+    auto c = std::make_unique<kolo_comm>();
+    KOLO_RETURN_IF_ERROR(kolo::Communicator::create(info, config, &c->impl));
+    *comm = c.release();
+    return kolo::Status::ok();
+  });
+}
+
+kolo_result_t kolo_comm_destroy(kolo_comm_t comm) {
+  return guarded([&] {
+    delete comm;
+    return kolo::Status::ok();
+  });
+}
+
+kolo_result_t kolo_comm_rank(kolo_comm_t comm, int* rank) {
+  return get_int(comm, rank, "rank", &kolo::Communicator::rank);
+}
+kolo_result_t kolo_comm_size(kolo_comm_t comm, int* size) {
+  return get_int(comm, size, "size", &kolo::Communicator::size);
+}
+kolo_result_t kolo_comm_local_rank(kolo_comm_t comm, int* local_rank) {
+  return get_int(comm, local_rank, "local_rank", &kolo::Communicator::local_rank);
+}
+kolo_result_t kolo_comm_local_size(kolo_comm_t comm, int* local_size) {
+  return get_int(comm, local_size, "local_size", &kolo::Communicator::local_size);
+}
+
+kolo_result_t kolo_allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype,
+                             kolo_op_t op) {
+  if (!comm) return null_comm();
+  return guarded([&] { return comm->impl->allreduce(sendbuf, recvbuf, count, dtype, op); });
+}
+
+kolo_result_t kolo_allgather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                             kolo_dtype_t dtype) {
+  if (!comm) return null_comm();
+  return guarded([&] { return comm->impl->allgather(sendbuf, recvbuf, sendcount, dtype); });
+}
+
+kolo_result_t kolo_broadcast(kolo_comm_t comm, void* buf, size_t count, kolo_dtype_t dtype, int root) {
+  if (!comm) return null_comm();
+  return guarded([&] { return comm->impl->broadcast(buf, count, dtype, root); });
+}
+
+kolo_result_t kolo_reduce_scatter(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
+                                  kolo_dtype_t dtype, kolo_op_t op) {
+  if (!comm) return null_comm();
+  return guarded([&] { return comm->impl->reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op); });
+}
+
+kolo_result_t kolo_barrier(kolo_comm_t comm) {
+  if (!comm) return null_comm();
+  return guarded([&] { return comm->impl->barrier(); });
+}
+
+const char* kolo_result_string(kolo_result_t result) {
+  switch (result) {
+    case KOLO_SUCCESS: return "success";
+    case KOLO_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case KOLO_ERR_INVALID_USAGE: return "invalid usage";
+    case KOLO_ERR_TIMEOUT: return "timed out: a peer made no progress within KOLO_TIMEOUT_S";
+    case KOLO_ERR_PEER_LOST: return "a peer was lost (its process died or its connection closed)";
+    case KOLO_ERR_MISMATCH: return "ranks called different collectives or passed different arguments";
+    case KOLO_ERR_TRANSPORT: return "transport error";
+    case KOLO_ERR_AUTH: return "authentication failed";
+    case KOLO_ERR_ABORTED: return "communicator aborted";
+    case KOLO_ERR_UNSUPPORTED: return "unsupported";
+    case KOLO_ERR_INTERNAL: return "internal error";
+  }
+  return "unknown result code";
+}
+
+const char* kolo_last_error(void) { return t_last_error.c_str(); }
+
+}  // extern "C"

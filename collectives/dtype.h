@@ -1,0 +1,34 @@
+// Element types and reduction operators, value for value the same as
+// kolo_dtype_t and kolo_op_t in the C API.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kolo {
+
+enum class DataType : int {
+  kInt8 = 0,
+  kUint8,
+  kInt32,
+  kUint32,
+  kInt64,
+  kUint64,
+  kFloat16,
+  kBfloat16,
+  kFloat32,
+  kFloat64,
+};
+constexpr int kNumDataTypes = 10;
+
+enum class ReduceOp : int { kSum = 0, kProd, kMin, kMax, kAvg };
+constexpr int kNumReduceOps = 5;
+
+inline bool valid_dtype(int d) { return d >= 0 && d < kNumDataTypes; }
+inline bool valid_op(int o) { return o >= 0 && o < kNumReduceOps; }
+
+size_t dtype_size(DataType d);
+const char* dtype_name(DataType d);
+const char* op_name(ReduceOp op);
+
+}  // namespace kolo

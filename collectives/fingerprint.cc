@@ -1,0 +1,41 @@
+#include "collectives/fingerprint.h"
+
+#include "transport/frame.h"
+
+namespace kolo {
+
+const char* collective_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllreduce: return "allreduce";
+    case CollectiveKind::kAllgather: return "allgather";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kBarrier: return "barrier";
+  }
+  return "unknown collective";
+}
+
+uint64_t fingerprint(CollectiveKind kind, DataType dtype, ReduceOp op, int root, uint64_t count) {
+  return (static_cast<uint64_t>(kind) & 0xf) << 60 | (static_cast<uint64_t>(dtype) & 0xf) << 56 |
+         (static_cast<uint64_t>(op) & 0xf) << 52 | (static_cast<uint64_t>(root) & 0xfffff) << 32 |
+         (count & 0xffffffffull);
+}
+
+std::string describe_fingerprint(uint64_t fp) {
+  auto kind = static_cast<CollectiveKind>(fp >> 60);
+  auto dtype = static_cast<DataType>((fp >> 56) & 0xf);
+  auto op = static_cast<ReduceOp>((fp >> 52) & 0xf);
+  int root = static_cast<int>((fp >> 32) & 0xfffff);
+  uint64_t count = fp & 0xffffffffull;
+  std::string s = std::string(collective_name(kind)) + "(count=" + std::to_string(count);
+  if (valid_dtype(static_cast<int>(dtype))) s += std::string(", ") + dtype_name(dtype);
+  if (kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter) {
+    s += std::string(", ") + op_name(op);
+  }
+  if (kind == CollectiveKind::kBroadcast) s += ", root=" + std::to_string(root);
+  return s + ")";
+}
+
+void install_fingerprint_describer() { set_tag_describer(&describe_fingerprint); }
+
+}  // namespace kolo

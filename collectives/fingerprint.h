@@ -1,0 +1,34 @@
+// A 64-bit fingerprint of a collective call, carried in every frame header.
+// A rank that receives a frame whose fingerprint differs from its own call
+// knows the ranks disagree (different collective, count, dtype, op or root)
+// and fails with KOLO_ERR_MISMATCH instead of reducing the wrong data.
+// The fields are packed, not hashed, so the error can say what each side ran.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "collectives/dtype.h"
+
+namespace kolo {
+
+enum class CollectiveKind : uint8_t {
+  kAllreduce = 1,
+  kAllgather,
+  kBroadcast,
+  kReduceScatter,
+  kBarrier,
+};
+
+const char* collective_name(CollectiveKind kind);
+
+// Layout: kind:4 | dtype:4 | op:4 | root:20 | count (low 32 bits):32.
+uint64_t fingerprint(CollectiveKind kind, DataType dtype, ReduceOp op, int root, uint64_t count);
+
+// "allreduce(count=1024, float32, sum)".
+std::string describe_fingerprint(uint64_t fp);
+
+// Makes transports print fingerprints this way in their errors.
+void install_fingerprint_describer();
+
+}  // namespace kolo

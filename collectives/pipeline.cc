@@ -1,0 +1,80 @@
+#include "collectives/pipeline.h"
+
+#include <algorithm>
+#include <memory>
+
+namespace kolo {
+
+void* Workspace::staging(size_t bytes) {
+  if (staging_.size() < bytes) staging_.resize(bytes);
+  return staging_.data();
+}
+
+void* Workspace::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Workspace* workspace) {
+  const size_t S = p.sends.size();
+  const size_t R = p.recvs.size();
+  // Requests live at fixed addresses for the whole call: the transport holds
+  // pointers to them.
+  std::unique_ptr<Request[]> send_req(new Request[S]);
+  std::unique_ptr<Request[]> recv_req(new Request[R]);
+
+  size_t slot_bytes = 0;
+  for (const auto& r : p.recvs) {
+    if (r.local) slot_bytes = std::max(slot_bytes, r.bytes);
+  }
+  const size_t slots = std::max<size_t>(1, options.staging_slots);
+  unsigned char* staging = slot_bytes ? static_cast<unsigned char*>(workspace->staging(slot_bytes * slots)) : nullptr;
+
+  size_t posted_sends = 0, finished_sends = 0;
+  size_t posted_recvs = 0, finished_recvs = 0;
+  // Staging slot of reduce-receive i is (number of reduce-receives before i) % slots;
+  // a slot is reusable once the receive that used it is finished.
+  std::vector<size_t> reduce_index(R);
+  size_t reduces = 0;
+  for (size_t i = 0; i < R; ++i) {
+    reduce_index[i] = reduces;
+    if (p.recvs[i].local) ++reduces;
+  }
+  size_t finished_reduces = 0;
+
+  for (;;) {
+    while (posted_sends < S) {
+      const SendUnit& u = p.sends[posted_sends];
+      if (u.after >= 0 && static_cast<size_t>(u.after) >= finished_recvs) break;
+      KOLO_RETURN_IF_ERROR(p.transport->post_send(p.right, u.data, u.bytes, p.tag, &send_req[posted_sends]));
+      ++posted_sends;
+    }
+    while (posted_recvs < R) {
+      const RecvUnit& u = p.recvs[posted_recvs];
+      void* into = u.dest;
+      if (u.local) {
+        if (reduce_index[posted_recvs] >= finished_reduces + slots) break;  // no free slot yet
+        into = staging + (reduce_index[posted_recvs] % slots) * slot_bytes;
+      }
+      KOLO_RETURN_IF_ERROR(p.transport->post_recv(p.left, into, u.bytes, p.tag, &recv_req[posted_recvs]));
+      ++posted_recvs;
+    }
+    while (finished_sends < posted_sends && send_req[finished_sends].done) ++finished_sends;
+    if (finished_sends == S && finished_recvs == R) return Status::ok();
+
+    KOLO_RETURN_IF_ERROR(p.transport->progress(Deadline::after_seconds(options.timeout_s)));
+
+    // Finish receives in order: reduce staged data into its destination.
+    while (finished_recvs < posted_recvs && recv_req[finished_recvs].done) {
+      const RecvUnit& u = p.recvs[finished_recvs];
+      if (u.local) {
+        p.reduce(u.dest, u.local, recv_req[finished_recvs].data, u.count);
+        ++finished_reduces;
+      }
+      if (u.finalize && p.finalize) p.finalize(u.dest, u.count, p.divisor);
+      ++finished_recvs;
+    }
+  }
+}
+
+}  // namespace kolo

@@ -1,0 +1,70 @@
+// The executor under every ring algorithm. An algorithm describes its
+// traffic as two ordered lists:
+//   - send units, each a buffer to send to the right neighbour, optionally
+//     "after" a receive unit (it forwards what that receive produced);
+//   - receive units, each a message from the left neighbour that either lands
+//     directly in its destination or lands in a staging slot and is reduced
+//     into its destination (out = local OP staged).
+// The executor posts every send as soon as its dependency is met and keeps a
+// window of receives posted ahead, so receiving, reducing and sending of
+// different segments overlap. It knows nothing of chunks or steps; those are
+// in ring_schedule.h and the algorithms.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "collectives/reduce_kernels.h"
+#include "common/status.h"
+#include "transport/transport.h"
+
+namespace kolo {
+
+struct SendUnit {
+  const void* data;
+  size_t bytes;
+  long after;  // receive unit that must be finished first; -1 for none
+};
+
+struct RecvUnit {
+  void* dest;          // where the result goes
+  size_t bytes;
+  const void* local;   // reduce: this rank's operand; nullptr: plain receive into dest
+  size_t count;        // elements, for the reduction
+  bool finalize;       // apply the average's division after reducing
+};
+
+// Per-call tuning, from the communicator's configuration.
+struct PipelineOptions {
+  size_t staging_slots = 4;   // receives that may wait in staging at once
+  double timeout_s = 300;     // longest time without any progress
+};
+
+// Reusable scratch memory owned by the caller (one per communicator), so
+// steady-state collectives do not allocate.
+class Workspace {
+ public:
+  // A buffer of at least `bytes`, valid until the next call.
+  void* staging(size_t bytes);
+  void* scratch(size_t bytes);
+
+ private:
+  std::vector<unsigned char> staging_;
+  std::vector<unsigned char> scratch_;
+};
+
+struct Pipeline {
+  Transport* transport;
+  int left;
+  int right;
+  uint64_t tag;
+  ReduceFn reduce = nullptr;
+  FinalizeFn finalize = nullptr;
+  int divisor = 1;
+  std::vector<SendUnit> sends;
+  std::vector<RecvUnit> recvs;
+};
+
+Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Workspace* workspace);
+
+}  // namespace kolo

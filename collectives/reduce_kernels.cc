@@ -1,0 +1,148 @@
+#include "collectives/reduce_kernels.h"
+
+#include <cstdint>
+#include <type_traits>
+
+#include "collectives/half.h"
+
+namespace kolo {
+namespace {
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define KOLO_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define KOLO_MULTIVERSION
+#endif
+
+// Integer sum and product wrap modulo 2^bits (computed unsigned, where
+// overflow is defined), as every peer library does.
+template <typename T>
+using Unsigned = std::make_unsigned_t<T>;
+
+struct Sum {
+  template <typename T>
+  static T apply(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(static_cast<Unsigned<T>>(a) + static_cast<Unsigned<T>>(b));
+    } else {
+      return a + b;
+    }
+  }
+};
+struct Prod {
+  template <typename T>
+  static T apply(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      // Promote narrow types so the multiply itself cannot overflow int.
+      using Wide = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, Unsigned<T>>;
+      return static_cast<T>(static_cast<Wide>(static_cast<Unsigned<T>>(a)) *
+                            static_cast<Wide>(static_cast<Unsigned<T>>(b)));
+    } else {
+      return a * b;
+    }
+  }
+};
+struct Min {
+  template <typename T>
+  static T apply(T a, T b) { return b < a ? b : a; }
+};
+struct Max {
+  template <typename T>
+  static T apply(T a, T b) { return a < b ? b : a; }
+};
+
+template <typename T, typename Op>
+KOLO_MULTIVERSION void reduce_native(void* out, const void* a, const void* b, size_t n) {
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = Op::apply(x[i], y[i]);
+}
+
+template <typename Op>
+KOLO_MULTIVERSION void reduce_fp16(void* out, const void* a, const void* b, size_t n) {
+  uint16_t* o = static_cast<uint16_t*>(out);
+  const uint16_t* x = static_cast<const uint16_t*>(a);
+  const uint16_t* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = float_to_fp16(Op::apply(fp16_to_float(x[i]), fp16_to_float(y[i])));
+}
+
+template <typename Op>
+KOLO_MULTIVERSION void reduce_bf16(void* out, const void* a, const void* b, size_t n) {
+  uint16_t* o = static_cast<uint16_t*>(out);
+  const uint16_t* x = static_cast<const uint16_t*>(a);
+  const uint16_t* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = float_to_bf16(Op::apply(bf16_to_float(x[i]), bf16_to_float(y[i])));
+}
+
+template <typename T>
+void divide_native(void* buf, size_t n, int divisor) {
+  // Divide in a type wide enough for the divisor: a world of 300 ranks does
+  // not fit in int8.
+  using Wide = std::conditional_t<std::is_floating_point_v<T>, T,
+                                  std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
+  T* p = static_cast<T*>(buf);
+  const Wide d = static_cast<Wide>(divisor);
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<Wide>(p[i]) / d);
+}
+
+void divide_fp16(void* buf, size_t n, int divisor) {
+  uint16_t* p = static_cast<uint16_t*>(buf);
+  const float d = static_cast<float>(divisor);
+  for (size_t i = 0; i < n; ++i) p[i] = float_to_fp16(fp16_to_float(p[i]) / d);
+}
+
+void divide_bf16(void* buf, size_t n, int divisor) {
+  uint16_t* p = static_cast<uint16_t*>(buf);
+  const float d = static_cast<float>(divisor);
+  for (size_t i = 0; i < n; ++i) p[i] = float_to_bf16(bf16_to_float(p[i]) / d);
+}
+
+template <typename Op>
+ReduceFn kernel_for(DataType d) {
+  switch (d) {
+    case DataType::kInt8: return &reduce_native<int8_t, Op>;
+    case DataType::kUint8: return &reduce_native<uint8_t, Op>;
+    case DataType::kInt32: return &reduce_native<int32_t, Op>;
+    case DataType::kUint32: return &reduce_native<uint32_t, Op>;
+    case DataType::kInt64: return &reduce_native<int64_t, Op>;
+    case DataType::kUint64: return &reduce_native<uint64_t, Op>;
+    case DataType::kFloat16: return &reduce_fp16<Op>;
+    case DataType::kBfloat16: return &reduce_bf16<Op>;
+    case DataType::kFloat32: return &reduce_native<float, Op>;
+    case DataType::kFloat64: return &reduce_native<double, Op>;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+ReduceFn reduce_kernel(DataType dtype, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return kernel_for<Sum>(dtype);
+    case ReduceOp::kProd: return kernel_for<Prod>(dtype);
+    case ReduceOp::kMin: return kernel_for<Min>(dtype);
+    case ReduceOp::kMax: return kernel_for<Max>(dtype);
+  }
+  return nullptr;
+}
+
+FinalizeFn finalize_kernel(DataType dtype, ReduceOp op) {
+  if (op != ReduceOp::kAvg) return nullptr;
+  switch (dtype) {
+    case DataType::kInt8: return &divide_native<int8_t>;
+    case DataType::kUint8: return &divide_native<uint8_t>;
+    case DataType::kInt32: return &divide_native<int32_t>;
+    case DataType::kUint32: return &divide_native<uint32_t>;
+    case DataType::kInt64: return &divide_native<int64_t>;
+    case DataType::kUint64: return &divide_native<uint64_t>;
+    case DataType::kFloat16: return &divide_fp16;
+    case DataType::kBfloat16: return &divide_bf16;
+    case DataType::kFloat32: return &divide_native<float>;
+    case DataType::kFloat64: return &divide_native<double>;
+  }
+  return nullptr;
+}
+
+}  // namespace kolo

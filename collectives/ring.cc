@@ -1,0 +1,198 @@
+#include "collectives/ring.h"
+
+#include <cstring>
+
+#include "collectives/fingerprint.h"
+#include "collectives/ring_schedule.h"
+
+namespace kolo {
+namespace {
+
+unsigned char* at(void* base, size_t elem_offset, size_t elem_size) {
+  return static_cast<unsigned char*>(base) + elem_offset * elem_size;
+}
+const unsigned char* at(const void* base, size_t elem_offset, size_t elem_size) {
+  return static_cast<const unsigned char*>(base) + elem_offset * elem_size;
+}
+
+Pipeline make_pipeline(const RingContext& ctx, uint64_t tag) {
+  Pipeline p;
+  p.transport = ctx.transport;
+  p.left = ctx.left;
+  p.right = ctx.right;
+  p.tag = tag;
+  return p;
+}
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+// Appends the reduce-scatter half of a ring: size - 1 steps after which rank
+// r holds chunk r reduced. `input` is this rank's data, `work` where partial
+// results of chunk c go (they are forwarded at the next step), `final_out`
+// where chunk r's finished result goes.
+void add_reduce_scatter(const RingContext& ctx, const RingLayout& L, size_t es, const void* input, void* work,
+                        void* final_out, bool average, Pipeline* p) {
+  const int n = ctx.size, r = ctx.rank;
+  const size_t P = L.segments();
+  for (int s = 0; s + 1 < n; ++s) {
+    const bool last = s == n - 2;
+    for (size_t j = 0; j < P; ++j) {
+      Range out = L.segment(rs_send_chunk(r, n, s), j);
+      // Step 0 sends this rank's own data; later steps forward what the
+      // previous step reduced.
+      const void* src = s == 0 ? at(input, out.offset, es) : at(work, out.offset, es);
+      long after = s == 0 ? -1 : static_cast<long>((s - 1) * P + j);
+      p->sends.push_back({src, out.count * es, after});
+    }
+    for (size_t j = 0; j < P; ++j) {
+      Range in = L.segment(rs_recv_chunk(r, n, s), j);
+      void* dest = last ? at(final_out, in.offset, es) : at(work, in.offset, es);
+      p->recvs.push_back({dest, in.count * es, at(input, in.offset, es), in.count, last && average});
+    }
+  }
+}
+
+// Appends the allgather half: size - 1 steps circulating finished chunks,
+// each landing directly in `out`. The first step sends chunk r from `first`.
+void add_allgather(const RingContext& ctx, const RingLayout& L, size_t es, const void* first, void* out,
+                   long first_after_base, Pipeline* p) {
+  const int n = ctx.size, r = ctx.rank;
+  const size_t P = L.segments();
+  const long base = static_cast<long>(p->recvs.size());
+  for (int s = 0; s + 1 < n; ++s) {
+    for (size_t j = 0; j < P; ++j) {
+      Range seg = L.segment(ag_send_chunk(r, n, s), j);
+      const void* src = s == 0 ? at(first, seg.offset, es) : at(out, seg.offset, es);
+      long after;
+      if (s == 0) {
+        after = first_after_base < 0 ? -1 : first_after_base + static_cast<long>(j);
+      } else {
+        after = base + static_cast<long>((s - 1) * P + j);
+      }
+      p->sends.push_back({src, seg.count * es, after});
+    }
+    for (size_t j = 0; j < P; ++j) {
+      Range seg = L.segment(ag_recv_chunk(r, n, s), j);
+      p->recvs.push_back({at(out, seg.offset, es), seg.count * es, nullptr, seg.count, false});
+    }
+  }
+}
+
+}  // namespace
+
+Status ring_allreduce(const RingContext& ctx, const void* send, void* recv, size_t count, DataType dtype,
+                      ReduceOp op) {
+  const size_t es = dtype_size(dtype);
+  if (count == 0) return Status::ok();
+  if (ctx.size == 1) {
+    if (send != recv) std::memmove(recv, send, count * es);
+    return Status::ok();
+  }
+  RingLayout L(count, ctx.size, es, ctx.segment_bytes);
+  Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, count));
+  p.reduce = reduce_kernel(dtype, op);
+  p.finalize = finalize_kernel(dtype, op);
+  p.divisor = ctx.size;
+  // Partial results live in recv itself: each chunk's slot there is written
+  // once by reduce-scatter and once more by allgather.
+  add_reduce_scatter(ctx, L, es, send, recv, recv, op == ReduceOp::kAvg, &p);
+  const long last_rs_step = static_cast<long>((ctx.size - 2) * L.segments());
+  add_allgather(ctx, L, es, recv, recv, last_rs_step, &p);
+  return run_pipeline(p, ctx.pipeline, ctx.workspace);
+}
+
+Status ring_reduce_scatter(const RingContext& ctx, const void* send, void* recv, size_t recv_count, DataType dtype,
+                           ReduceOp op) {
+  const size_t es = dtype_size(dtype);
+  if (recv_count == 0) return Status::ok();
+  const size_t total = recv_count * ctx.size;
+  if (ctx.size == 1) {
+    if (send != recv) std::memmove(recv, send, recv_count * es);
+    FinalizeFn fin = finalize_kernel(dtype, op);
+    if (fin) fin(recv, recv_count, 1);
+    return Status::ok();
+  }
+  RingLayout L(total, ctx.size, es, ctx.segment_bytes);
+  Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kReduceScatter, dtype, op, 0, recv_count));
+  p.reduce = reduce_kernel(dtype, op);
+  p.finalize = finalize_kernel(dtype, op);
+  p.divisor = ctx.size;
+  // Partial results need a full-size scratch buffer: recv holds one block.
+  void* work = ctx.workspace->scratch(total * es);
+  // Where chunk r's result is written. Straight into recv when that is
+  // safe; if recv overlaps the input anywhere but block r itself (e.g.
+  // send == recv), an in-flight send could still read it, so the result
+  // goes through scratch and is copied at the end.
+  const void* own_block_in_send = at(send, ctx.rank * recv_count, es);
+  const bool via_scratch =
+      overlaps(send, total * es, recv, recv_count * es) && recv != own_block_in_send;
+  unsigned char* final_out = via_scratch
+                                 ? static_cast<unsigned char*>(work)
+                                 : static_cast<unsigned char*>(recv) - ctx.rank * recv_count * es;
+  add_reduce_scatter(ctx, L, es, send, work, final_out, op == ReduceOp::kAvg, &p);
+  KOLO_RETURN_IF_ERROR(run_pipeline(p, ctx.pipeline, ctx.workspace));
+  if (via_scratch) std::memmove(recv, at(work, ctx.rank * recv_count, es), recv_count * es);
+  return Status::ok();
+}
+
+Status ring_allgather(const RingContext& ctx, const void* send, void* recv, size_t send_count, DataType dtype) {
+  const size_t es = dtype_size(dtype);
+  if (send_count == 0) return Status::ok();
+  const size_t block = send_count * es;
+  unsigned char* own = static_cast<unsigned char*>(recv) + ctx.rank * block;
+  // "In place" is send == recv (the convention) or send == own slot (NCCL's).
+  const void* source = (send == recv) ? own : send;
+  if (ctx.size == 1) {
+    if (source != own) std::memmove(own, source, block);
+    return Status::ok();
+  }
+  RingLayout L(send_count * ctx.size, ctx.size, es, ctx.segment_bytes);
+  Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kAllgather, dtype, ReduceOp::kSum, 0, send_count));
+  // Step 0 sends chunk r; the layout's chunk r is the block at own, so the
+  // units address `first` such that its chunk r offset lands on source.
+  const unsigned char* first = static_cast<const unsigned char*>(source) - ctx.rank * block;
+  add_allgather(ctx, L, es, first, recv, -1, &p);
+  // Our own block also belongs in recv; a local copy, cheap next to the
+  // (size - 1) blocks that cross the wire.
+  if (source != own) std::memcpy(own, source, block);
+  return run_pipeline(p, ctx.pipeline, ctx.workspace);
+}
+
+Status ring_broadcast(const RingContext& ctx, void* buf, size_t count, DataType dtype, int root) {
+  const size_t es = dtype_size(dtype);
+  if (count == 0 || ctx.size == 1) return Status::ok();
+  Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kBroadcast, dtype, ReduceOp::kSum, root, count));
+  const int position = ring_mod(ctx.rank - root, ctx.size);  // hops from root
+  const size_t segments = segments_per_chunk(count, es, ctx.segment_bytes);
+  for (size_t j = 0; j < segments; ++j) {
+    Range seg = partition(count, segments, j);
+    unsigned char* data = at(buf, seg.offset, es);
+    if (position > 0) p.recvs.push_back({data, seg.count * es, nullptr, seg.count, false});
+    // Root sends at once; middle ranks forward each segment as it arrives;
+    // the last rank before root only receives.
+    if (position < ctx.size - 1) p.sends.push_back({data, seg.count * es, position == 0 ? -1 : static_cast<long>(j)});
+  }
+  return run_pipeline(p, ctx.pipeline, ctx.workspace);
+}
+
+Status ring_barrier(const RingContext& ctx) {
+  if (ctx.size == 1) return Status::ok();
+  // A token goes around the ring twice: after the first lap every rank has
+  // entered; the second lap tells every rank so.
+  Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kBarrier, DataType::kUint8, ReduceOp::kSum, 0, 0));
+  for (int lap = 0; lap < 2; ++lap) {
+    if (ctx.rank == 0) {
+      p.sends.push_back({nullptr, 0, lap == 0 ? -1 : static_cast<long>(p.recvs.size()) - 1});
+      p.recvs.push_back({nullptr, 0, nullptr, 0, false});
+    } else {
+      p.recvs.push_back({nullptr, 0, nullptr, 0, false});
+      p.sends.push_back({nullptr, 0, static_cast<long>(p.recvs.size()) - 1});
+    }
+  }
+  return run_pipeline(p, ctx.pipeline, ctx.workspace);
+}
+
+}  // namespace kolo

@@ -1,0 +1,291 @@
+#include "runtime/communicator.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <vector>
+
+#include "collectives/fingerprint.h"
+#include "common/log.h"
+#include "runtime/store_client.h"
+#include "runtime/store_server.h"
+#include "transport/handshake.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace kolo {
+namespace {
+
+// What makes two ranks "on the same host": the host name plus the kernel's
+// boot id, so two containers sharing a name are still told apart.
+std::string host_identity() {
+  char name[256] = {0};
+  ::gethostname(name, sizeof(name) - 1);
+  std::string id = name;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  if (boot >> boot_id) id += "/" + boot_id;
+  return id;
+}
+
+bool overlap(const void* a, size_t an, const void* b, size_t bn) {
+  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return an && bn && pa < pb + bn && pb < pa + an;
+}
+
+Status check_dtype(int dtype) {
+  if (!valid_dtype(dtype)) return invalid_argument("unknown dtype " + std::to_string(dtype));
+  return Status::ok();
+}
+
+Status check_op(int op) {
+  if (!valid_op(op)) return invalid_argument("unknown reduction op " + std::to_string(op));
+  return Status::ok();
+}
+
+Status check_buffer(const void* p, size_t count, const char* name) {
+  if (p == nullptr && count > 0) return invalid_argument(std::string(name) + " is NULL with count > 0");
+  return Status::ok();
+}
+
+}  // namespace
+
+Communicator::~Communicator() {
+  if (transport_) transport_->abort();
+  transport_.reset();
+  client_.reset();
+  server_.reset();
+}
+
+Status Communicator::create_from_env(std::unique_ptr<Communicator>* out) {
+  LaunchInfo info;
+  KOLO_RETURN_IF_ERROR(read_launch_env(&info));
+  Config config;
+  KOLO_RETURN_IF_ERROR(load_config(&config));
+  return create(info, config, out);
+}
+
+Status Communicator::create(const LaunchInfo& info, const Config& config, std::unique_ptr<Communicator>* out) {
+  std::unique_ptr<Communicator> c(new Communicator());
+  c->config_ = config;
+  const std::string job_name =
+      config.job_id.empty() ? info.master_addr + ":" + std::to_string(info.master_port) : config.job_id;
+  const uint64_t job_id = job_id_from_name(job_name);
+  const Deadline deadline = Deadline::after_seconds(config.timeout_s);
+  int port = info.master_port;
+  if (info.rank == 0) {
+    c->server_ = std::make_unique<StoreServer>(job_id, info.world_size);
+    KOLO_RETURN_IF_ERROR(c->server_->start(info.master_addr, info.master_port));
+    port = c->server_->port();
+  }
+  if (info.world_size > 1 || info.rank == 0) {
+    KOLO_RETURN_IF_ERROR(StoreClient::connect(info.master_addr, port, job_id, info.rank, deadline, &c->client_));
+  }
+  if (c->config_.bind_address.empty()) c->config_.bind_address = c->client_->local_address();
+  c->config_.job_id = job_name;
+  KOLO_RETURN_IF_ERROR(c->init(info.rank, info.world_size, c->client_.get(), info.local_rank, info.local_size));
+  *out = std::move(c);
+  return Status::ok();
+}
+
+Status Communicator::create_with_store(int rank, int size, Store* store, const Config& config,
+                                       std::unique_ptr<Communicator>* out) {
+  std::unique_ptr<Communicator> c(new Communicator());
+  c->config_ = config;
+  if (c->config_.bind_address.empty()) c->config_.bind_address = "127.0.0.1";
+  if (c->config_.job_id.empty()) c->config_.job_id = "in-process";
+  KOLO_RETURN_IF_ERROR(c->init(rank, size, store, -1, -1));
+  *out = std::move(c);
+  return Status::ok();
+}
+
+Status Communicator::init(int rank, int size, Store* store, int local_rank, int local_size) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return invalid_argument("rank " + std::to_string(rank) + " of world size " + std::to_string(size) +
+                            " is impossible");
+  }
+  install_fingerprint_describer();
+  rank_ = rank;
+  size_ = size;
+  store_ = store;
+  set_log_prefix("rank " + std::to_string(rank));
+  TcpOptions topt;
+  topt.job_id = job_id_from_name(config_.job_id);
+  topt.bind_address = config_.bind_address;
+  topt.streams_per_peer = static_cast<int>(config_.sockets_per_peer);
+  topt.socket_buffer_bytes = static_cast<int>(config_.socket_buffer_bytes);
+  topt.spin_us = static_cast<int>(config_.spin_us);
+  topt.handshake_timeout_s = std::min(config_.timeout_s, 10.0);
+  std::unique_ptr<TcpTransport> tcp;
+  if (size > 1) {
+    KOLO_RETURN_IF_ERROR(TcpTransport::create(store, rank, size, topt, &tcp));
+    transport_ = std::move(tcp);
+  }
+  KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size));
+  KOLO_RETURN_IF_ERROR(connect_ring());
+  KOLO_INFO("communicator ready: rank " << rank_ << " of " << size_ << ", local " << local_rank_ << " of "
+                                        << local_size_);
+  return Status::ok();
+}
+
+Status Communicator::learn_local_rank(int given_local_rank, int given_local_size) {
+  if (size_ == 1) {
+    local_rank_ = 0;
+    local_size_ = 1;
+    return Status::ok();
+  }
+  // Every rank publishes its host; reading all of them doubles as the check
+  // that the whole world has arrived, naming any rank that has not.
+  const std::string me = host_identity();
+  KOLO_RETURN_IF_ERROR(store_->set("host/" + std::to_string(rank_), me));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) keys.push_back("host/" + std::to_string(r));
+  std::vector<std::string> hosts;
+  Status s = store_->get(keys, Deadline::after_seconds(config_.timeout_s), &hosts);
+  if (s.code() == Code::kTimeout) {
+    // The store lists the missing keys as "host/N"; turn them into ranks.
+    std::string missing = s.message();
+    auto pos = missing.find(':');
+    std::string list = pos == std::string::npos ? missing : missing.substr(pos + 1);
+    std::string ranks;
+    size_t i = 0;
+    while ((i = list.find("host/", i)) != std::string::npos) {
+      i += 5;
+      size_t j = i;
+      while (j < list.size() && isdigit(static_cast<unsigned char>(list[j]))) ++j;
+      ranks += (ranks.empty() ? "" : ", ") + list.substr(i, j - i);
+      i = j;
+    }
+    return timeout_error("rank(s) " + ranks + " never arrived at the rendezvous within KOLO_TIMEOUT_S=" +
+                         std::to_string(config_.timeout_s) + " s");
+  }
+  KOLO_RETURN_IF_ERROR(s);
+  int lr = 0, ls = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (hosts[r] == me) {
+      if (r < rank_) ++lr;
+      ++ls;
+    }
+  }
+  local_rank_ = given_local_rank >= 0 ? given_local_rank : lr;
+  local_size_ = given_local_size >= 0 ? given_local_size : ls;
+  return Status::ok();
+}
+
+Status Communicator::connect_ring() {
+  if (size_ == 1) return Status::ok();
+  const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
+  const int right = (rank_ + 1) % size_;
+  const int left = (rank_ + size_ - 1) % size_;
+  KOLO_RETURN_IF_ERROR(transport_->connect(right, deadline));
+  if (left != right) KOLO_RETURN_IF_ERROR(transport_->connect(left, deadline));
+  return Status::ok();
+}
+
+RingContext Communicator::ring_context() {
+  RingContext ctx;
+  ctx.transport = transport_.get();
+  ctx.rank = rank_;
+  ctx.size = size_;
+  ctx.left = (rank_ + size_ - 1) % size_;
+  ctx.right = (rank_ + 1) % size_;
+  ctx.segment_bytes = static_cast<size_t>(config_.segment_bytes);
+  ctx.pipeline.staging_slots = static_cast<size_t>(config_.pipeline_depth);
+  ctx.pipeline.timeout_s = config_.timeout_s;
+  ctx.workspace = &workspace_;
+  return ctx;
+}
+
+Status Communicator::check_healthy() const {
+  if (!failed_.load()) return Status::ok();
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  return Status(sticky_.code(), "communicator failed earlier: " + sticky_.message());
+}
+
+Status Communicator::async_error() const {
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  return sticky_;
+}
+
+template <typename Fn>
+Status Communicator::run(const char* what, Fn&& fn) {
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  KOLO_RETURN_IF_ERROR(check_healthy());
+  Status s = fn(ring_context());
+  if (!s.is_ok()) {
+    s = s.with_context(std::string(what) + " on rank " + std::to_string(rank_));
+    {
+      std::lock_guard<std::mutex> elock(error_mutex_);
+      if (sticky_.is_ok()) sticky_ = s;
+    }
+    failed_.store(true);
+    // The ring is out of step; stop the transport so nothing stale moves.
+    if (transport_) transport_->abort();
+    KOLO_ERROR(s.message());
+  }
+  return s;
+}
+
+Status Communicator::allreduce(const void* send, void* recv, size_t count, int dtype, int op) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_op(op));
+  KOLO_RETURN_IF_ERROR(check_buffer(send, count, "sendbuf"));
+  KOLO_RETURN_IF_ERROR(check_buffer(recv, count, "recvbuf"));
+  const size_t bytes = count * dtype_size(static_cast<DataType>(dtype));
+  if (send != recv && overlap(send, bytes, recv, bytes)) {
+    return invalid_argument("sendbuf and recvbuf overlap without being equal");
+  }
+  return run("allreduce", [&](const RingContext& ctx) {
+    return ring_allreduce(ctx, send, recv, count, static_cast<DataType>(dtype), static_cast<ReduceOp>(op));
+  });
+}
+
+Status Communicator::allgather(const void* send, void* recv, size_t send_count, int dtype) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_buffer(send, send_count, "sendbuf"));
+  KOLO_RETURN_IF_ERROR(check_buffer(recv, send_count, "recvbuf"));
+  const size_t block = send_count * dtype_size(static_cast<DataType>(dtype));
+  const void* own = static_cast<const char*>(recv) + rank_ * block;
+  if (send != recv && send != own && overlap(send, block, recv, block * size_)) {
+    return invalid_argument("sendbuf overlaps recvbuf but is neither recvbuf nor this rank's block of it");
+  }
+  return run("allgather", [&](const RingContext& ctx) {
+    return ring_allgather(ctx, send, recv, send_count, static_cast<DataType>(dtype));
+  });
+}
+
+Status Communicator::broadcast(void* buf, size_t count, int dtype, int root) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_buffer(buf, count, "buf"));
+  if (root < 0 || root >= size_) {
+    return invalid_argument("root " + std::to_string(root) + " is not a rank of a world of " +
+                            std::to_string(size_));
+  }
+  return run("broadcast", [&](const RingContext& ctx) {
+    return ring_broadcast(ctx, buf, count, static_cast<DataType>(dtype), root);
+  });
+}
+
+Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_op(op));
+  KOLO_RETURN_IF_ERROR(check_buffer(send, recv_count, "sendbuf"));
+  KOLO_RETURN_IF_ERROR(check_buffer(recv, recv_count, "recvbuf"));
+  return run("reduce_scatter", [&](const RingContext& ctx) {
+    return ring_reduce_scatter(ctx, send, recv, recv_count, static_cast<DataType>(dtype), static_cast<ReduceOp>(op));
+  });
+}
+
+Status Communicator::barrier() {
+  return run("barrier", [&](const RingContext& ctx) { return ring_barrier(ctx); });
+}
+
+void Communicator::abort() {
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (sticky_.is_ok()) sticky_ = aborted("communicator aborted by the application");
+  }
+  failed_.store(true);
+  if (transport_) transport_->abort();
+}
+
+}  // namespace kolo

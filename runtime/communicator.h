@@ -1,0 +1,87 @@
+// A communicator: this rank's membership in a job, and the collectives it
+// can run with the other ranks. Creating one does the rendezvous (rank 0
+// serves the store), connects the ring, and learns the local rank.
+//
+// Errors: a bad argument is reported and changes nothing. Any failure while
+// talking to peers (timeout, lost peer, mismatch, abort) is sticky: the
+// communicator is unusable afterwards and every call returns that error at
+// once, because the peers can no longer be assumed to be in step.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "collectives/dtype.h"
+#include "collectives/pipeline.h"
+#include "collectives/ring.h"
+#include "common/status.h"
+#include "runtime/config.h"
+#include "runtime/launch_env.h"
+#include "transport/store.h"
+#include "transport/transport.h"
+
+namespace kolo {
+
+class StoreServer;
+class StoreClient;
+
+class Communicator {
+ public:
+  // Rendezvous from the launcher's environment (see launch_env.h).
+  static Status create_from_env(std::unique_ptr<Communicator>* out);
+  // Rendezvous at an explicit master; local rank/size from info if >= 0.
+  static Status create(const LaunchInfo& info, const Config& config, std::unique_ptr<Communicator>* out);
+  // Rendezvous through a store the caller provides (tests run ranks as
+  // threads over an in-memory store).
+  static Status create_with_store(int rank, int size, Store* store, const Config& config,
+                                  std::unique_ptr<Communicator>* out);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  const Config& config() const { return config_; }
+
+  Status allreduce(const void* send, void* recv, size_t count, int dtype, int op);
+  Status allgather(const void* send, void* recv, size_t send_count, int dtype);
+  Status broadcast(void* buf, size_t count, int dtype, int root);
+  Status reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op);
+  Status barrier();
+
+  // Makes the current and every later call fail with ABORTED. Any thread.
+  void abort();
+  // The sticky error, OK while healthy.
+  Status async_error() const;
+
+ private:
+  Communicator() = default;
+  Status init(int rank, int size, Store* store, int local_rank, int local_size);
+  Status learn_local_rank(int given_local_rank, int given_local_size);
+  Status connect_ring();
+  // Runs a collective under the call lock, turning its failure sticky.
+  template <typename Fn>
+  Status run(const char* what, Fn&& fn);
+  Status check_healthy() const;
+  RingContext ring_context();
+
+  int rank_ = 0;
+  int size_ = 1;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  Config config_;
+  std::unique_ptr<StoreServer> server_;   // rank 0 only
+  std::unique_ptr<StoreClient> client_;
+  Store* store_ = nullptr;
+  std::unique_ptr<Transport> transport_;
+  Workspace workspace_;
+
+  std::mutex call_mutex_;  // one collective at a time
+  mutable std::mutex error_mutex_;
+  Status sticky_;
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace kolo

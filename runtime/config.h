@@ -1,0 +1,25 @@
+// Every tunable of kolo, read from the environment in one place. Each field
+// names its variable; a malformed value is an error naming the variable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace kolo {
+
+struct Config {
+  double timeout_s = 300;            // KOLO_TIMEOUT_S: the deadline of every blocking wait
+  int64_t segment_bytes = 512 << 10; // KOLO_SEGMENT_BYTES: pipeline unit on the wire
+  int64_t pipeline_depth = 4;        // KOLO_PIPELINE_DEPTH: receives staged ahead
+  int64_t sockets_per_peer = 1;      // KOLO_SOCKETS_PER_PEER
+  int64_t socket_buffer_bytes = 0;   // KOLO_SOCKET_BUFFER: 0 keeps kernel autotuning
+  int64_t spin_us = 50;              // KOLO_SPIN_US: busy-poll before sleeping
+  std::string bind_address;          // KOLO_BIND_ADDR: empty = the address that reaches the master
+  std::string job_id;                // KOLO_JOB_ID: set by kolorun; empty = derived from the master address
+};
+
+Status load_config(Config* config);
+
+}  // namespace kolo

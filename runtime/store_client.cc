@@ -1,0 +1,127 @@
+#include "runtime/store_client.h"
+
+#include <chrono>
+#include <thread>
+
+#include "runtime/store_protocol.h"
+#include "transport/tcp/address.h"
+#include "transport/tcp/io.h"
+
+namespace kolo {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+Status StoreClient::connect(const std::string& host, int port, uint64_t job_id, int rank, Deadline deadline,
+                            std::unique_ptr<StoreClient>* out) {
+  std::unique_ptr<StoreClient> c(new StoreClient());
+  c->server_ = host + ":" + std::to_string(port);
+  tcp::endpoint ep;
+  KOLO_RETURN_IF_ERROR(resolve_endpoint(host, port, &ep));
+  // Rank 0 may not be listening yet: retry refused connections until the
+  // deadline, backing off to at most 100 ms between tries.
+  int backoff_ms = 5;
+  for (;;) {
+    auto socket = std::make_unique<tcp::socket>(c->io_);
+    boost::system::error_code ec;
+    socket->open(ep.protocol(), ec);
+    if (!ec) socket->non_blocking(true, ec);
+    if (ec) return transport_error("cannot create a socket: " + ec.message());
+    int rc = ::connect(socket->native_handle(), ep.data(), static_cast<socklen_t>(ep.size()));
+    int err = rc == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      Status w = wait_fd(socket->native_handle(), POLLOUT, deadline, "connecting to the rendezvous store");
+      if (!w.is_ok()) break;
+      socklen_t len = sizeof(err);
+      ::getsockopt(socket->native_handle(), SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    if (err == 0) {
+      socket->set_option(tcp::no_delay(true), ec);
+      c->socket_ = std::move(socket);
+      break;
+    }
+    if (deadline.expired()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoff_ms, deadline.remaining_ms())));
+    backoff_ms = std::min(backoff_ms * 2, 100);
+  }
+  if (!c->socket_) {
+    return timeout_error("could not reach the rendezvous store at " + c->server_ +
+                         " (rank 0 serves it: did rank 0 start, and is KOLO_MASTER_ADDR right?)");
+  }
+  MessageWriter hello;
+  hello.u8(static_cast<uint8_t>(StoreOp::kHello));
+  hello.u32(kStoreMagic);
+  hello.u64(job_id);
+  hello.u32(static_cast<uint32_t>(rank));
+  std::string reply;
+  Status s = c->round_trip(hello.finish(), deadline, &reply);
+  if (s.code() == Code::kPeerLost) {
+    return auth_error("the rendezvous store at " + c->server_ +
+                      " refused this rank (another job on that port, or a rank beyond the world size?)");
+  }
+  KOLO_RETURN_IF_ERROR(s);
+  *out = std::move(c);
+  return Status::ok();
+}
+
+std::string StoreClient::local_address() const {
+  boost::system::error_code ec;
+  auto ep = socket_->local_endpoint(ec);
+  return ec ? "127.0.0.1" : ep.address().to_string();
+}
+
+Status StoreClient::round_trip(const std::string& request, Deadline deadline, std::string* reply) {
+  const std::string what = "talking to the rendezvous store at " + server_;
+  KOLO_RETURN_IF_ERROR(write_fully(*socket_, request.data(), request.size(), deadline, what));
+  unsigned char len_buf[4];
+  KOLO_RETURN_IF_ERROR(read_fully(*socket_, len_buf, 4, deadline, what));
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(len_buf[i]) << (8 * i);
+  if (n == 0 || n > kStoreMaxMessage) return transport_error("malformed reply " + what);
+  reply->resize(n);
+  KOLO_RETURN_IF_ERROR(read_fully(*socket_, &(*reply)[0], n, deadline, what));
+  uint8_t code = 0;
+  MessageReader r(reply->data(), reply->size());
+  if (!r.u8(&code)) return transport_error("malformed reply " + what);
+  if (code != static_cast<uint8_t>(StoreReply::kOk)) {
+    std::string text;
+    r.str(&text);
+    if (code == static_cast<uint8_t>(StoreReply::kTimeout)) return timeout_error("store keys never set: " + text);
+    return auth_error("rejected by the rendezvous store: " + text);
+  }
+  return Status::ok();
+}
+
+Status StoreClient::set(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  MessageWriter w;
+  w.u8(static_cast<uint8_t>(StoreOp::kSet));
+  w.str(key);
+  w.str(value);
+  std::string reply;
+  return round_trip(w.finish(), Deadline::after_seconds(timeout_s_), &reply);
+}
+
+Status StoreClient::get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  MessageWriter w;
+  w.u8(static_cast<uint8_t>(StoreOp::kGet));
+  w.u32(static_cast<uint32_t>(deadline.remaining_ms()));
+  w.u32(static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) w.str(k);
+  std::string reply;
+  // The server answers by the deadline itself; allow a little for the trip.
+  Deadline io_deadline = Deadline::after(deadline.time_point() - Deadline::Clock::now() + std::chrono::seconds(5));
+  KOLO_RETURN_IF_ERROR(round_trip(w.finish(), io_deadline, &reply));
+  MessageReader r(reply.data(), reply.size());
+  uint8_t code = 0;
+  uint32_t n = 0;
+  if (!r.u8(&code) || !r.u32(&n) || n != keys.size()) return transport_error("malformed store reply");
+  values->resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!r.str(&(*values)[i])) return transport_error("malformed store reply");
+  }
+  return Status::ok();
+}
+
+}  // namespace kolo

@@ -1,0 +1,41 @@
+// A rank's connection to the rendezvous store served by rank 0. Implements
+// the Store interface the transports use. Thread-safe: one request at a time.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "transport/store.h"
+
+namespace kolo {
+
+class StoreClient : public Store {
+ public:
+  // Connects to host:port (retrying while rank 0 is still starting) and
+  // introduces itself, all within the deadline.
+  static Status connect(const std::string& host, int port, uint64_t job_id, int rank, Deadline deadline,
+                        std::unique_ptr<StoreClient>* out);
+
+  Status set(const std::string& key, const std::string& value) override;
+  Status get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) override;
+
+  // This end's address: the interface that routes to the master, which is
+  // where peers can reach this rank too.
+  std::string local_address() const;
+
+ private:
+  StoreClient() = default;
+  Status round_trip(const std::string& request, Deadline deadline, std::string* reply);
+
+  std::mutex mutex_;
+  boost::asio::io_context io_;
+  std::unique_ptr<boost::asio::ip::tcp::socket> socket_;
+  std::string server_;
+  double timeout_s_ = 30;
+};
+
+}  // namespace kolo

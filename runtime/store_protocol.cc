@@ -1,0 +1,63 @@
+#include "runtime/store_protocol.h"
+
+#include <cstring>
+
+namespace kolo {
+
+void MessageWriter::u32(uint32_t v) {
+  for (int i = 0; i < 4; ++i) bytes_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+void MessageWriter::u64(uint64_t v) {
+  for (int i = 0; i < 8; ++i) bytes_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+void MessageWriter::str(const std::string& s) {
+  u32(static_cast<uint32_t>(s.size()));
+  bytes_ += s;
+}
+
+std::string MessageWriter::finish() const {
+  MessageWriter framed;
+  framed.u32(static_cast<uint32_t>(bytes_.size()));
+  return framed.bytes_ + bytes_;
+}
+
+bool MessageReader::u8(uint8_t* v) {
+  if (left_ < 1) return false;
+  *v = static_cast<uint8_t>(*p_);
+  ++p_;
+  --left_;
+  return true;
+}
+
+bool MessageReader::u32(uint32_t* v) {
+  if (left_ < 4) return false;
+  uint32_t x = 0;
+  for (int i = 0; i < 4; ++i) x |= static_cast<uint32_t>(static_cast<uint8_t>(p_[i])) << (8 * i);
+  *v = x;
+  p_ += 4;
+  left_ -= 4;
+  return true;
+}
+
+bool MessageReader::u64(uint64_t* v) {
+  if (left_ < 8) return false;
+  uint64_t x = 0;
+  for (int i = 0; i < 8; ++i) x |= static_cast<uint64_t>(static_cast<uint8_t>(p_[i])) << (8 * i);
+  *v = x;
+  p_ += 8;
+  left_ -= 8;
+  return true;
+}
+
+bool MessageReader::str(std::string* s) {
+  uint32_t n = 0;
+  if (!u32(&n) || n > left_) return false;
+  s->assign(p_, n);
+  p_ += n;
+  left_ -= n;
+  return true;
+}
+
+}  // namespace kolo

@@ -1,0 +1,50 @@
+// Wire format of the rendezvous store. Every message is a 4-byte length
+// followed by that many bytes; inside, integers are little-endian and strings
+// are a 4-byte length and their bytes. The parser checks every length against
+// what is left of the message, and the message length against a fixed cap,
+// so nothing read from the wire decides how much memory is allocated beyond
+// that cap.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kolo {
+
+constexpr uint32_t kStoreMagic = 0x4b4f4c53;  // "KOLS"
+constexpr uint32_t kStoreMaxMessage = 16u << 20;
+
+enum class StoreOp : uint8_t { kHello = 1, kSet = 2, kGet = 3 };
+enum class StoreReply : uint8_t { kOk = 0, kTimeout = 1, kRejected = 2 };
+
+class MessageWriter {
+ public:
+  void u8(uint8_t v) { bytes_.push_back(static_cast<char>(v)); }
+  void u32(uint32_t v);
+  void u64(uint64_t v);
+  void str(const std::string& s);
+  // The message with its length prefix.
+  std::string finish() const;
+
+ private:
+  std::string bytes_;
+};
+
+class MessageReader {
+ public:
+  MessageReader(const char* data, size_t size) : p_(data), left_(size) {}
+  bool u8(uint8_t* v);
+  bool u32(uint32_t* v);
+  bool u64(uint64_t* v);
+  bool str(std::string* s);
+  bool done() const { return left_ == 0; }
+
+ private:
+  const char* p_;
+  size_t left_;
+};
+
+}  // namespace kolo

@@ -1,0 +1,225 @@
+#include "runtime/store_server.h"
+
+#include <chrono>
+#include <vector>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+
+#include "common/log.h"
+#include "runtime/store_protocol.h"
+#include "transport/tcp/address.h"
+
+namespace kolo {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+class StoreServer::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(StoreServer* server, tcp::socket socket)
+      : server_(server), socket_(std::move(socket)), hello_timer_(socket_.get_executor()) {}
+
+  void start() {
+    boost::system::error_code ec;
+    auto ep = socket_.remote_endpoint(ec);
+    remote_ = ec ? "unknown peer" : format_endpoint(ep);
+    auto self = shared_from_this();
+    hello_timer_.expires_after(std::chrono::seconds(10));
+    hello_timer_.async_wait([self](const boost::system::error_code& tec) {
+      if (tec || self->introduced_) return;
+      KOLO_WARN("rendezvous store dropped " << self->remote_ << ": no handshake within 10 s");
+      self->close();
+    });
+    read_length();
+  }
+
+  void reply(const std::string& message) {
+    auto self = shared_from_this();
+    out_ = message;
+    asio::async_write(socket_, asio::buffer(out_), [self](const boost::system::error_code& ec, size_t) {
+      if (ec) return self->close();
+      self->read_length();
+    });
+  }
+
+  void close() {
+    boost::system::error_code ec;
+    socket_.close(ec);
+    hello_timer_.cancel();
+  }
+
+  bool introduced_ = false;
+  const std::string& remote() const { return remote_; }
+
+ private:
+  void read_length() {
+    auto self = shared_from_this();
+    asio::async_read(socket_, asio::buffer(len_buf_, 4), [self](const boost::system::error_code& ec, size_t) {
+      if (ec) return self->close();
+      uint32_t n = 0;
+      for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(self->len_buf_[i]) << (8 * i);
+      if (n == 0 || n > kStoreMaxMessage) {
+        KOLO_WARN("rendezvous store dropped " << self->remote_ << ": message length " << n << " out of bounds");
+        return self->close();
+      }
+      // Before a valid hello, only a hello-sized message is believable.
+      if (!self->introduced_ && n > 64) {
+        KOLO_WARN("rendezvous store dropped " << self->remote_ << ": oversized first message");
+        return self->close();
+      }
+      self->body_.resize(n);
+      asio::async_read(self->socket_, asio::buffer(self->body_), [self](const boost::system::error_code& rec, size_t) {
+        if (rec) return self->close();
+        self->server_->handle(self, self->body_);
+      });
+    });
+  }
+
+  StoreServer* server_;
+  tcp::socket socket_;
+  asio::steady_timer hello_timer_;
+  std::string remote_;
+  unsigned char len_buf_[4];
+  std::string body_;
+  std::string out_;
+};
+
+struct StoreServer::Waiter {
+  Waiter(asio::io_context& io) : timer(io) {}
+  std::shared_ptr<Session> session;
+  std::vector<std::string> keys;
+  asio::steady_timer timer;
+};
+
+namespace {
+
+std::string simple_reply(StoreReply code, const std::string& text = "") {
+  MessageWriter w;
+  w.u8(static_cast<uint8_t>(code));
+  w.str(text);
+  return w.finish();
+}
+
+}  // namespace
+
+StoreServer::StoreServer(uint64_t job_id, int world_size) : job_id_(job_id), world_size_(world_size) {}
+
+StoreServer::~StoreServer() {
+  asio::post(io_, [this] {
+    boost::system::error_code ec;
+    if (acceptor_) acceptor_->close(ec);
+  });
+  io_.stop();
+  if (thread_.joinable()) thread_.join();
+  // Sessions and waiters hold sockets bound to io_; release them before it goes.
+  waiters_.clear();
+}
+
+Status StoreServer::start(const std::string& host, int port) {
+  tcp::endpoint ep;
+  KOLO_RETURN_IF_ERROR(resolve_endpoint(host, port, &ep));
+  boost::system::error_code ec;
+  acceptor_ = std::make_unique<tcp::acceptor>(io_);
+  acceptor_->open(ep.protocol(), ec);
+  if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_->bind(ep, ec);
+  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return transport_error("rank 0 cannot serve the rendezvous store on " + format_endpoint(ep) + ": " +
+                           ec.message() + " (is the port taken, or the address not this host's?)");
+  }
+  port_ = acceptor_->local_endpoint(ec).port();
+  accept_next();
+  thread_ = std::thread([this] { io_.run(); });
+  return Status::ok();
+}
+
+void StoreServer::accept_next() {
+  acceptor_->async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
+    if (!acceptor_->is_open()) return;
+    if (!ec) std::make_shared<Session>(this, std::move(socket))->start();
+    accept_next();
+  });
+}
+
+void StoreServer::handle(const std::shared_ptr<Session>& session, const std::string& body) {
+  MessageReader r(body.data(), body.size());
+  uint8_t op = 0;
+  if (!r.u8(&op)) return session->close();
+  if (!session->introduced_) {
+    uint32_t magic = 0, rank = 0;
+    uint64_t job = 0;
+    if (op != static_cast<uint8_t>(StoreOp::kHello) || !r.u32(&magic) || !r.u64(&job) || !r.u32(&rank) ||
+        magic != kStoreMagic) {
+      KOLO_WARN("rendezvous store dropped " << session->remote() << ": not a kolo client");
+      return session->close();
+    }
+    if (job != job_id_ || static_cast<int>(rank) >= world_size_) {
+      KOLO_WARN("rendezvous store rejected " << session->remote() << ": wrong job or rank " << rank);
+      return session->close();
+    }
+    session->introduced_ = true;
+    return session->reply(simple_reply(StoreReply::kOk));
+  }
+  if (op == static_cast<uint8_t>(StoreOp::kSet)) {
+    std::string key, value;
+    if (!r.str(&key) || !r.str(&value)) return session->close();
+    set_key(key, value);
+    return session->reply(simple_reply(StoreReply::kOk));
+  }
+  if (op == static_cast<uint8_t>(StoreOp::kGet)) {
+    uint32_t timeout_ms = 0, n = 0;
+    if (!r.u32(&timeout_ms) || !r.u32(&n) || n > body.size()) return session->close();
+    auto w = std::make_shared<Waiter>(io_);
+    w->session = session;
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string key;
+      if (!r.str(&key)) return session->close();
+      w->keys.push_back(std::move(key));
+    }
+    if (try_answer(*w)) return;
+    waiters_.insert(w);
+    w->timer.expires_after(std::chrono::milliseconds(timeout_ms));
+    w->timer.async_wait([this, w](const boost::system::error_code& ec) {
+      if (ec || !waiters_.count(w)) return;
+      waiters_.erase(w);
+      std::string missing;
+      for (const auto& k : w->keys) {
+        if (!map_.count(k)) missing += (missing.empty() ? "" : " ") + k;
+      }
+      w->session->reply(simple_reply(StoreReply::kTimeout, missing));
+    });
+    return;
+  }
+  KOLO_WARN("rendezvous store dropped " << session->remote() << ": unknown request " << int(op));
+  session->close();
+}
+
+bool StoreServer::try_answer(Waiter& w) {
+  for (const auto& k : w.keys) {
+    if (!map_.count(k)) return false;
+  }
+  MessageWriter out;
+  out.u8(static_cast<uint8_t>(StoreReply::kOk));
+  out.u32(static_cast<uint32_t>(w.keys.size()));
+  for (const auto& k : w.keys) out.str(map_[k]);
+  w.session->reply(out.finish());
+  return true;
+}
+
+void StoreServer::set_key(const std::string& key, const std::string& value) {
+  map_[key] = value;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (try_answer(**it)) {
+      (*it)->timer.cancel();
+      it = waiters_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace kolo

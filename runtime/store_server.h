@@ -1,0 +1,51 @@
+// The rendezvous store served by rank 0: a key-value map on a background
+// Asio thread. Clients first say who they are (job and rank); then they set
+// keys and get keys, a get waiting on the server until every key exists or
+// its timeout passes, so nobody polls. A connection that does not introduce
+// itself as a member of the job within a few seconds is dropped.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "common/status.h"
+
+namespace kolo {
+
+class StoreServer {
+ public:
+  StoreServer(uint64_t job_id, int world_size);
+  ~StoreServer();
+
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  // Binds host:port (port 0 = ephemeral) and starts serving.
+  Status start(const std::string& host, int port);
+  int port() const { return port_; }
+
+ private:
+  class Session;
+  struct Waiter;
+  void accept_next();
+  void handle(const std::shared_ptr<Session>& session, const std::string& body);
+  void set_key(const std::string& key, const std::string& value);
+  bool try_answer(Waiter& w);
+
+  uint64_t job_id_;
+  int world_size_;
+  boost::asio::io_context io_;
+  std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
+  std::thread thread_;
+  int port_ = 0;
+  std::map<std::string, std::string> map_;
+  std::set<std::shared_ptr<Waiter>> waiters_;
+};
+
+}  // namespace kolo

@@ -1,0 +1,33 @@
+// The rendezvous store as the transports see it: a key-value map shared by
+// all ranks of a job. Transports publish their addresses in it and look up
+// their peers'. runtime/ provides the TCP implementation served by rank 0;
+// tests use an in-memory one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/status.h"
+
+namespace kolo {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual Status set(const std::string& key, const std::string& value) = 0;
+
+  // Waits until every key exists, then returns their values in order. On
+  // timeout the error lists the keys still missing.
+  virtual Status get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) = 0;
+
+  Status get_one(const std::string& key, Deadline deadline, std::string* value) {
+    std::vector<std::string> values;
+    KOLO_RETURN_IF_ERROR(get({key}, deadline, &values));
+    *value = std::move(values[0]);
+    return Status::ok();
+  }
+};
+
+}  // namespace kolo

@@ -1,0 +1,80 @@
+#include "transport/tcp/io.h"
+
+#include <poll.h>
+
+#include <cerrno>
+
+#include <boost/asio/error.hpp>
+#include <boost/asio/socket_base.hpp>
+
+namespace kolo {
+
+namespace asio = boost::asio;
+
+Status wait_fd(int fd, short events, Deadline deadline, const std::string& what) {
+  for (;;) {
+    struct pollfd p {};
+    p.fd = fd;
+    p.events = events;
+    int n = ::poll(&p, 1, deadline.remaining_ms());
+    if (n > 0) return Status::ok();
+    if (n == 0) {
+      if (deadline.expired()) return timeout_error("timed out " + what);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    return errno_error(Code::kTransport, "poll failed " + what, errno);
+  }
+}
+
+Status write_fully(asio::ip::tcp::socket& socket, const void* data, size_t bytes, Deadline deadline,
+                   const std::string& what) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    boost::system::error_code ec;
+    size_t n = socket.write_some(asio::buffer(p, bytes), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      KOLO_RETURN_IF_ERROR(wait_fd(socket.native_handle(), POLLOUT, deadline, what));
+      continue;
+    }
+    if (ec) return peer_lost("connection failed " + what + ": " + ec.message());
+    p += n;
+    bytes -= n;
+  }
+  return Status::ok();
+}
+
+Status read_fully(asio::ip::tcp::socket& socket, void* data, size_t bytes, Deadline deadline,
+                  const std::string& what) {
+  char* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    boost::system::error_code ec;
+    size_t n = socket.read_some(asio::buffer(p, bytes), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      KOLO_RETURN_IF_ERROR(wait_fd(socket.native_handle(), POLLIN, deadline, what));
+      continue;
+    }
+    if (ec == asio::error::eof) return peer_lost("connection closed by the other side " + what);
+    if (ec) return peer_lost("connection failed " + what + ": " + ec.message());
+    p += n;
+    bytes -= n;
+  }
+  return Status::ok();
+}
+
+Status configure_data_socket(asio::ip::tcp::socket& socket, int buffer_bytes) {
+  boost::system::error_code ec;
+  socket.set_option(asio::ip::tcp::no_delay(true), ec);
+  if (ec) return transport_error("cannot set TCP_NODELAY: " + ec.message());
+  if (buffer_bytes > 0) {
+    socket.set_option(asio::socket_base::send_buffer_size(buffer_bytes), ec);
+    if (ec) return transport_error("cannot set SO_SNDBUF: " + ec.message());
+    socket.set_option(asio::socket_base::receive_buffer_size(buffer_bytes), ec);
+    if (ec) return transport_error("cannot set SO_RCVBUF: " + ec.message());
+  }
+  socket.non_blocking(true, ec);
+  if (ec) return transport_error("cannot make socket non-blocking: " + ec.message());
+  return Status::ok();
+}
+
+}  // namespace kolo

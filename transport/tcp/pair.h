@@ -1,0 +1,66 @@
+// The data path to one peer: one or more TCP sockets ("streams") carrying
+// framed messages in both directions at once. Message k in each direction
+// travels on stream k % streams, so several streams share the load while each
+// stays an ordered byte stream that needs no reassembly.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <poll.h>
+
+#include "common/status.h"
+#include "transport/transport.h"
+
+namespace kolo {
+
+class TcpPair {
+ public:
+  TcpPair(int peer_rank, std::string peer_address, std::vector<std::unique_ptr<boost::asio::ip::tcp::socket>> streams);
+  ~TcpPair();
+
+  int peer() const { return peer_; }
+  const std::string& peer_address() const { return peer_address_; }
+
+  void post_send(const void* data, size_t bytes, uint64_t tag, Request* request);
+  void post_recv(void* data, size_t bytes, uint64_t tag, Request* request);
+
+  bool has_pending() const { return pending_ > 0; }
+
+  // Moves as many bytes as the sockets take without blocking. Adds the number
+  // of requests completed to *completed and sets *moved when any byte moved.
+  Status pump(int* completed, bool* moved);
+
+  // Appends pollfds for the streams that wait on I/O.
+  void collect_pollfds(std::vector<struct pollfd>* fds) const;
+
+  // Words for timeout messages: what this pair still waits for.
+  std::string describe_pending() const;
+
+  // "rank 3 (10.0.0.4:5123)".
+  std::string name() const;
+
+ private:
+  struct Stream {
+    std::unique_ptr<boost::asio::ip::tcp::socket> socket;
+    std::deque<Request*> sends;
+    std::deque<Request*> recvs;
+    std::deque<uint64_t> recv_seqs;  // expected sequence number of each posted receive
+  };
+
+  Status pump_sends(Stream& s, int* completed, bool* moved);
+  Status pump_recvs(Stream& s, int* completed, bool* moved);
+  Status lost(const std::string& doing, const boost::system::error_code& ec) const;
+
+  int peer_;
+  std::string peer_address_;
+  std::vector<Stream> streams_;
+  uint64_t next_send_seq_ = 0;
+  uint64_t next_recv_seq_ = 0;
+  int pending_ = 0;
+};
+
+}  // namespace kolo

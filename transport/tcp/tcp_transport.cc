@@ -1,0 +1,236 @@
+#include "transport/tcp/tcp_transport.h"
+
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
+
+#include "common/log.h"
+#include "transport/handshake.h"
+#include "transport/tcp/address.h"
+#include "transport/tcp/io.h"
+
+namespace kolo {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+TcpTransport::TcpTransport(Store* store, int rank, int size, const TcpOptions& options)
+    : store_(store), rank_(rank), size_(size), options_(options) {}
+
+TcpTransport::~TcpTransport() {
+  abort();
+  pairs_.clear();
+  listener_.reset();
+  if (abort_fd_ >= 0) ::close(abort_fd_);
+}
+
+Status TcpTransport::create(Store* store, int rank, int size, const TcpOptions& options,
+                            std::unique_ptr<TcpTransport>* out) {
+  if (options.streams_per_peer < 1 || options.streams_per_peer > 64) {
+    return invalid_argument("sockets per peer must be in [1, 64], got " + std::to_string(options.streams_per_peer));
+  }
+  std::unique_ptr<TcpTransport> t(new TcpTransport(store, rank, size, options));
+  KOLO_RETURN_IF_ERROR(t->start());
+  *out = std::move(t);
+  return Status::ok();
+}
+
+Status TcpTransport::start() {
+  abort_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (abort_fd_ < 0) return errno_error(Code::kInternal, "eventfd", errno);
+  boost::system::error_code ec;
+  auto bind = asio::ip::make_address(options_.bind_address, ec);
+  if (ec) return invalid_argument("bad bind address '" + options_.bind_address + "': " + ec.message());
+  HelloExpectation expect{options_.job_id, rank_, size_, options_.streams_per_peer};
+  listener_ = std::make_unique<TcpListener>(io_, expect, options_.handshake_timeout_s);
+  KOLO_RETURN_IF_ERROR(listener_->start(bind));
+  KOLO_RETURN_IF_ERROR(store_->set(options_.store_prefix + std::to_string(rank_), listen_address()));
+  KOLO_DEBUG("tcp transport listening on " << listen_address());
+  return Status::ok();
+}
+
+std::string TcpTransport::listen_address() const { return format_endpoint(listener_->endpoint()); }
+
+Status TcpTransport::connect_stream(int peer, const std::string& address, int stream_index, Deadline deadline,
+                                    std::unique_ptr<tcp::socket>* out) {
+  const std::string who = "rank " + std::to_string(peer) + " (" + address + ")";
+  std::string host;
+  int port = 0;
+  KOLO_RETURN_IF_ERROR(split_host_port(address, &host, &port));
+  tcp::endpoint ep;
+  KOLO_RETURN_IF_ERROR(resolve_endpoint(host, port, &ep));
+
+  // The peer published its address only after it started listening, so a
+  // refused connection means it is gone; still retry briefly in case its
+  // backlog was momentarily full.
+  for (int attempt = 0;; ++attempt) {
+    if (aborted_) return aborted("communicator aborted while connecting to " + who);
+    auto socket = std::make_unique<tcp::socket>(io_);
+    std::promise<boost::system::error_code> done;
+    auto result = done.get_future();
+    asio::post(io_, [&] { socket->async_connect(ep, [&](const boost::system::error_code& ec) { done.set_value(ec); }); });
+    if (result.wait_until(deadline.time_point()) == std::future_status::timeout) {
+      asio::post(io_, [&] {
+        boost::system::error_code ignored;
+        socket->cancel(ignored);
+      });
+      result.wait();
+      return timeout_error("timed out connecting to " + who);
+    }
+    boost::system::error_code ec = result.get();
+    if (ec) {
+      if (attempt < 20 && !deadline.expired() && ec == asio::error::connection_refused) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10 * (attempt + 1)));
+        continue;
+      }
+      return peer_lost("cannot connect to " + who + ": " + ec.message());
+    }
+    KOLO_RETURN_IF_ERROR(configure_data_socket(*socket, options_.socket_buffer_bytes));
+    Hello hello = make_hello(options_.job_id, rank_, peer, size_, stream_index, options_.streams_per_peer);
+    KOLO_RETURN_IF_ERROR(write_fully(*socket, &hello, sizeof(hello), deadline, "sending handshake to " + who));
+    HelloAck ack{};
+    KOLO_RETURN_IF_ERROR(read_fully(*socket, &ack, sizeof(ack), deadline, "waiting for handshake reply from " + who));
+    if (ack.magic != kHelloMagic) return auth_error(who + " answered the handshake with garbage");
+    if (ack.code != static_cast<int32_t>(Code::kOk)) {
+      Code code = static_cast<Code>(ack.code);
+      return Status(code, who + " rejected this rank's connection: " + code_name(code) +
+                              " (see that rank's log for the reason)");
+    }
+    *out = std::move(socket);
+    return Status::ok();
+  }
+}
+
+Status TcpTransport::connect(int peer, Deadline deadline) {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    return invalid_argument("cannot connect rank " + std::to_string(rank_) + " to rank " + std::to_string(peer));
+  }
+  if (pairs_.count(peer)) return Status::ok();
+  std::string address;
+  Status s = store_->get_one(options_.store_prefix + std::to_string(peer), deadline, &address);
+  if (s.code() == Code::kTimeout) {
+    return timeout_error("rank " + std::to_string(peer) + " never published its address (did it start?)");
+  }
+  KOLO_RETURN_IF_ERROR(s);
+
+  // One side dials, the other accepts: the lower rank dials, so both agree
+  // without talking and no pair is ever connected twice.
+  std::vector<std::unique_ptr<tcp::socket>> sockets(options_.streams_per_peer);
+  for (int i = 0; i < options_.streams_per_peer; ++i) {
+    if (rank_ < peer) {
+      KOLO_RETURN_IF_ERROR(connect_stream(peer, address, i, deadline, &sockets[i]));
+    } else {
+      Status taken = listener_->take(peer, i, deadline, &sockets[i]);
+      if (taken.code() == Code::kTimeout) {
+        return timeout_error("rank " + std::to_string(peer) + " (" + address + ") did not connect to this rank in time");
+      }
+      KOLO_RETURN_IF_ERROR(taken);
+      KOLO_RETURN_IF_ERROR(configure_data_socket(*sockets[i], options_.socket_buffer_bytes));
+    }
+  }
+  auto pair = std::make_unique<TcpPair>(peer, address, std::move(sockets));
+  active_.push_back(pair.get());
+  pairs_[peer] = std::move(pair);
+  KOLO_DEBUG("connected to rank " << peer << " at " << address << " with " << options_.streams_per_peer
+                                  << " socket(s)");
+  return Status::ok();
+}
+
+Status TcpTransport::pair_for(int peer, TcpPair** pair) {
+  auto it = pairs_.find(peer);
+  if (it == pairs_.end()) {
+    return invalid_usage("rank " + std::to_string(peer) + " is not connected to rank " + std::to_string(rank_));
+  }
+  *pair = it->second.get();
+  return Status::ok();
+}
+
+Status TcpTransport::post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) {
+  TcpPair* pair = nullptr;
+  KOLO_RETURN_IF_ERROR(pair_for(peer, &pair));
+  pair->post_send(data, bytes, tag, request);
+  return Status::ok();
+}
+
+Status TcpTransport::post_recv(int peer, void* data, size_t bytes, uint64_t tag, Request* request) {
+  TcpPair* pair = nullptr;
+  KOLO_RETURN_IF_ERROR(pair_for(peer, &pair));
+  pair->post_recv(data, bytes, tag, request);
+  return Status::ok();
+}
+
+Status TcpTransport::wait_for_io(Deadline deadline) {
+  pollfds_.clear();
+  for (TcpPair* p : active_) {
+    if (p->has_pending()) p->collect_pollfds(&pollfds_);
+  }
+  struct pollfd wake {};
+  wake.fd = abort_fd_;
+  wake.events = POLLIN;
+  pollfds_.push_back(wake);
+  int n = ::poll(pollfds_.data(), pollfds_.size(), deadline.remaining_ms());
+  if (n < 0 && errno != EINTR) return errno_error(Code::kTransport, "poll", errno);
+  return Status::ok();
+}
+
+Status TcpTransport::progress(Deadline deadline) {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point spin_until{};
+  bool spinning = false;
+  for (;;) {
+    if (aborted_.load(std::memory_order_relaxed)) return aborted("communicator aborted");
+    int completed = 0;
+    bool moved = false;
+    for (TcpPair* p : active_) {
+      if (!p->has_pending()) continue;
+      KOLO_RETURN_IF_ERROR(p->pump(&completed, &moved));
+    }
+    if (completed > 0) return Status::ok();
+    if (moved) {
+      spinning = false;
+      continue;
+    }
+    // Nothing could move. Spin a little (yielding, since ranks may share a
+    // core) because the next bytes usually arrive within microseconds; then
+    // sleep until a socket is ready.
+    auto now = Clock::now();
+    if (!spinning) {
+      spinning = true;
+      spin_until = now + std::chrono::microseconds(options_.spin_us);
+    }
+    if (now < spin_until) {
+      sched_yield();
+      continue;
+    }
+    if (deadline.expired()) {
+      std::string what;
+      for (TcpPair* p : active_) {
+        if (!p->has_pending()) continue;
+        if (!what.empty()) what += "; ";
+        what += p->describe_pending();
+      }
+      if (what.empty()) what = "nothing posted";
+      return timeout_error("no progress before the deadline while " + what);
+    }
+    KOLO_RETURN_IF_ERROR(wait_for_io(deadline));
+    spinning = false;
+  }
+}
+
+void TcpTransport::abort() {
+  if (aborted_.exchange(true)) return;
+  if (abort_fd_ >= 0) {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(abort_fd_, &one, sizeof(one));
+    (void)ignored;
+  }
+  if (listener_) listener_->abort();
+}
+
+}  // namespace kolo

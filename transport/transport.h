@@ -1,0 +1,67 @@
+// The interface every transport implements and every algorithm in
+// collectives/ uses. An algorithm only posts messages to peers and waits for
+// them to complete; which wire carries them (TCP, RDMA verbs, CUDA IPC) is
+// invisible to it.
+//
+// Contract:
+//  - Messages between two ranks are matched in posting order, separately for
+//    each direction: the k-th send posted to peer P meets the k-th receive
+//    posted for P on the other side. Sizes and tags must agree; a difference
+//    is reported as KOLO_ERR_MISMATCH, never delivered.
+//  - post_send/post_recv never block. Buffers must stay valid, and a send's
+//    buffer unchanged, until the request is done.
+//  - progress() is called by one thread at a time (the thread running the
+//    collective). abort() may be called from any thread at any time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/deadline.h"
+#include "common/status.h"
+#include "transport/frame.h"
+
+namespace kolo {
+
+// One message in flight. Owned by the caller, who must keep it alive and at a
+// fixed address until `done` is true or the transport has failed.
+struct Request {
+  void* data = nullptr;  // const for sends
+  size_t bytes = 0;
+  uint64_t tag = 0;  // fingerprint of the operation this message belongs to
+  bool done = false;
+
+  // Transport-private progress state.
+  FrameHeader header{};
+  size_t moved = 0;  // header + payload bytes moved so far
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Establishes the connection to `peer`. Both ranks of a pair must call it;
+  // it returns once the pair can carry messages, or fails by the deadline.
+  virtual Status connect(int peer, Deadline deadline) = 0;
+
+  virtual Status post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) = 0;
+  virtual Status post_recv(int peer, void* data, size_t bytes, uint64_t tag, Request* request) = 0;
+
+  // Moves bytes for every posted request. Returns OK as soon as at least one
+  // request has completed since the previous call; otherwise waits until one
+  // does, the deadline passes (KOLO_ERR_TIMEOUT naming the peers and what was
+  // in flight), the transport fails, or abort() is called.
+  virtual Status progress(Deadline deadline) = 0;
+
+  // Makes every current and future progress() return KOLO_ERR_ABORTED.
+  virtual void abort() = 0;
+
+  // "tcp", "ib", ...: for logs and benchmarks.
+  virtual const char* name() const = 0;
+};
+
+}  // namespace kolo
