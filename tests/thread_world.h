@@ -1,0 +1,55 @@
+// N ranks as threads in one process, each with its own Communicator over
+// real TCP loopback, rendezvousing through an in-memory store.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/communicator.h"
+#include "transport/memory_store.h"
+
+namespace kolo {
+
+class ThreadWorld {
+ public:
+  ThreadWorld(int n, Config config) : comms_(n) {
+    std::vector<std::thread> threads;
+    std::vector<Status> status(n);
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] { status[r] = Communicator::create_with_store(r, n, &store_, config, &comms_[r]); });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < n; ++r) EXPECT_TRUE(status[r].is_ok()) << "rank " << r << ": " << status[r].to_string();
+  }
+
+  int size() const { return static_cast<int>(comms_.size()); }
+  Communicator& comm(int r) { return *comms_[r]; }
+
+  // Runs fn(rank) on every rank concurrently.
+  void run(const std::function<void(int)>& fn) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size(); ++r) threads.emplace_back(fn, r);
+    for (auto& t : threads) t.join();
+  }
+
+ private:
+  MemoryStore store_;
+  std::vector<std::unique_ptr<Communicator>> comms_;
+};
+
+// A small, fast configuration for tests: short deadline, small segments so
+// that modest counts already need many segments.
+inline Config test_config(int64_t segment_bytes = 4096) {
+  Config c;
+  c.timeout_s = 60;
+  c.segment_bytes = segment_bytes;
+  c.spin_us = 20;
+  return c;
+}
+
+}  // namespace kolo
