@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "collectives/fingerprint.h"
+#include "collectives/recursive_doubling.h"
 #include "collectives/ring_schedule.h"
 
 namespace kolo {
@@ -91,6 +92,8 @@ Status ring_allreduce(const RingContext& ctx, const void* send, void* recv, size
     if (send != recv) std::memmove(recv, send, count * es);
     return Status::ok();
   }
+  // Small buffers are latency-bound: log2(N) exchanges beat 2(N-1) hops.
+  if (count * es <= ctx.small_allreduce_bytes) return recursive_doubling_allreduce(ctx, send, recv, count, dtype, op);
   RingLayout L(count, ctx.size, es, ctx.segment_bytes);
   Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, count));
   p.reduce = reduce_kernel(dtype, op);

@@ -20,6 +20,7 @@ struct RingContext {
   int left;   // rank - 1
   int right;  // rank + 1
   size_t segment_bytes;
+  size_t small_allreduce_bytes;  // at or below: recursive doubling (fewer hops)
   PipelineOptions pipeline;
   Workspace* workspace;
 };

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "collectives/fingerprint.h"
@@ -108,6 +109,15 @@ Status Communicator::init(int rank, int size, Store* store, int local_rank, int 
   size_ = size;
   store_ = store;
   set_log_prefix("rank " + std::to_string(rank));
+  // Busy-polling saves the cost of waking a sleeping process (tens of
+  // microseconds in a VM) but steals the core from other ranks when they
+  // outnumber the cores; spin long only when each local rank has a core.
+  // The local size is not known yet, so this uses the launcher's hint.
+  if (config_.spin_us < 0) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    const int local = local_size > 0 ? local_size : size;
+    config_.spin_us = local <= cores ? 2000 : 50;
+  }
   TcpOptions topt;
   topt.job_id = job_id_from_name(config_.job_id);
   topt.bind_address = config_.bind_address;
@@ -189,6 +199,7 @@ RingContext Communicator::ring_context() {
   ctx.left = (rank_ + size_ - 1) % size_;
   ctx.right = (rank_ + 1) % size_;
   ctx.segment_bytes = static_cast<size_t>(config_.segment_bytes);
+  ctx.small_allreduce_bytes = static_cast<size_t>(config_.small_allreduce_bytes);
   ctx.pipeline.staging_slots = static_cast<size_t>(config_.pipeline_depth);
   ctx.pipeline.timeout_s = config_.timeout_s;
   ctx.workspace = &workspace_;

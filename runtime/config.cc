@@ -9,10 +9,12 @@ Status load_config(Config* c) {
   KOLO_RETURN_IF_ERROR(env_double("KOLO_TIMEOUT_S", d.timeout_s, 0.001, 1e7, &c->timeout_s));
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_SEGMENT_BYTES", d.segment_bytes, 64, int64_t{1} << 30, &c->segment_bytes));
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_PIPELINE_DEPTH", d.pipeline_depth, 1, 64, &c->pipeline_depth));
+  KOLO_RETURN_IF_ERROR(env_int64("KOLO_SMALL_ALLREDUCE_BYTES", d.small_allreduce_bytes, 0, int64_t{1} << 30,
+                                 &c->small_allreduce_bytes));
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_SOCKETS_PER_PEER", d.sockets_per_peer, 1, 64, &c->sockets_per_peer));
   KOLO_RETURN_IF_ERROR(
       env_int64("KOLO_SOCKET_BUFFER", d.socket_buffer_bytes, 0, int64_t{1} << 30, &c->socket_buffer_bytes));
-  KOLO_RETURN_IF_ERROR(env_int64("KOLO_SPIN_US", d.spin_us, 0, 1000000, &c->spin_us));
+  KOLO_RETURN_IF_ERROR(env_int64("KOLO_SPIN_US", d.spin_us, -1, 1000000, &c->spin_us));
   c->bind_address = env_string("KOLO_BIND_ADDR").value_or("");
   c->job_id = env_string("KOLO_JOB_ID").value_or("");
   return Status::ok();

@@ -13,9 +13,10 @@ struct Config {
   double timeout_s = 300;            // KOLO_TIMEOUT_S: the deadline of every blocking wait
   int64_t segment_bytes = 512 << 10; // KOLO_SEGMENT_BYTES: pipeline unit on the wire
   int64_t pipeline_depth = 4;        // KOLO_PIPELINE_DEPTH: receives staged ahead
+  int64_t small_allreduce_bytes = 64 << 10;  // KOLO_SMALL_ALLREDUCE_BYTES: recursive doubling up to here
   int64_t sockets_per_peer = 1;      // KOLO_SOCKETS_PER_PEER
   int64_t socket_buffer_bytes = 0;   // KOLO_SOCKET_BUFFER: 0 keeps kernel autotuning
-  int64_t spin_us = 50;              // KOLO_SPIN_US: busy-poll before sleeping
+  int64_t spin_us = -1;              // KOLO_SPIN_US: busy-poll before sleeping; -1 = automatic
   std::string bind_address;          // KOLO_BIND_ADDR: empty = the address that reaches the master
   std::string job_id;                // KOLO_JOB_ID: set by kolorun; empty = derived from the master address
 };

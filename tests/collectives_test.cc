@@ -91,6 +91,19 @@ TEST_P(Collectives, AllreduceEveryDtypeOpAndEdgeCount) {
   }
 }
 
+TEST_P(Collectives, RecursiveDoublingAllreduceEveryDtypeOp) {
+  const int n = GetParam();
+  ThreadWorld w(n, test_config(4096, int64_t{1} << 30));  // small-message algorithm for every size
+  for (int d = 0; d < kNumDataTypes; ++d) {
+    for (int o = 0; o < kNumReduceOps; ++o) {
+      for (size_t count : edge_counts(n)) {
+        check_allreduce(w, static_cast<DataType>(d), static_cast<ReduceOp>(o), count, false);
+      }
+      check_allreduce(w, static_cast<DataType>(d), static_cast<ReduceOp>(o), 1031, true);
+    }
+  }
+}
+
 TEST_P(Collectives, AllreduceSeveralMegabytesEveryDtypeOp) {
   const int n = GetParam();
   ThreadWorld w(n, test_config(256 << 10));

@@ -44,10 +44,13 @@ class ThreadWorld {
 
 // A small, fast configuration for tests: short deadline, small segments so
 // that modest counts already need many segments.
-inline Config test_config(int64_t segment_bytes = 4096) {
+// The ring is forced for every size (small_allreduce_bytes = 0) unless a
+// test asks for the small-message algorithm.
+inline Config test_config(int64_t segment_bytes = 4096, int64_t small_allreduce_bytes = 0) {
   Config c;
   c.timeout_s = 60;
   c.segment_bytes = segment_bytes;
+  c.small_allreduce_bytes = small_allreduce_bytes;
   c.spin_us = 20;
   return c;
 }

@@ -1,0 +1,104 @@
+#include "runtime/launch_env.h"
+
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+
+namespace kolo {
+namespace {
+
+const char* kAll[] = {"KOLO_RANK", "KOLO_WORLD_SIZE", "KOLO_LOCAL_RANK", "KOLO_LOCAL_WORLD_SIZE", "KOLO_MASTER_ADDR",
+                      "KOLO_MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                      "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                      "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "PMI_RANK",
+                      "PMI_SIZE"};
+
+class LaunchEnv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : kAll) unsetenv(v);
+  }
+  void TearDown() override { SetUp(); }
+};
+
+TEST_F(LaunchEnv, KoloVariables) {
+  setenv("KOLO_RANK", "2", 1);
+  setenv("KOLO_WORLD_SIZE", "4", 1);
+  setenv("KOLO_LOCAL_RANK", "0", 1);
+  setenv("KOLO_LOCAL_WORLD_SIZE", "2", 1);
+  setenv("KOLO_MASTER_ADDR", "10.1.2.3", 1);
+  setenv("KOLO_MASTER_PORT", "29500", 1);
+  LaunchInfo li;
+  ASSERT_TRUE(read_launch_env(&li).is_ok());
+  EXPECT_EQ(li.rank, 2);
+  EXPECT_EQ(li.world_size, 4);
+  EXPECT_EQ(li.local_rank, 0);
+  EXPECT_EQ(li.local_size, 2);
+  EXPECT_EQ(li.master_addr, "10.1.2.3");
+  EXPECT_EQ(li.master_port, 29500);
+}
+
+TEST_F(LaunchEnv, KoloWinsOverTorchrun) {
+  setenv("KOLO_RANK", "1", 1);
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "h", 1);
+  setenv("MASTER_PORT", "1", 1);
+  LaunchInfo li;
+  ASSERT_TRUE(read_launch_env(&li).is_ok());
+  EXPECT_EQ(li.rank, 1);
+  EXPECT_EQ(li.local_rank, -1) << "no local rank given: derived at rendezvous";
+}
+
+TEST_F(LaunchEnv, TorchrunOpenMpiAndSlurmNames) {
+  setenv("MASTER_ADDR", "m", 1);
+  setenv("MASTER_PORT", "7", 1);
+  setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
+  LaunchInfo li;
+  ASSERT_TRUE(read_launch_env(&li).is_ok());
+  EXPECT_EQ(li.rank, 3);
+  EXPECT_EQ(li.world_size, 8);
+  EXPECT_EQ(li.local_rank, 1);
+  EXPECT_EQ(li.local_size, 4);
+  SetUp();
+  setenv("MASTER_ADDR", "m", 1);
+  setenv("MASTER_PORT", "7", 1);
+  setenv("SLURM_PROCID", "5", 1);
+  setenv("SLURM_NTASKS", "6", 1);
+  setenv("SLURM_LOCALID", "2", 1);
+  ASSERT_TRUE(read_launch_env(&li).is_ok());
+  EXPECT_EQ(li.rank, 5);
+  EXPECT_EQ(li.world_size, 6);
+  EXPECT_EQ(li.local_rank, 2);
+}
+
+TEST_F(LaunchEnv, ErrorsNameTheProblem) {
+  LaunchInfo li;
+  Status s = read_launch_env(&li);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_NE(s.message().find("KOLO_RANK"), std::string::npos);
+  setenv("KOLO_RANK", "x", 1);
+  s = read_launch_env(&li);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("KOLO_RANK='x'"), std::string::npos);
+  setenv("KOLO_RANK", "4", 1);
+  setenv("KOLO_WORLD_SIZE", "4", 1);
+  EXPECT_EQ(read_launch_env(&li).code(), Code::kInvalidArgument);
+  setenv("KOLO_RANK", "1", 1);
+  s = read_launch_env(&li);
+  EXPECT_NE(s.message().find("KOLO_MASTER_ADDR"), std::string::npos);
+}
+
+TEST_F(LaunchEnv, SingleRankNeedsNoMaster) {
+  setenv("KOLO_RANK", "0", 1);
+  setenv("KOLO_WORLD_SIZE", "1", 1);
+  LaunchInfo li;
+  ASSERT_TRUE(read_launch_env(&li).is_ok());
+  EXPECT_EQ(li.master_addr, "127.0.0.1");
+}
+
+}  // namespace
+}  // namespace kolo

@@ -1,0 +1,75 @@
+/* Compiles kolo.h as plain C and exercises the API from C: a world of one
+ * rank, results, and argument errors that must not crash. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bindings/c/kolo.h"
+
+static int failures = 0;
+#define EXPECT(cond)                                                   \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
+      fprintf(stderr, "%s:%d: expected %s (last error: %s)\n", __FILE__, __LINE__, #cond, kolo_last_error()); \
+      ++failures;                                                      \
+    }                                                                  \
+  } while (0)
+
+int main(void) {
+  kolo_comm_t comm = NULL;
+  int rank = -1, size = -1, local_rank = -1, local_size = -1;
+  float in[5] = {1, 2, 3, 4, 5}, out[5] = {0};
+  int i;
+
+  EXPECT(KOLO_SUCCESS == 0);
+  EXPECT(kolo_comm_init(&comm, 0, 1, "127.0.0.1", 0) == KOLO_SUCCESS);
+  EXPECT(comm != NULL);
+  EXPECT(kolo_comm_rank(comm, &rank) == KOLO_SUCCESS && rank == 0);
+  EXPECT(kolo_comm_size(comm, &size) == KOLO_SUCCESS && size == 1);
+  EXPECT(kolo_comm_local_rank(comm, &local_rank) == KOLO_SUCCESS && local_rank == 0);
+  EXPECT(kolo_comm_local_size(comm, &local_size) == KOLO_SUCCESS && local_size == 1);
+
+  EXPECT(kolo_allreduce(comm, in, out, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_SUCCESS);
+  for (i = 0; i < 5; ++i) EXPECT(out[i] == in[i]);
+  EXPECT(kolo_allgather(comm, in, out, 5, KOLO_FLOAT32) == KOLO_SUCCESS);
+  EXPECT(kolo_broadcast(comm, out, 5, KOLO_FLOAT32, 0) == KOLO_SUCCESS);
+  EXPECT(kolo_reduce_scatter(comm, in, out, 5, KOLO_FLOAT32, KOLO_AVG) == KOLO_SUCCESS);
+  EXPECT(kolo_barrier(comm) == KOLO_SUCCESS);
+  EXPECT(kolo_allreduce(comm, NULL, NULL, 0, KOLO_INT8, KOLO_MAX) == KOLO_SUCCESS); /* count 0 needs no buffers */
+
+  /* Bad arguments: an error code and a message, never a crash. */
+  EXPECT(kolo_allreduce(NULL, in, out, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT(strstr(kolo_last_error(), "comm") != NULL);
+  EXPECT(kolo_allreduce(comm, NULL, out, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT(strstr(kolo_last_error(), "sendbuf") != NULL);
+  EXPECT(kolo_allreduce(comm, in, out, 5, (kolo_dtype_t)42, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT(strstr(kolo_last_error(), "dtype") != NULL);
+  EXPECT(kolo_allreduce(comm, in, out, 5, KOLO_FLOAT32, (kolo_op_t)-1) == KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT(strstr(kolo_last_error(), "op") != NULL);
+  EXPECT(kolo_allreduce(comm, in, in + 1, 3, KOLO_FLOAT32, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT(kolo_broadcast(comm, out, 5, KOLO_FLOAT32, 1) == KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT(strstr(kolo_last_error(), "root") != NULL);
+  EXPECT(kolo_broadcast(comm, out, 5, KOLO_FLOAT32, -1) == KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT(kolo_allgather(comm, NULL, out, 5, KOLO_FLOAT32) == KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT(kolo_reduce_scatter(comm, in, NULL, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT(kolo_comm_rank(comm, NULL) == KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT(kolo_barrier(NULL) == KOLO_ERR_INVALID_ARGUMENT);
+  /* A bad argument does not poison the communicator. */
+  EXPECT(kolo_allreduce(comm, in, out, 5, KOLO_FLOAT32, KOLO_MAX) == KOLO_SUCCESS);
+
+  EXPECT(kolo_comm_init(NULL, 0, 1, "127.0.0.1", 0) == KOLO_ERR_INVALID_ARGUMENT);
+  {
+    kolo_comm_t other = NULL;
+    EXPECT(kolo_comm_init(&other, 2, 2, "127.0.0.1", 1234) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_init(&other, 0, 0, "127.0.0.1", 1234) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_init(&other, 0, 2, NULL, 1234) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_init(&other, 0, 2, "127.0.0.1", 70000) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(other == NULL);
+  }
+  EXPECT(strlen(kolo_result_string(KOLO_ERR_TIMEOUT)) > 0);
+  EXPECT(strlen(kolo_result_string((kolo_result_t)99)) > 0);
+
+  EXPECT(kolo_comm_destroy(comm) == KOLO_SUCCESS);
+  EXPECT(kolo_comm_destroy(NULL) == KOLO_SUCCESS);
+  if (failures == 0) printf("c_api_test: all checks passed\n");
+  return failures == 0 ? 0 : 1;
+}
