@@ -219,6 +219,19 @@ TEST_P(Collectives, BarrierAndRandomFloatsAgreeBitwise) {
   }
 }
 
+TEST_P(Collectives, SeveralSocketsPerPeer) {
+  const int n = GetParam();
+  Config c = test_config(4096);
+  c.sockets_per_peer = 3;  // messages striped over three streams per neighbour
+  ThreadWorld w(n, c);
+  for (int d : {static_cast<int>(DataType::kInt32), static_cast<int>(DataType::kBfloat16)}) {
+    for (size_t count : {size_t{1}, size_t{97}, size_t{200003}}) {
+      check_allreduce(w, static_cast<DataType>(d), ReduceOp::kSum, count, false);
+      check_allreduce(w, static_cast<DataType>(d), ReduceOp::kMax, count, true);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, Collectives, ::testing::Range(1, 9),
                          [](const ::testing::TestParamInfo<int>& i) { return "N" + std::to_string(i.param); });
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# kolo against its peers and the physical limit, all in one run on this
+# machine (shared machines are noisy: compare ratios within one run).
+#   1. the loopback ceiling: what two concurrent plain TCP streams move;
+#   2. kolo_bench allreduce for each N, with %ideal against that ceiling;
+#   3. Gloo's four allreduce algorithms and Open MPI, same sizes, same stats.
+# Usage: bash bench/compare.sh [N ...]   (default 2 4); MAX_BYTES etc. as in
+# bench/peers/run_peers.sh.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+NS=("$@")
+[[ ${#NS[@]} -eq 0 ]] && NS=(2 4)
+MAX_BYTES="${MAX_BYTES:-268435456}"
+
+bazel build //bench:kolo_bench //bench/peers:tcp_ceiling >/dev/null 2>&1 || bazel build //bench:kolo_bench //bench/peers:tcp_ceiling
+BIN="$(mktemp -d "${TMPDIR:-/tmp}/kolo-compare.XXXXXX")"
+trap 'rm -rf "$BIN"' EXIT
+cp bazel-bin/bench/kolo_bench bazel-bin/bench/peers/tcp_ceiling "$BIN/"
+
+echo "== loopback ceiling"
+"$BIN/tcp_ceiling" | tee "$BIN/ceiling.txt"
+CEILING=$(awk '/tcp_two_streams_GBps/ {print $2}' "$BIN/ceiling.txt")
+
+for n in "${NS[@]}"; do
+  echo "== kolo allreduce, N=$n"
+  tools/kolorun -np "$n" --no-prefix "$BIN/kolo_bench" --max-bytes "$MAX_BYTES" --link-gbps "$CEILING"
+done
+
+echo "== peers"
+SKIP_CEILING=1 MAX_BYTES="$MAX_BYTES" bash bench/peers/run_peers.sh "${NS[@]}"
