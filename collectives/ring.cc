@@ -1,6 +1,8 @@
 #include "collectives/ring.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "collectives/fingerprint.h"
 #include "collectives/recursive_doubling.h"
@@ -30,56 +32,79 @@ bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   return pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
-// Appends the reduce-scatter half of a ring: size - 1 steps after which rank
-// r holds chunk r reduced. `input` is this rank's data, `work` where partial
-// results of chunk c go (they are forwarded at the next step), `final_out`
-// where chunk r's finished result goes.
-void add_reduce_scatter(const RingContext& ctx, const RingLayout& L, size_t es, const void* input, void* work,
-                        void* final_out, bool average, Pipeline* p) {
-  const int n = ctx.size, r = ctx.rank;
-  const size_t P = L.segments();
-  for (int s = 0; s + 1 < n; ++s) {
-    const bool last = s == n - 2;
-    for (size_t j = 0; j < P; ++j) {
-      Range out = L.segment(rs_send_chunk(r, n, s), j);
-      // Step 0 sends this rank's own data; later steps forward what the
-      // previous step reduced.
-      const void* src = s == 0 ? at(input, out.offset, es) : at(work, out.offset, es);
-      long after = s == 0 ? -1 : static_cast<long>((s - 1) * P + j);
-      p->sends.push_back({src, out.count * es, after});
-    }
-    for (size_t j = 0; j < P; ++j) {
-      Range in = L.segment(rs_recv_chunk(r, n, s), j);
-      void* dest = last ? at(final_out, in.offset, es) : at(work, in.offset, es);
-      p->recvs.push_back({dest, in.count * es, at(input, in.offset, es), in.count, last && average});
+// What one ring step does to one segment: where the sent data comes from,
+// and where the received data goes (reduced with `local`, or copied).
+struct StepUnit {
+  const void* send;
+  size_t send_count;       // elements sent
+  void* recv_dest;
+  const void* recv_local;  // nullptr: plain receive
+  size_t recv_count;       // elements received (chunks differ by at most one)
+  bool finalize;
+};
+
+// Appends `steps` ring steps over `segments` segments in wavefront order:
+// unit (step s, segment j) belongs to wave s + j, and waves go out in order,
+// lower steps first within a wave. A unit forwards what its predecessor
+// (s - 1, j) received one wave earlier, so every dependency points to an
+// earlier wave (no deadlock: the left neighbour sends in the same order), and
+// each segment is forwarded right after it was received and reduced, while
+// it is still in cache. All steps of different segments overlap, so the
+// wire stays busy as in a step-by-step schedule.
+template <typename UnitFn>
+void add_wavefront(int steps, size_t segments, size_t es, Pipeline* p, UnitFn unit) {
+  std::vector<long> recv_index(static_cast<size_t>(steps) * segments);
+  const long waves = steps + static_cast<long>(segments) - 1;
+  for (long t = 0; t < waves; ++t) {
+    const int first = static_cast<int>(std::max<long>(0, t - static_cast<long>(segments) + 1));
+    const int last = static_cast<int>(std::min<long>(steps - 1, t));
+    for (int st = first; st <= last; ++st) {
+      const size_t j = static_cast<size_t>(t - st);
+      StepUnit u = unit(st, j);
+      const long after = st == 0 ? -1 : recv_index[(st - 1) * segments + j];
+      p->sends.push_back({u.send, u.send_count * es, after});
+      recv_index[st * segments + j] = static_cast<long>(p->recvs.size());
+      p->recvs.push_back({u.recv_dest, u.recv_count * es, u.recv_local, u.recv_count, u.finalize});
     }
   }
 }
 
-// Appends the allgather half: size - 1 steps circulating finished chunks,
-// each landing directly in `out`. The first step sends chunk r from `first`.
-void add_allgather(const RingContext& ctx, const RingLayout& L, size_t es, const void* first, void* out,
-                   long first_after_base, Pipeline* p) {
+// The units of a reduce-scatter step (0 <= s < size - 1) after which rank r
+// holds chunk r reduced. `input` is this rank's data, `work` where partial
+// results go (forwarded at the next step), `final_out` where chunk r lands.
+StepUnit reduce_scatter_unit(const RingContext& ctx, const RingLayout& L, size_t es, int s, size_t j,
+                             const void* input, void* work, void* final_out, bool average) {
   const int n = ctx.size, r = ctx.rank;
-  const size_t P = L.segments();
-  const long base = static_cast<long>(p->recvs.size());
-  for (int s = 0; s + 1 < n; ++s) {
-    for (size_t j = 0; j < P; ++j) {
-      Range seg = L.segment(ag_send_chunk(r, n, s), j);
-      const void* src = s == 0 ? at(first, seg.offset, es) : at(out, seg.offset, es);
-      long after;
-      if (s == 0) {
-        after = first_after_base < 0 ? -1 : first_after_base + static_cast<long>(j);
-      } else {
-        after = base + static_cast<long>((s - 1) * P + j);
-      }
-      p->sends.push_back({src, seg.count * es, after});
-    }
-    for (size_t j = 0; j < P; ++j) {
-      Range seg = L.segment(ag_recv_chunk(r, n, s), j);
-      p->recvs.push_back({at(out, seg.offset, es), seg.count * es, nullptr, seg.count, false});
-    }
-  }
+  const bool last = s == n - 2;
+  Range out = L.segment(rs_send_chunk(r, n, s), j);
+  Range in = L.segment(rs_recv_chunk(r, n, s), j);
+  StepUnit u;
+  // Step 0 sends this rank's own data; later steps forward what the previous
+  // step reduced.
+  u.send = s == 0 ? at(input, out.offset, es) : at(work, out.offset, es);
+  u.send_count = out.count;
+  u.recv_dest = last ? at(final_out, in.offset, es) : at(work, in.offset, es);
+  u.recv_local = at(input, in.offset, es);
+  u.recv_count = in.count;
+  u.finalize = last && average;
+  return u;
+}
+
+// The units of an allgather step (0 <= s < size - 1): finished chunks
+// circulate, each landing directly in `out`. Step 0 sends chunk r from `first`.
+StepUnit allgather_unit(const RingContext& ctx, const RingLayout& L, size_t es, int s, size_t j, const void* first,
+                        void* out) {
+  const int n = ctx.size, r = ctx.rank;
+  Range send = L.segment(ag_send_chunk(r, n, s), j);
+  Range recv = L.segment(ag_recv_chunk(r, n, s), j);
+  StepUnit u;
+  u.send = s == 0 ? at(first, send.offset, es) : at(out, send.offset, es);
+  u.send_count = send.count;
+  u.recv_dest = at(out, recv.offset, es);
+  u.recv_local = nullptr;
+  u.recv_count = recv.count;
+  u.finalize = false;
+  return u;
 }
 
 }  // namespace
@@ -100,10 +125,14 @@ Status ring_allreduce(const RingContext& ctx, const void* send, void* recv, size
   p.finalize = finalize_kernel(dtype, op);
   p.divisor = ctx.size;
   // Partial results live in recv itself: each chunk's slot there is written
-  // once by reduce-scatter and once more by allgather.
-  add_reduce_scatter(ctx, L, es, send, recv, recv, op == ReduceOp::kAvg, &p);
-  const long last_rs_step = static_cast<long>((ctx.size - 2) * L.segments());
-  add_allgather(ctx, L, es, recv, recv, last_rs_step, &p);
+  // once by reduce-scatter and once more by allgather. Steps 0..N-2 reduce,
+  // steps N-1..2N-3 gather; step N-1 forwards chunk r, which step N-2 finished.
+  const int rs_steps = ctx.size - 1;
+  const bool average = op == ReduceOp::kAvg;
+  add_wavefront(2 * rs_steps, L.segments(), es, &p, [&](int st, size_t j) {
+    return st < rs_steps ? reduce_scatter_unit(ctx, L, es, st, j, send, recv, recv, average)
+                         : allgather_unit(ctx, L, es, st - rs_steps, j, recv, recv);
+  });
   return run_pipeline(p, ctx.pipeline, ctx.workspace);
 }
 
@@ -135,7 +164,10 @@ Status ring_reduce_scatter(const RingContext& ctx, const void* send, void* recv,
   unsigned char* final_out = via_scratch
                                  ? static_cast<unsigned char*>(work)
                                  : static_cast<unsigned char*>(recv) - ctx.rank * recv_count * es;
-  add_reduce_scatter(ctx, L, es, send, work, final_out, op == ReduceOp::kAvg, &p);
+  const bool average = op == ReduceOp::kAvg;
+  add_wavefront(ctx.size - 1, L.segments(), es, &p, [&](int st, size_t j) {
+    return reduce_scatter_unit(ctx, L, es, st, j, send, work, final_out, average);
+  });
   KOLO_RETURN_IF_ERROR(run_pipeline(p, ctx.pipeline, ctx.workspace));
   if (via_scratch) std::memmove(recv, at(work, ctx.rank * recv_count, es), recv_count * es);
   return Status::ok();
@@ -157,7 +189,8 @@ Status ring_allgather(const RingContext& ctx, const void* send, void* recv, size
   // Step 0 sends chunk r; the layout's chunk r is the block at own, so the
   // units address `first` such that its chunk r offset lands on source.
   const unsigned char* first = static_cast<const unsigned char*>(source) - ctx.rank * block;
-  add_allgather(ctx, L, es, first, recv, -1, &p);
+  add_wavefront(ctx.size - 1, L.segments(), es, &p,
+                [&](int st, size_t j) { return allgather_unit(ctx, L, es, st, j, first, recv); });
   // Our own block also belongs in recv; a local copy, cheap next to the
   // (size - 1) blocks that cross the wire.
   if (source != own) std::memcpy(own, source, block);

@@ -113,17 +113,17 @@ Status Communicator::init(int rank, int size, Store* store, int local_rank, int 
   // microseconds in a VM) but steals the core from other ranks when they
   // outnumber the cores; spin long only when each local rank has a core.
   // The local size is not known yet, so this uses the launcher's hint.
-  if (config_.spin_us < 0) {
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    const int local = local_size > 0 ? local_size : size;
-    config_.spin_us = local <= cores ? 2000 : 50;
-  }
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const bool own_core = (local_size > 0 ? local_size : size) <= cores;
+  if (config_.spin_us < 0) config_.spin_us = own_core ? 2000 : 50;
+  if (config_.spin_yield < 0) config_.spin_yield = own_core ? 0 : 1;
   TcpOptions topt;
   topt.job_id = job_id_from_name(config_.job_id);
   topt.bind_address = config_.bind_address;
   topt.streams_per_peer = static_cast<int>(config_.sockets_per_peer);
   topt.socket_buffer_bytes = static_cast<int>(config_.socket_buffer_bytes);
   topt.spin_us = static_cast<int>(config_.spin_us);
+  topt.yield_while_spinning = config_.spin_yield != 0;
   topt.handshake_timeout_s = std::min(config_.timeout_s, 10.0);
   std::unique_ptr<TcpTransport> tcp;
   if (size > 1) {

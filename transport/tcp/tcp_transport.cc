@@ -196,16 +196,17 @@ Status TcpTransport::progress(Deadline deadline) {
       spinning = false;
       continue;
     }
-    // Nothing could move. Spin a little (yielding, since ranks may share a
-    // core) because the next bytes usually arrive within microseconds; then
-    // sleep until a socket is ready.
+    // Nothing could move. Spin a while, because the next bytes usually
+    // arrive within microseconds and waking a sleeping process costs tens of
+    // microseconds (more in a VM); yield while spinning when ranks share
+    // cores. Then sleep until a socket is ready.
     auto now = Clock::now();
     if (!spinning) {
       spinning = true;
       spin_until = now + std::chrono::microseconds(options_.spin_us);
     }
     if (now < spin_until) {
-      sched_yield();
+      if (options_.yield_while_spinning) sched_yield();
       continue;
     }
     if (deadline.expired()) {

@@ -1,8 +1,8 @@
 // The TCP transport over Boost.Asio. Connection set-up (listen, accept,
 // handshake) runs on a background Asio thread; the data path runs on the
 // thread that calls progress(), driving non-blocking sockets directly so a
-// message costs no thread hand-off. When nothing can move it spins briefly,
-// yielding the core (ranks often outnumber cores), then sleeps in poll().
+// message costs no thread hand-off. When nothing can move it spins briefly
+// (yielding the core if ranks outnumber cores), then sleeps in poll().
 #pragma once
 
 #include <atomic>
@@ -27,6 +27,7 @@ struct TcpOptions {
   int streams_per_peer = 1;                // parallel sockets to each peer
   int socket_buffer_bytes = 0;             // SO_SNDBUF/SO_RCVBUF; 0 keeps kernel autotuning
   int spin_us = 50;                        // busy-poll budget before sleeping in poll()
+  bool yield_while_spinning = true;        // give the core away while spinning (ranks share cores)
   double handshake_timeout_s = 10;
 };
 
