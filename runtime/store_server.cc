@@ -1,6 +1,7 @@
 #include "runtime/store_server.h"
 
 #include <chrono>
+#include <future>
 #include <vector>
 
 #include <boost/asio/post.hpp>
@@ -16,6 +17,17 @@ namespace kolo {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
+
+namespace {
+
+std::string simple_reply(StoreReply code, const std::string& text = "") {
+  MessageWriter w;
+  w.u8(static_cast<uint8_t>(code));
+  w.str(text);
+  return w.finish();
+}
+
+}  // namespace
 
 class StoreServer::Session : public std::enable_shared_from_this<Session> {
  public:
@@ -49,6 +61,13 @@ class StoreServer::Session : public std::enable_shared_from_this<Session> {
     boost::system::error_code ec;
     socket_.close(ec);
     hello_timer_.cancel();
+  }
+
+  // For shutdown: a final reply, written synchronously (it is small), then close.
+  void reply_and_close(const std::string& message) {
+    boost::system::error_code ec;
+    asio::write(socket_, asio::buffer(message), ec);
+    close();
   }
 
   bool introduced_ = false;
@@ -94,24 +113,30 @@ struct StoreServer::Waiter {
   asio::steady_timer timer;
 };
 
-namespace {
-
-std::string simple_reply(StoreReply code, const std::string& text = "") {
-  MessageWriter w;
-  w.u8(static_cast<uint8_t>(code));
-  w.str(text);
-  return w.finish();
-}
-
-}  // namespace
-
 StoreServer::StoreServer(uint64_t job_id, int world_size) : job_id_(job_id), world_size_(world_size) {}
 
 StoreServer::~StoreServer() {
-  asio::post(io_, [this] {
+  // Ranks still waiting on keys get their timeout answer (naming the keys
+  // that never arrived) now, rather than a closed connection when this
+  // process goes away: they must learn which rank was missing.
+  std::promise<void> flushed;
+  asio::post(io_, [this, &flushed] {
     boost::system::error_code ec;
     if (acceptor_) acceptor_->close(ec);
+    for (const auto& w : waiters_) {
+      std::string missing;
+      for (const auto& k : w->keys) {
+        if (!map_.count(k)) missing += (missing.empty() ? "" : " ") + k;
+      }
+      w->timer.cancel();
+      w->session->reply_and_close(simple_reply(StoreReply::kTimeout, missing));
+    }
+    waiters_.clear();
+    flushed.set_value();
   });
+  if (thread_.joinable()) {
+    flushed.get_future().wait_for(std::chrono::seconds(2));
+  }
   io_.stop();
   if (thread_.joinable()) thread_.join();
   // Sessions and waiters hold sockets bound to io_; release them before it goes.
