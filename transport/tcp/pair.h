@@ -34,8 +34,9 @@ class TcpPair {
   // of requests completed to *completed and sets *moved when any byte moved.
   Status pump(int* completed, bool* moved);
 
-  // Appends pollfds for the streams that wait on I/O.
-  void collect_pollfds(std::vector<struct pollfd>* fds) const;
+  // Appends pollfds for the streams that wait on I/O. Before sleeping it
+  // also tells the kernel how many bytes are worth waking up for.
+  void collect_pollfds(std::vector<struct pollfd>* fds);
 
   // Words for timeout messages: what this pair still waits for.
   std::string describe_pending() const;
@@ -49,7 +50,10 @@ class TcpPair {
     std::deque<Request*> sends;
     std::deque<Request*> recvs;
     std::deque<uint64_t> recv_seqs;  // expected sequence number of each posted receive
+    int rcvlowat = 1;                // SO_RCVLOWAT currently set on the socket
   };
+
+  void set_wakeup_threshold(Stream& s, int bytes);
 
   Status pump_sends(Stream& s, int* completed, bool* moved);
   Status pump_recvs(Stream& s, int* completed, bool* moved);
