@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Every test: set up, build everything, run `bazel test //...`, and close with
-# a plain "N passed, N failed" line counted from Bazel's per-target results.
+# Every test, three ways: the optimized build, then AddressSanitizer with
+# UndefinedBehaviorSanitizer, then ThreadSanitizer (configs in .bazelrc).
+# Closes with a plain "N passed, N failed" line counted from Bazel's
+# per-target results. Extra arguments go to every `bazel test`.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash tools/setup.sh || exit 1
-bazel build //... || exit 1
 LOG="$(mktemp)"
 trap 'rm -f "$LOG"' EXIT
-bazel test //... --test_summary=short "$@" 2>&1 | tee "$LOG"
-status=${PIPESTATUS[0]}
+status=0
+for config in "" "--config=asan" "--config=tsan"; do
+  echo "== bazel test ${config:-(optimized)} //..."
+  bazel build $config //... || { status=1; continue; }
+  bazel test $config //... --test_summary=short "$@" 2>&1 | tee -a "$LOG"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -ne 0 ] && status=$rc
+done
 passed=$(grep -cE "^//[^ ]+ +(\(cached\) )?PASSED" "$LOG")
 failed=$(grep -cE "^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY)" "$LOG")
 echo "kolo tests: $passed passed, $failed failed"

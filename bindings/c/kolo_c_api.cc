@@ -3,6 +3,7 @@
 // a thread-local message.
 #include "bindings/c/kolo.h"
 
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
@@ -25,6 +26,17 @@ kolo_result_t report(const kolo::Status& s) {
 }
 
 kolo_result_t null_comm() { return report(kolo::invalid_argument("comm is NULL")); }
+
+// C callers may pass any int as a kolo_dtype_t or kolo_op_t. In C++ reading
+// an out-of-range value as the enum is undefined, so the value is taken from
+// the object's bytes and validated as an int.
+template <typename Enum>
+int raw_enum(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
 
 // Runs `fn` (returning Status) with every exception turned into an error.
 template <typename Fn>
@@ -115,24 +127,24 @@ kolo_result_t kolo_comm_local_size(kolo_comm_t comm, int* local_size) {
 kolo_result_t kolo_allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype,
                              kolo_op_t op) {
   if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->allreduce(sendbuf, recvbuf, count, dtype, op); });
+  return guarded([&] { return comm->impl->allreduce(sendbuf, recvbuf, count, raw_enum(dtype), raw_enum(op)); });
 }
 
 kolo_result_t kolo_allgather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
                              kolo_dtype_t dtype) {
   if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->allgather(sendbuf, recvbuf, sendcount, dtype); });
+  return guarded([&] { return comm->impl->allgather(sendbuf, recvbuf, sendcount, raw_enum(dtype)); });
 }
 
 kolo_result_t kolo_broadcast(kolo_comm_t comm, void* buf, size_t count, kolo_dtype_t dtype, int root) {
   if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->broadcast(buf, count, dtype, root); });
+  return guarded([&] { return comm->impl->broadcast(buf, count, raw_enum(dtype), root); });
 }
 
 kolo_result_t kolo_reduce_scatter(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
                                   kolo_dtype_t dtype, kolo_op_t op) {
   if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op); });
+  return guarded([&] { return comm->impl->reduce_scatter(sendbuf, recvbuf, recvcount, raw_enum(dtype), raw_enum(op)); });
 }
 
 kolo_result_t kolo_barrier(kolo_comm_t comm) {
@@ -141,7 +153,7 @@ kolo_result_t kolo_barrier(kolo_comm_t comm) {
 }
 
 const char* kolo_result_string(kolo_result_t result) {
-  switch (result) {
+  switch (raw_enum(result)) {
     case KOLO_SUCCESS: return "success";
     case KOLO_ERR_INVALID_ARGUMENT: return "invalid argument";
     case KOLO_ERR_INVALID_USAGE: return "invalid usage";

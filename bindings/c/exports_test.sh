@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# libkolo.so must export the kolo_* API and nothing else, so applications
+# never bind to kolo's internals (or to the Boost and C++ symbols inside it).
+set -euo pipefail
+LIB="$TEST_SRCDIR/$TEST_WORKSPACE/bindings/c/libkolo.so"
+# Global (upper-case type) defined dynamic symbols.
+exported=$(nm -D --defined-only "$LIB" | awk '$2 ~ /^[A-Z]$/ {print $3}')
+others=$(echo "$exported" | grep -v '^kolo_' || true)
+if [ -n "$others" ]; then
+  echo "libkolo.so exports non-kolo symbols:"; echo "$others"; exit 1
+fi
+for f in kolo_comm_init_from_env kolo_comm_init kolo_comm_destroy kolo_comm_rank kolo_comm_size \
+         kolo_comm_local_rank kolo_comm_local_size kolo_allreduce kolo_allgather kolo_broadcast \
+         kolo_reduce_scatter kolo_barrier kolo_result_string kolo_last_error; do
+  echo "$exported" | grep -qx "$f" || { echo "libkolo.so does not export $f"; exit 1; }
+done
+echo "exports_test: $(echo "$exported" | wc -l) symbols, all kolo_*"
