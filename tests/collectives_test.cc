@@ -79,12 +79,11 @@ void check_allreduce(ThreadWorld& w, DataType d, ReduceOp op, size_t count, bool
   });
 }
 
-TEST_P(Collectives, AllreduceEveryDtypeOpAndEdgeCount) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+// Every dtype x op over the edge counts, out of place, plus one in place.
+void sweep_allreduce(ThreadWorld& w) {
   for (int d = 0; d < kNumDataTypes; ++d) {
     for (int o = 0; o < kNumReduceOps; ++o) {
-      for (size_t count : edge_counts(n)) {
+      for (size_t count : edge_counts(w.size())) {
         check_allreduce(w, static_cast<DataType>(d), static_cast<ReduceOp>(o), count, false);
       }
       check_allreduce(w, static_cast<DataType>(d), static_cast<ReduceOp>(o), 1031, true);
@@ -92,17 +91,14 @@ TEST_P(Collectives, AllreduceEveryDtypeOpAndEdgeCount) {
   }
 }
 
+TEST_P(Collectives, AllreduceEveryDtypeOpAndEdgeCount) {
+  ThreadWorld w(GetParam(), test_config());  // the ring, for every size
+  sweep_allreduce(w);
+}
+
 TEST_P(Collectives, RecursiveDoublingAllreduceEveryDtypeOp) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config(4096, int64_t{1} << 30));  // small-message algorithm for every size
-  for (int d = 0; d < kNumDataTypes; ++d) {
-    for (int o = 0; o < kNumReduceOps; ++o) {
-      for (size_t count : edge_counts(n)) {
-        check_allreduce(w, static_cast<DataType>(d), static_cast<ReduceOp>(o), count, false);
-      }
-      check_allreduce(w, static_cast<DataType>(d), static_cast<ReduceOp>(o), 1031, true);
-    }
-  }
+  ThreadWorld w(GetParam(), test_config(4096, int64_t{1} << 30));  // small-message algorithm for every size
+  sweep_allreduce(w);
 }
 
 TEST_P(Collectives, AllreduceSeveralMegabytesEveryDtypeOp) {
