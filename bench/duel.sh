@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# kolo against every peer at one size, interleaved over several rounds, so
+# that the machine's drift (these machines are shared and noisy) hits all of
+# them alike. Prints the median busbw of each and kolo's ratio to the best
+# peer.   Usage: bash bench/duel.sh [N ...]   (default 2 4)
+#   SIZE (67108864)  ROUNDS (5)  ITERS (16)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+NS=("$@")
+[[ ${#NS[@]} -eq 0 ]] && NS=(2 4)
+SIZE="${SIZE:-67108864}"
+ROUNDS="${ROUNDS:-5}"
+ITERS="${ITERS:-16}"
+
+bazel build //bench:kolo_bench >/dev/null 2>&1 || bazel build //bench:kolo_bench
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/kolo-duel.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+cp bazel-bin/bench/kolo_bench "$WORK/"
+RESULTS="$WORK/results"
+
+for ((round = 1; round <= ROUNDS; round++)); do
+  echo "== round $round of $ROUNDS" >&2
+  for n in "${NS[@]}"; do
+    tools/kolorun -np "$n" --no-prefix "$WORK/kolo_bench" --min-bytes "$SIZE" --max-bytes "$SIZE" \
+      --iters "$ITERS" --no-check | awk -v n="$n" '/^ +[0-9]/ {print "kolo", n, $6}' >>"$RESULTS"
+  done
+  # The peers: every Gloo algorithm and Open MPI, in fresh processes.
+  MIN_BYTES="$SIZE" MAX_BYTES="$SIZE" ITERS="$ITERS" SKIP_CEILING=1 \
+    bash bench/peers/run_peers.sh "${NS[@]}" 2>/dev/null |
+    awk '/^== gloo algo=/ {split($3, a, "="); name = "gloo_" a[2]; split($4, b, "="); n = b[2]}
+         /^== MPI_Allreduce/ {name = "mpi"; n = substr($NF, 3)}
+         /^ +[0-9]/ && name != "" {print name, n, $5; name = ""}' >>"$RESULTS"
+done
+
+echo "# busbw (GB/s) at $SIZE bytes, median of $ROUNDS interleaved rounds; kolo/best = kolo over the best peer"
+for n in "${NS[@]}"; do
+  awk -v n="$n" '$2 == n {print $1, $3}' "$RESULTS" | sort -k1,1 -k2,2g |
+    awk -v n="$n" '
+      {v[$1] = v[$1] " " $2; c[$1]++}
+      END {
+        for (k in v) {
+          m = split(substr(v[k], 2), xs, " ");
+          med = (m % 2) ? xs[(m + 1) / 2] : (xs[m / 2] + xs[m / 2 + 1]) / 2;
+          printf "N=%s %-24s median %6.3f  all:%s\n", n, k, med, v[k];
+          if (k == "kolo") kolo = med; else if (med > best) { best = med; bestname = k }
+        }
+        if (best > 0) printf "N=%s kolo/best = %.2fx (best peer: %s)\n", n, kolo / best, bestname;
+      }'
+done
