@@ -28,6 +28,7 @@ class ThreadWorld {
   }
 
   int size() const { return static_cast<int>(comms_.size()); }
+  Store& store() { return store_; }
   Communicator& comm(int r) { return *comms_[r]; }
 
   // Runs fn(rank) on every rank concurrently.

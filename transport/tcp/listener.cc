@@ -95,7 +95,9 @@ void TcpListener::on_hello(const std::shared_ptr<Pending>& pending) {
   std::pair<int, int> key{pending->hello.from_rank, pending->hello.stream_index};
   if (verdict.is_ok()) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (accepted_.count(key)) verdict = invalid_usage("duplicate connection for an existing link");
+    if (accepted_.count(key) || claimed_.count(key)) {
+      verdict = invalid_usage("duplicate connection for an existing link from rank " + std::to_string(key.first));
+    }
   }
   pending->ack.magic = kHelloMagic;
   pending->ack.code = static_cast<int32_t>(verdict.code());
@@ -134,6 +136,7 @@ Status TcpListener::take(int from_rank, int stream_index, Deadline deadline, std
     if (it != accepted_.end()) {
       *out = std::move(it->second);
       accepted_.erase(it);
+      claimed_.insert(key);
       return Status::ok();
     }
     if (cv_.wait_until(lock, deadline.time_point()) == std::cv_status::timeout && deadline.expired()) {

@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,6 +59,7 @@ class TcpListener {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::map<std::pair<int, int>, std::unique_ptr<boost::asio::ip::tcp::socket>> accepted_;
+  std::set<std::pair<int, int>> claimed_;  // links already handed to the data path
   bool aborted_ = false;
 };
 
