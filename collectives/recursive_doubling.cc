@@ -26,7 +26,34 @@ Status one_way(const RingContext& ctx, int peer, const void* out, void* in, size
   return Status::ok();
 }
 
+int largest_power_of_two_at_most(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+// Rank in the power-of-two group, or -1 for a rank folded out.
+int group_rank_of(int r, int extra) {
+  if (r < 2 * extra) return r % 2 == 0 ? -1 : r / 2;
+  return r - extra;
+}
+
+int rank_of_group_member(int g, int extra) { return g < extra ? g * 2 + 1 : g + extra; }
+
 }  // namespace
+
+std::vector<int> recursive_doubling_peers(int r, int n) {
+  std::vector<int> peers;
+  if (n < 2) return peers;
+  const int p = largest_power_of_two_at_most(n);
+  const int extra = n - p;
+  if (r < 2 * extra) peers.push_back(r % 2 == 0 ? r + 1 : r - 1);
+  const int g = group_rank_of(r, extra);
+  if (g >= 0) {
+    for (int mask = 1; mask < p; mask <<= 1) peers.push_back(rank_of_group_member(g ^ mask, extra));
+  }
+  return peers;
+}
 
 Status recursive_doubling_allreduce(const RingContext& ctx, const void* send, void* recv, size_t count,
                                     DataType dtype, ReduceOp op) {
@@ -41,31 +68,26 @@ Status recursive_doubling_allreduce(const RingContext& ctx, const void* send, vo
   const Deadline connect_deadline = Deadline::after_seconds(ctx.pipeline.timeout_s);
   unsigned char* theirs = static_cast<unsigned char*>(ctx.workspace->staging(bytes));
   const int n = ctx.size, r = ctx.rank;
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
+  const int p = largest_power_of_two_at_most(n);
   const int extra = n - p;
 
   // Fold the extra ranks in: even ranks below 2*extra give their data away.
-  int group_rank;  // rank within the power-of-two group, or -1 when folded out
+  // (Connections exist already; connect() only checks.)
+  const int group_rank = group_rank_of(r, extra);
   if (r < 2 * extra) {
     if (r % 2 == 0) {
       KOLO_RETURN_IF_ERROR(ctx.transport->connect(r + 1, connect_deadline));
       KOLO_RETURN_IF_ERROR(one_way(ctx, r + 1, recv, nullptr, bytes, tag));
-      group_rank = -1;
     } else {
       KOLO_RETURN_IF_ERROR(ctx.transport->connect(r - 1, connect_deadline));
       KOLO_RETURN_IF_ERROR(one_way(ctx, r - 1, nullptr, theirs, bytes, tag));
       reduce(recv, theirs, recv, count);  // lower rank's data first
-      group_rank = r / 2;
     }
-  } else {
-    group_rank = r - extra;
   }
 
   if (group_rank >= 0) {
     for (int mask = 1; mask < p; mask <<= 1) {
-      const int partner_group = group_rank ^ mask;
-      const int partner = partner_group < extra ? partner_group * 2 + 1 : partner_group + extra;
+      const int partner = rank_of_group_member(group_rank ^ mask, extra);
       KOLO_RETURN_IF_ERROR(ctx.transport->connect(partner, connect_deadline));
       KOLO_RETURN_IF_ERROR(exchange(ctx, partner, recv, theirs, bytes, tag));
       if (partner < r) reduce(recv, theirs, recv, count);

@@ -9,10 +9,17 @@
 // end all ranks, hold bitwise identical results.
 #pragma once
 
+#include <vector>
+
 #include "collectives/dtype.h"
 #include "collectives/ring.h"
 
 namespace kolo {
+
+// The ranks `rank` exchanges with, in the order it meets them (the fold
+// partner, if any, then distance 1, 2, 4, ...). Connected up front, so a
+// failing rank never leaves a peer waiting for a connection.
+std::vector<int> recursive_doubling_peers(int rank, int size);
 
 Status recursive_doubling_allreduce(const RingContext& ctx, const void* send, void* recv, size_t count,
                                     DataType dtype, ReduceOp op);

@@ -107,12 +107,24 @@ StepUnit allgather_unit(const RingContext& ctx, const RingLayout& L, size_t es, 
   return u;
 }
 
+// For calls with nothing to move: one empty frame to the right, one from
+// the left, so that a rank whose neighbour called something else (another
+// count, collective, dtype, op or root) learns it now, as MISMATCH, instead
+// of waiting for a message that never comes.
+Status check_fingerprint_only(const RingContext& ctx, uint64_t tag) {
+  if (ctx.size == 1) return Status::ok();
+  Pipeline p = make_pipeline(ctx, tag);
+  p.sends.push_back({nullptr, 0, -1});
+  p.recvs.push_back({nullptr, 0, nullptr, 0, false});
+  return run_pipeline(p, ctx.pipeline, ctx.workspace);
+}
+
 }  // namespace
 
 Status ring_allreduce(const RingContext& ctx, const void* send, void* recv, size_t count, DataType dtype,
                       ReduceOp op) {
   const size_t es = dtype_size(dtype);
-  if (count == 0) return Status::ok();
+  if (count == 0) return check_fingerprint_only(ctx, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, 0));
   if (ctx.size == 1) {
     if (send != recv) std::memmove(recv, send, count * es);
     return Status::ok();
@@ -139,7 +151,9 @@ Status ring_allreduce(const RingContext& ctx, const void* send, void* recv, size
 Status ring_reduce_scatter(const RingContext& ctx, const void* send, void* recv, size_t recv_count, DataType dtype,
                            ReduceOp op) {
   const size_t es = dtype_size(dtype);
-  if (recv_count == 0) return Status::ok();
+  if (recv_count == 0) {
+    return check_fingerprint_only(ctx, fingerprint(CollectiveKind::kReduceScatter, dtype, op, 0, 0));
+  }
   const size_t total = recv_count * ctx.size;
   if (ctx.size == 1) {
     if (send != recv) std::memmove(recv, send, recv_count * es);
@@ -175,7 +189,9 @@ Status ring_reduce_scatter(const RingContext& ctx, const void* send, void* recv,
 
 Status ring_allgather(const RingContext& ctx, const void* send, void* recv, size_t send_count, DataType dtype) {
   const size_t es = dtype_size(dtype);
-  if (send_count == 0) return Status::ok();
+  if (send_count == 0) {
+    return check_fingerprint_only(ctx, fingerprint(CollectiveKind::kAllgather, dtype, ReduceOp::kSum, 0, 0));
+  }
   const size_t block = send_count * es;
   unsigned char* own = static_cast<unsigned char*>(recv) + ctx.rank * block;
   // "In place" is send == recv (the convention) or send == own slot (NCCL's).
@@ -199,9 +215,12 @@ Status ring_allgather(const RingContext& ctx, const void* send, void* recv, size
 
 Status ring_broadcast(const RingContext& ctx, void* buf, size_t count, DataType dtype, int root) {
   const size_t es = dtype_size(dtype);
-  if (count == 0 || ctx.size == 1) return Status::ok();
-  Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kBroadcast, dtype, ReduceOp::kSum, root, count));
-  const int position = ring_mod(ctx.rank - root, ctx.size);  // hops from root
+  const uint64_t tag = fingerprint(CollectiveKind::kBroadcast, dtype, ReduceOp::kSum, root, count);
+  if (ctx.size == 1) return Status::ok();
+  if (count == 0) return check_fingerprint_only(ctx, tag);
+  Pipeline p = make_pipeline(ctx, tag);
+  const int n = ctx.size;
+  const int position = ring_mod(ctx.rank - root, n);  // hops from root
   const size_t segments = segments_per_chunk(count, es, ctx.segment_bytes);
   for (size_t j = 0; j < segments; ++j) {
     Range seg = partition(count, segments, j);
@@ -209,7 +228,20 @@ Status ring_broadcast(const RingContext& ctx, void* buf, size_t count, DataType 
     if (position > 0) p.recvs.push_back({data, seg.count * es, nullptr, seg.count, false});
     // Root sends at once; middle ranks forward each segment as it arrives;
     // the last rank before root only receives.
-    if (position < ctx.size - 1) p.sends.push_back({data, seg.count * es, position == 0 ? -1 : static_cast<long>(j)});
+    if (position < n - 1) p.sends.push_back({data, seg.count * es, position == 0 ? -1 : static_cast<long>(j)});
+  }
+  // Then an empty token makes one full lap, from the last rank through the
+  // root and on to the last rank again. Each rank checks the fingerprint of
+  // what its left neighbour sends; the lap makes every rank's completion
+  // depend on all of those checks, so ranks that disagree (about the root,
+  // say) all fail with MISMATCH instead of some finishing with other data.
+  const long last_data = static_cast<long>(p.recvs.size()) - 1;
+  if (position == n - 1) {
+    p.sends.push_back({nullptr, 0, last_data});             // start the lap
+    p.recvs.push_back({nullptr, 0, nullptr, 0, false});      // and see it come back
+  } else {
+    p.recvs.push_back({nullptr, 0, nullptr, 0, false});
+    p.sends.push_back({nullptr, 0, static_cast<long>(p.recvs.size()) - 1});  // pass it on
   }
   return run_pipeline(p, ctx.pipeline, ctx.workspace);
 }

@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 #include <vector>
 
 #include "collectives/fingerprint.h"
+#include "collectives/recursive_doubling.h"
 #include "common/log.h"
 #include "runtime/store_client.h"
 #include "runtime/store_server.h"
@@ -188,6 +190,14 @@ Status Communicator::connect_ring() {
   const int left = (rank_ + size_ - 1) % size_;
   KOLO_RETURN_IF_ERROR(transport_->connect(right, deadline));
   if (left != right) KOLO_RETURN_IF_ERROR(transport_->connect(left, deadline));
+  // The small-message allreduce's partners too: a connection made lazily
+  // inside a collective could leave a rank waiting for a peer that has
+  // already failed, with no socket to tell it so.
+  if (config_.small_allreduce_bytes > 0) {
+    for (int peer : recursive_doubling_peers(rank_, size_)) {
+      KOLO_RETURN_IF_ERROR(transport_->connect(peer, deadline));
+    }
+  }
   return Status::ok();
 }
 
@@ -217,22 +227,68 @@ Status Communicator::async_error() const {
   return sticky_;
 }
 
+namespace {
+
+constexpr char kFailureKey[] = "failure";
+
+// "rank|code|message" in the store.
+std::string encode_failure(int rank, const Status& s) {
+  return std::to_string(rank) + "|" + std::to_string(static_cast<int>(s.code())) + "|" + s.message();
+}
+
+bool decode_failure(const std::string& text, int* rank, Code* code, std::string* message) {
+  auto a = text.find('|');
+  auto b = a == std::string::npos ? a : text.find('|', a + 1);
+  if (b == std::string::npos) return false;
+  *rank = std::atoi(text.substr(0, a).c_str());
+  int c = std::atoi(text.substr(a + 1, b - a - 1).c_str());
+  if (c <= 0 || c > static_cast<int>(Code::kInternal)) return false;
+  *code = static_cast<Code>(c);
+  *message = text.substr(b + 1);
+  return true;
+}
+
+}  // namespace
+
+Status Communicator::fail(Status local) {
+  Status final = local;
+  if (store_ && size_ > 1) {
+    // Bounded: the store may be gone with rank 0.
+    const std::string mine = encode_failure(rank_, local);
+    std::string first;
+    Status st = store_->set_if_absent(kFailureKey, mine, Deadline::after_seconds(std::min(config_.timeout_s, 2.0)),
+                                      &first);
+    int root_rank = -1;
+    Code root_code = Code::kOk;
+    std::string root_message;
+    if (st.is_ok() && first != mine && decode_failure(first, &root_rank, &root_code, &root_message) &&
+        root_rank != rank_) {
+      final = Status(root_code, local.message() + "; the job's first failure was on rank " +
+                                    std::to_string(root_rank) + ": " + root_message);
+    } else if (!st.is_ok() && rank_ != 0) {
+      final = Status(local.code(), local.message() +
+                                       "; the rendezvous store on rank 0 is unreachable too, so rank 0 has "
+                                       "probably failed or exited");
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (sticky_.is_ok()) sticky_ = final;
+    final = sticky_;
+  }
+  failed_.store(true);
+  if (transport_) transport_->abort();
+  return final;
+}
+
 template <typename Fn>
 Status Communicator::run(const char* what, Fn&& fn) {
   std::lock_guard<std::mutex> lock(call_mutex_);
   KOLO_RETURN_IF_ERROR(check_healthy());
   Status s = fn(ring_context());
-  if (!s.is_ok()) {
-    s = s.with_context(std::string(what) + " on rank " + std::to_string(rank_));
-    {
-      std::lock_guard<std::mutex> elock(error_mutex_);
-      if (sticky_.is_ok()) sticky_ = s;
-    }
-    failed_.store(true);
-    // The ring is out of step; stop the transport so nothing stale moves.
-    if (transport_) transport_->abort();
-    KOLO_ERROR(s.message());
-  }
+  if (s.is_ok()) return s;
+  s = fail(s.with_context(std::string(what) + " on rank " + std::to_string(rank_)));
+  KOLO_ERROR(s.message());
   return s;
 }
 
@@ -291,12 +347,8 @@ Status Communicator::barrier() {
 }
 
 void Communicator::abort() {
-  {
-    std::lock_guard<std::mutex> lock(error_mutex_);
-    if (sticky_.is_ok()) sticky_ = aborted("communicator aborted by the application");
-  }
-  failed_.store(true);
-  if (transport_) transport_->abort();
+  if (failed_.load()) return;
+  fail(aborted("rank " + std::to_string(rank_) + " aborted its communicator (kolo_comm_abort)"));
 }
 
 }  // namespace kolo

@@ -6,6 +6,11 @@
 // talking to peers (timeout, lost peer, mismatch, abort) is sticky: the
 // communicator is unusable afterwards and every call returns that error at
 // once, because the peers can no longer be assumed to be in step.
+//
+// A failure spreads: the failing rank records it in the rendezvous store
+// (the first one recorded is the job's root cause) and closes its
+// connections; its neighbours then fail in turn, and every rank reports the
+// root cause (the dead rank's name, or MISMATCH) with its own view.
 #pragma once
 
 #include <atomic>
@@ -65,6 +70,11 @@ class Communicator {
   template <typename Fn>
   Status run(const char* what, Fn&& fn);
   Status check_healthy() const;
+  // Makes `local` the sticky error, reconciled with the job's first failure:
+  // announces it in the store unless another rank's came first (then that
+  // one's code and story are what every rank reports), and then ends the
+  // connections so the neighbours learn at once.
+  Status fail(Status local);
   RingContext ring_context();
 
   int rank_ = 0;

@@ -102,6 +102,21 @@ Status StoreClient::set(const std::string& key, const std::string& value) {
   return round_trip(w.finish(), Deadline::after_seconds(timeout_s_), &reply);
 }
 
+Status StoreClient::set_if_absent(const std::string& key, const std::string& value, Deadline deadline,
+                                  std::string* current) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  MessageWriter w;
+  w.u8(static_cast<uint8_t>(StoreOp::kSetIfAbsent));
+  w.str(key);
+  w.str(value);
+  std::string reply;
+  KOLO_RETURN_IF_ERROR(round_trip(w.finish(), deadline, &reply));
+  MessageReader r(reply.data(), reply.size());
+  uint8_t code = 0;
+  if (!r.u8(&code) || !r.str(current)) return transport_error("malformed store reply");
+  return Status::ok();
+}
+
 Status StoreClient::get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) {
   std::lock_guard<std::mutex> lock(mutex_);
   MessageWriter w;

@@ -21,6 +21,8 @@ class StoreClient : public Store {
                         std::unique_ptr<StoreClient>* out);
 
   Status set(const std::string& key, const std::string& value) override;
+  Status set_if_absent(const std::string& key, const std::string& value, Deadline deadline,
+                       std::string* current) override;
   Status get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) override;
 
   // This end's address: the interface that routes to the master, which is

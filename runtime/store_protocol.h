@@ -17,7 +17,7 @@ namespace kolo {
 constexpr uint32_t kStoreMagic = 0x4b4f4c53;  // "KOLS"
 constexpr uint32_t kStoreMaxMessage = 16u << 20;
 
-enum class StoreOp : uint8_t { kHello = 1, kSet = 2, kGet = 3 };
+enum class StoreOp : uint8_t { kHello = 1, kSet = 2, kGet = 3, kSetIfAbsent = 4 };
 enum class StoreReply : uint8_t { kOk = 0, kTimeout = 1, kRejected = 2 };
 
 class MessageWriter {

@@ -195,6 +195,12 @@ void StoreServer::handle(const std::shared_ptr<Session>& session, const std::str
     set_key(key, value);
     return session->reply(simple_reply(StoreReply::kOk));
   }
+  if (op == static_cast<uint8_t>(StoreOp::kSetIfAbsent)) {
+    std::string key, value;
+    if (!r.str(&key) || !r.str(&value)) return session->close();
+    if (!map_.count(key)) set_key(key, value);
+    return session->reply(simple_reply(StoreReply::kOk, map_[key]));
+  }
   if (op == static_cast<uint8_t>(StoreOp::kGet)) {
     uint32_t timeout_ms = 0, n = 0;
     if (!r.u32(&timeout_ms) || !r.u32(&n) || n > body.size()) return session->close();

@@ -1,6 +1,8 @@
 // A rank of the multi-process tests, using only the C API. Modes:
 //   check    run every collective on a few sizes and verify the results
 //   init     only create the communicator (for rendezvous failure tests)
+//   long     allreduce 64 MiB over and over for up to a minute (for fault
+//            tests that kill a rank midway)
 // Exits 0 on success; on failure prints kolo_last_error() and exits with
 // 10 + the kolo_result_t, so scripts can tell timeouts from other errors.
 #include <cstdio>
@@ -31,6 +33,22 @@ int main(int argc, char** argv) {
   kolo_comm_local_rank(comm, &local_rank);
   kolo_comm_local_size(comm, &local_size);
   std::printf("rank %d of %d, local %d of %d\n", rank, n, local_rank, local_size);
+  if (mode == "long") {
+    const size_t count = 16u << 20;
+    std::vector<float> in(count, 1.0f), out(count);
+    std::printf("rank %d looping\n", rank);
+    std::fflush(stdout);
+    for (int i = 0; i < 2000; ++i) {
+      if ((r = kolo_allreduce(comm, in.data(), out.data(), count, KOLO_FLOAT32, KOLO_SUM))) {
+        int code = fail("allreduce", r);
+        kolo_result_t async = KOLO_SUCCESS;
+        kolo_comm_get_async_error(comm, &async);
+        std::printf("async error: %s\n", kolo_result_string(async));
+        kolo_comm_destroy(comm);  // a failed communicator must still come apart cleanly
+        return code;
+      }
+    }
+  }
   if (mode == "check") {
     for (size_t count : {size_t{1}, size_t{1000}, size_t{300000}}) {
       std::vector<int32_t> in(count), out(count);

@@ -20,6 +20,17 @@ class MemoryStore : public Store {
     return Status::ok();
   }
 
+  Status set_if_absent(const std::string& key, const std::string& value, Deadline,
+                       std::string* current) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = map_.emplace(key, value).first;
+      *current = it->second;
+    }
+    cv_.notify_all();
+    return Status::ok();
+  }
+
   Status get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) override {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {

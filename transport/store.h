@@ -18,6 +18,12 @@ class Store {
 
   virtual Status set(const std::string& key, const std::string& value) = 0;
 
+  // Sets key to value unless it is already set; either way returns the value
+  // the key holds afterwards in *current. The first writer wins, which lets
+  // ranks agree on one thing (say, the job's first failure) without a leader.
+  virtual Status set_if_absent(const std::string& key, const std::string& value, Deadline deadline,
+                               std::string* current) = 0;
+
   // Waits until every key exists, then returns their values in order. On
   // timeout the error lists the keys still missing.
   virtual Status get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) = 0;

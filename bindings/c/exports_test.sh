@@ -11,7 +11,8 @@ if [ -n "$others" ]; then
 fi
 for f in kolo_comm_init_from_env kolo_comm_init kolo_comm_destroy kolo_comm_rank kolo_comm_size \
          kolo_comm_local_rank kolo_comm_local_size kolo_allreduce kolo_allgather kolo_broadcast \
-         kolo_reduce_scatter kolo_barrier kolo_result_string kolo_last_error; do
+         kolo_reduce_scatter kolo_barrier kolo_comm_abort kolo_comm_get_async_error kolo_result_string \
+         kolo_last_error; do
   echo "$exported" | grep -qx "$f" || { echo "libkolo.so does not export $f"; exit 1; }
 done
 echo "exports_test: $(echo "$exported" | wc -l) symbols, all kolo_*"

@@ -105,6 +105,19 @@ kolo_result_t kolo_reduce_scatter(kolo_comm_t comm, const void* sendbuf, void* r
 /* Returns once every rank has entered the barrier. */
 kolo_result_t kolo_barrier(kolo_comm_t comm);
 
+/* Aborts the communicator: a collective running in another thread returns
+ * KOLO_ERR_ABORTED promptly, and so does every later call. The other ranks
+ * learn of it through their connections and fail too (their messages name
+ * this rank). Safe from any thread, at any time, also concurrently with a
+ * collective; it does not free the communicator (kolo_comm_destroy does,
+ * once no other thread is using it). */
+kolo_result_t kolo_comm_abort(kolo_comm_t comm);
+
+/* The communicator's sticky error: KOLO_SUCCESS while it is healthy, else
+ * the failure that ended it (its message then in kolo_last_error()). Does not
+ * block; safe from any thread, e.g. a watchdog. */
+kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_error);
+
 /* A short constant description of a result code. */
 const char* kolo_result_string(kolo_result_t result);
 

@@ -152,6 +152,25 @@ kolo_result_t kolo_barrier(kolo_comm_t comm) {
   return guarded([&] { return comm->impl->barrier(); });
 }
 
+kolo_result_t kolo_comm_abort(kolo_comm_t comm) {
+  if (!comm) return null_comm();
+  return guarded([&] {
+    comm->impl->abort();
+    return kolo::Status::ok();
+  });
+}
+
+kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_error) {
+  if (!comm) return null_comm();
+  if (!async_error) return report(kolo::invalid_argument("async_error output pointer is NULL"));
+  return guarded([&] {
+    kolo::Status s = comm->impl->async_error();
+    *async_error = static_cast<kolo_result_t>(s.code());
+    if (!s.is_ok()) t_last_error = s.to_string();
+    return kolo::Status::ok();
+  });
+}
+
 const char* kolo_result_string(kolo_result_t result) {
   switch (raw_enum(result)) {
     case KOLO_SUCCESS: return "success";

@@ -25,7 +25,14 @@ bool would_block(const boost::system::error_code& ec) {
 TcpPair::TcpPair(int peer_rank, std::string peer_address, std::vector<std::unique_ptr<tcp::socket>> sockets)
     : peer_(peer_rank), peer_address_(std::move(peer_address)) {
   streams_.resize(sockets.size());
-  for (size_t i = 0; i < sockets.size(); ++i) streams_[i].socket = std::move(sockets[i]);
+  for (size_t i = 0; i < sockets.size(); ++i) {
+    streams_[i].socket = std::move(sockets[i]);
+    fds_.push_back(streams_[i].socket->native_handle());
+  }
+}
+
+void TcpPair::shutdown() {
+  for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
 }
 
 TcpPair::~TcpPair() {

@@ -30,6 +30,11 @@ class TcpPair {
 
   bool has_pending() const { return pending_ > 0; }
 
+  // Shuts both directions of every socket so the peer sees the connection
+  // end at once. Safe from any thread: it touches only the descriptors,
+  // which stay open until the pair is destroyed.
+  void shutdown();
+
   // Moves as many bytes as the sockets take without blocking. Adds the number
   // of requests completed to *completed and sets *moved when any byte moved.
   Status pump(int* completed, bool* moved);
@@ -62,6 +67,7 @@ class TcpPair {
   int peer_;
   std::string peer_address_;
   std::vector<Stream> streams_;
+  std::vector<int> fds_;  // the streams' descriptors, fixed at construction
   uint64_t next_send_seq_ = 0;
   uint64_t next_recv_seq_ = 0;
   int pending_ = 0;

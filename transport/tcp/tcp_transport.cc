@@ -111,7 +111,10 @@ Status TcpTransport::connect(int peer, Deadline deadline) {
   if (peer < 0 || peer >= size_ || peer == rank_) {
     return invalid_argument("cannot connect rank " + std::to_string(rank_) + " to rank " + std::to_string(peer));
   }
-  if (pairs_.count(peer)) return Status::ok();
+  {
+    std::lock_guard<std::mutex> lock(pairs_mutex_);
+    if (pairs_.count(peer)) return Status::ok();
+  }
   std::string address;
   Status s = store_->get_one(options_.store_prefix + std::to_string(peer), deadline, &address);
   if (s.code() == Code::kTimeout) {
@@ -135,6 +138,11 @@ Status TcpTransport::connect(int peer, Deadline deadline) {
     }
   }
   auto pair = std::make_unique<TcpPair>(peer, address, std::move(sockets));
+  std::lock_guard<std::mutex> lock(pairs_mutex_);
+  if (aborted_) {
+    pair->shutdown();  // an abort raced with this connect
+    return aborted("communicator aborted while connecting to rank " + std::to_string(peer));
+  }
   active_.push_back(pair.get());
   pairs_[peer] = std::move(pair);
   KOLO_DEBUG("connected to rank " << peer << " at " << address << " with " << options_.streams_per_peer
@@ -143,6 +151,7 @@ Status TcpTransport::connect(int peer, Deadline deadline) {
 }
 
 Status TcpTransport::pair_for(int peer, TcpPair** pair) {
+  // Only the collective thread inserts pairs, and it is the caller here.
   auto it = pairs_.find(peer);
   if (it == pairs_.end()) {
     return invalid_usage("rank " + std::to_string(peer) + " is not connected to rank " + std::to_string(rank_));
@@ -225,7 +234,13 @@ Status TcpTransport::progress(Deadline deadline) {
 }
 
 void TcpTransport::abort() {
-  if (aborted_.exchange(true)) return;
+  {
+    // Ending the connections is how the neighbours learn of the failure at
+    // once rather than at their deadline; they pass it on the same way.
+    std::lock_guard<std::mutex> lock(pairs_mutex_);
+    if (aborted_.exchange(true)) return;
+    for (auto& entry : pairs_) entry.second->shutdown();
+  }
   if (abort_fd_ >= 0) {
     uint64_t one = 1;
     ssize_t ignored = ::write(abort_fd_, &one, sizeof(one));

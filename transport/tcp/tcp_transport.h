@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,7 @@ class TcpTransport final : public Transport {
   TcpOptions options_;
   boost::asio::io_context io_;
   std::unique_ptr<TcpListener> listener_;
+  std::mutex pairs_mutex_;  // guards pairs_ against abort() from another thread
   std::map<int, std::unique_ptr<TcpPair>> pairs_;
   std::vector<TcpPair*> active_;  // pairs, in a vector for the hot loop
   int abort_fd_ = -1;             // eventfd that wakes poll() on abort
