@@ -126,6 +126,7 @@ Status Communicator::init(int rank, int size, Store* store, int local_rank, int 
   topt.socket_buffer_bytes = static_cast<int>(config_.socket_buffer_bytes);
   topt.spin_us = static_cast<int>(config_.spin_us);
   topt.yield_while_spinning = config_.spin_yield != 0;
+  topt.checksum = config_.checksum;
   topt.handshake_timeout_s = std::min(config_.timeout_s, 10.0);
   std::unique_ptr<TcpTransport> tcp;
   if (size > 1) {

@@ -16,6 +16,7 @@ Status load_config(Config* c) {
       env_int64("KOLO_SOCKET_BUFFER", d.socket_buffer_bytes, 0, int64_t{1} << 30, &c->socket_buffer_bytes));
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_SPIN_US", d.spin_us, -1, 1000000, &c->spin_us));
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_SPIN_YIELD", d.spin_yield, -1, 1, &c->spin_yield));
+  KOLO_RETURN_IF_ERROR(env_bool("KOLO_CHECKSUM", d.checksum, &c->checksum));
   c->bind_address = env_string("KOLO_BIND_ADDR").value_or("");
   c->job_id = env_string("KOLO_JOB_ID").value_or("");
   return Status::ok();

@@ -18,7 +18,7 @@
 namespace kolo {
 namespace {
 
-HelloExpectation expect() { return HelloExpectation{job_id_from_name("job"), 1, 4, 2}; }
+HelloExpectation expect() { return HelloExpectation{job_id_from_name("job"), 1, 4, 2, 0}; }
 
 TEST(CheckHello, AcceptsAMemberOfTheJob) {
   EXPECT_TRUE(check_hello(make_hello(job_id_from_name("job"), 0, 1, 4, 1, 2), expect()).is_ok());
@@ -39,6 +39,7 @@ TEST(CheckHello, RejectsEverythingElse) {
   EXPECT_EQ(check_hello(make_hello(job, 0, 1, 5, 0, 2), expect()).code(), Code::kMismatch);      // world size
   EXPECT_EQ(check_hello(make_hello(job, 0, 1, 4, 0, 3), expect()).code(), Code::kMismatch);      // socket count
   EXPECT_EQ(check_hello(make_hello(job, 0, 1, 4, 2, 2), expect()).code(), Code::kInvalidUsage);  // socket index
+  EXPECT_EQ(check_hello(make_hello(job, 0, 1, 4, 0, 2, kHelloFlagChecksum), expect()).code(), Code::kMismatch);
 }
 
 // Connects to host:port, sends `bytes`, and returns what came back before

@@ -2,7 +2,8 @@
 
 namespace kolo {
 
-Hello make_hello(uint64_t job_id, int from, int to, int world_size, int stream_index, int stream_count) {
+Hello make_hello(uint64_t job_id, int from, int to, int world_size, int stream_index, int stream_count,
+                 uint32_t flags) {
   Hello h{};
   h.magic = kHelloMagic;
   h.version = kProtocolVersion;
@@ -12,6 +13,7 @@ Hello make_hello(uint64_t job_id, int from, int to, int world_size, int stream_i
   h.world_size = world_size;
   h.stream_index = stream_index;
   h.stream_count = stream_count;
+  h.flags = flags;
   return h;
 }
 
@@ -36,6 +38,11 @@ Status check_hello(const Hello& h, const HelloExpectation& e) {
   if (h.stream_count != e.stream_count) {
     return mismatch("peer uses " + std::to_string(h.stream_count) + " sockets per peer, this rank " +
                     std::to_string(e.stream_count) + " (set KOLO_SOCKETS_PER_PEER alike on every rank)");
+  }
+  if (h.flags != e.flags) {
+    return mismatch(std::string("peer ") + ((h.flags & kHelloFlagChecksum) ? "checksums" : "does not checksum") +
+                    " frame payloads and this rank " + ((e.flags & kHelloFlagChecksum) ? "does" : "does not") +
+                    " (set KOLO_CHECKSUM alike on every rank)");
   }
   if (h.stream_index < 0 || h.stream_index >= h.stream_count) {
     return invalid_usage("bad socket index " + std::to_string(h.stream_index));

@@ -23,8 +23,10 @@ struct Hello {
   int32_t world_size;
   int32_t stream_index;  // which of the pair's parallel sockets this is
   int32_t stream_count;
-  uint32_t reserved;
+  uint32_t flags;  // kHelloFlag* options that both ends must share
 };
+
+constexpr uint32_t kHelloFlagChecksum = 1;  // frame payloads carry a CRC-32C
 static_assert(sizeof(Hello) == 40, "Hello is a wire format");
 
 struct HelloAck {
@@ -39,9 +41,11 @@ struct HelloExpectation {
   int32_t rank;
   int32_t world_size;
   int32_t stream_count;
+  uint32_t flags;
 };
 
-Hello make_hello(uint64_t job_id, int from, int to, int world_size, int stream_index, int stream_count);
+Hello make_hello(uint64_t job_id, int from, int to, int world_size, int stream_index, int stream_count,
+                 uint32_t flags = 0);
 Status check_hello(const Hello& hello, const HelloExpectation& expected);
 
 // Stable 64-bit identity of a job from its name (FNV-1a).

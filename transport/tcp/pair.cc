@@ -7,6 +7,8 @@
 
 #include <boost/asio/error.hpp>
 
+#include "common/crc32c.h"
+
 namespace kolo {
 
 namespace asio = boost::asio;
@@ -22,8 +24,9 @@ bool would_block(const boost::system::error_code& ec) {
 
 }  // namespace
 
-TcpPair::TcpPair(int peer_rank, std::string peer_address, std::vector<std::unique_ptr<tcp::socket>> sockets)
-    : peer_(peer_rank), peer_address_(std::move(peer_address)) {
+TcpPair::TcpPair(int peer_rank, std::string peer_address, std::vector<std::unique_ptr<tcp::socket>> sockets,
+                 bool checksum)
+    : peer_(peer_rank), peer_address_(std::move(peer_address)), checksum_(checksum) {
   streams_.resize(sockets.size());
   for (size_t i = 0; i < sockets.size(); ++i) {
     streams_[i].socket = std::move(sockets[i]);
@@ -51,6 +54,7 @@ void TcpPair::post_send(const void* data, size_t bytes, uint64_t tag, Request* r
   r->done = false;
   r->moved = 0;
   r->header = make_frame_header(next_send_seq_, bytes, tag);
+  if (checksum_) r->header.checksum = crc32c(0, data, bytes);
   Stream& s = streams_[next_send_seq_ % streams_.size()];
   ++next_send_seq_;
   s.sends.push_back(r);
@@ -140,6 +144,11 @@ Status TcpPair::pump_recvs(Stream& s, int* completed, bool* moved) {
     if (r->moved < total) {
       if (in_header && r->moved >= kHeaderBytes) continue;  // header done: go on with the payload
       return Status::ok();
+    }
+    if (checksum_ && crc32c(0, r->data, r->bytes) != r->header.checksum) {
+      return transport_error("corrupt frame from " + name() + ": payload checksum mismatch on message " +
+                             std::to_string(seq) + " (" + std::to_string(r->bytes) + " bytes, " +
+                             describe_tag(r->tag) + "); the data was not used");
     }
     r->done = true;
     s.recvs.pop_front();

@@ -19,7 +19,10 @@ namespace kolo {
 
 class TcpPair {
  public:
-  TcpPair(int peer_rank, std::string peer_address, std::vector<std::unique_ptr<boost::asio::ip::tcp::socket>> streams);
+  // With `checksum`, every payload carries a CRC-32C that the receiver
+  // verifies before it reports the message done.
+  TcpPair(int peer_rank, std::string peer_address, std::vector<std::unique_ptr<boost::asio::ip::tcp::socket>> streams,
+          bool checksum);
   ~TcpPair();
 
   int peer() const { return peer_; }
@@ -66,6 +69,7 @@ class TcpPair {
 
   int peer_;
   std::string peer_address_;
+  bool checksum_;
   std::vector<Stream> streams_;
   std::vector<int> fds_;  // the streams' descriptors, fixed at construction
   uint64_t next_send_seq_ = 0;

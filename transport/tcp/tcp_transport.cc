@@ -47,7 +47,8 @@ Status TcpTransport::start() {
   boost::system::error_code ec;
   auto bind = asio::ip::make_address(options_.bind_address, ec);
   if (ec) return invalid_argument("bad bind address '" + options_.bind_address + "': " + ec.message());
-  HelloExpectation expect{options_.job_id, rank_, size_, options_.streams_per_peer};
+  HelloExpectation expect{options_.job_id, rank_, size_, options_.streams_per_peer,
+                          options_.checksum ? kHelloFlagChecksum : 0u};
   listener_ = std::make_unique<TcpListener>(io_, expect, options_.handshake_timeout_s);
   KOLO_RETURN_IF_ERROR(listener_->start(bind));
   KOLO_RETURN_IF_ERROR(store_->set(options_.store_prefix + std::to_string(rank_), listen_address()));
@@ -92,7 +93,8 @@ Status TcpTransport::connect_stream(int peer, const std::string& address, int st
       return peer_lost("cannot connect to " + who + ": " + ec.message());
     }
     KOLO_RETURN_IF_ERROR(configure_data_socket(*socket, options_.socket_buffer_bytes));
-    Hello hello = make_hello(options_.job_id, rank_, peer, size_, stream_index, options_.streams_per_peer);
+    Hello hello = make_hello(options_.job_id, rank_, peer, size_, stream_index, options_.streams_per_peer,
+                             options_.checksum ? kHelloFlagChecksum : 0u);
     KOLO_RETURN_IF_ERROR(write_fully(*socket, &hello, sizeof(hello), deadline, "sending handshake to " + who));
     HelloAck ack{};
     KOLO_RETURN_IF_ERROR(read_fully(*socket, &ack, sizeof(ack), deadline, "waiting for handshake reply from " + who));
@@ -137,7 +139,7 @@ Status TcpTransport::connect(int peer, Deadline deadline) {
       KOLO_RETURN_IF_ERROR(configure_data_socket(*sockets[i], options_.socket_buffer_bytes));
     }
   }
-  auto pair = std::make_unique<TcpPair>(peer, address, std::move(sockets));
+  auto pair = std::make_unique<TcpPair>(peer, address, std::move(sockets), options_.checksum);
   std::lock_guard<std::mutex> lock(pairs_mutex_);
   if (aborted_) {
     pair->shutdown();  // an abort raced with this connect

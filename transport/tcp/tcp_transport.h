@@ -30,6 +30,7 @@ struct TcpOptions {
   int spin_us = 50;                        // busy-poll budget before sleeping in poll()
   bool yield_while_spinning = true;        // give the core away while spinning (ranks share cores)
   double handshake_timeout_s = 10;
+  bool checksum = false;                   // CRC-32C on every payload (KOLO_CHECKSUM)
 };
 
 class TcpTransport final : public Transport {
