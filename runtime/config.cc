@@ -1,6 +1,7 @@
 #include "runtime/config.h"
 
 #include "common/env.h"
+#include "transport/tcp/address.h"
 
 namespace kolo {
 
@@ -18,6 +19,9 @@ Status load_config(Config* c) {
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_SPIN_YIELD", d.spin_yield, -1, 1, &c->spin_yield));
   KOLO_RETURN_IF_ERROR(env_bool("KOLO_CHECKSUM", d.checksum, &c->checksum));
   c->bind_address = env_string("KOLO_BIND_ADDR").value_or("");
+  if (c->bind_address.empty()) {
+    if (auto ifname = env_string("KOLO_IFNAME")) KOLO_RETURN_IF_ERROR(interface_address(*ifname, &c->bind_address));
+  }
   c->job_id = env_string("KOLO_JOB_ID").value_or("");
   return Status::ok();
 }

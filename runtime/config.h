@@ -19,7 +19,8 @@ struct Config {
   int64_t spin_us = -1;              // KOLO_SPIN_US: busy-poll before sleeping; -1 = automatic
   int64_t spin_yield = -1;           // KOLO_SPIN_YIELD: sched_yield while spinning (0/1); -1 = automatic
   bool checksum = false;             // KOLO_CHECKSUM: CRC-32C on every frame payload
-  std::string bind_address;          // KOLO_BIND_ADDR: empty = the address that reaches the master
+  std::string bind_address;          // KOLO_BIND_ADDR, else the address of KOLO_IFNAME, else
+                                     // the address this rank uses to reach the master
   std::string job_id;                // KOLO_JOB_ID: set by kolorun; empty = derived from the master address
 };
 

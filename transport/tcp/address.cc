@@ -1,5 +1,11 @@
 #include "transport/tcp/address.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
+#include <cerrno>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 
@@ -36,6 +42,35 @@ Status split_host_port(const std::string& text, std::string* host, int* port) {
   *host = h;
   *port = static_cast<int>(v);
   return Status::ok();
+}
+
+Status interface_address(const std::string& ifname, std::string* address) {
+  struct ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return errno_error(Code::kTransport, "getifaddrs", errno);
+  std::string v4, v6, seen;
+  for (struct ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr) continue;
+    const int family = it->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    if (seen.find(std::string(" ") + it->ifa_name + " ") == std::string::npos) {
+      seen += std::string(" ") + it->ifa_name + " ";
+    }
+    if (ifname != it->ifa_name) continue;
+    char text[INET6_ADDRSTRLEN] = {0};
+    const void* raw = family == AF_INET
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(it->ifa_addr)->sin6_addr);
+    ::inet_ntop(family, raw, text, sizeof(text));
+    if (family == AF_INET && v4.empty()) v4 = text;
+    if (family == AF_INET6 && v6.empty()) v6 = text;
+  }
+  ::freeifaddrs(list);
+  if (!v4.empty() || !v6.empty()) {
+    *address = v4.empty() ? v6 : v4;
+    return Status::ok();
+  }
+  return invalid_argument("KOLO_IFNAME='" + ifname + "': no such interface with an IP address (interfaces:" + seen +
+                          ")");
 }
 
 Status resolve_endpoint(const std::string& host, int port, tcp::endpoint* out) {
