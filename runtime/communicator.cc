@@ -76,12 +76,13 @@ Status Communicator::create(const LaunchInfo& info, const Config& config, std::u
   const Deadline deadline = Deadline::after_seconds(config.timeout_s);
   int port = info.master_port;
   if (info.rank == 0) {
-    c->server_ = std::make_unique<StoreServer>(job_id, info.world_size);
+    c->server_ = std::make_unique<StoreServer>(job_id, info.world_size, config.secret);
     KOLO_RETURN_IF_ERROR(c->server_->start(info.master_addr, info.master_port));
     port = c->server_->port();
   }
   if (info.world_size > 1 || info.rank == 0) {
-    KOLO_RETURN_IF_ERROR(StoreClient::connect(info.master_addr, port, job_id, info.rank, deadline, &c->client_));
+    KOLO_RETURN_IF_ERROR(
+        StoreClient::connect(info.master_addr, port, job_id, info.rank, config.secret, deadline, &c->client_));
   }
   if (c->config_.bind_address.empty()) c->config_.bind_address = c->client_->local_address();
   c->config_.job_id = job_name;
@@ -127,6 +128,7 @@ Status Communicator::init(int rank, int size, Store* store, int local_rank, int 
   topt.spin_us = static_cast<int>(config_.spin_us);
   topt.yield_while_spinning = config_.spin_yield != 0;
   topt.checksum = config_.checksum;
+  topt.secret = config_.secret;
   topt.handshake_timeout_s = std::min(config_.timeout_s, 10.0);
   std::unique_ptr<TcpTransport> tcp;
   if (size > 1) {

@@ -23,6 +23,7 @@ Status load_config(Config* c) {
     if (auto ifname = env_string("KOLO_IFNAME")) KOLO_RETURN_IF_ERROR(interface_address(*ifname, &c->bind_address));
   }
   c->job_id = env_string("KOLO_JOB_ID").value_or("");
+  c->secret = env_string("KOLO_SECRET").value_or("");
   return Status::ok();
 }
 

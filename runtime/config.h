@@ -22,6 +22,7 @@ struct Config {
   std::string bind_address;          // KOLO_BIND_ADDR, else the address of KOLO_IFNAME, else
                                      // the address this rank uses to reach the master
   std::string job_id;                // KOLO_JOB_ID: set by kolorun; empty = derived from the master address
+  std::string secret;                // KOLO_SECRET: authenticates every connection; set by kolorun
 };
 
 Status load_config(Config* config);

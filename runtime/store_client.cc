@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/hmac.h"
 #include "runtime/store_protocol.h"
 #include "transport/tcp/address.h"
 #include "transport/tcp/io.h"
@@ -12,8 +13,8 @@ namespace kolo {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
-Status StoreClient::connect(const std::string& host, int port, uint64_t job_id, int rank, Deadline deadline,
-                            std::unique_ptr<StoreClient>* out) {
+Status StoreClient::connect(const std::string& host, int port, uint64_t job_id, int rank, const std::string& secret,
+                            Deadline deadline, std::unique_ptr<StoreClient>* out) {
   std::unique_ptr<StoreClient> c(new StoreClient());
   c->server_ = host + ":" + std::to_string(port);
   tcp::endpoint ep;
@@ -48,18 +49,49 @@ Status StoreClient::connect(const std::string& host, int port, uint64_t job_id, 
     return timeout_error("could not reach the rendezvous store at " + c->server_ +
                          " (rank 0 serves it: did rank 0 start, and is KOLO_MASTER_ADDR right?)");
   }
+  // The server opens with a challenge: [magic, nonce].
+  const std::string what = "talking to the rendezvous store at " + c->server_;
+  unsigned char len_buf[4];
+  KOLO_RETURN_IF_ERROR(read_fully(*c->socket_, len_buf, 4, deadline, what));
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(len_buf[i]) << (8 * i);
+  if (n == 0 || n > 128) return auth_error("the rendezvous store at " + c->server_ + " is not a kolo store");
+  std::string challenge(n, '\0');
+  KOLO_RETURN_IF_ERROR(read_fully(*c->socket_, &challenge[0], n, deadline, what));
+  MessageReader cr(challenge.data(), challenge.size());
+  uint32_t magic = 0;
+  std::string server_nonce;
+  if (!cr.u32(&magic) || magic != kStoreMagic || !cr.str(&server_nonce)) {
+    return auth_error("the rendezvous store at " + c->server_ + " is not a kolo store");
+  }
+  const std::string client_nonce = random_bytes(16);
   MessageWriter hello;
   hello.u8(static_cast<uint8_t>(StoreOp::kHello));
   hello.u32(kStoreMagic);
   hello.u64(job_id);
   hello.u32(static_cast<uint32_t>(rank));
+  hello.str(client_nonce);
+  hello.str(store_hello_mac(secret, server_nonce, job_id, static_cast<uint32_t>(rank), client_nonce));
   std::string reply;
   Status s = c->round_trip(hello.finish(), deadline, &reply);
   if (s.code() == Code::kPeerLost) {
     return auth_error("the rendezvous store at " + c->server_ +
-                      " refused this rank (another job on that port, or a rank beyond the world size?)");
+                      " refused this rank (a different KOLO_SECRET or job, or a rank beyond the world size?)");
   }
   KOLO_RETURN_IF_ERROR(s);
+  MessageReader rr(reply.data(), reply.size());
+  uint8_t code = 0;
+  std::string server_mac;
+  const std::string want = store_ack_mac(secret, server_nonce, client_nonce);
+  Digest a{}, b{};
+  if (!rr.u8(&code) || !rr.str(&server_mac) || server_mac.size() != a.size()) {
+    return auth_error("the rendezvous store at " + c->server_ + " answered the handshake with garbage");
+  }
+  std::copy(want.begin(), want.end(), a.begin());
+  std::copy(server_mac.begin(), server_mac.end(), b.begin());
+  if (!digests_equal(a, b)) {
+    return auth_error("the rendezvous store at " + c->server_ + " does not know this job's secret (KOLO_SECRET)");
+  }
   *out = std::move(c);
   return Status::ok();
 }

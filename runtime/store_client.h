@@ -17,8 +17,8 @@ class StoreClient : public Store {
  public:
   // Connects to host:port (retrying while rank 0 is still starting) and
   // introduces itself, all within the deadline.
-  static Status connect(const std::string& host, int port, uint64_t job_id, int rank, Deadline deadline,
-                        std::unique_ptr<StoreClient>* out);
+  static Status connect(const std::string& host, int port, uint64_t job_id, int rank, const std::string& secret,
+                        Deadline deadline, std::unique_ptr<StoreClient>* out);
 
   Status set(const std::string& key, const std::string& value) override;
   Status set_if_absent(const std::string& key, const std::string& value, Deadline deadline,

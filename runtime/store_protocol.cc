@@ -2,7 +2,33 @@
 
 #include <cstring>
 
+#include "common/hmac.h"
+
 namespace kolo {
+
+std::string store_hello_mac(const std::string& secret, const std::string& server_nonce, uint64_t job,
+                            uint32_t rank, const std::string& client_nonce) {
+  MessageWriter w;
+  w.str("kolo store hello");
+  w.str(server_nonce);
+  w.u64(job);
+  w.u32(rank);
+  w.str(client_nonce);
+  std::string bytes = w.finish();
+  Digest d = hmac_sha256(secret, bytes.data(), bytes.size());
+  return std::string(d.begin(), d.end());
+}
+
+std::string store_ack_mac(const std::string& secret, const std::string& server_nonce,
+                          const std::string& client_nonce) {
+  MessageWriter w;
+  w.str("kolo store ack");
+  w.str(server_nonce);
+  w.str(client_nonce);
+  std::string bytes = w.finish();
+  Digest d = hmac_sha256(secret, bytes.data(), bytes.size());
+  return std::string(d.begin(), d.end());
+}
 
 void MessageWriter::u32(uint32_t v) {
   for (int i = 0; i < 4; ++i) bytes_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));

@@ -20,6 +20,15 @@ constexpr uint32_t kStoreMaxMessage = 16u << 20;
 enum class StoreOp : uint8_t { kHello = 1, kSet = 2, kGet = 3, kSetIfAbsent = 4 };
 enum class StoreReply : uint8_t { kOk = 0, kTimeout = 1, kRejected = 2 };
 
+// The store's handshake mirrors the peers' (transport/handshake.h): the
+// server opens with a random nonce; the client's hello carries its own nonce
+// and an HMAC over both, its job and its rank, keyed with KOLO_SECRET; the
+// server's OK carries an HMAC over both nonces.
+std::string store_hello_mac(const std::string& secret, const std::string& server_nonce, uint64_t job,
+                            uint32_t rank, const std::string& client_nonce);
+std::string store_ack_mac(const std::string& secret, const std::string& server_nonce,
+                          const std::string& client_nonce);
+
 class MessageWriter {
  public:
   void u8(uint8_t v) { bytes_.push_back(static_cast<char>(v)); }

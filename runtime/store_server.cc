@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
+#include "common/hmac.h"
 #include "common/log.h"
 #include "runtime/store_protocol.h"
 #include "transport/tcp/address.h"
@@ -45,8 +46,16 @@ class StoreServer::Session : public std::enable_shared_from_this<Session> {
       KOLO_WARN("rendezvous store dropped " << self->remote_ << ": no handshake within 10 s");
       self->close();
     });
-    read_length();
+    // Open with the challenge; the client's hello must answer it.
+    nonce_ = random_bytes(kNonceBytesStore);
+    MessageWriter challenge;
+    challenge.u32(kStoreMagic);
+    challenge.str(nonce_);
+    reply(challenge.finish());
   }
+
+  static constexpr size_t kNonceBytesStore = 16;
+  std::string nonce_;
 
   void reply(const std::string& message) {
     auto self = shared_from_this();
@@ -85,7 +94,7 @@ class StoreServer::Session : public std::enable_shared_from_this<Session> {
         return self->close();
       }
       // Before a valid hello, only a hello-sized message is believable.
-      if (!self->introduced_ && n > 64) {
+      if (!self->introduced_ && n > 128) {
         KOLO_WARN("rendezvous store dropped " << self->remote_ << ": oversized first message");
         return self->close();
       }
@@ -113,7 +122,8 @@ struct StoreServer::Waiter {
   asio::steady_timer timer;
 };
 
-StoreServer::StoreServer(uint64_t job_id, int world_size) : job_id_(job_id), world_size_(world_size) {}
+StoreServer::StoreServer(uint64_t job_id, int world_size, std::string secret)
+    : job_id_(job_id), world_size_(world_size), secret_(std::move(secret)) {}
 
 StoreServer::~StoreServer() {
   // Ranks still waiting on keys get their timeout answer (naming the keys
@@ -177,9 +187,20 @@ void StoreServer::handle(const std::shared_ptr<Session>& session, const std::str
   if (!session->introduced_) {
     uint32_t magic = 0, rank = 0;
     uint64_t job = 0;
+    std::string client_nonce, mac;
     if (op != static_cast<uint8_t>(StoreOp::kHello) || !r.u32(&magic) || !r.u64(&job) || !r.u32(&rank) ||
-        magic != kStoreMagic) {
+        !r.str(&client_nonce) || !r.str(&mac) || magic != kStoreMagic) {
       KOLO_WARN("rendezvous store dropped " << session->remote() << ": not a kolo client");
+      return session->close();
+    }
+    const std::string want = store_hello_mac(secret_, session->nonce_, job, rank, client_nonce);
+    Digest a{}, b{};
+    if (mac.size() != a.size()) return session->close();
+    std::copy(want.begin(), want.end(), a.begin());
+    std::copy(mac.begin(), mac.end(), b.begin());
+    if (!digests_equal(a, b)) {
+      KOLO_WARN("rendezvous store rejected " << session->remote()
+                                             << ": authentication failed (it does not know KOLO_SECRET)");
       return session->close();
     }
     if (job != job_id_ || static_cast<int>(rank) >= world_size_) {
@@ -187,7 +208,7 @@ void StoreServer::handle(const std::shared_ptr<Session>& session, const std::str
       return session->close();
     }
     session->introduced_ = true;
-    return session->reply(simple_reply(StoreReply::kOk));
+    return session->reply(simple_reply(StoreReply::kOk, store_ack_mac(secret_, session->nonce_, client_nonce)));
   }
   if (op == static_cast<uint8_t>(StoreOp::kSet)) {
     std::string key, value;

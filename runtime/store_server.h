@@ -20,7 +20,8 @@ namespace kolo {
 
 class StoreServer {
  public:
-  StoreServer(uint64_t job_id, int world_size);
+  // `secret` (KOLO_SECRET, may be empty) authenticates every client.
+  StoreServer(uint64_t job_id, int world_size, std::string secret);
   ~StoreServer();
 
   StoreServer(const StoreServer&) = delete;
@@ -40,6 +41,7 @@ class StoreServer {
 
   uint64_t job_id_;
   int world_size_;
+  std::string secret_;  // never logged
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
   std::thread thread_;

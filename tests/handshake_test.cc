@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,10 @@ TEST(CheckHello, RejectsEverythingElse) {
   EXPECT_EQ(check_hello(make_hello(job, 0, 1, 4, 0, 2, kHelloFlagChecksum), expect()).code(), Code::kMismatch);
 }
 
-// Connects to host:port, sends `bytes`, and returns what came back before
-// the listener closed the connection (or 2 s passed).
-std::string poke(const std::string& address, const std::string& bytes) {
+// Connects to a listener, reads its challenge, sends what `answer` makes of
+// it, and returns what came back before the listener closed the connection
+// (or 2 s passed).
+std::string poke(const std::string& address, const std::function<std::string(const Challenge&)>& answer) {
   std::string host;
   int port = 0;
   EXPECT_TRUE(split_host_port(address, &host, &port).is_ok());
@@ -54,6 +56,10 @@ std::string poke(const std::string& address, const std::string& bytes) {
   sa.sin_port = htons(static_cast<uint16_t>(port));
   ::inet_pton(AF_INET, host.c_str(), &sa.sin_addr);
   EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  Challenge challenge{};
+  EXPECT_EQ(::recv(fd, &challenge, sizeof(challenge), MSG_WAITALL), static_cast<ssize_t>(sizeof(challenge)));
+  EXPECT_TRUE(check_challenge(challenge).is_ok());
+  const std::string bytes = answer(challenge);
   if (!bytes.empty()) EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
   std::string reply;
   char buf[64];
@@ -68,35 +74,63 @@ std::string poke(const std::string& address, const std::string& bytes) {
   return reply;
 }
 
-TEST(Handshake, StrangersAreTurnedAwayAndTheJobGoesOn) {
-  ThreadWorld w(3, test_config());
-  std::string address;
-  ASSERT_TRUE(w.store().get_one("tcp/1", Deadline::after_seconds(5), &address).is_ok());
+std::string bytes_of(const HelloMessage& m) { return std::string(reinterpret_cast<const char*>(&m), sizeof(m)); }
 
-  // Garbage of a hello's length: answered with a rejection code, then closed.
-  std::string reply = poke(address, std::string(sizeof(Hello), 'x'));
-  ASSERT_EQ(reply.size(), sizeof(HelloAck));
+int32_t ack_code(const std::string& reply) {
+  EXPECT_EQ(reply.size(), sizeof(HelloAck));
+  if (reply.size() != sizeof(HelloAck)) return -1;
   HelloAck ack;
   std::memcpy(&ack, reply.data(), sizeof(ack));
-  EXPECT_EQ(ack.code, static_cast<int32_t>(Code::kAuth));
+  return ack.code;
+}
 
-  // A well-formed hello from another job.
-  Hello other = make_hello(job_id_from_name("someone else"), 0, 1, 3, 0, 1);
-  reply = poke(address, std::string(reinterpret_cast<const char*>(&other), sizeof(other)));
-  ASSERT_EQ(reply.size(), sizeof(HelloAck));
-  std::memcpy(&ack, reply.data(), sizeof(ack));
-  EXPECT_EQ(ack.code, static_cast<int32_t>(Code::kAuth));
+TEST(HelloMessage, MacBindsSecretNoncesAndContent) {
+  const Challenge c = make_challenge();
+  const Hello h = make_hello(1, 0, 1, 2, 0, 1);
+  const HelloExpectation e{1, 1, 2, 1, 0};
+  HelloMessage m = make_hello_message(h, c, "s3cret");
+  EXPECT_TRUE(check_hello_message(m, c, e, "s3cret").is_ok());
+  EXPECT_EQ(check_hello_message(m, c, e, "other").code(), Code::kAuth);
+  EXPECT_EQ(check_hello_message(m, make_challenge(), e, "s3cret").code(), Code::kAuth) << "a replay must fail";
+  HelloMessage tampered = m;
+  tampered.hello.from_rank = 1;
+  EXPECT_EQ(check_hello_message(tampered, c, e, "s3cret").code(), Code::kAuth);
+  // The acceptor's answer proves it knows the secret too.
+  HelloAck ok = make_ack(Code::kOk, m, c, "s3cret");
+  EXPECT_TRUE(check_ack(ok, m, c, "s3cret", "peer").is_ok());
+  EXPECT_EQ(check_ack(ok, m, c, "other", "peer").code(), Code::kAuth);
+  EXPECT_EQ(check_ack(make_ack(Code::kMismatch, m, c, "s3cret"), m, c, "s3cret", "peer").code(), Code::kMismatch);
+}
 
-  // A hello of this job claiming a link that already exists.
-  Hello dup = make_hello(job_id_from_name("in-process"), 0, 1, 3, 0, 1);
-  reply = poke(address, std::string(reinterpret_cast<const char*>(&dup), sizeof(dup)));
-  ASSERT_EQ(reply.size(), sizeof(HelloAck));
-  std::memcpy(&ack, reply.data(), sizeof(ack));
-  EXPECT_NE(ack.code, static_cast<int32_t>(Code::kOk));
+TEST(Handshake, StrangersAreTurnedAwayAndTheJobGoesOn) {
+  Config config = test_config();
+  config.secret = "the job's secret";
+  ThreadWorld w(3, config);
+  std::string address;
+  ASSERT_TRUE(w.store().get_one("tcp/1", Deadline::after_seconds(5), &address).is_ok());
+  const uint64_t job = job_id_from_name("in-process");
 
-  // A half-sent hello: the stranger is dropped by the handshake deadline,
-  // and nobody waits for it.
-  poke(address, "KOL");
+  // Garbage of a hello's length.
+  EXPECT_EQ(ack_code(poke(address, [](const Challenge&) { return std::string(sizeof(HelloMessage), 'x'); })),
+            static_cast<int32_t>(Code::kAuth));
+  // A well-formed hello for this job and link, but without the secret.
+  EXPECT_EQ(ack_code(poke(address, [&](const Challenge& c) {
+              return bytes_of(make_hello_message(make_hello(job, 2, 1, 3, 0, 1), c, "a guess"));
+            })),
+            static_cast<int32_t>(Code::kAuth));
+  // A hello of another job that knows this secret.
+  EXPECT_EQ(ack_code(poke(address, [&](const Challenge& c) {
+              return bytes_of(make_hello_message(make_hello(job + 1, 2, 1, 3, 0, 1), c, config.secret));
+            })),
+            static_cast<int32_t>(Code::kAuth));
+  // A member's hello for a link that is already in use.
+  EXPECT_EQ(ack_code(poke(address, [&](const Challenge& c) {
+              return bytes_of(make_hello_message(make_hello(job, 0, 1, 3, 0, 1), c, config.secret));
+            })),
+            static_cast<int32_t>(Code::kInvalidUsage));
+  // A half-sent hello, and silence: dropped at the handshake deadline; nobody waits.
+  poke(address, [](const Challenge&) { return std::string("KOL"); });
+  poke(address, [](const Challenge&) { return std::string(); });
 
   // The job is undisturbed.
   const size_t count = 50000;

@@ -85,5 +85,26 @@ rc=$?
 [ "$rc" = 13 ] || fail "no rank 0: exited $rc, expected 13"
 grep -q "rendezvous store at 127.0.0.1:$PORT" "$OUT.1" || fail "no rank 0: message does not name the store: $(cat "$OUT.1")"
 
+# 6. Ranks with different secrets: the odd one out is refused (AUTH, exit
+#    10 + 7), the others time out naming it, and no secret is ever printed.
+PORT=$(free_port)
+secret_env() {
+  echo "KOLO_RANK=$1 KOLO_WORLD_SIZE=2 KOLO_MASTER_ADDR=127.0.0.1 KOLO_MASTER_PORT=$PORT KOLO_TIMEOUT_S=3 KOLO_LOG_LEVEL=debug KOLO_SECRET=sekrit-$(( $1 == 1 ? 999 : 111 ))"
+}
+env $(secret_env 0) "$WORKER" init >"$OUT.0" 2>&1 &
+p0=$!
+env $(secret_env 1) "$WORKER" init >"$OUT.1" 2>&1
+rc1=$?
+wait $p0
+rc0=$?
+[ "$rc1" = 17 ] || fail "wrong secret: rank 1 exited $rc1, expected 17 (auth): $(cat "$OUT.1")"
+[ "$rc0" = 13 ] || fail "wrong secret: rank 0 exited $rc0, expected 13 (timeout)"
+grep -q "rank(s) 1 never arrived" "$OUT.0" || fail "wrong secret: rank 0 does not name rank 1"
+if grep -q "sekrit" "$OUT.0" "$OUT.1"; then fail "a secret appeared in the output"; fi
+
+# 7. kolorun gives each job its own secret, and the job works with it.
+timeout 60 "$KOLORUN" -np 2 sh -c 'test ${#KOLO_SECRET} -ge 32 && exec "$0" check' "$WORKER" >"$OUT" 2>&1 ||
+  fail "kolorun job with its generated secret failed: $(cat "$OUT")"
+
 if [ "$failures" = 0 ]; then echo "multiprocess_test: all cases passed"; exit 0; fi
 echo "multiprocess_test: $failures failure(s)"; exit 1

@@ -1,5 +1,9 @@
 #include "transport/handshake.h"
 
+#include <cstring>
+
+#include "common/hmac.h"
+
 namespace kolo {
 
 Hello make_hello(uint64_t job_id, int from, int to, int world_size, int stream_index, int stream_count,
@@ -57,6 +61,95 @@ uint64_t job_id_from_name(const std::string& name) {
     h *= 1099511628211ull;
   }
   return h;
+}
+
+}  // namespace kolo
+
+namespace kolo {
+namespace {
+
+// HMAC over a label and a list of byte ranges, concatenated.
+Digest mac_over(const std::string& secret, const char* label,
+                std::initializer_list<std::pair<const void*, size_t>> parts) {
+  std::string buf = label;
+  for (const auto& part : parts) buf.append(static_cast<const char*>(part.first), part.second);
+  return hmac_sha256(secret, buf.data(), buf.size());
+}
+
+Digest hello_mac(const HelloMessage& m, const Challenge& c, const std::string& secret) {
+  return mac_over(secret, "kolo hello", {{c.nonce, kNonceBytes}, {&m.hello, sizeof(Hello)}, {m.nonce, kNonceBytes}});
+}
+
+Digest ack_mac(int32_t code, const HelloMessage& m, const Challenge& c, const std::string& secret) {
+  return mac_over(secret, "kolo ack", {{m.nonce, kNonceBytes}, {c.nonce, kNonceBytes}, {&code, sizeof(code)}});
+}
+
+}  // namespace
+
+Challenge make_challenge() {
+  Challenge c{};
+  c.magic = kChallengeMagic;
+  c.version = kProtocolVersion;
+  std::string r = random_bytes(kNonceBytes);
+  std::memcpy(c.nonce, r.data(), kNonceBytes);
+  return c;
+}
+
+Status check_challenge(const Challenge& c) {
+  if (c.magic != kChallengeMagic) return auth_error("the other side is not a kolo rank (bad challenge)");
+  if (c.version != kProtocolVersion) {
+    return invalid_usage("the other side speaks protocol version " + std::to_string(c.version) + ", this rank " +
+                         std::to_string(kProtocolVersion));
+  }
+  return Status::ok();
+}
+
+HelloMessage make_hello_message(const Hello& hello, const Challenge& challenge, const std::string& secret) {
+  HelloMessage m{};
+  m.hello = hello;
+  std::string r = random_bytes(kNonceBytes);
+  std::memcpy(m.nonce, r.data(), kNonceBytes);
+  Digest d = hello_mac(m, challenge, secret);
+  std::memcpy(m.mac, d.data(), d.size());
+  return m;
+}
+
+Status check_hello_message(const HelloMessage& m, const Challenge& challenge, const HelloExpectation& expected,
+                           const std::string& secret) {
+  if (m.hello.magic != kHelloMagic) return auth_error("not a kolo connection (bad magic)");
+  Digest want = hello_mac(m, challenge, secret), got;
+  std::memcpy(got.data(), m.mac, got.size());
+  if (!digests_equal(want, got)) {
+    return auth_error("authentication failed: the peer does not know this job's secret (KOLO_SECRET)");
+  }
+  return check_hello(m.hello, expected);
+}
+
+HelloAck make_ack(Code verdict, const HelloMessage& m, const Challenge& challenge, const std::string& secret) {
+  HelloAck a{};
+  a.magic = kHelloMagic;
+  a.code = static_cast<int32_t>(verdict);
+  // Only an accepted peer learns anything keyed by the secret.
+  if (verdict == Code::kOk) {
+    Digest d = ack_mac(a.code, m, challenge, secret);
+    std::memcpy(a.mac, d.data(), d.size());
+  }
+  return a;
+}
+
+Status check_ack(const HelloAck& ack, const HelloMessage& m, const Challenge& challenge, const std::string& secret,
+                 const std::string& who) {
+  if (ack.magic != kHelloMagic) return auth_error(who + " answered the handshake with garbage");
+  if (ack.code != static_cast<int32_t>(Code::kOk)) {
+    Code code = ack.code > 0 && ack.code <= static_cast<int32_t>(Code::kInternal) ? static_cast<Code>(ack.code)
+                                                                                   : Code::kInternal;
+    return Status(code, who + " rejected this rank's connection: " + code_name(code) +
+                            " (see that rank's log for the reason)");
+  }
+  Digest want = ack_mac(ack.code, m, challenge, secret), got;
+  std::memcpy(got.data(), ack.mac, got.size());
+  if (!digests_equal(want, got)) return auth_error(who + " does not know this job's secret (KOLO_SECRET)");
+  return Status::ok();
 }
 
 }  // namespace kolo

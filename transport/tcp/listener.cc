@@ -20,13 +20,15 @@ struct TcpListener::Pending {
   explicit Pending(asio::io_context& io) : socket(io), timer(io) {}
   tcp::socket socket;
   asio::steady_timer timer;
-  Hello hello{};
+  Challenge challenge{};
+  HelloMessage hello{};
   HelloAck ack{};
   std::string remote;
 };
 
-TcpListener::TcpListener(asio::io_context& io, HelloExpectation expectation, double handshake_timeout_s)
-    : io_(io), expectation_(expectation), handshake_timeout_s_(handshake_timeout_s) {}
+TcpListener::TcpListener(asio::io_context& io, HelloExpectation expectation, std::string secret,
+                         double handshake_timeout_s)
+    : io_(io), expectation_(expectation), secret_(std::move(secret)), handshake_timeout_s_(handshake_timeout_s) {}
 
 TcpListener::~TcpListener() {
   abort();
@@ -75,32 +77,37 @@ void TcpListener::accept_next() {
         boost::system::error_code cec;
         pending->socket.close(cec);
       });
-      asio::async_read(pending->socket, asio::buffer(&pending->hello, sizeof(Hello)),
-                       [this, pending](const boost::system::error_code& rec, size_t) {
-                         pending->timer.cancel();
-                         if (rec) {
-                           KOLO_WARN("dropped connection from " << pending->remote
-                                                                 << ": closed before a full handshake");
-                           return;
-                         }
-                         on_hello(pending);
-                       });
+      pending->challenge = make_challenge();
+      asio::async_write(
+          pending->socket, asio::buffer(&pending->challenge, sizeof(Challenge)),
+          [this, pending](const boost::system::error_code& wec, size_t) {
+            if (wec) return;
+            asio::async_read(pending->socket, asio::buffer(&pending->hello, sizeof(HelloMessage)),
+                             [this, pending](const boost::system::error_code& rec, size_t) {
+                               pending->timer.cancel();
+                               if (rec) {
+                                 KOLO_WARN("dropped connection from " << pending->remote
+                                                                      << ": closed before a full handshake");
+                                 return;
+                               }
+                               on_hello(pending);
+                             });
+          });
     }
     accept_next();
   });
 }
 
 void TcpListener::on_hello(const std::shared_ptr<Pending>& pending) {
-  Status verdict = check_hello(pending->hello, expectation_);
-  std::pair<int, int> key{pending->hello.from_rank, pending->hello.stream_index};
+  Status verdict = check_hello_message(pending->hello, pending->challenge, expectation_, secret_);
+  std::pair<int, int> key{pending->hello.hello.from_rank, pending->hello.hello.stream_index};
   if (verdict.is_ok()) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (accepted_.count(key) || claimed_.count(key)) {
       verdict = invalid_usage("duplicate connection for an existing link from rank " + std::to_string(key.first));
     }
   }
-  pending->ack.magic = kHelloMagic;
-  pending->ack.code = static_cast<int32_t>(verdict.code());
+  pending->ack = make_ack(verdict.code(), pending->hello, pending->challenge, secret_);
   if (!verdict.is_ok()) {
     KOLO_WARN("rejected connection from " << pending->remote << ": " << verdict.message());
     // Tell a misconfigured member why, then drop it. A stranger learns only a code.

@@ -1,5 +1,6 @@
-// Accepts connections from peers on a background Asio thread, checks each
-// one's Hello within a short deadline, and parks the accepted sockets until
+// Accepts connections from peers on a background Asio thread, challenges
+// each one and checks its Hello (see handshake.h) within a short deadline,
+// and parks the accepted sockets until
 // the data path claims them with take(). A stranger that sends nothing,
 // garbage or a Hello from another job is logged and dropped; it never blocks
 // the job, because the handshake runs asynchronously per connection.
@@ -26,7 +27,8 @@ namespace kolo {
 class TcpListener {
  public:
   // `io` must outlive the listener; the listener runs it on its own thread.
-  TcpListener(boost::asio::io_context& io, HelloExpectation expectation, double handshake_timeout_s);
+  TcpListener(boost::asio::io_context& io, HelloExpectation expectation, std::string secret,
+              double handshake_timeout_s);
   ~TcpListener();
 
   TcpListener(const TcpListener&) = delete;
@@ -51,6 +53,7 @@ class TcpListener {
 
   boost::asio::io_context& io_;
   HelloExpectation expectation_;
+  std::string secret_;  // the job secret; never logged
   double handshake_timeout_s_;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
   boost::asio::ip::tcp::endpoint endpoint_;

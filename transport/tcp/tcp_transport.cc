@@ -49,7 +49,7 @@ Status TcpTransport::start() {
   if (ec) return invalid_argument("bad bind address '" + options_.bind_address + "': " + ec.message());
   HelloExpectation expect{options_.job_id, rank_, size_, options_.streams_per_peer,
                           options_.checksum ? kHelloFlagChecksum : 0u};
-  listener_ = std::make_unique<TcpListener>(io_, expect, options_.handshake_timeout_s);
+  listener_ = std::make_unique<TcpListener>(io_, expect, options_.secret, options_.handshake_timeout_s);
   KOLO_RETURN_IF_ERROR(listener_->start(bind));
   KOLO_RETURN_IF_ERROR(store_->set(options_.store_prefix + std::to_string(rank_), listen_address()));
   KOLO_DEBUG("tcp transport listening on " << listen_address());
@@ -93,17 +93,17 @@ Status TcpTransport::connect_stream(int peer, const std::string& address, int st
       return peer_lost("cannot connect to " + who + ": " + ec.message());
     }
     KOLO_RETURN_IF_ERROR(configure_data_socket(*socket, options_.socket_buffer_bytes));
+    Challenge challenge{};
+    KOLO_RETURN_IF_ERROR(
+        read_fully(*socket, &challenge, sizeof(challenge), deadline, "waiting for the handshake challenge from " + who));
+    KOLO_RETURN_IF_ERROR(check_challenge(challenge).with_context(who));
     Hello hello = make_hello(options_.job_id, rank_, peer, size_, stream_index, options_.streams_per_peer,
                              options_.checksum ? kHelloFlagChecksum : 0u);
-    KOLO_RETURN_IF_ERROR(write_fully(*socket, &hello, sizeof(hello), deadline, "sending handshake to " + who));
+    HelloMessage message = make_hello_message(hello, challenge, options_.secret);
+    KOLO_RETURN_IF_ERROR(write_fully(*socket, &message, sizeof(message), deadline, "sending handshake to " + who));
     HelloAck ack{};
     KOLO_RETURN_IF_ERROR(read_fully(*socket, &ack, sizeof(ack), deadline, "waiting for handshake reply from " + who));
-    if (ack.magic != kHelloMagic) return auth_error(who + " answered the handshake with garbage");
-    if (ack.code != static_cast<int32_t>(Code::kOk)) {
-      Code code = static_cast<Code>(ack.code);
-      return Status(code, who + " rejected this rank's connection: " + code_name(code) +
-                              " (see that rank's log for the reason)");
-    }
+    KOLO_RETURN_IF_ERROR(check_ack(ack, message, challenge, options_.secret, who));
     *out = std::move(socket);
     return Status::ok();
   }

@@ -31,6 +31,7 @@ struct TcpOptions {
   bool yield_while_spinning = true;        // give the core away while spinning (ranks share cores)
   double handshake_timeout_s = 10;
   bool checksum = false;                   // CRC-32C on every payload (KOLO_CHECKSUM)
+  std::string secret;                      // job secret for the handshake (KOLO_SECRET); may be empty
 };
 
 class TcpTransport final : public Transport {

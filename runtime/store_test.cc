@@ -1,0 +1,138 @@
+// The rendezvous store: its operations, its authentication, and strangers
+// on its port that must not disturb it.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "runtime/store_client.h"
+#include "runtime/store_server.h"
+
+namespace kolo {
+namespace {
+
+constexpr uint64_t kJob = 77;
+const char kSecret[] = "store secret";
+
+struct Served {
+  Served() : server(kJob, 4, kSecret) { EXPECT_TRUE(server.start("127.0.0.1", 0).is_ok()); }
+  Status client(int rank, const std::string& secret, std::unique_ptr<StoreClient>* out, uint64_t job = kJob) {
+    return StoreClient::connect("127.0.0.1", server.port(), job, rank, secret, Deadline::after_seconds(5), out);
+  }
+  StoreServer server;
+};
+
+TEST(Store, SetGetWaitAndTimeout) {
+  Served s;
+  std::unique_ptr<StoreClient> a, b;
+  ASSERT_TRUE(s.client(0, kSecret, &a).is_ok());
+  ASSERT_TRUE(s.client(1, kSecret, &b).is_ok());
+  ASSERT_TRUE(a->set("x", "1").is_ok());
+  std::vector<std::string> v;
+  // b waits for "y", which a sets a little later.
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_TRUE(a->set("y", std::string(100000, 'y')).is_ok());
+  });
+  ASSERT_TRUE(b->get({"x", "y"}, Deadline::after_seconds(5), &v).is_ok());
+  later.join();
+  EXPECT_EQ(v[0], "1");
+  EXPECT_EQ(v[1].size(), 100000u);
+  Status t = b->get({"x", "never"}, Deadline::after_seconds(0.2), &v);
+  EXPECT_EQ(t.code(), Code::kTimeout);
+  EXPECT_NE(t.message().find("never"), std::string::npos);
+  EXPECT_EQ(t.message().find("x "), std::string::npos) << "only missing keys are named";
+}
+
+TEST(Store, SetIfAbsentKeepsTheFirstValue) {
+  Served s;
+  std::unique_ptr<StoreClient> a, b;
+  ASSERT_TRUE(s.client(0, kSecret, &a).is_ok());
+  ASSERT_TRUE(s.client(1, kSecret, &b).is_ok());
+  std::string cur;
+  ASSERT_TRUE(a->set_if_absent("k", "first", Deadline::after_seconds(5), &cur).is_ok());
+  EXPECT_EQ(cur, "first");
+  ASSERT_TRUE(b->set_if_absent("k", "second", Deadline::after_seconds(5), &cur).is_ok());
+  EXPECT_EQ(cur, "first");
+}
+
+TEST(Store, RejectsWrongSecretJobAndRank) {
+  Served s;
+  std::unique_ptr<StoreClient> c;
+  EXPECT_EQ(s.client(0, "wrong", &c).code(), Code::kAuth);
+  EXPECT_EQ(s.client(0, "", &c).code(), Code::kAuth);
+  EXPECT_EQ(s.client(0, kSecret, &c, kJob + 1).code(), Code::kAuth);
+  EXPECT_EQ(s.client(4, kSecret, &c).code(), Code::kAuth);  // beyond the world
+  EXPECT_TRUE(s.client(3, kSecret, &c).is_ok());
+}
+
+TEST(Store, ClientRefusesAServerWithoutTheSecret) {
+  StoreServer impostor(kJob, 4, "impostor");
+  ASSERT_TRUE(impostor.start("127.0.0.1", 0).is_ok());
+  std::unique_ptr<StoreClient> c;
+  Status st = StoreClient::connect("127.0.0.1", impostor.port(), kJob, 0, kSecret, Deadline::after_seconds(5), &c);
+  EXPECT_EQ(st.code(), Code::kAuth);
+}
+
+// A raw connection to the store that sends `bytes` and waits until the
+// server closes it; returns true if it was closed within 3 s.
+bool stranger_is_dropped(int port, const std::string& bytes) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) return false;
+  if (!bytes.empty()) ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  bool closed = false;
+  char buf[256];
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < until) {
+    struct pollfd p {fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        closed = true;
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  return closed;
+}
+
+TEST(Store, StrangersAreDroppedWithoutDisturbingMembers) {
+  Served s;
+  std::unique_ptr<StoreClient> member;
+  ASSERT_TRUE(s.client(0, kSecret, &member).is_ok());
+  // A huge length field: never allocated, the connection is dropped.
+  EXPECT_TRUE(stranger_is_dropped(s.server.port(), std::string("\xff\xff\xff\xff", 4)));
+  // A plausible length with garbage inside.
+  EXPECT_TRUE(stranger_is_dropped(s.server.port(), std::string("\x10\x00\x00\x00", 4) + std::string(16, 'g')));
+  // A first message larger than any hello.
+  EXPECT_TRUE(stranger_is_dropped(s.server.port(), std::string("\x00\x10\x00\x00", 4) + std::string(4096, 'g')));
+  // Meanwhile a silent stranger holds a connection open; members carry on.
+  int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(s.server.port()));
+  ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  ASSERT_EQ(::connect(silent, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_TRUE(member->set("still", "working").is_ok());
+  std::unique_ptr<StoreClient> late;
+  ASSERT_TRUE(s.client(2, kSecret, &late).is_ok());
+  std::string v;
+  ASSERT_TRUE(late->get_one("still", Deadline::after_seconds(2), &v).is_ok());
+  EXPECT_EQ(v, "working");
+  ::close(silent);
+}
+
+}  // namespace
+}  // namespace kolo
