@@ -86,4 +86,40 @@ bool MessageReader::str(std::string* s) {
   return true;
 }
 
+Status parse_store_request(const std::string& body, StoreRequest* out) {
+  MessageReader r(body.data(), body.size());
+  uint8_t op = 0;
+  if (!r.u8(&op)) return invalid_argument("empty store request");
+  StoreRequest q;
+  q.op = static_cast<StoreOp>(op);
+  bool ok = false;
+  switch (q.op) {
+    case StoreOp::kHello:
+      ok = r.u32(&q.magic) && r.u64(&q.job) && r.u32(&q.rank) && r.str(&q.nonce) && r.str(&q.mac);
+      break;
+    case StoreOp::kSet:
+    case StoreOp::kSetIfAbsent:
+      ok = r.str(&q.key) && r.str(&q.value);
+      break;
+    case StoreOp::kGet: {
+      uint32_t n = 0;
+      ok = r.u32(&q.timeout_ms) && r.u32(&n);
+      // Each key takes at least its 4-byte length: a count beyond what the
+      // body can hold is a lie, refused before anything is reserved.
+      if (ok && n > body.size() / 4) ok = false;
+      for (uint32_t i = 0; ok && i < n; ++i) {
+        q.keys.emplace_back();
+        ok = r.str(&q.keys.back());
+      }
+      break;
+    }
+    default:
+      return invalid_argument("unknown store request " + std::to_string(op));
+  }
+  if (!ok) return invalid_argument("truncated store request");
+  if (!r.done()) return invalid_argument("trailing bytes after a store request");
+  *out = std::move(q);
+  return Status::ok();
+}
+
 }  // namespace kolo

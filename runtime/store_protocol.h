@@ -29,6 +29,26 @@ std::string store_hello_mac(const std::string& secret, const std::string& server
 std::string store_ack_mac(const std::string& secret, const std::string& server_nonce,
                           const std::string& client_nonce);
 
+// A client request, parsed from one message body. Every field is checked
+// against the bytes actually present; nothing is sized from the wire beyond
+// the message itself.
+struct StoreRequest {
+  StoreOp op{};
+  // kHello
+  uint32_t magic = 0;
+  uint64_t job = 0;
+  uint32_t rank = 0;
+  std::string nonce, mac;
+  // kSet, kSetIfAbsent
+  std::string key, value;
+  // kGet
+  uint32_t timeout_ms = 0;
+  std::vector<std::string> keys;
+};
+
+// Parses a message body; an error names what was malformed.
+Status parse_store_request(const std::string& body, StoreRequest* out);
+
 class MessageWriter {
  public:
   void u8(uint8_t v) { bytes_.push_back(static_cast<char>(v)); }

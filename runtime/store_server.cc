@@ -181,73 +181,63 @@ void StoreServer::accept_next() {
 }
 
 void StoreServer::handle(const std::shared_ptr<Session>& session, const std::string& body) {
-  MessageReader r(body.data(), body.size());
-  uint8_t op = 0;
-  if (!r.u8(&op)) return session->close();
+  StoreRequest q;
+  Status parsed = parse_store_request(body, &q);
+  if (!parsed.is_ok()) {
+    KOLO_WARN("rendezvous store dropped " << session->remote() << ": " << parsed.message());
+    return session->close();
+  }
   if (!session->introduced_) {
-    uint32_t magic = 0, rank = 0;
-    uint64_t job = 0;
-    std::string client_nonce, mac;
-    if (op != static_cast<uint8_t>(StoreOp::kHello) || !r.u32(&magic) || !r.u64(&job) || !r.u32(&rank) ||
-        !r.str(&client_nonce) || !r.str(&mac) || magic != kStoreMagic) {
+    if (q.op != StoreOp::kHello || q.magic != kStoreMagic) {
       KOLO_WARN("rendezvous store dropped " << session->remote() << ": not a kolo client");
       return session->close();
     }
-    const std::string want = store_hello_mac(secret_, session->nonce_, job, rank, client_nonce);
+    const std::string want = store_hello_mac(secret_, session->nonce_, q.job, q.rank, q.nonce);
     Digest a{}, b{};
-    if (mac.size() != a.size()) return session->close();
+    if (q.mac.size() != b.size()) return session->close();
     std::copy(want.begin(), want.end(), a.begin());
-    std::copy(mac.begin(), mac.end(), b.begin());
+    std::copy(q.mac.begin(), q.mac.end(), b.begin());
     if (!digests_equal(a, b)) {
       KOLO_WARN("rendezvous store rejected " << session->remote()
                                              << ": authentication failed (it does not know KOLO_SECRET)");
       return session->close();
     }
-    if (job != job_id_ || static_cast<int>(rank) >= world_size_) {
-      KOLO_WARN("rendezvous store rejected " << session->remote() << ": wrong job or rank " << rank);
+    if (q.job != job_id_ || static_cast<int>(q.rank) >= world_size_) {
+      KOLO_WARN("rendezvous store rejected " << session->remote() << ": wrong job or rank " << q.rank);
       return session->close();
     }
     session->introduced_ = true;
-    return session->reply(simple_reply(StoreReply::kOk, store_ack_mac(secret_, session->nonce_, client_nonce)));
+    return session->reply(simple_reply(StoreReply::kOk, store_ack_mac(secret_, session->nonce_, q.nonce)));
   }
-  if (op == static_cast<uint8_t>(StoreOp::kSet)) {
-    std::string key, value;
-    if (!r.str(&key) || !r.str(&value)) return session->close();
-    set_key(key, value);
-    return session->reply(simple_reply(StoreReply::kOk));
-  }
-  if (op == static_cast<uint8_t>(StoreOp::kSetIfAbsent)) {
-    std::string key, value;
-    if (!r.str(&key) || !r.str(&value)) return session->close();
-    if (!map_.count(key)) set_key(key, value);
-    return session->reply(simple_reply(StoreReply::kOk, map_[key]));
-  }
-  if (op == static_cast<uint8_t>(StoreOp::kGet)) {
-    uint32_t timeout_ms = 0, n = 0;
-    if (!r.u32(&timeout_ms) || !r.u32(&n) || n > body.size()) return session->close();
-    auto w = std::make_shared<Waiter>(io_);
-    w->session = session;
-    for (uint32_t i = 0; i < n; ++i) {
-      std::string key;
-      if (!r.str(&key)) return session->close();
-      w->keys.push_back(std::move(key));
+  switch (q.op) {
+    case StoreOp::kSet:
+      set_key(q.key, q.value);
+      return session->reply(simple_reply(StoreReply::kOk));
+    case StoreOp::kSetIfAbsent:
+      if (!map_.count(q.key)) set_key(q.key, q.value);
+      return session->reply(simple_reply(StoreReply::kOk, map_[q.key]));
+    case StoreOp::kGet: {
+      auto w = std::make_shared<Waiter>(io_);
+      w->session = session;
+      w->keys = std::move(q.keys);
+      if (try_answer(*w)) return;
+      waiters_.insert(w);
+      w->timer.expires_after(std::chrono::milliseconds(q.timeout_ms));
+      w->timer.async_wait([this, w](const boost::system::error_code& ec) {
+        if (ec || !waiters_.count(w)) return;
+        waiters_.erase(w);
+        std::string missing;
+        for (const auto& k : w->keys) {
+          if (!map_.count(k)) missing += (missing.empty() ? "" : " ") + k;
+        }
+        w->session->reply(simple_reply(StoreReply::kTimeout, missing));
+      });
+      return;
     }
-    if (try_answer(*w)) return;
-    waiters_.insert(w);
-    w->timer.expires_after(std::chrono::milliseconds(timeout_ms));
-    w->timer.async_wait([this, w](const boost::system::error_code& ec) {
-      if (ec || !waiters_.count(w)) return;
-      waiters_.erase(w);
-      std::string missing;
-      for (const auto& k : w->keys) {
-        if (!map_.count(k)) missing += (missing.empty() ? "" : " ") + k;
-      }
-      w->session->reply(simple_reply(StoreReply::kTimeout, missing));
-    });
-    return;
+    default:
+      KOLO_WARN("rendezvous store dropped " << session->remote() << ": a second hello");
+      return session->close();
   }
-  KOLO_WARN("rendezvous store dropped " << session->remote() << ": unknown request " << int(op));
-  session->close();
 }
 
 bool StoreServer::try_answer(Waiter& w) {

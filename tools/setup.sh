@@ -11,6 +11,7 @@ PACKAGES=(
   libgloo-dev              # peer for the comparison benchmark
   openmpi-bin libopenmpi-dev  # peer for the latency comparison
   python3                  # kolorun (Debian's /usr/bin/python3)
+  clang libclang-rt-14-dev # libFuzzer targets (tools/fuzz.sh)
   iproute2 procps
 )
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test, three ways: the optimized build, then AddressSanitizer with
-# UndefinedBehaviorSanitizer, then ThreadSanitizer (configs in .bazelrc).
+# UndefinedBehaviorSanitizer, then ThreadSanitizer (configs in .bazelrc);
+# then each fuzz target for FUZZ_SECONDS (default 20).
 # Closes with a plain "N passed, N failed" line counted from Bazel's
 # per-target results. Extra arguments go to every `bazel test`.
 set -uo pipefail
@@ -17,7 +18,10 @@ for config in "" "--config=asan" "--config=tsan"; do
   rc=${PIPESTATUS[0]}
   [ "$rc" -ne 0 ] && status=$rc
 done
-passed=$(grep -cE "^//[^ ]+ +(\(cached\) )?PASSED" "$LOG")
-failed=$(grep -cE "^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY)" "$LOG")
+echo "== fuzzing, ${FUZZ_SECONDS:-20} s per target"
+bash tools/fuzz.sh "${FUZZ_SECONDS:-20}" 2>&1 | tee -a "$LOG"
+[ "${PIPESTATUS[0]}" -ne 0 ] && status=1
+passed=$(grep -cE "^//[^ ]+ +(\(cached\) )?PASSED|^fuzz .*no crash$" "$LOG")
+failed=$(grep -cE "^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY)|^fuzz .*CRASH" "$LOG")
 echo "kolo tests: $passed passed, $failed failed"
 exit "$status"
