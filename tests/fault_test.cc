@@ -159,6 +159,32 @@ TEST(Abort, BeforeAnyCallAndTwice) {
   EXPECT_EQ(w.comm(1).async_error().code(), Code::kAborted);
 }
 
+TEST(Recovery, SurvivorsFormASmallerCommunicatorAndGoOn) {
+  auto world = std::make_unique<ThreadWorld>(3, fault_config());
+  // Rank 2 dies: its communicator goes away, its connections close.
+  world->release(2);
+  std::vector<Status> got(2);
+  std::vector<std::thread> survivors;
+  for (int r = 0; r < 2; ++r) {
+    survivors.emplace_back([&, r] {
+      std::vector<float> x(1000, 1.0f);
+      got[r] = world->comm(r).allreduce(x.data(), x.data(), x.size(), kF32, kSum);
+    });
+  }
+  for (auto& t : survivors) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(got[r].code(), Code::kPeerLost) << got[r].to_string();
+    EXPECT_NE(got[r].message().find("rank 2"), std::string::npos) << got[r].message();
+  }
+  // A new rendezvous among the survivors, and the job goes on.
+  ThreadWorld smaller(2, fault_config());
+  smaller.run([&](int r) {
+    std::vector<float> x(100000, static_cast<float>(r + 1));
+    ASSERT_TRUE(smaller.comm(r).allreduce(x.data(), x.data(), x.size(), kF32, kSum).is_ok());
+    EXPECT_EQ(x[777], 3.0f);
+  });
+}
+
 TEST(Sticky, BadArgumentsDoNotPoisonTheCommunicator) {
   ThreadWorld w(2, fault_config());
   w.run([&](int r) {

@@ -29,6 +29,8 @@ class ThreadWorld {
 
   int size() const { return static_cast<int>(comms_.size()); }
   Store& store() { return store_; }
+  // Destroys rank r's communicator, as if that rank had died.
+  void release(int r) { comms_[r].reset(); }
   Communicator& comm(int r) { return *comms_[r]; }
 
   // Runs fn(rank) on every rank concurrently.
