@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# An emulated cluster on one machine: K "hosts", each a network namespace
+# with one interface (eth0, 10.77.0.<i+1>/24), joined by a bridge that lives
+# in a namespace of its own, so the machine's own network is never touched.
+# Links can be shaped (tc rate), made lossy (iptables random drop; this
+# kernel has no netem), and taken down.
+#
+#   tools/netns.sh up K [RATE] [LOSS]   e.g.  up 4 1gbit 0.01
+#   tools/netns.sh down                  remove every namespace of the prefix
+#   tools/netns.sh link-down I | link-up I
+#   tools/netns.sh addr I                the address of host I
+#   tools/netns.sh exec I CMD...         run CMD on host I
+# KOLO_NETNS_PREFIX (default "kolo-") names the namespaces: <prefix>h<I>
+# and <prefix>sw, so concurrent users can keep apart. Needs root.
+set -euo pipefail
+P="${KOLO_NETNS_PREFIX:-kolo-}"
+SW="${P}sw"
+
+addr() { echo "10.77.0.$(($1 + 1))"; }
+
+down() {
+  for ns in $(ip netns list | awk '{print $1}' | grep "^${P}" || true); do
+    ip netns del "$ns" 2>/dev/null || true
+  done
+}
+
+up() {
+  local k=$1 rate=${2:-} loss=${3:-}
+  down
+  ip netns add "$SW"
+  ip -n "$SW" link add br0 type bridge
+  ip -n "$SW" link set br0 up
+  ip -n "$SW" link set lo up
+  for ((i = 0; i < k; i++)); do
+    local h="${P}h$i"
+    ip netns add "$h"
+    # The veth pair is born in the host namespace and one end moves to the switch.
+    ip -n "$h" link add eth0 type veth peer name "sw$i"
+    ip -n "$h" link set "sw$i" netns "$SW"
+    ip -n "$SW" link set "sw$i" master br0
+    ip -n "$SW" link set "sw$i" up
+    ip -n "$h" addr add "$(addr "$i")/24" dev eth0
+    ip -n "$h" link set eth0 up
+    ip -n "$h" link set lo up
+    if [[ -n "$rate" ]]; then
+      # Shape both directions: the host's egress, and the switch port's
+      # egress toward the host.
+      ip netns exec "$h" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 100ms
+      ip netns exec "$SW" tc qdisc add dev "sw$i" root tbf rate "$rate" burst 256kb latency 100ms
+    fi
+    if [[ -n "$loss" && "$loss" != 0 ]]; then
+      ip netns exec "$h" iptables -A INPUT -i eth0 -m statistic --mode random --probability "$loss" -j DROP
+    fi
+  done
+}
+
+case "${1:-}" in
+  up) shift; up "$@" ;;
+  down) down ;;
+  link-down) ip -n "${P}h$2" link set eth0 down ;;
+  link-up) ip -n "${P}h$2" link set eth0 up ;;
+  addr) addr "$2" ;;
+  exec) i=$2; shift 2; exec ip netns exec "${P}h$i" "$@" ;;
+  *) sed -n '2,16p' "$0"; exit 2 ;;
+esac
