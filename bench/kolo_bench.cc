@@ -1,44 +1,73 @@
-// kolo_bench: bus bandwidth of kolo's collectives, one process per rank,
-// launched with kolorun (or any launcher kolo understands).
-//
-//   kolorun -np 4 bazel-bin/bench/kolo_bench --min-bytes 4K --max-bytes 256M
-//
-// For each size it runs warm-up iterations, then times each iteration on
-// its own; a rank's time is its median, and the reported time is the largest
-// median over ranks (the collective is as slow as its slowest rank). The
-// spread column is the slowest rank's (max - min) / median.
-//   algbw = size / time
-//   busbw = algbw * factor, with nccl-tests' factors: allreduce 2(N-1)/N,
-//           allgather and reduce_scatter (N-1)/N, broadcast 1.
-// Given --link-gbps (what the links move in total, e.g. measured by
-// bench/peers/tcp_ceiling), it also prints the time the algorithm could not
-// beat on those links (allreduce moves 2(N-1)*size bytes in all) as a
-// percentage of the measured time.
-#include <algorithm>
-#include <chrono>
-#include <cmath>
+// kolo_bench: bus bandwidth per message size (sweep) and the scaling
+// efficiency of emulated data-parallel training (scaling). One process per
+// rank, rendezvous from the environment: start it with kolorun or any
+// launcher kolo understands. Uses only the public C API. --help explains
+// every flag and formula.
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench/models.h"
+#include "bench/report.h"
+#include "bench/scaling.h"
+#include "bench/sweep.h"
 #include "bindings/c/kolo.h"
 
 namespace {
 
-struct Options {
-  std::string collective = "allreduce";
-  size_t min_bytes = 4096;
-  size_t max_bytes = 256u << 20;
-  double step_factor = 4;
-  int iters = 20;
-  int warmup = 3;
-  kolo_dtype_t dtype = KOLO_FLOAT32;
-  kolo_op_t op = KOLO_SUM;
-  bool check = true;
-  double link_gbps = 0;
-};
+using namespace kolo::bench;
+
+const char kHelp[] = R"(usage: kolo_bench [sweep|scaling] [flags]     (one process per rank; e.g. kolorun -np 4 kolo_bench)
+
+sweep (default): one collective over a range of sizes, as nccl-tests does.
+  --collective C    allreduce (default), allgather, broadcast, reduce_scatter
+  --min-bytes N     smallest size (default 4K; K/M/G suffixes)
+  --max-bytes N     largest size (default 256M)
+  --step-factor F   size multiplier between rows (default 4)
+  --iters N         timed iterations per size (default 20; fewer for big sizes,
+                    about 1 GiB of data per row at most, never below 3)
+  --warmup N        untimed iterations per size (default 3)
+  --dtype T         int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 (default) float64
+  --op O            sum (default) prod min max avg
+  --no-check        skip the correctness check (by default each size is checked
+                    once against values computed independently, for any dtype and op)
+  --link-gbps G     what the links carry in total (e.g. bench/peers/tcp_ceiling's
+                    two-stream figure on loopback): adds the %ideal column
+  --plot FILE.png   draw busbw against size (gnuplot)
+  size is the per-rank buffer: the allreduce/broadcast buffer, the allgather
+  output, the reduce_scatter input.
+  time  = the largest, over ranks, of each rank's median iteration time;
+  spread = the slowest rank's (max - min) / median.
+  algbw = size / time (GB = 1e9 bytes)
+  busbw = algbw x factor: allreduce 2(N-1)/N, allgather and reduce_scatter
+          (N-1)/N, broadcast 1 (nccl-tests' definitions)
+  ideal% = (bytes the algorithm must move over links / link throughput) / time;
+           an allreduce moves 2(N-1) x size bytes in all.
+
+scaling: emulated data-parallel training steps of real models' gradients.
+  --model M         resnet50, resnet101, inception_v3, vgg16 or all (default all)
+  --steps N         timed steps per model (default 5, after one warm-up step)
+  --bucket-mb B     fusion bucket: gradients are packed in backprop order into
+                    buckets of about B MiB (default 25), each allreduced when its
+                    last gradient is ready, overlapping the backward pass
+  --compute-scale S multiply the model's compute time (default 1: one P100 GPU at
+                    batch 64). Keep the compute-to-bandwidth ratio of a real
+                    cluster on slower links: e.g. 25 Gbit/s RoCE emulated on
+                    1 Gbit/s links is --compute-scale 25.
+  --compute-ms T    the step's compute time instead (1/3 forward, 2/3 backward)
+  --predict-ranks P also print a PREDICTION for P ranks: the ring's hop latency
+                    and link bandwidth are fitted from this run
+                    (t = 2(N-1) latency + 2(N-1)/N x bytes / bandwidth) and the
+                    step is recomputed with that cost per bucket.
+  T(1) = the same steps on one rank with no communication;
+  T(N) = the largest, over ranks, of each rank's median step time;
+  efficiency = T(1) / T(N).
+
+both:
+  --json FILE       write the results as JSON (rank 0)
+  --progress        a progress line per size or step on stderr (rank 0)
+)";
 
 size_t parse_size(const char* s) {
   char* end = nullptr;
@@ -47,201 +76,124 @@ size_t parse_size(const char* s) {
   if (suf == "K" || suf == "k") v *= 1024;
   else if (suf == "M" || suf == "m") v *= 1024 * 1024;
   else if (suf == "G" || suf == "g") v *= 1024.0 * 1024 * 1024;
-  else if (!suf.empty()) {
-    std::fprintf(stderr, "bad size '%s'\n", s);
+  else if (!suf.empty() || v < 0) {
+    std::fprintf(stderr, "kolo_bench: bad size '%s'\n", s);
     std::exit(2);
   }
   return static_cast<size_t>(v);
 }
 
-size_t dtype_bytes(kolo_dtype_t d) {
-  switch (d) {
-    case KOLO_INT8: case KOLO_UINT8: return 1;
-    case KOLO_FLOAT16: case KOLO_BFLOAT16: return 2;
-    case KOLO_INT32: case KOLO_UINT32: case KOLO_FLOAT32: return 4;
-    default: return 8;
-  }
+[[noreturn]] void usage_error(const std::string& what) {
+  std::fprintf(stderr, "kolo_bench: %s (see --help)\n", what.c_str());
+  std::exit(2);
 }
 
-const char* kDtypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                             "float16", "bfloat16", "float32", "float64"};
-const char* kOpNames[] = {"sum", "prod", "min", "max", "avg"};
-
-void usage() {
-  std::printf(
-      "usage: kolo_bench [flags]   (one process per rank; start with kolorun)\n"
-      "  --collective C   allreduce (default), allgather, broadcast, reduce_scatter\n"
-      "  --min-bytes N    smallest size (default 4K; K/M/G suffixes)\n"
-      "  --max-bytes N    largest size (default 256M)\n"
-      "  --step-factor F  size multiplier between rows (default 4)\n"
-      "  --iters N        timed iterations per size (default 20; fewer above 64M)\n"
-      "  --warmup N       untimed iterations per size (default 3)\n"
-      "  --dtype T        int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64\n"
-      "  --op O           sum prod min max avg (default sum)\n"
-      "  --no-check       skip the correctness check of each size\n"
-      "  --link-gbps G    total throughput the links can carry, for the %%ideal column\n"
-      "size is the per-rank buffer: allreduce/broadcast buffer, allgather output,\n"
-      "reduce_scatter input. busbw uses nccl-tests' factors (see the source).\n");
+int lookup(const char* const* names, int count, const std::string& v, const char* what) {
+  for (int k = 0; k < count; ++k) {
+    if (v == names[k]) return k;
+  }
+  usage_error(std::string("unknown ") + what + " '" + v + "'");
 }
 
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") { usage(); std::exit(0); }
-    else if (a == "--collective") o.collective = next();
-    else if (a == "--min-bytes") o.min_bytes = parse_size(next());
-    else if (a == "--max-bytes") o.max_bytes = parse_size(next());
-    else if (a == "--step-factor") o.step_factor = std::atof(next());
-    else if (a == "--iters") o.iters = std::atoi(next());
-    else if (a == "--warmup") o.warmup = std::atoi(next());
-    else if (a == "--no-check") o.check = false;
-    else if (a == "--check") o.check = true;
-    else if (a == "--link-gbps") o.link_gbps = std::atof(next());
-    else if (a == "--dtype") {
-      std::string v = next();
-      int found = -1;
-      for (int k = 0; k < 10; ++k) if (v == kDtypeNames[k]) found = k;
-      if (found < 0) { std::fprintf(stderr, "unknown dtype %s\n", v.c_str()); std::exit(2); }
-      o.dtype = static_cast<kolo_dtype_t>(found);
-    } else if (a == "--op") {
-      std::string v = next();
-      int found = -1;
-      for (int k = 0; k < 5; ++k) if (v == kOpNames[k]) found = k;
-      if (found < 0) { std::fprintf(stderr, "unknown op %s\n", v.c_str()); std::exit(2); }
-      o.op = static_cast<kolo_op_t>(found);
-    } else {
-      std::fprintf(stderr, "unknown flag %s (see --help)\n", a.c_str());
-      std::exit(2);
-    }
-  }
-  if (o.collective != "allreduce" && o.collective != "allgather" && o.collective != "broadcast" &&
-      o.collective != "reduce_scatter") {
-    std::fprintf(stderr, "unknown collective %s\n", o.collective.c_str());
-    std::exit(2);
-  }
-  if (o.step_factor <= 1 || o.min_bytes == 0 || o.max_bytes < o.min_bytes || o.iters < 1) {
-    std::fprintf(stderr, "need --step-factor > 1, 0 < --min-bytes <= --max-bytes, --iters >= 1\n");
-    std::exit(2);
-  }
-  return o;
-}
-
-[[noreturn]] void die(const char* what, kolo_result_t r) {
-  std::fprintf(stderr, "kolo_bench: %s failed: %s: %s\n", what, kolo_result_string(r), kolo_last_error());
-  std::exit(1);
-}
-
-#define CHECK_KOLO(call)                 \
-  do {                                   \
-    kolo_result_t r_ = (call);           \
-    if (r_ != KOLO_SUCCESS) die(#call, r_); \
-  } while (0)
-
-// Fills with small integers (exact in every dtype for sums) from a pattern
-// the check can recompute. Only float32 and int32 data are checked exactly.
-float pattern(int rank, size_t i) { return static_cast<float>((rank + static_cast<int>(i % 7)) % 5); }
+const char* const kDtypes[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                               "float16", "bfloat16", "float32", "float64"};
+const char* const kOps[] = {"sum", "prod", "min", "max", "avg"};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
-  kolo_comm_t comm;
-  CHECK_KOLO(kolo_comm_init_from_env(&comm));
-  int rank = 0, n = 1;
-  CHECK_KOLO(kolo_comm_rank(comm, &rank));
-  CHECK_KOLO(kolo_comm_size(comm, &n));
-  const size_t es = dtype_bytes(o.dtype);
-  const bool checkable = o.check && o.dtype == KOLO_FLOAT32 && o.op == KOLO_SUM;
-
-  double factor = 1;
-  if (o.collective == "allreduce") factor = 2.0 * (n - 1) / n;
-  else if (o.collective == "allgather" || o.collective == "reduce_scatter") factor = 1.0 * (n - 1) / n;
-
-  if (rank == 0) {
-    std::printf("# kolo_bench %s %s %s, %d ranks, time = max over ranks of the median of %d iterations\n",
-                o.collective.c_str(), kDtypeNames[o.dtype], kOpNames[o.op], n, o.iters);
-    std::printf("%12s %12s %11s %8s %10s %10s %s%s\n", "size(B)", "count", "time(us)", "spread", "algbw(GB/s)",
-                "busbw(GB/s)", o.link_gbps > 0 ? "  ideal% " : "", checkable ? " check" : "");
+  std::string mode = "sweep", json, plot, model = "all";
+  SweepOptions sw;
+  ScalingOptions sc;
+  bool progress = false;
+  int first = 1;
+  if (argc > 1 && argv[1][0] != '-') {
+    mode = argv[1];
+    first = 2;
+    if (mode != "sweep" && mode != "scaling") usage_error("unknown mode '" + mode + "'");
   }
-  int failures = 0;
-  for (double sz = o.min_bytes; sz <= o.max_bytes * 1.0000001; sz *= o.step_factor) {
-    const size_t bytes = static_cast<size_t>(sz) / (es * n) * (es * n);  // divisible by every layout
-    if (bytes == 0) continue;
-    const size_t total_count = bytes / es;
-    std::vector<unsigned char> send(bytes), recv(bytes);
-    // Per-collective count argument and buffers.
-    auto run_once = [&]() -> kolo_result_t {
-      if (o.collective == "allreduce") return kolo_allreduce(comm, send.data(), recv.data(), total_count, o.dtype, o.op);
-      if (o.collective == "allgather") return kolo_allgather(comm, send.data(), recv.data(), total_count / n, o.dtype);
-      if (o.collective == "broadcast") return kolo_broadcast(comm, recv.data(), total_count, o.dtype, 0);
-      return kolo_reduce_scatter(comm, send.data(), recv.data(), total_count / n, o.dtype, o.op);
+  for (int i = first; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      return argv[++i];
     };
-    bool ok = true;
-    if (checkable) {
-      float* s = reinterpret_cast<float*>(send.data());
-      for (size_t i = 0; i < total_count; ++i) s[i] = pattern(rank, i);
-      if (o.collective == "broadcast") std::memcpy(recv.data(), send.data(), bytes);
-      CHECK_KOLO(run_once());
-      const float* r = reinterpret_cast<const float*>(recv.data());
-      size_t check_count = o.collective == "reduce_scatter" ? total_count / n : total_count;
-      for (size_t i = 0; i < check_count && ok; ++i) {
-        float want = 0;
-        if (o.collective == "allreduce") {
-          for (int k = 0; k < n; ++k) want += pattern(k, i);
-        } else if (o.collective == "reduce_scatter") {
-          for (int k = 0; k < n; ++k) want += pattern(k, rank * check_count + i);
-        } else if (o.collective == "allgather") {
-          size_t block = total_count / n;
-          want = pattern(static_cast<int>(i / block), i % block);
-        } else {
-          want = pattern(0, i);
-        }
-        if (r[i] != want) ok = false;
-      }
-    }
-    const int iters = std::max(3, std::min(o.iters, static_cast<int>((size_t{1} << 30) / bytes)));
-    for (int i = 0; i < o.warmup; ++i) CHECK_KOLO(run_once());
-    std::vector<double> t(iters);
-    for (int i = 0; i < iters; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      CHECK_KOLO(run_once());
-      t[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    std::sort(t.begin(), t.end());
-    double stats[3] = {t[iters / 2], (t.back() - t.front()) / t[iters / 2], ok ? 0.0 : 1.0};
-    double worst[3];
-    CHECK_KOLO(kolo_allreduce(comm, stats, worst, 3, KOLO_FLOAT64, KOLO_MAX));
-    if (worst[2] != 0) ++failures;
-    if (rank == 0) {
-      const double time = worst[0];
-      const double algbw = bytes / time / 1e9;
-      std::printf("%12zu %12zu %11.1f %7.0f%% %10.3f %10.3f", bytes, total_count, time * 1e6, worst[1] * 100, algbw,
-                  algbw * factor);
-      if (o.link_gbps > 0) {
-        // Bytes that must cross links in total, over what the links carry.
-        double moved = o.collective == "allreduce" ? 2.0 * (n - 1) * bytes
-                                                   : (o.collective == "broadcast" ? (n - 1.0) * bytes
-                                                                                  : (n - 1.0) * bytes);
-        double ideal = moved / (o.link_gbps * 1e9);
-        std::printf(" %7.1f%%", 100 * ideal / time);
-      }
-      if (checkable) std::printf("  %s", worst[2] == 0 ? "OK" : "FAIL");
-      std::printf("\n");
-      std::fflush(stdout);
-    }
+    if (a == "--help" || a == "-h") {
+      std::fputs(kHelp, stdout);
+      return 0;
+    } else if (a == "--collective") {
+      if (!parse_collective(next(), &sw.collective)) usage_error("unknown collective");
+    } else if (a == "--min-bytes") sw.min_bytes = parse_size(next());
+    else if (a == "--max-bytes") sw.max_bytes = parse_size(next());
+    else if (a == "--step-factor") sw.step_factor = std::atof(next());
+    else if (a == "--iters") sw.iters = std::atoi(next());
+    else if (a == "--warmup") sw.warmup = std::atoi(next());
+    else if (a == "--dtype") sw.dtype = static_cast<kolo_dtype_t>(lookup(kDtypes, 10, next(), "dtype"));
+    else if (a == "--op") sw.op = static_cast<kolo_op_t>(lookup(kOps, 5, next(), "op"));
+    else if (a == "--check") sw.check = true;
+    else if (a == "--no-check") sw.check = false;
+    else if (a == "--link-gbps") sw.link_gbps = std::atof(next());
+    else if (a == "--plot") plot = next();
+    else if (a == "--model") model = next();
+    else if (a == "--steps") sc.steps = std::atoi(next());
+    else if (a == "--bucket-mb") sc.bucket_mb = std::atof(next());
+    else if (a == "--compute-scale") sc.compute_scale = std::atof(next());
+    else if (a == "--compute-ms") sc.compute_ms = std::atof(next());
+    else if (a == "--predict-ranks") sc.predict_ranks = std::atoi(next());
+    else if (a == "--json") json = next();
+    else if (a == "--progress") progress = true;
+    else usage_error("unknown flag '" + a + "'");
   }
-  CHECK_KOLO(kolo_comm_destroy(comm));
-  if (failures) {
-    if (rank == 0) std::fprintf(stderr, "kolo_bench: %d size(s) gave wrong results\n", failures);
+  if (sw.step_factor <= 1 || sw.min_bytes == 0 || sw.max_bytes < sw.min_bytes || sw.iters < 1 || sw.warmup < 0) {
+    usage_error("need --step-factor > 1, 0 < --min-bytes <= --max-bytes, --iters >= 1, --warmup >= 0");
+  }
+  if (sc.steps < 1 || sc.bucket_mb <= 0 || sc.compute_scale <= 0 || sc.compute_ms < 0 || sc.predict_ranks < 0) {
+    usage_error("need --steps >= 1, --bucket-mb > 0, --compute-scale > 0, --compute-ms >= 0, --predict-ranks >= 0");
+  }
+  if (model == "all") sc.models = model_names();
+  else if (find_model(model)) sc.models = {model};
+  else usage_error("unknown model '" + model + "'");
+  sw.progress = sc.progress = progress;
+
+  kolo_comm_t comm;
+  if (kolo_result_t r = kolo_comm_init_from_env(&comm)) {
+    std::fprintf(stderr, "kolo_bench: %s: %s\n", kolo_result_string(r), kolo_last_error());
     return 1;
   }
-  return 0;
+  int rank = 0, n = 1;
+  kolo_comm_rank(comm, &rank);
+  kolo_comm_size(comm, &n);
+  int status = 0;
+  kolo_result_t r = KOLO_SUCCESS;
+  std::string text;
+  if (mode == "sweep") {
+    std::vector<SweepRow> rows;
+    r = run_sweep(comm, sw, &rows);
+    if (r == KOLO_SUCCESS && rank == 0) {
+      print_sweep(sw, n, rows);
+      text = sweep_json(sw, n, rows);
+      if (!plot.empty() && !plot_sweep(sw, n, rows, plot)) status = 1;
+    }
+    for (const auto& row : rows) {
+      if (!row.ok) status = 1;
+    }
+    if (status && rank == 0) std::fprintf(stderr, "kolo_bench: some sizes gave wrong results\n");
+  } else {
+    std::vector<ScalingResult> results;
+    r = run_scaling(comm, sc, &results);
+    if (r == KOLO_SUCCESS && rank == 0) {
+      print_scaling(sc, n, results);
+      text = scaling_json(sc, n, results);
+    }
+  }
+  if (r != KOLO_SUCCESS) {
+    std::fprintf(stderr, "kolo_bench: %s: %s\n", kolo_result_string(r), kolo_last_error());
+    status = 1;
+  }
+  if (rank == 0 && !json.empty() && !text.empty() && !write_file(json, text)) {
+    std::fprintf(stderr, "kolo_bench: cannot write %s\n", json.c_str());
+    status = 1;
+  }
+  kolo_comm_destroy(comm);
+  return status;
 }

@@ -12,6 +12,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev  # peer for the latency comparison
   python3                  # kolorun (Debian's /usr/bin/python3)
   clang libclang-rt-14-dev # libFuzzer targets (tools/fuzz.sh)
+  gnuplot-nox              # kolo_bench --plot
   iproute2 procps iptables # emulated hosts (tools/netns.sh)
 )
 

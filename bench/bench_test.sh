@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# End to end: a short sweep and a short scaling run through kolorun, and the
+# JSON they write checked for shape and arithmetic.
+set -uo pipefail
+KOLORUN="$TEST_SRCDIR/$TEST_WORKSPACE/tools/kolorun"
+BENCH="$TEST_SRCDIR/$TEST_WORKSPACE/bench/kolo_bench"
+DIR="${TEST_TMPDIR:-/tmp}"
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$BENCH" --help | grep -q "busbw = algbw x factor" || fail "--help does not explain busbw"
+
+timeout 120 "$KOLORUN" -np 3 "$BENCH" sweep --collective allreduce --dtype bfloat16 --op max --min-bytes 4K \
+  --max-bytes 1M --iters 5 --link-gbps 5 --json "$DIR/sweep.json" >"$DIR/sweep.out" 2>&1 ||
+  { cat "$DIR/sweep.out"; fail "sweep failed"; }
+timeout 300 "$KOLORUN" -np 2 "$BENCH" scaling --model resnet50 --steps 2 --compute-ms 60 --predict-ranks 64 \
+  --json "$DIR/scaling.json" >"$DIR/scaling.out" 2>&1 || { cat "$DIR/scaling.out"; fail "scaling failed"; }
+grep -q "PREDICTION" "$DIR/scaling.out" || fail "the prediction is not labelled as one"
+
+python3 - "$DIR/sweep.json" "$DIR/scaling.json" <<'PY' || fail "JSON checks failed"
+import json, sys
+sweep = json.load(open(sys.argv[1]))
+assert sweep["mode"] == "sweep" and sweep["ranks"] == 3 and sweep["dtype"] == "bfloat16" and sweep["op"] == "max"
+assert abs(sweep["bus_factor"] - 2 * 2 / 3) < 1e-6
+sizes = [r["bytes"] for r in sweep["rows"]]
+assert len(sizes) == 5 and sizes == sorted(sizes), sizes
+for r in sweep["rows"]:
+    assert r["check"] is True, r
+    assert r["time_us"] > 0
+    assert abs(r["algbw_gbps"] - r["bytes"] / (r["time_us"] * 1e-6) / 1e9) < 1e-6 * r["algbw_gbps"] + 1e-12
+    assert abs(r["busbw_gbps"] - r["algbw_gbps"] * sweep["bus_factor"]) < 1e-6 * r["busbw_gbps"] + 1e-12
+    ideal = 2 * 2 * r["bytes"] / 5e9 / (r["time_us"] * 1e-6) * 100
+    assert abs(r["ideal_pct"] - ideal) < 1e-6 * ideal + 1e-9
+scaling = json.load(open(sys.argv[2]))
+assert scaling["mode"] == "scaling" and scaling["ranks"] == 2
+(m,) = scaling["models"]
+assert m["model"] == "resnet50" and m["parameters"] == 25557032 and m["tensors"] == 161
+assert 1 <= m["buckets"] <= 161
+assert m["t1_ms"] >= 60 and m["tn_ms"] >= m["t1_ms"] * 0.98, m
+assert 0 < m["efficiency"] <= 1.05, m
+p = m["prediction"]
+assert p["ranks"] == 64 and 0 < p["efficiency"] <= 1.05 and p["link_gbps"] > 0, p
+print("bench_test: sweep and scaling JSON consistent")
+PY
+echo "bench_test: passed"

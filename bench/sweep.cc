@@ -1,0 +1,133 @@
+#include "bench/sweep.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "bench/values.h"
+
+namespace kolo::bench {
+namespace {
+
+// Inputs: small integers whose reduction is exact in every dtype, so the
+// check is exact (but for the average of floating types, which is rounded
+// once by the dtype). Products stay at 2: one rank contributes 2, the rest 1.
+int input(kolo_op_t op, int rank, int ranks, size_t i) {
+  switch (op) {
+    case KOLO_PROD: return static_cast<int>(i % static_cast<size_t>(ranks)) == rank ? 2 : 1;
+    case KOLO_MIN:
+    case KOLO_MAX: return static_cast<int>((static_cast<size_t>(rank) * 3 + i) % 11);
+    default: return static_cast<int>((static_cast<size_t>(rank) + i % 7) % 5);
+  }
+}
+
+double reduced(kolo_op_t op, kolo_dtype_t d, int ranks, size_t i) {
+  double acc = input(op, 0, ranks, i);
+  for (int r = 1; r < ranks; ++r) {
+    const double v = input(op, r, ranks, i);
+    switch (op) {
+      case KOLO_PROD: acc *= v; break;
+      case KOLO_MIN: acc = std::min(acc, v); break;
+      case KOLO_MAX: acc = std::max(acc, v); break;
+      default: acc += v;
+    }
+  }
+  if (op == KOLO_AVG) acc = is_integer(d) ? std::trunc(acc / ranks) : acc / ranks;
+  return acc;
+}
+
+bool close_enough(kolo_dtype_t d, double got, double want) {
+  if (is_integer(d)) return got == want;
+  const double tol = (d == KOLO_FLOAT16 || d == KOLO_BFLOAT16) ? 1e-2 : 1e-6;
+  return std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
+}
+
+}  // namespace
+
+kolo_result_t run_sweep(kolo_comm_t comm, const SweepOptions& o, std::vector<SweepRow>* rows) {
+  int rank = 0, n = 1;
+  kolo_comm_rank(comm, &rank);
+  kolo_comm_size(comm, &n);
+  const size_t es = dtype_bytes(o.dtype);
+  const double factor = bus_factor(o.collective, n);
+  rows->clear();
+  for (double sz = static_cast<double>(o.min_bytes); sz <= o.max_bytes * 1.0000001; sz *= o.step_factor) {
+    // Sizes divisible by every layout: allgather and reduce-scatter split
+    // the buffer into N blocks.
+    const size_t bytes = static_cast<size_t>(sz) / (es * n) * (es * n);
+    if (bytes == 0) continue;
+    const size_t count = bytes / es;
+    const size_t block = count / n;
+    std::vector<unsigned char> send(bytes), recv(bytes);
+    auto run_once = [&]() -> kolo_result_t {
+      switch (o.collective) {
+        case Collective::kAllreduce: return kolo_allreduce(comm, send.data(), recv.data(), count, o.dtype, o.op);
+        case Collective::kAllgather: return kolo_allgather(comm, send.data(), recv.data(), block, o.dtype);
+        case Collective::kBroadcast: return kolo_broadcast(comm, recv.data(), count, o.dtype, 0);
+        case Collective::kReduceScatter:
+          return kolo_reduce_scatter(comm, send.data(), recv.data(), block, o.dtype, o.op);
+      }
+      return KOLO_ERR_INVALID_ARGUMENT;
+    };
+    SweepRow row;
+    row.bytes = bytes;
+    row.count = count;
+    bool ok = true;
+    if (o.check) {
+      // Allgather sends one block; broadcast's root sends everything.
+      const size_t fill = o.collective == Collective::kAllgather ? block : count;
+      const kolo_op_t fill_op = o.collective == Collective::kAllreduce || o.collective == Collective::kReduceScatter
+                                    ? o.op
+                                    : KOLO_SUM;
+      for (size_t i = 0; i < fill; ++i) set_value(o.dtype, send.data(), i, input(fill_op, rank, n, i));
+      if (o.collective == Collective::kBroadcast) std::memcpy(recv.data(), send.data(), bytes);
+      if (kolo_result_t r = run_once()) return r;
+      const size_t out = o.collective == Collective::kReduceScatter ? block : count;
+      for (size_t i = 0; i < out && ok; ++i) {
+        double want = 0;
+        switch (o.collective) {
+          case Collective::kAllreduce: want = reduced(o.op, o.dtype, n, i); break;
+          case Collective::kReduceScatter: want = reduced(o.op, o.dtype, n, rank * block + i); break;
+          case Collective::kAllgather: want = input(KOLO_SUM, static_cast<int>(i / block), n, i % block); break;
+          case Collective::kBroadcast: want = input(KOLO_SUM, 0, n, i); break;
+        }
+        ok = close_enough(o.dtype, get_value(o.dtype, recv.data(), i), want);
+      }
+      row.checked = true;
+    }
+    // Fewer iterations for big sizes: about a GiB of traffic per row at most.
+    const int iters = std::max(3, std::min(o.iters, static_cast<int>((size_t{1} << 30) / bytes)));
+    for (int i = 0; i < o.warmup; ++i) {
+      if (kolo_result_t r = run_once()) return r;
+    }
+    std::vector<double> t(iters);
+    for (int i = 0; i < iters; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      if (kolo_result_t r = run_once()) return r;
+      t[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    const double med = median(t);
+    const auto mm = std::minmax_element(t.begin(), t.end());
+    double mine[3] = {med, (*mm.second - *mm.first) / med, ok ? 0.0 : 1.0};
+    double worst[3];
+    if (kolo_result_t r = kolo_allreduce(comm, mine, worst, 3, KOLO_FLOAT64, KOLO_MAX)) return r;
+    row.time_s = worst[0];
+    row.spread = worst[1];
+    row.ok = worst[2] == 0;
+    row.algbw = algbw_gbps(static_cast<double>(bytes), row.time_s);
+    row.busbw = row.algbw * factor;
+    if (o.link_gbps > 0) {
+      row.ideal_pct = 100.0 * bytes_on_links(o.collective, n, static_cast<double>(bytes)) / (o.link_gbps * 1e9) /
+                      row.time_s;
+    }
+    rows->push_back(row);
+    if (o.progress && rank == 0) {
+      std::fprintf(stderr, "kolo_bench: %zu bytes done (%.1f ms each)\n", bytes, row.time_s * 1e3);
+    }
+  }
+  return KOLO_SUCCESS;
+}
+
+}  // namespace kolo::bench

@@ -1,0 +1,43 @@
+// Sweep mode: one collective over a range of sizes, the nccl-tests table.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "bench/model.h"
+#include "bindings/c/kolo.h"
+
+namespace kolo::bench {
+
+struct SweepOptions {
+  Collective collective = Collective::kAllreduce;
+  size_t min_bytes = 4096;
+  size_t max_bytes = 256u << 20;
+  double step_factor = 4;
+  int iters = 20;
+  int warmup = 3;
+  kolo_dtype_t dtype = KOLO_FLOAT32;
+  kolo_op_t op = KOLO_SUM;
+  bool check = true;
+  double link_gbps = 0;  // total throughput of the links, for the %ideal column
+  bool progress = false;
+};
+
+struct SweepRow {
+  size_t bytes = 0;
+  size_t count = 0;       // elements per rank buffer
+  double time_s = 0;      // max over ranks of each rank's median
+  double spread = 0;      // slowest rank's (max - min) / median
+  double algbw = 0;       // GB/s
+  double busbw = 0;       // GB/s
+  double ideal_pct = 0;   // 0 when no --link-gbps
+  bool checked = false;
+  bool ok = true;
+};
+
+// Runs the sweep on every rank; rows are complete (max over ranks) on all.
+// Fails only if kolo fails; wrong results are reported in the rows.
+kolo_result_t run_sweep(kolo_comm_t comm, const SweepOptions& o, std::vector<SweepRow>* rows);
+
+}  // namespace kolo::bench
