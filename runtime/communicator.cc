@@ -112,21 +112,11 @@ Status Communicator::init(int rank, int size, Store* store, int local_rank, int 
   size_ = size;
   store_ = store;
   set_log_prefix("rank " + std::to_string(rank));
-  // Busy-polling saves the cost of waking a sleeping process (tens of
-  // microseconds in a VM) but steals the core from other ranks when they
-  // outnumber the cores; spin long only when each local rank has a core.
-  // The local size is not known yet, so this uses the launcher's hint.
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const bool own_core = (local_size > 0 ? local_size : size) <= cores;
-  if (config_.spin_us < 0) config_.spin_us = own_core ? 2000 : 50;
-  if (config_.spin_yield < 0) config_.spin_yield = own_core ? 0 : 1;
   TcpOptions topt;
   topt.job_id = job_id_from_name(config_.job_id);
   topt.bind_address = config_.bind_address;
   topt.streams_per_peer = static_cast<int>(config_.sockets_per_peer);
   topt.socket_buffer_bytes = static_cast<int>(config_.socket_buffer_bytes);
-  topt.spin_us = static_cast<int>(config_.spin_us);
-  topt.yield_while_spinning = config_.spin_yield != 0;
   topt.checksum = config_.checksum;
   topt.secret = config_.secret;
   topt.handshake_timeout_s = std::min(config_.timeout_s, 10.0);
@@ -136,6 +126,7 @@ Status Communicator::init(int rank, int size, Store* store, int local_rank, int 
     transport_ = std::move(tcp);
   }
   KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size));
+  choose_polling();
   KOLO_RETURN_IF_ERROR(connect_ring());
   KOLO_INFO("communicator ready: rank " << rank_ << " of " << size_ << ", local " << local_rank_ << " of "
                                         << local_size_);
@@ -174,16 +165,34 @@ Status Communicator::learn_local_rank(int given_local_rank, int given_local_size
                          std::to_string(config_.timeout_s) + " s");
   }
   KOLO_RETURN_IF_ERROR(s);
-  int lr = 0, ls = 0;
+  int lr = 0, ls = 0, machine = 0;
+  const std::string kernel = me.substr(me.find('/') + 1);
   for (int r = 0; r < size_; ++r) {
     if (hosts[r] == me) {
       if (r < rank_) ++lr;
       ++ls;
     }
+    if (hosts[r].substr(hosts[r].find('/') + 1) == kernel) ++machine;
   }
+  machine_ranks_ = machine;
   local_rank_ = given_local_rank >= 0 ? given_local_rank : lr;
   local_size_ = given_local_size >= 0 ? given_local_size : ls;
   return Status::ok();
+}
+
+void Communicator::choose_polling() {
+  // Busy-polling saves the cost of waking a sleeping process (tens of
+  // microseconds in a VM) but steals the core from other ranks when they
+  // outnumber the cores. What counts is how many ranks share this kernel's
+  // cores: several emulated "hosts" (network namespaces, containers) on one
+  // machine share them even if the launcher calls each a host of its own.
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const bool own_core = machine_ranks_ <= cores;
+  if (config_.spin_us < 0) config_.spin_us = own_core ? 2000 : 50;
+  if (config_.spin_yield < 0) config_.spin_yield = own_core ? 0 : 1;
+  if (transport_) transport_->set_polling(static_cast<int>(config_.spin_us), config_.spin_yield != 0);
+  KOLO_DEBUG("polling: spin " << config_.spin_us << " us, yield " << config_.spin_yield << " (" << machine_ranks_
+                              << " rank(s) on " << cores << " core(s))");
 }
 
 Status Communicator::connect_ring() {

@@ -66,6 +66,7 @@ class Communicator {
   Status init(int rank, int size, Store* store, int local_rank, int local_size);
   Status learn_local_rank(int given_local_rank, int given_local_size);
   Status connect_ring();
+  void choose_polling();
   // Runs a collective under the call lock, turning its failure sticky.
   template <typename Fn>
   Status run(const char* what, Fn&& fn);
@@ -81,6 +82,7 @@ class Communicator {
   int size_ = 1;
   int local_rank_ = 0;
   int local_size_ = 1;
+  int machine_ranks_ = 1;  // ranks sharing this machine's cores (same kernel), whatever the launcher says
   Config config_;
   std::unique_ptr<StoreServer> server_;   // rank 0 only
   std::unique_ptr<StoreClient> client_;

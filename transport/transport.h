@@ -60,6 +60,12 @@ class Transport {
   // Makes every current and future progress() return KOLO_ERR_ABORTED.
   virtual void abort() = 0;
 
+  // How progress() waits when nothing can move: busy-poll for spin_us
+  // (giving the core away between polls if yield), then sleep. Set before
+  // the first collective; the right choice depends on how many ranks share
+  // this machine's cores, which is known only after the rendezvous.
+  virtual void set_polling(int spin_us, bool yield) { (void)spin_us, (void)yield; }
+
   // "tcp", "ib", ...: for logs and benchmarks.
   virtual const char* name() const = 0;
 };

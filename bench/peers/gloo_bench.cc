@@ -43,6 +43,7 @@ namespace {
 struct Options {
   std::string algo = "allreduce";
   std::string store_dir;
+  std::string hostname = "127.0.0.1";  // where this rank listens
   std::size_t min_bytes = 4096;
   std::size_t max_bytes = 268435456;
   std::size_t step_factor = 4;
@@ -81,6 +82,8 @@ Options ParseArgs(int argc, char** argv) {
       o.algo = value;
     } else if (flag == "--store-dir") {
       o.store_dir = value;
+    } else if (flag == "--hostname") {
+      o.hostname = value;  // the address to listen on (an emulated host's, say)
     } else if (flag == "--min-bytes") {
       o.min_bytes = ParseInt(flag.c_str(), value);
     } else if (flag == "--max-bytes") {
@@ -182,7 +185,7 @@ int main(int argc, char** argv) {
 
   // Loopback only: this measures the implementations, not a network.
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
+  attr.hostname = opt.hostname;
   auto dev = gloo::transport::tcp::CreateDevice(attr);
 
   // Two contexts over one directory: the measured algorithm gets a context to
@@ -255,7 +258,7 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       const double algbw = bytes / t / 1e9;
       const double busbw = algbw * 2.0 * (size - 1) / size;
-      std::printf("%12zu %10d %12.1f %11.3f %11.3f %6s\n", bytes, count,
+      std::printf("%12zu %10d %12.1f %11.4f %11.4f %6s\n", bytes, count,
                   t * 1e6, algbw, busbw, size_ok ? "OK" : "FAIL");
       std::fflush(stdout);
     }

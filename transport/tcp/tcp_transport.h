@@ -50,6 +50,10 @@ class TcpTransport final : public Transport {
   Status post_recv(int peer, void* data, size_t bytes, uint64_t tag, Request* request) override;
   Status progress(Deadline deadline) override;
   void abort() override;
+  void set_polling(int spin_us, bool yield) override {
+    options_.spin_us = spin_us;
+    options_.yield_while_spinning = yield;
+  }
 
   std::string listen_address() const;
 
