@@ -32,6 +32,9 @@ class Layers {
   void conv(const std::string& name, size_t in, size_t out, size_t kh, size_t kw) {
     add(name + ".weight", out * in * kh * kw);
   }
+  // The output grid (height = width) of the layers added next, for their
+  // multiply-adds. Classifier layers work on one position.
+  void grid(size_t side) { positions_ = side * side; }
   // Convolution with bias (VGG has no BatchNorm).
   void conv_with_bias(const std::string& name, size_t in, size_t out, size_t kh, size_t kw) {
     conv(name, in, out, kh, kw);
@@ -44,6 +47,7 @@ class Layers {
     add(name + ".bias", channels);
   }
   void linear(const std::string& name, size_t in, size_t out) {
+    positions_ = 1;
     add(name + ".weight", out * in);
     add(name + ".bias", out);
   }
@@ -62,8 +66,11 @@ class Layers {
   }
 
  private:
-  void add(std::string name, size_t elements) { forward_.push_back({std::move(name), elements}); }
+  void add(std::string name, size_t elements) {
+    forward_.push_back({std::move(name), elements, static_cast<double>(elements) * static_cast<double>(positions_)});
+  }
   std::vector<GradientTensor> forward_;
+  size_t positions_ = 1;
 };
 
 // ResNet with bottleneck blocks (torchvision's ResNet-50/101/152). Stage s has
@@ -73,10 +80,12 @@ ModelProfile resnet(const std::string& model, const std::vector<int>& blocks_per
                     double images_per_sec) {
   constexpr size_t kExpansion = 4;
   Layers l;
+  l.grid(112);
   l.conv("conv1", 3, 64, 7, 7);
   l.batch_norm("bn1", 64);
   size_t in = 64;
   for (size_t s = 0; s < blocks_per_stage.size(); ++s) {
+    l.grid(size_t{56} >> s);  // each stage halves the grid (approximately: the first block's 1x1 runs before the stride)
     size_t width = size_t{64} << s;
     size_t out = width * kExpansion;
     for (int b = 0; b < blocks_per_stage[s]; ++b) {
@@ -108,7 +117,10 @@ ModelProfile vgg16() {
   Layers l;
   size_t in = 3;
   int index = 0;
+  size_t side = 224;
   for (const auto& stage : stages) {
+    l.grid(side);
+    side /= 2;
     for (size_t out : stage) {
       l.conv_with_bias("features." + std::to_string(index), in, out, 3, 3);
       index += 2;  // conv, ReLU
@@ -129,16 +141,22 @@ ModelProfile vgg16() {
 class InceptionV3 {
  public:
   ModelProfile build() {
+    l_.grid(149);
     basic("Conv2d_1a_3x3", 3, 32, 3, 3);
+    l_.grid(147);
     basic("Conv2d_2a_3x3", 32, 32, 3, 3);
     basic("Conv2d_2b_3x3", 32, 64, 3, 3);
+    l_.grid(73);
     basic("Conv2d_3b_1x1", 64, 80, 1, 1);
+    l_.grid(71);
     basic("Conv2d_4a_3x3", 80, 192, 3, 3);
     size_t c = 192;
     // 35x35 grid; pool_features grows after the first block.
+    l_.grid(35);
     c = block_a("Mixed_5b", c, 32);
     c = block_a("Mixed_5c", c, 64);
     c = block_a("Mixed_5d", c, 64);
+    l_.grid(17);
     c = block_b("Mixed_6a", c);  // reduce to 17x17
     // 17x17 grid; the factorized 7x7 branches widen from 128 to 192 channels.
     c = block_c("Mixed_6b", c, 128);
@@ -146,6 +164,7 @@ class InceptionV3 {
     c = block_c("Mixed_6d", c, 160);
     c = block_c("Mixed_6e", c, 192);
     // (torchvision's AuxLogits sits here; excluded.)
+    l_.grid(8);
     c = block_d("Mixed_7a", c);  // reduce to 8x8
     c = block_e("Mixed_7b", c);
     c = block_e("Mixed_7c", c);
@@ -239,6 +258,12 @@ const std::vector<ModelProfile>& all_models() {
 size_t ModelProfile::total_parameters() const {
   size_t total = 0;
   for (const auto& g : gradients) total += g.elements;
+  return total;
+}
+
+double ModelProfile::total_macs() const {
+  double total = 0;
+  for (const auto& g : gradients) total += g.macs;
   return total;
 }
 

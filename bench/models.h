@@ -17,6 +17,12 @@ namespace kolo::bench {
 struct GradientTensor {
   std::string name;  // torchvision parameter name, e.g. "layer4.2.conv3.weight"
   size_t elements;
+  // Multiply-adds per image of the work that produces this gradient (a
+  // weight's layer: elements x output positions; a bias or BatchNorm
+  // parameter: its elements x positions). Backward time is spread over the
+  // gradients in proportion to it: VGG's fully connected layers hold most
+  // parameters but little compute, and are ready early.
+  double macs = 0;
 };
 
 struct ModelProfile {
@@ -25,6 +31,7 @@ struct ModelProfile {
   double forward_ms;                      // default forward time per step (P100, batch 64)
   double backward_ms;                     // default backward time per step
   size_t total_parameters() const;
+  double total_macs() const;
 };
 
 // The names find_model knows, in a fixed order.

@@ -84,5 +84,29 @@ TEST(Models, UnknownNameIsNull) {
   EXPECT_EQ(find_model(""), nullptr);
 }
 
+TEST(Models, ComputeFollowsTheLayersNotTheParameters) {
+  // Multiply-adds per image, against the published figures (about 4.1,
+  // 7.8, 5.7 and 15.5 G); the per-stage grids are approximate, so within 15%.
+  const std::pair<const char*, double> published[] = {
+      {"resnet50", 4.1e9}, {"resnet101", 7.8e9}, {"inception_v3", 5.7e9}, {"vgg16", 15.5e9}};
+  for (const auto& [name, macs] : published) {
+    const ModelProfile* m = find_model(name);
+    ASSERT_NE(m, nullptr);
+    EXPECT_NEAR(m->total_macs(), macs, 0.15 * macs) << name;
+  }
+  // VGG-16: the classifier holds most parameters but almost none of the
+  // compute, so its gradients are ready early in the backward pass.
+  const ModelProfile* vgg = find_model("vgg16");
+  double fc_params = 0, fc_macs = 0;
+  for (const auto& g : vgg->gradients) {
+    if (g.name.rfind("classifier", 0) == 0) {
+      fc_params += static_cast<double>(g.elements);
+      fc_macs += g.macs;
+    }
+  }
+  EXPECT_GT(fc_params / static_cast<double>(vgg->total_parameters()), 0.85);
+  EXPECT_LT(fc_macs / vgg->total_macs(), 0.02);
+}
+
 }  // namespace
 }  // namespace kolo::bench

@@ -19,15 +19,16 @@ struct Bucket {
 // Packs gradients (backprop order) into buckets of at least bucket_bytes,
 // the last one taking what is left. A bucket is ready when its last
 // gradient is; gradient g is ready when the backward pass has done the
-// share of the work its size and those before it represent.
+// share of the model's multiply-adds that its layer and those before it
+// (in backprop order) represent.
 std::vector<Bucket> make_buckets(const ModelProfile& m, double backward_s, double bucket_bytes) {
-  const double total = static_cast<double>(m.total_parameters());
+  const double total = m.total_macs();
   std::vector<Bucket> buckets;
   Bucket current;
   double done = 0;
   for (const auto& g : m.gradients) {
     current.elements += g.elements;
-    done += static_cast<double>(g.elements);
+    done += g.macs;
     current.ready_s = backward_s * done / total;
     if (current.elements * sizeof(float) >= bucket_bytes) {
       buckets.push_back(current);

@@ -6,8 +6,9 @@
 // and each bucket is allreduced as soon as its last gradient is ready,
 // overlapping the rest of the backward pass. Compute is emulated by
 // sleeping: it stands for GPU time and takes no host CPU from the
-// communication. A gradient's compute time is taken proportional to its
-// size. T(1) is the same step with no communication; efficiency = T(1)/T(N).
+// communication. The backward pass's time is spread over the gradients in
+// proportion to their layers' multiply-adds. T(1) is the same step with no
+// communication; efficiency = T(1)/T(N).
 #pragma once
 
 #include <string>
