@@ -146,6 +146,34 @@ TEST(ReduceKernels, HalfRoundingTiesGoToEven) {
   EXPECT_EQ(out, bone);
 }
 
+TEST(ReduceKernels, HalfTypesKeepNanAndInfinity) {
+  // 17 elements: two full vectors and a scalar tail.
+  for (DataType dt : {DataType::kFloat16, DataType::kBfloat16}) {
+    const bool fp16 = dt == DataType::kFloat16;
+    auto enc = [&](float f) { return fp16 ? ref_fp16(f) : ref_bf16(f); };
+    auto dec = [&](uint16_t h) { return fp16 ? ref_fp16_to_float(h) : ref_bf16_to_float(h); };
+    for (int o = 0; o < kNumReduceOps; ++o) {
+      std::vector<uint16_t> a(17, enc(1.5f)), b(17, enc(2.0f)), out(17);
+      a[3] = enc(NAN);
+      b[12] = enc(NAN);
+      a[16] = enc(NAN);
+      a[5] = enc(INFINITY);
+      reduce_kernel(dt, static_cast<ReduceOp>(o))(out.data(), a.data(), b.data(), 17);
+      for (size_t i : {size_t{3}, size_t{16}}) {
+        EXPECT_TRUE(std::isnan(dec(out[i]))) << dtype_name(dt) << " " << op_name(static_cast<ReduceOp>(o)) << " " << i;
+      }
+      // A NaN in the second operand: min and max follow the scalar
+      // definitions (b < a ? b : a, a < b ? b : a), which keep `a` here.
+      const ReduceOp op = static_cast<ReduceOp>(o);
+      if (op == ReduceOp::kMin || op == ReduceOp::kMax) EXPECT_EQ(dec(out[12]), 1.5f);
+      else EXPECT_TRUE(std::isnan(dec(out[12])));
+      const float inf_result = dec(out[5]);
+      if (op == ReduceOp::kMin) EXPECT_EQ(inf_result, 2.0f);
+      else EXPECT_TRUE(std::isinf(inf_result)) << dtype_name(dt) << " " << op_name(op);
+    }
+  }
+}
+
 TEST(ReduceKernels, AverageDividesOnceWithIntegerDivision) {
   std::vector<int32_t> v = {7, -7, 8, 1};
   finalize_kernel(DataType::kInt32, ReduceOp::kAvg)(v.data(), v.size(), 2);
