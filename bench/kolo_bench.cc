@@ -12,6 +12,7 @@
 #include "bench/report.h"
 #include "bench/scaling.h"
 #include "bench/sweep.h"
+#include "bench/values.h"
 #include "bindings/c/kolo.h"
 
 namespace {
@@ -95,9 +96,6 @@ int lookup(const char* const* names, int count, const std::string& v, const char
   usage_error(std::string("unknown ") + what + " '" + v + "'");
 }
 
-const char* const kDtypes[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                               "float16", "bfloat16", "float32", "float64"};
-const char* const kOps[] = {"sum", "prod", "min", "max", "avg"};
 
 }  // namespace
 
@@ -128,8 +126,8 @@ int main(int argc, char** argv) {
     else if (a == "--step-factor") sw.step_factor = std::atof(next());
     else if (a == "--iters") sw.iters = std::atoi(next());
     else if (a == "--warmup") sw.warmup = std::atoi(next());
-    else if (a == "--dtype") sw.dtype = static_cast<kolo_dtype_t>(lookup(kDtypes, 10, next(), "dtype"));
-    else if (a == "--op") sw.op = static_cast<kolo_op_t>(lookup(kOps, 5, next(), "op"));
+    else if (a == "--dtype") sw.dtype = static_cast<kolo_dtype_t>(lookup(kDtypeNames, 10, next(), "dtype"));
+    else if (a == "--op") sw.op = static_cast<kolo_op_t>(lookup(kOpNames, 5, next(), "op"));
     else if (a == "--check") sw.check = true;
     else if (a == "--no-check") sw.check = false;
     else if (a == "--link-gbps") sw.link_gbps = std::atof(next());

@@ -5,12 +5,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "bench/values.h"
+
 namespace kolo::bench {
 namespace {
-
-const char* kDtypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                             "float16", "bfloat16", "float32", "float64"};
-const char* kOpNames[] = {"sum", "prod", "min", "max", "avg"};
 
 std::string num(double v) {
   char b[64];

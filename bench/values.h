@@ -11,6 +11,11 @@
 
 namespace kolo::bench {
 
+// Names as the flags and reports spell them, indexed by the C enums.
+inline constexpr const char* kDtypeNames[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
+                                              "uint64", "float16", "bfloat16", "float32", "float64"};
+inline constexpr const char* kOpNames[] = {"sum", "prod", "min", "max", "avg"};
+
 inline size_t dtype_bytes(kolo_dtype_t d) {
   switch (d) {
     case KOLO_INT8: case KOLO_UINT8: return 1;

@@ -65,21 +65,19 @@ Status recursive_doubling_allreduce(const RingContext& ctx, const void* send, vo
   }
   const uint64_t tag = fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, count);
   const ReduceFn reduce = reduce_kernel(dtype, op);
-  const Deadline connect_deadline = Deadline::after_seconds(ctx.pipeline.timeout_s);
   unsigned char* theirs = static_cast<unsigned char*>(ctx.workspace->staging(bytes));
   const int n = ctx.size, r = ctx.rank;
   const int p = largest_power_of_two_at_most(n);
   const int extra = n - p;
 
   // Fold the extra ranks in: even ranks below 2*extra give their data away.
-  // (Connections exist already; connect() only checks.)
+  // Every partner was connected when the communicator was made
+  // (recursive_doubling_peers), so nothing here waits for a connection.
   const int group_rank = group_rank_of(r, extra);
   if (r < 2 * extra) {
     if (r % 2 == 0) {
-      KOLO_RETURN_IF_ERROR(ctx.transport->connect(r + 1, connect_deadline));
       KOLO_RETURN_IF_ERROR(one_way(ctx, r + 1, recv, nullptr, bytes, tag));
     } else {
-      KOLO_RETURN_IF_ERROR(ctx.transport->connect(r - 1, connect_deadline));
       KOLO_RETURN_IF_ERROR(one_way(ctx, r - 1, nullptr, theirs, bytes, tag));
       reduce(recv, theirs, recv, count);  // lower rank's data first
     }
@@ -88,7 +86,6 @@ Status recursive_doubling_allreduce(const RingContext& ctx, const void* send, vo
   if (group_rank >= 0) {
     for (int mask = 1; mask < p; mask <<= 1) {
       const int partner = rank_of_group_member(group_rank ^ mask, extra);
-      KOLO_RETURN_IF_ERROR(ctx.transport->connect(partner, connect_deadline));
       KOLO_RETURN_IF_ERROR(exchange(ctx, partner, recv, theirs, bytes, tag));
       if (partner < r) reduce(recv, theirs, recv, count);
       else reduce(recv, recv, theirs, count);

@@ -7,6 +7,7 @@
 #include "collectives/fingerprint.h"
 #include "collectives/recursive_doubling.h"
 #include "collectives/ring_schedule.h"
+#include "common/ranges.h"
 
 namespace kolo {
 namespace {
@@ -25,11 +26,6 @@ Pipeline make_pipeline(const RingContext& ctx, uint64_t tag) {
   p.right = ctx.right;
   p.tag = tag;
   return p;
-}
-
-bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
 // What one ring step does to one segment: where the sent data comes from,
@@ -174,7 +170,7 @@ Status ring_reduce_scatter(const RingContext& ctx, const void* send, void* recv,
   // goes through scratch and is copied at the end.
   const void* own_block_in_send = at(send, ctx.rank * recv_count, es);
   const bool via_scratch =
-      overlaps(send, total * es, recv, recv_count * es) && recv != own_block_in_send;
+      ranges_overlap(send, total * es, recv, recv_count * es) && recv != own_block_in_send;
   unsigned char* final_out = via_scratch
                                  ? static_cast<unsigned char*>(work)
                                  : static_cast<unsigned char*>(recv) - ctx.rank * recv_count * es;

@@ -10,6 +10,7 @@
 #include "collectives/fingerprint.h"
 #include "collectives/recursive_doubling.h"
 #include "common/log.h"
+#include "common/ranges.h"
 #include "runtime/store_client.h"
 #include "runtime/store_server.h"
 #include "transport/handshake.h"
@@ -28,11 +29,6 @@ std::string host_identity() {
   std::string boot_id;
   if (boot >> boot_id) id += "/" + boot_id;
   return id;
-}
-
-bool overlap(const void* a, size_t an, const void* b, size_t bn) {
-  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return an && bn && pa < pb + bn && pb < pa + an;
 }
 
 Status check_dtype(int dtype) {
@@ -80,10 +76,8 @@ Status Communicator::create(const LaunchInfo& info, const Config& config, std::u
     KOLO_RETURN_IF_ERROR(c->server_->start(info.master_addr, info.master_port));
     port = c->server_->port();
   }
-  if (info.world_size > 1 || info.rank == 0) {
-    KOLO_RETURN_IF_ERROR(
-        StoreClient::connect(info.master_addr, port, job_id, info.rank, config.secret, deadline, &c->client_));
-  }
+  KOLO_RETURN_IF_ERROR(
+      StoreClient::connect(info.master_addr, port, job_id, info.rank, config.secret, deadline, &c->client_));
   if (c->config_.bind_address.empty()) c->config_.bind_address = c->client_->local_address();
   c->config_.job_id = job_name;
   KOLO_RETURN_IF_ERROR(c->init(info.rank, info.world_size, c->client_.get(), info.local_rank, info.local_size));
@@ -310,7 +304,7 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, int d
   KOLO_RETURN_IF_ERROR(check_buffer(send, count, "sendbuf"));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, count, "recvbuf"));
   const size_t bytes = count * dtype_size(static_cast<DataType>(dtype));
-  if (send != recv && overlap(send, bytes, recv, bytes)) {
+  if (send != recv && ranges_overlap(send, bytes, recv, bytes)) {
     return invalid_argument("sendbuf and recvbuf overlap without being equal");
   }
   return run("allreduce", [&](const RingContext& ctx) {
@@ -324,7 +318,7 @@ Status Communicator::allgather(const void* send, void* recv, size_t send_count, 
   KOLO_RETURN_IF_ERROR(check_buffer(recv, send_count, "recvbuf"));
   const size_t block = send_count * dtype_size(static_cast<DataType>(dtype));
   const void* own = static_cast<const char*>(recv) + rank_ * block;
-  if (send != recv && send != own && overlap(send, block, recv, block * size_)) {
+  if (send != recv && send != own && ranges_overlap(send, block, recv, block * size_)) {
     return invalid_argument("sendbuf overlaps recvbuf but is neither recvbuf nor this rank's block of it");
   }
   return run("allgather", [&](const RingContext& ctx) {
@@ -360,7 +354,8 @@ Status Communicator::barrier() {
 
 void Communicator::abort() {
   if (failed_.load()) return;
-  fail(aborted("rank " + std::to_string(rank_) + " aborted its communicator (kolo_comm_abort)"));
+  // The resulting error is kept as the sticky one; calls report it.
+  (void)fail(aborted("rank " + std::to_string(rank_) + " aborted its communicator (kolo_comm_abort)"));
 }
 
 }  // namespace kolo

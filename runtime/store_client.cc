@@ -82,14 +82,10 @@ Status StoreClient::connect(const std::string& host, int port, uint64_t job_id, 
   MessageReader rr(reply.data(), reply.size());
   uint8_t code = 0;
   std::string server_mac;
-  const std::string want = store_ack_mac(secret, server_nonce, client_nonce);
-  Digest a{}, b{};
-  if (!rr.u8(&code) || !rr.str(&server_mac) || server_mac.size() != a.size()) {
+  if (!rr.u8(&code) || !rr.str(&server_mac) || server_mac.size() != Digest().size()) {
     return auth_error("the rendezvous store at " + c->server_ + " answered the handshake with garbage");
   }
-  std::copy(want.begin(), want.end(), a.begin());
-  std::copy(server_mac.begin(), server_mac.end(), b.begin());
-  if (!digests_equal(a, b)) {
+  if (!store_macs_equal(store_ack_mac(secret, server_nonce, client_nonce), server_mac)) {
     return auth_error("the rendezvous store at " + c->server_ + " does not know this job's secret (KOLO_SECRET)");
   }
   *out = std::move(c);

@@ -1,5 +1,6 @@
 #include "runtime/store_protocol.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/hmac.h"
@@ -84,6 +85,14 @@ bool MessageReader::str(std::string* s) {
   p_ += n;
   left_ -= n;
   return true;
+}
+
+bool store_macs_equal(const std::string& a, const std::string& b) {
+  Digest x{}, y{};
+  if (a.size() != x.size() || b.size() != y.size()) return false;
+  std::copy(a.begin(), a.end(), x.begin());
+  std::copy(b.begin(), b.end(), y.begin());
+  return digests_equal(x, y);
 }
 
 Status parse_store_request(const std::string& body, StoreRequest* out) {

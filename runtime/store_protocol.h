@@ -28,6 +28,9 @@ std::string store_hello_mac(const std::string& secret, const std::string& server
                             uint32_t rank, const std::string& client_nonce);
 std::string store_ack_mac(const std::string& secret, const std::string& server_nonce,
                           const std::string& client_nonce);
+// Compares two MACs in time independent of their contents; false unless
+// both are whole SHA-256 digests.
+bool store_macs_equal(const std::string& a, const std::string& b);
 
 // A client request, parsed from one message body. Every field is checked
 // against the bytes actually present; nothing is sized from the wire beyond

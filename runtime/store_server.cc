@@ -192,12 +192,7 @@ void StoreServer::handle(const std::shared_ptr<Session>& session, const std::str
       KOLO_WARN("rendezvous store dropped " << session->remote() << ": not a kolo client");
       return session->close();
     }
-    const std::string want = store_hello_mac(secret_, session->nonce_, q.job, q.rank, q.nonce);
-    Digest a{}, b{};
-    if (q.mac.size() != b.size()) return session->close();
-    std::copy(want.begin(), want.end(), a.begin());
-    std::copy(q.mac.begin(), q.mac.end(), b.begin());
-    if (!digests_equal(a, b)) {
+    if (!store_macs_equal(store_hello_mac(secret_, session->nonce_, q.job, q.rank, q.nonce), q.mac)) {
       KOLO_WARN("rendezvous store rejected " << session->remote()
                                              << ": authentication failed (it does not know KOLO_SECRET)");
       return session->close();

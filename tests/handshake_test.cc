@@ -60,7 +60,9 @@ std::string poke(const std::string& address, const std::function<std::string(con
   EXPECT_EQ(::recv(fd, &challenge, sizeof(challenge), MSG_WAITALL), static_cast<ssize_t>(sizeof(challenge)));
   EXPECT_TRUE(check_challenge(challenge).is_ok());
   const std::string bytes = answer(challenge);
-  if (!bytes.empty()) EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  if (!bytes.empty()) {
+    EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  }
   std::string reply;
   char buf[64];
   for (;;) {

@@ -5,7 +5,6 @@
 set -uo pipefail
 WORKER="$TEST_SRCDIR/$TEST_WORKSPACE/tests/mp_worker"
 OUT="${TEST_TMPDIR:-/tmp}/kill_out"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
