@@ -11,6 +11,7 @@ const char* collective_name(CollectiveKind kind) {
     case CollectiveKind::kBroadcast: return "broadcast";
     case CollectiveKind::kReduceScatter: return "reduce_scatter";
     case CollectiveKind::kBarrier: return "barrier";
+    case CollectiveKind::kAlltoall: return "alltoall";
   }
   return "unknown collective";
 }

@@ -18,6 +18,7 @@ enum class CollectiveKind : uint8_t {
   kBroadcast,
   kReduceScatter,
   kBarrier,
+  kAlltoall,
 };
 
 const char* collective_name(CollectiveKind kind);

@@ -72,6 +72,9 @@ Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Workspace
         ++finished_reduces;
       }
       if (u.finalize && p.finalize) p.finalize(u.dest, u.count, p.divisor);
+      if (static_cast<long>(finished_recvs) == p.mark_recv && p.mark_time) {
+        *p.mark_time = std::chrono::steady_clock::now();
+      }
       ++finished_recvs;
     }
   }

@@ -11,6 +11,7 @@
 // in ring_schedule.h and the algorithms.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <vector>
 
@@ -63,6 +64,10 @@ struct Pipeline {
   int divisor = 1;
   std::vector<SendUnit> sends;
   std::vector<RecvUnit> recvs;
+  // When receive unit `mark_recv` is finished, the time is written to
+  // *mark_time (for the timeline: where reduce-scatter ends in an allreduce).
+  long mark_recv = -1;
+  std::chrono::steady_clock::time_point* mark_time = nullptr;
 };
 
 Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Workspace* workspace);

@@ -137,75 +137,92 @@ Status ring_allreduce(const RingContext& ctx, const void* send, void* recv, size
   // steps N-1..2N-3 gather; step N-1 forwards chunk r, which step N-2 finished.
   const int rs_steps = ctx.size - 1;
   const bool average = op == ReduceOp::kAvg;
+  long last_reduce = -1;
   add_wavefront(2 * rs_steps, L.segments(), es, &p, [&](int st, size_t j) {
+    if (st < rs_steps) last_reduce = static_cast<long>(p.recvs.size());
     return st < rs_steps ? reduce_scatter_unit(ctx, L, es, st, j, send, recv, recv, average)
                          : allgather_unit(ctx, L, es, st - rs_steps, j, recv, recv);
   });
+  p.mark_recv = last_reduce;
+  p.mark_time = ctx.reduce_scatter_done;
   return run_pipeline(p, ctx.pipeline, ctx.workspace);
 }
 
 Status ring_reduce_scatter(const RingContext& ctx, const void* send, void* recv, size_t recv_count, DataType dtype,
                            ReduceOp op) {
+  return ring_reduce_scatter_v(ctx, send, recv, std::vector<size_t>(ctx.size, recv_count), dtype, op);
+}
+
+Status ring_reduce_scatter_v(const RingContext& ctx, const void* send, void* recv,
+                             const std::vector<size_t>& counts, DataType dtype, ReduceOp op) {
   const size_t es = dtype_size(dtype);
-  if (recv_count == 0) {
+  RingLayout L(counts, es, ctx.segment_bytes);
+  size_t total = 0;
+  for (size_t n : counts) total += n;
+  const Range mine = L.chunk(ctx.rank);
+  if (total == 0) {
     return check_fingerprint_only(ctx, fingerprint(CollectiveKind::kReduceScatter, dtype, op, 0, 0));
   }
-  const size_t total = recv_count * ctx.size;
   if (ctx.size == 1) {
-    if (send != recv) std::memmove(recv, send, recv_count * es);
+    if (send != recv) std::memmove(recv, send, mine.count * es);
     FinalizeFn fin = finalize_kernel(dtype, op);
-    if (fin) fin(recv, recv_count, 1);
+    if (fin) fin(recv, mine.count, 1);
     return Status::ok();
   }
-  RingLayout L(total, ctx.size, es, ctx.segment_bytes);
-  Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kReduceScatter, dtype, op, 0, recv_count));
+  Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kReduceScatter, dtype, op, 0, total));
   p.reduce = reduce_kernel(dtype, op);
   p.finalize = finalize_kernel(dtype, op);
   p.divisor = ctx.size;
   // Partial results need a full-size scratch buffer: recv holds one block.
   void* work = ctx.workspace->scratch(total * es);
-  // Where chunk r's result is written. Straight into recv when that is
-  // safe; if recv overlaps the input anywhere but block r itself (e.g.
-  // send == recv), an in-flight send could still read it, so the result
-  // goes through scratch and is copied at the end.
-  const void* own_block_in_send = at(send, ctx.rank * recv_count, es);
-  const bool via_scratch =
-      ranges_overlap(send, total * es, recv, recv_count * es) && recv != own_block_in_send;
-  unsigned char* final_out = via_scratch
-                                 ? static_cast<unsigned char*>(work)
-                                 : static_cast<unsigned char*>(recv) - ctx.rank * recv_count * es;
+  // Where this rank's chunk is written. Straight into recv when that is
+  // safe; if recv overlaps the input anywhere but this rank's own block
+  // (e.g. send == recv), an in-flight send could still read it, so the
+  // result goes through scratch and is copied at the end.
+  const void* own_block_in_send = at(send, mine.offset, es);
+  const bool via_scratch = ranges_overlap(send, total * es, recv, mine.count * es) && recv != own_block_in_send;
+  unsigned char* final_out = via_scratch ? static_cast<unsigned char*>(work)
+                                         : static_cast<unsigned char*>(recv) - mine.offset * es;
   const bool average = op == ReduceOp::kAvg;
   add_wavefront(ctx.size - 1, L.segments(), es, &p, [&](int st, size_t j) {
     return reduce_scatter_unit(ctx, L, es, st, j, send, work, final_out, average);
   });
   KOLO_RETURN_IF_ERROR(run_pipeline(p, ctx.pipeline, ctx.workspace));
-  if (via_scratch) std::memmove(recv, at(work, ctx.rank * recv_count, es), recv_count * es);
+  if (via_scratch) std::memmove(recv, at(work, mine.offset, es), mine.count * es);
   return Status::ok();
 }
 
 Status ring_allgather(const RingContext& ctx, const void* send, void* recv, size_t send_count, DataType dtype) {
+  return ring_allgather_v(ctx, send, recv, std::vector<size_t>(ctx.size, send_count), dtype);
+}
+
+Status ring_allgather_v(const RingContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
+                        DataType dtype) {
   const size_t es = dtype_size(dtype);
-  if (send_count == 0) {
+  RingLayout L(counts, es, ctx.segment_bytes);
+  size_t total = 0;
+  for (size_t n : counts) total += n;
+  if (total == 0) {
     return check_fingerprint_only(ctx, fingerprint(CollectiveKind::kAllgather, dtype, ReduceOp::kSum, 0, 0));
   }
-  const size_t block = send_count * es;
-  unsigned char* own = static_cast<unsigned char*>(recv) + ctx.rank * block;
+  const Range mine = L.chunk(ctx.rank);
+  const size_t block = mine.count * es;
+  unsigned char* own = static_cast<unsigned char*>(recv) + mine.offset * es;
   // "In place" is send == recv (the convention) or send == own slot (NCCL's).
   const void* source = (send == recv) ? own : send;
   if (ctx.size == 1) {
-    if (source != own) std::memmove(own, source, block);
+    if (source != own && block > 0) std::memmove(own, source, block);
     return Status::ok();
   }
-  RingLayout L(send_count * ctx.size, ctx.size, es, ctx.segment_bytes);
-  Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kAllgather, dtype, ReduceOp::kSum, 0, send_count));
+  Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kAllgather, dtype, ReduceOp::kSum, 0, total));
   // Step 0 sends chunk r; the layout's chunk r is the block at own, so the
   // units address `first` such that its chunk r offset lands on source.
-  const unsigned char* first = static_cast<const unsigned char*>(source) - ctx.rank * block;
+  const unsigned char* first = static_cast<const unsigned char*>(source) - mine.offset * es;
   add_wavefront(ctx.size - 1, L.segments(), es, &p,
                 [&](int st, size_t j) { return allgather_unit(ctx, L, es, st, j, first, recv); });
   // Our own block also belongs in recv; a local copy, cheap next to the
-  // (size - 1) blocks that cross the wire.
-  if (source != own) std::memcpy(own, source, block);
+  // blocks that cross the wire.
+  if (source != own && block > 0) std::memcpy(own, source, block);
   return run_pipeline(p, ctx.pipeline, ctx.workspace);
 }
 

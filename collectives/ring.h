@@ -4,7 +4,9 @@
 // functions only move and reduce data.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <vector>
 
 #include "collectives/dtype.h"
 #include "collectives/pipeline.h"
@@ -23,6 +25,9 @@ struct RingContext {
   size_t small_allreduce_bytes;  // at or below: recursive doubling (fewer hops)
   PipelineOptions pipeline;
   Workspace* workspace;
+  // Optional: ring_allreduce writes the time its reduce-scatter phase ended
+  // here (left unchanged when recursive doubling runs instead).
+  std::chrono::steady_clock::time_point* reduce_scatter_done = nullptr;
 };
 
 // recv = reduction of every rank's send (count elements). send == recv is in place.
@@ -36,6 +41,16 @@ Status ring_reduce_scatter(const RingContext& ctx, const void* send, void* recv,
 // recv holds size * send_count elements, rank r's contribution at block r.
 // send == recv, or send == recv + r * block, means the block is already in place.
 Status ring_allgather(const RingContext& ctx, const void* send, void* recv, size_t send_count, DataType dtype);
+
+// The same with blocks of any size: rank q contributes counts[q] elements,
+// laid out in rank order in recv. Every rank passes the same counts.
+Status ring_allgather_v(const RingContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
+                        DataType dtype);
+
+// send holds sum(counts) elements; rank r gets the reduction of its block
+// (counts[r] elements at offset counts[0] + ... + counts[r-1]).
+Status ring_reduce_scatter_v(const RingContext& ctx, const void* send, void* recv,
+                             const std::vector<size_t>& counts, DataType dtype, ReduceOp op);
 
 // Pipelined chain from root around the ring.
 Status ring_broadcast(const RingContext& ctx, void* buf, size_t count, DataType dtype, int root);

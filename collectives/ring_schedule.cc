@@ -19,9 +19,19 @@ size_t segments_per_chunk(size_t largest_chunk_elems, size_t elem_size, size_t s
   return (bytes + segment_bytes - 1) / segment_bytes;
 }
 
-RingLayout::RingLayout(size_t count, int size, size_t elem_size, size_t segment_bytes)
-    : count_(count), size_(size) {
-  const size_t largest = partition(count, size, 0).count;
+RingLayout::RingLayout(size_t count, int size, size_t elem_size, size_t segment_bytes) {
+  for (int c = 0; c < size; ++c) chunks_.push_back(partition(count, size, c));
+  const size_t largest = chunks_.empty() ? 0 : chunks_[0].count;
+  segments_ = segments_per_chunk(largest, elem_size, segment_bytes);
+}
+
+RingLayout::RingLayout(const std::vector<size_t>& chunk_counts, size_t elem_size, size_t segment_bytes) {
+  size_t offset = 0, largest = 0;
+  for (size_t n : chunk_counts) {
+    chunks_.push_back(Range{offset, n});
+    offset += n;
+    largest = std::max(largest, n);
+  }
   segments_ = segments_per_chunk(largest, elem_size, segment_bytes);
 }
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 namespace kolo {
 
@@ -43,16 +44,19 @@ size_t segments_per_chunk(size_t largest_chunk_elems, size_t elem_size, size_t s
 // of the whole buffer.
 class RingLayout {
  public:
+  // `count` elements cut into `size` near-equal chunks.
   RingLayout(size_t count, int size, size_t elem_size, size_t segment_bytes);
+  // Chunks of the given sizes, laid out one after another (the "v" variants
+  // of allgather and reduce-scatter, where ranks own blocks of any size).
+  RingLayout(const std::vector<size_t>& chunk_counts, size_t elem_size, size_t segment_bytes);
 
-  int size() const { return size_; }
+  int size() const { return static_cast<int>(chunks_.size()); }
   size_t segments() const { return segments_; }
-  Range chunk(int c) const { return partition(count_, size_, c); }
+  Range chunk(int c) const { return chunks_[c]; }
   Range segment(int c, size_t j) const;
 
  private:
-  size_t count_;
-  int size_;
+  std::vector<Range> chunks_;
   size_t segments_;
 };
 

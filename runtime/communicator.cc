@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/alltoall.h"
 #include "collectives/fingerprint.h"
 #include "collectives/recursive_doubling.h"
 #include "common/log.h"
@@ -96,6 +97,40 @@ Status Communicator::create_with_store(int rank, int size, Store* store, const C
   return Status::ok();
 }
 
+Status Communicator::create_sibling(Communicator* parent, const std::string& prefix, bool full_mesh,
+                                    std::unique_ptr<Communicator>* out) {
+  std::unique_ptr<Communicator> c(new Communicator());
+  c->config_ = parent->config_;
+  c->rank_ = parent->rank_;
+  c->size_ = parent->size_;
+  c->local_rank_ = parent->local_rank_;
+  c->local_size_ = parent->local_size_;
+  c->machine_ranks_ = parent->machine_ranks_;
+  c->store_ = parent->store_;
+  KOLO_RETURN_IF_ERROR(c->make_transport(prefix + "tcp/"));
+  c->choose_polling();
+  KOLO_RETURN_IF_ERROR(full_mesh ? c->connect_all() : c->connect_ring());
+  *out = std::move(c);
+  return Status::ok();
+}
+
+Status Communicator::make_transport(const std::string& store_prefix) {
+  if (size_ == 1) return Status::ok();
+  TcpOptions topt;
+  topt.store_prefix = store_prefix;
+  topt.job_id = job_id_from_name(config_.job_id);
+  topt.bind_address = config_.bind_address;
+  topt.streams_per_peer = static_cast<int>(config_.sockets_per_peer);
+  topt.socket_buffer_bytes = static_cast<int>(config_.socket_buffer_bytes);
+  topt.checksum = config_.checksum;
+  topt.secret = config_.secret;
+  topt.handshake_timeout_s = std::min(config_.timeout_s, 10.0);
+  std::unique_ptr<TcpTransport> tcp;
+  KOLO_RETURN_IF_ERROR(TcpTransport::create(store_, rank_, size_, topt, &tcp));
+  transport_ = std::move(tcp);
+  return Status::ok();
+}
+
 Status Communicator::init(int rank, int size, Store* store, int local_rank, int local_size) {
   if (size < 1 || rank < 0 || rank >= size) {
     return invalid_argument("rank " + std::to_string(rank) + " of world size " + std::to_string(size) +
@@ -106,19 +141,7 @@ Status Communicator::init(int rank, int size, Store* store, int local_rank, int 
   size_ = size;
   store_ = store;
   set_log_prefix("rank " + std::to_string(rank));
-  TcpOptions topt;
-  topt.job_id = job_id_from_name(config_.job_id);
-  topt.bind_address = config_.bind_address;
-  topt.streams_per_peer = static_cast<int>(config_.sockets_per_peer);
-  topt.socket_buffer_bytes = static_cast<int>(config_.socket_buffer_bytes);
-  topt.checksum = config_.checksum;
-  topt.secret = config_.secret;
-  topt.handshake_timeout_s = std::min(config_.timeout_s, 10.0);
-  std::unique_ptr<TcpTransport> tcp;
-  if (size > 1) {
-    KOLO_RETURN_IF_ERROR(TcpTransport::create(store, rank, size, topt, &tcp));
-    transport_ = std::move(tcp);
-  }
+  KOLO_RETURN_IF_ERROR(make_transport("tcp/"));
   KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size));
   choose_polling();
   KOLO_RETURN_IF_ERROR(connect_ring());
@@ -207,6 +230,17 @@ Status Communicator::connect_ring() {
   return Status::ok();
 }
 
+Status Communicator::connect_all() {
+  if (size_ == 1) return Status::ok();
+  const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
+  // Any order works: the accepting side's listener takes connections in the
+  // background, whatever this rank is doing.
+  for (int k = 1; k < size_; ++k) {
+    KOLO_RETURN_IF_ERROR(transport_->connect((rank_ + k) % size_, deadline));
+  }
+  return Status::ok();
+}
+
 RingContext Communicator::ring_context() {
   RingContext ctx;
   ctx.transport = transport_.get();
@@ -219,6 +253,7 @@ RingContext Communicator::ring_context() {
   ctx.pipeline.staging_slots = static_cast<size_t>(config_.pipeline_depth);
   ctx.pipeline.timeout_s = config_.timeout_s;
   ctx.workspace = &workspace_;
+  ctx.reduce_scatter_done = rs_mark_;
   return ctx;
 }
 
@@ -350,6 +385,43 @@ Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_co
 
 Status Communicator::barrier() {
   return run("barrier", [&](const RingContext& ctx) { return ring_barrier(ctx); });
+}
+
+Status Communicator::allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, int dtype) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  if (counts.size() != static_cast<size_t>(size_)) return invalid_argument("allgather_v needs one count per rank");
+  return run("allgather", [&](const RingContext& ctx) {
+    return ring_allgather_v(ctx, send, recv, counts, static_cast<DataType>(dtype));
+  });
+}
+
+Status Communicator::reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, int dtype,
+                                      int op) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_op(op));
+  if (counts.size() != static_cast<size_t>(size_)) return invalid_argument("reduce_scatter_v needs one count per rank");
+  return run("reduce_scatter", [&](const RingContext& ctx) {
+    return ring_reduce_scatter_v(ctx, send, recv, counts, static_cast<DataType>(dtype), static_cast<ReduceOp>(op));
+  });
+}
+
+Status Communicator::alltoall(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                              const std::vector<size_t>& recv_counts, int dtype) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  if (send_counts.size() != static_cast<size_t>(size_) || recv_counts.size() != static_cast<size_t>(size_)) {
+    return invalid_argument("alltoall needs one send and one receive count per rank");
+  }
+  return run("alltoall", [&](const RingContext& ctx) {
+    return pairwise_alltoall(ctx, send, send_counts, recv, recv_counts, static_cast<DataType>(dtype));
+  });
+}
+
+Status Communicator::run_custom(const char* what, const std::function<Status(const RingContext&)>& fn) {
+  return run(what, fn);
+}
+
+void Communicator::interrupt() {
+  if (transport_) transport_->interrupt();
 }
 
 void Communicator::abort() {

@@ -14,9 +14,11 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "collectives/dtype.h"
 #include "collectives/pipeline.h"
@@ -42,6 +44,12 @@ class Communicator {
   // threads over an in-memory store).
   static Status create_with_store(int rank, int size, Store* store, const Config& config,
                                   std::unique_ptr<Communicator>* out);
+  // A second communicator over the same ranks with connections of its own
+  // (keys under `prefix` in the parent's store), so that its traffic never
+  // interleaves with the parent's. Collective: every rank must call it.
+  // full_mesh connects every pair of ranks (needed by alltoall).
+  static Status create_sibling(Communicator* parent, const std::string& prefix, bool full_mesh,
+                               std::unique_ptr<Communicator>* out);
   ~Communicator();
 
   int rank() const { return rank_; }
@@ -55,6 +63,20 @@ class Communicator {
   Status broadcast(void* buf, size_t count, int dtype, int root);
   Status reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op);
   Status barrier();
+  // Block sizes per rank (elements); the caller guarantees the arguments
+  // are the same on every rank (the runtime engine negotiated them).
+  Status allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, int dtype);
+  Status reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, int dtype, int op);
+  Status alltoall(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                  const std::vector<size_t>& recv_counts, int dtype);
+  // Runs `fn` under the call lock like a collective (failures become
+  // sticky): for protocols built directly on the transport.
+  Status run_custom(const char* what, const std::function<Status(const RingContext&)>& fn);
+  // Wakes a progress() wait in another thread (see Transport::interrupt).
+  void interrupt();
+  // Where the next allreduces record the end of their reduce-scatter phase
+  // (for the timeline); nullptr for nowhere.
+  void set_reduce_scatter_mark(std::chrono::steady_clock::time_point* mark) { rs_mark_ = mark; }
 
   // Makes the current and every later call fail with ABORTED. Any thread.
   void abort();
@@ -66,6 +88,8 @@ class Communicator {
   Status init(int rank, int size, Store* store, int local_rank, int local_size);
   Status learn_local_rank(int given_local_rank, int given_local_size);
   Status connect_ring();
+  Status connect_all();
+  Status make_transport(const std::string& store_prefix);
   void choose_polling();
   // Runs a collective under the call lock, turning its failure sticky.
   template <typename Fn>
@@ -90,6 +114,7 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   Workspace workspace_;
 
+  std::chrono::steady_clock::time_point* rs_mark_ = nullptr;
   std::mutex call_mutex_;  // one collective at a time
   mutable std::mutex error_mutex_;
   Status sticky_;

@@ -22,6 +22,13 @@ Status load_config(Config* c) {
   if (c->bind_address.empty()) {
     if (auto ifname = env_string("KOLO_IFNAME")) KOLO_RETURN_IF_ERROR(interface_address(*ifname, &c->bind_address));
   }
+  KOLO_RETURN_IF_ERROR(env_int64("KOLO_FUSION_THRESHOLD", d.fusion_threshold_bytes, 0, int64_t{1} << 34,
+                                 &c->fusion_threshold_bytes));
+  KOLO_RETURN_IF_ERROR(env_double("KOLO_CYCLE_TIME_MS", d.cycle_time_ms, 0, 1e6, &c->cycle_time_ms));
+  KOLO_RETURN_IF_ERROR(env_int64("KOLO_CACHE_CAPACITY", d.cache_capacity, 0, 1 << 20, &c->cache_capacity));
+  c->timeline_path = env_string("KOLO_TIMELINE").value_or("");
+  KOLO_RETURN_IF_ERROR(env_double("KOLO_STALL_WARNING_S", d.stall_warning_s, 0.001, 1e7, &c->stall_warning_s));
+  KOLO_RETURN_IF_ERROR(env_double("KOLO_STALL_SHUTDOWN_S", d.stall_shutdown_s, 0, 1e7, &c->stall_shutdown_s));
   c->job_id = env_string("KOLO_JOB_ID").value_or("");
   c->secret = env_string("KOLO_SECRET").value_or("");
   return Status::ok();

@@ -23,6 +23,14 @@ struct Config {
                                      // the address this rank uses to reach the master
   std::string job_id;                // KOLO_JOB_ID: set by kolorun; empty = derived from the master address
   std::string secret;                // KOLO_SECRET: authenticates every connection; set by kolorun
+
+  // The runtime engine (named asynchronous operations).
+  int64_t fusion_threshold_bytes = 64 << 20;  // KOLO_FUSION_THRESHOLD: fusion buffer size; 0 turns fusion off
+  double cycle_time_ms = 1;          // KOLO_CYCLE_TIME_MS: least time between rounds this rank starts (batching)
+  int64_t cache_capacity = 1024;     // KOLO_CACHE_CAPACITY: names remembered after negotiation; 0 = none
+  std::string timeline_path;         // KOLO_TIMELINE: rank 0 writes a Chrome trace here from the start
+  double stall_warning_s = 60;       // KOLO_STALL_WARNING_S: rank 0 reports names missing on some ranks
+  double stall_shutdown_s = 0;       // KOLO_STALL_SHUTDOWN_S: a stall this long fails every rank; 0 = never
 };
 
 Status load_config(Config* config);

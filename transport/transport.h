@@ -60,6 +60,12 @@ class Transport {
   // Makes every current and future progress() return KOLO_ERR_ABORTED.
   virtual void abort() = 0;
 
+  // Makes the current progress() call, or the next one if none is running,
+  // return OK early even though nothing completed. Any thread. Lets a thread
+  // that waits for a peer's message also react to local events (the runtime
+  // engine waits for either a peer starting a round or a local submission).
+  virtual void interrupt() = 0;
+
   // How progress() waits when nothing can move: busy-poll for spin_us
   // (giving the core away between polls if yield), then sleep. Set before
   // the first collective; the right choice depends on how many ranks share

@@ -12,15 +12,17 @@
  *  - Once a communicator has failed (timeout, lost peer, mismatch, abort),
  *    it stays failed: every later call returns the same error at once.
  *    Destroy it; survivors may create a new one.
- *  - Collectives on one communicator must be called in the same order on
- *    every rank. One collective runs at a time per communicator; concurrent
- *    calls from several threads are serialized.
+ *  - Synchronous collectives on one communicator must be called in the same
+ *    order on every rank. One runs at a time per communicator; concurrent
+ *    calls from several threads are serialized. Named operations (below)
+ *    need no common order.
  *  - Buffers are host memory. Element counts, not bytes.
  */
 #ifndef KOLO_H_
 #define KOLO_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,6 +119,127 @@ kolo_result_t kolo_comm_abort(kolo_comm_t comm);
  * the failure that ended it (its message then in kolo_last_error()). Does not
  * block; safe from any thread, e.g. a watchdog. */
 kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_error);
+
+/* ------------------------------------------------------------------------
+ * Named asynchronous operations (the runtime engine)
+ *
+ * For frameworks whose ranks produce tensors in their own order and at
+ * their own pace (gradients during backprop). Each operation has a name;
+ * ranks may submit the same names in any order, and the engine runs each
+ * one once every rank has submitted it, with the same results as if all
+ * ranks had called them in one order. Small allreduces of one dtype and op
+ * are fused into one ring pass (up to KOLO_FUSION_THRESHOLD bytes, default
+ * 64 MiB; 0 turns fusion off).
+ *
+ * Blocking: submit calls only check their arguments and queue; they never
+ * wait for other ranks. kolo_handle_wait blocks up to its timeout.
+ * The engine runs on a thread of its own, with connections of its own made
+ * by each rank's first submission (collective: every rank must submit
+ * something eventually). Synchronous collectives on the same communicator
+ * stay independent of it and may be used alongside.
+ *
+ * Buffers: every buffer passed to a submit call must stay valid (and send
+ * buffers unchanged) until the operation completes, even if the handle is
+ * released before that. Outputs whose size is only known after
+ * negotiation (allgather, alltoall) are owned by the handle.
+ *
+ * Errors: a bad argument is returned by the submit call itself, with no
+ * handle. When ranks submit one name with different arguments (operation,
+ * dtype, op, root, scale factors, shapes), the operation fails on every
+ * rank with KOLO_ERR_MISMATCH and a message naming the tensor, the field and
+ * which ranks disagree; the engine goes on. A name that is still in flight
+ * on this rank cannot be submitted again (KOLO_ERR_INVALID_USAGE). A lost
+ * peer, a timeout, kolo_comm_abort or a stall longer than
+ * KOLO_STALL_SHUTDOWN_S fails every pending and later operation.
+ *
+ * Shapes: ndim dimensions (ndim 0 is a scalar). Allgather and alltoall
+ * tensors need ndim >= 1; their first dimension may differ between ranks,
+ * the others may not.
+ * ------------------------------------------------------------------------ */
+
+typedef struct kolo_handle* kolo_handle_t;
+
+/* Called once on the engine's thread when the operation completes;
+ * kolo_last_error() there describes a failure. It must not block on other
+ * operations; it may submit new ones. */
+typedef void (*kolo_callback_t)(kolo_result_t result, void* user_data);
+
+/* recvbuf = op over ranks of (sendbuf * prescale), times postscale.
+ * sendbuf == recvbuf is in place. */
+kolo_result_t kolo_submit_allreduce(kolo_comm_t comm, const char* name, const void* sendbuf, void* recvbuf,
+                                    int ndim, const int64_t* shape, kolo_dtype_t dtype, kolo_op_t op,
+                                    double prescale, double postscale, kolo_handle_t* handle);
+
+/* Several tensors reduced as one operation (one name, one handle): tensor i
+ * has ndims[i] dimensions shapes[i]. */
+kolo_result_t kolo_submit_grouped_allreduce(kolo_comm_t comm, const char* name, int num_tensors,
+                                            const void* const* sendbufs, void* const* recvbufs, const int* ndims,
+                                            const int64_t* const* shapes, kolo_dtype_t dtype, kolo_op_t op,
+                                            double prescale, double postscale, kolo_handle_t* handle);
+
+/* Concatenates every rank's tensor along the first dimension, in rank
+ * order. The result is the handle's output; kolo_handle_output_rows gives
+ * each rank's first dimension. */
+kolo_result_t kolo_submit_allgather(kolo_comm_t comm, const char* name, const void* sendbuf, int ndim,
+                                    const int64_t* shape, kolo_dtype_t dtype, kolo_handle_t* handle);
+
+/* root's buf is copied into every rank's buf. */
+kolo_result_t kolo_submit_broadcast(kolo_comm_t comm, const char* name, void* buf, int ndim, const int64_t* shape,
+                                    kolo_dtype_t dtype, int root, kolo_handle_t* handle);
+
+/* sendbuf has shape[0] rows; the rows are cut into world_size near-equal
+ * parts (the first shape[0] % world_size parts get one more row), and rank
+ * r's recvbuf receives the reduction of part r. */
+kolo_result_t kolo_submit_reduce_scatter(kolo_comm_t comm, const char* name, const void* sendbuf, void* recvbuf,
+                                         int ndim, const int64_t* shape, kolo_dtype_t dtype, kolo_op_t op,
+                                         double prescale, double postscale, kolo_handle_t* handle);
+
+/* Rank r sends splits[q] rows of sendbuf (in order) to rank q; splits has
+ * world_size entries adding up to shape[0], or is NULL for equal parts.
+ * The rows received, in rank order, are the handle's output;
+ * kolo_handle_output_rows gives how many came from each rank. */
+kolo_result_t kolo_submit_alltoall(kolo_comm_t comm, const char* name, const void* sendbuf, int ndim,
+                                   const int64_t* shape, const int64_t* splits, kolo_dtype_t dtype,
+                                   kolo_handle_t* handle);
+
+kolo_result_t kolo_submit_barrier(kolo_comm_t comm, const char* name, kolo_handle_t* handle);
+
+/* This rank has run out of data. Until every rank has joined, it takes part
+ * in the other ranks' operations without data (allreduce and reduce-scatter:
+ * the op's identity, e.g. zeros for a sum; allgather: no rows; a broadcast
+ * from it or an alltoall fails). It may not submit until the join completes;
+ * then kolo_handle_join_rank gives the last rank to join. */
+kolo_result_t kolo_join(kolo_comm_t comm, kolo_handle_t* handle);
+
+/* *done = 1 and the operation's result if it has completed; *done = 0 and
+ * KOLO_SUCCESS if not. Never blocks. */
+kolo_result_t kolo_handle_test(kolo_handle_t handle, int* done);
+
+/* Waits for completion and returns the operation's result, or
+ * KOLO_ERR_TIMEOUT after timeout_s seconds (the operation goes on; the
+ * handle stays valid). timeout_s < 0 means KOLO_TIMEOUT_S. */
+kolo_result_t kolo_handle_wait(kolo_handle_t handle, double timeout_s);
+
+/* Runs callback(result, user_data) on completion: on the engine's thread,
+ * or at once on this thread if already complete. At most one per handle. */
+kolo_result_t kolo_handle_set_callback(kolo_handle_t handle, kolo_callback_t callback, void* user_data);
+
+/* After completion: the output of an allgather or alltoall (owned by the
+ * handle, valid until it is released), and the rows each rank contributed
+ * (allgather) or sent to this rank (alltoall): world_size entries. */
+kolo_result_t kolo_handle_output(kolo_handle_t handle, const void** data, size_t* bytes);
+kolo_result_t kolo_handle_output_rows(kolo_handle_t handle, int64_t* rows, int world_size);
+kolo_result_t kolo_handle_join_rank(kolo_handle_t handle, int* last_rank);
+
+/* Drops the caller's reference. An operation still running goes on (its
+ * buffers must stay valid until it completes). NULL is ignored. */
+kolo_result_t kolo_handle_release(kolo_handle_t handle);
+
+/* Starts writing a Chrome-trace timeline of this rank's named operations
+ * to path (KOLO_TIMELINE=path does so on rank 0 from the start), or stops
+ * and closes it. Safe at any time from any thread. */
+kolo_result_t kolo_timeline_start(kolo_comm_t comm, const char* path);
+kolo_result_t kolo_timeline_stop(kolo_comm_t comm);
 
 /* A short constant description of a result code. */
 const char* kolo_result_string(kolo_result_t result);

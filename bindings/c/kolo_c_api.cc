@@ -3,54 +3,26 @@
 // a thread-local message.
 #include "bindings/c/kolo.h"
 
-#include <cstring>
-#include <exception>
 #include <memory>
-#include <new>
 #include <string>
 
-#include "runtime/communicator.h"
+#include "bindings/c/api_support.h"
 
-struct kolo_comm {
-  std::unique_ptr<kolo::Communicator> impl;
-};
+using kolo_c::guarded;
+using kolo_c::null_comm;
+using kolo_c::raw_enum;
+using kolo_c::report;
+
+namespace kolo_c {
+
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
+}
+
+}  // namespace kolo_c
 
 namespace {
-
-thread_local std::string t_last_error;
-
-kolo_result_t report(const kolo::Status& s) {
-  if (s.is_ok()) return KOLO_SUCCESS;
-  t_last_error = s.to_string();
-  return static_cast<kolo_result_t>(s.code());
-}
-
-kolo_result_t null_comm() { return report(kolo::invalid_argument("comm is NULL")); }
-
-// C callers may pass any int as a kolo_dtype_t or kolo_op_t. In C++ reading
-// an out-of-range value as the enum is undefined, so the value is taken from
-// the object's bytes and validated as an int.
-template <typename Enum>
-int raw_enum(const Enum& e) {
-  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized");
-  int v;
-  std::memcpy(&v, &e, sizeof(v));
-  return v;
-}
-
-// Runs `fn` (returning Status) with every exception turned into an error.
-template <typename Fn>
-kolo_result_t guarded(Fn&& fn) noexcept {
-  try {
-    return report(fn());
-  } catch (const std::bad_alloc&) {
-    return report(kolo::internal_error("out of memory"));
-  } catch (const std::exception& e) {
-    return report(kolo::internal_error(std::string("unexpected exception: ") + e.what()));
-  } catch (...) {
-    return report(kolo::internal_error("unexpected exception"));
-  }
-}
 
 kolo_result_t get_int(kolo_comm_t comm, int* out, const char* name, int (kolo::Communicator::*getter)() const) {
   if (!comm) return null_comm();
@@ -156,6 +128,8 @@ kolo_result_t kolo_comm_abort(kolo_comm_t comm) {
   if (!comm) return null_comm();
   return guarded([&] {
     comm->impl->abort();
+    std::lock_guard<std::mutex> lock(comm->engine_mu);
+    if (comm->engine) comm->engine->abort();
     return kolo::Status::ok();
   });
 }
@@ -165,8 +139,13 @@ kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_e
   if (!async_error) return report(kolo::invalid_argument("async_error output pointer is NULL"));
   return guarded([&] {
     kolo::Status s = comm->impl->async_error();
+    if (s.is_ok()) {
+      std::lock_guard<std::mutex> lock(comm->engine_mu);
+      // An engine stopped by a shutdown is not a failure; anything else is.
+      if (comm->engine && comm->engine->error().code() != kolo::Code::kInvalidUsage) s = comm->engine->error();
+    }
     *async_error = static_cast<kolo_result_t>(s.code());
-    if (!s.is_ok()) t_last_error = s.to_string();
+    if (!s.is_ok()) kolo_c::last_error() = s.to_string();
     return kolo::Status::ok();
   });
 }
@@ -188,6 +167,6 @@ const char* kolo_result_string(kolo_result_t result) {
   return "unknown result code";
 }
 
-const char* kolo_last_error(void) { return t_last_error.c_str(); }
+const char* kolo_last_error(void) { return kolo_c::last_error().c_str(); }
 
 }  // extern "C"

@@ -196,6 +196,10 @@ Status TcpTransport::progress(Deadline deadline) {
   bool spinning = false;
   for (;;) {
     if (aborted_.load(std::memory_order_relaxed)) return aborted("communicator aborted");
+    if (interrupted_.load(std::memory_order_relaxed) && interrupted_.exchange(false)) {
+      drain_wake_fd();
+      return Status::ok();
+    }
     int completed = 0;
     bool moved = false;
     for (TcpPair* p : active_) {
@@ -233,6 +237,22 @@ Status TcpTransport::progress(Deadline deadline) {
     KOLO_RETURN_IF_ERROR(wait_for_io(deadline));
     spinning = false;
   }
+}
+
+void TcpTransport::interrupt() {
+  interrupted_.store(true);
+  uint64_t one = 1;
+  ssize_t ignored = ::write(abort_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+void TcpTransport::drain_wake_fd() {
+  // After an abort the eventfd stays readable on purpose (every later poll
+  // returns at once); only an interrupt's count is consumed.
+  if (aborted_.load()) return;
+  uint64_t count;
+  ssize_t ignored = ::read(abort_fd_, &count, sizeof(count));
+  (void)ignored;
 }
 
 void TcpTransport::abort() {

@@ -50,6 +50,7 @@ class TcpTransport final : public Transport {
   Status post_recv(int peer, void* data, size_t bytes, uint64_t tag, Request* request) override;
   Status progress(Deadline deadline) override;
   void abort() override;
+  void interrupt() override;
   void set_polling(int spin_us, bool yield) override {
     options_.spin_us = spin_us;
     options_.yield_while_spinning = yield;
@@ -64,6 +65,7 @@ class TcpTransport final : public Transport {
                         std::unique_ptr<boost::asio::ip::tcp::socket>* out);
   Status pair_for(int peer, TcpPair** pair);
   Status wait_for_io(Deadline deadline);
+  void drain_wake_fd();
 
   Store* store_;
   int rank_;
@@ -74,8 +76,9 @@ class TcpTransport final : public Transport {
   std::mutex pairs_mutex_;  // guards pairs_ against abort() from another thread
   std::map<int, std::unique_ptr<TcpPair>> pairs_;
   std::vector<TcpPair*> active_;  // pairs, in a vector for the hot loop
-  int abort_fd_ = -1;             // eventfd that wakes poll() on abort
+  int abort_fd_ = -1;             // eventfd that wakes poll() on abort or interrupt
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> interrupted_{false};
   std::vector<struct pollfd> pollfds_;
 };
 

@@ -1,0 +1,75 @@
+// What the C API's source files share: the handle structs behind the opaque
+// C types, and the wrapper that turns Status and exceptions into result codes.
+#pragma once
+
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "bindings/c/kolo.h"
+#include "runtime/communicator.h"
+#include "runtime/engine.h"
+
+struct kolo_comm {
+  std::unique_ptr<kolo::Communicator> impl;
+  // The runtime engine, made by the first named operation.
+  std::mutex engine_mu;
+  std::unique_ptr<kolo::Engine> engine;
+
+  kolo::Engine* get_engine() {
+    std::lock_guard<std::mutex> lock(engine_mu);
+    if (!engine) engine = std::make_unique<kolo::Engine>(impl.get());
+    return engine.get();
+  }
+  ~kolo_comm() {
+    engine.reset();  // it uses impl's store
+    impl.reset();
+  }
+};
+
+struct kolo_handle {
+  std::shared_ptr<kolo::OpHandle> impl;
+};
+
+namespace kolo_c {
+
+// The calling thread's last error message.
+std::string& last_error();
+
+inline kolo_result_t report(const kolo::Status& s) {
+  if (s.is_ok()) return KOLO_SUCCESS;
+  last_error() = s.to_string();
+  return static_cast<kolo_result_t>(s.code());
+}
+
+inline kolo_result_t null_comm() { return report(kolo::invalid_argument("comm is NULL")); }
+
+// C callers may pass any int as a kolo_dtype_t or kolo_op_t. In C++ reading
+// an out-of-range value as the enum is undefined, so the value is taken from
+// the object's bytes and validated as an int.
+template <typename Enum>
+int raw_enum(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
+
+// Runs `fn` (returning Status) with every exception turned into an error.
+template <typename Fn>
+kolo_result_t guarded(Fn&& fn) noexcept {
+  try {
+    return report(fn());
+  } catch (const std::bad_alloc&) {
+    return report(kolo::internal_error("out of memory"));
+  } catch (const std::exception& e) {
+    return report(kolo::internal_error(std::string("unexpected exception: ") + e.what()));
+  } catch (...) {
+    return report(kolo::internal_error("unexpected exception"));
+  }
+}
+
+}  // namespace kolo_c

@@ -1,0 +1,161 @@
+// The runtime engine: named asynchronous operations, agreed across ranks and
+// fused, the way Horovod's background loop works, with no fixed tick.
+//
+// Threads: callers submit from any thread; one background thread per engine
+// negotiates and runs everything, on a communicator of its own (a sibling of
+// the caller's, made by the first submission on each rank, so synchronous
+// collectives on the parent never interleave with the engine's traffic).
+//
+// Rounds: the thread idles until this rank has news (a submission, a join,
+// a stall timer) or a peer starts a round. A round starts with a token passed
+// once around the ring (which wakes idle ranks), then one small allreduce of
+// the negotiation control vector, plus, only when some rank has requests not
+// in the response cache, an allgather of those (see negotiator.h). Then the
+// ready operations run, allreduces fused into buffers of up to
+// KOLO_FUSION_THRESHOLD bytes. Submissions that arrive meanwhile wait for the
+// next round, which starts as soon as the current one ends but not sooner
+// than KOLO_CYCLE_TIME_MS after it started (that is how batches form).
+//
+// Errors: a name whose ranks disagree fails with MISMATCH on every rank and
+// the engine goes on; a transport failure, a peer lost, an abort or a stall
+// beyond KOLO_STALL_SHUTDOWN_S stops the engine and fails every pending and
+// later operation with that error.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/communicator.h"
+#include "runtime/negotiator.h"
+#include "runtime/op_handle.h"
+#include "runtime/op_request.h"
+#include "runtime/timeline.h"
+
+namespace kolo {
+
+// One submission: what to agree on, and this rank's buffers.
+//  - allreduce: per tensor, sends[i] -> recvs[i] (equal means in place)
+//  - broadcast: recvs[0] is the buffer (root's data goes out, others' is replaced)
+//  - reduce_scatter: sends[0] holds shape[0] rows; recvs[0] gets this rank's
+//    partition(shape[0], size, rank) rows
+//  - allgather, alltoall: sends[0]; the result is in the handle's output
+//  - barrier: no buffers
+struct Submission {
+  OpRequest request;
+  std::vector<const void*> sends;
+  std::vector<void*> recvs;
+};
+
+struct EngineStats {
+  uint64_t rounds = 0;
+  uint64_t rounds_with_messages = 0;  // rounds that needed the allgather of requests
+  double negotiation_seconds = 0;     // token + control allreduce + message exchange
+  uint64_t cache_hits = 0;
+  uint64_t operations = 0;
+  uint64_t fused_batches = 0;         // allreduce batches of more than one tensor
+};
+
+class Engine {
+ public:
+  explicit Engine(Communicator* parent);
+  // Announces this rank's shutdown to the others (their pending operations
+  // fail), stops the thread and fails what is still pending here.
+  ~Engine();
+
+  // Checks the arguments (a bad one is an error here, no handle) and queues
+  // the operation. Never blocks on other ranks.
+  Status submit(Submission submission, std::shared_ptr<OpHandle>* out);
+  // This rank has no more data: it takes part in the others' operations
+  // without data until every rank has joined; then the handle completes with
+  // join_last_rank set. No submissions in between.
+  Status join(std::shared_ptr<OpHandle>* out);
+
+  Status start_timeline(const std::string& path);
+  void stop_timeline();
+
+  // Any thread: fails everything pending with ABORTED (the peers learn too).
+  void abort();
+  // OK while the engine works (or has not started).
+  Status error() const;
+  EngineStats stats() const;
+  // The last stall report rank 0 logged ("" if none).
+  std::string last_stall_report() const;
+
+ private:
+  using Clock = SteadyClock;
+  struct LocalOp {
+    Submission sub;
+    std::shared_ptr<OpHandle> handle;
+    Clock::time_point submitted{};
+    Clock::time_point negotiation_start{};  // first round that carried it
+    Clock::time_point announced{};          // end of that round's negotiation
+  };
+  struct Queued {
+    Submission sub;
+    std::shared_ptr<OpHandle> handle;
+    Clock::time_point submitted;
+    bool join = false;
+  };
+
+  Status validate(const Submission& s) const;
+  void start_locked();
+  void thread_main();
+  Status run();
+  void drain_queue();
+  Status wait_for_round();
+  Status idle_wait(Clock::time_point until);
+  Status run_round();
+  Status exchange_messages(const std::string& mine, std::vector<std::string>* all);
+  Status execute(std::vector<OpResponse>* ready);
+  Status run_allreduce_batch(const std::vector<const OpResponse*>& batch);
+  Status run_single(const OpResponse& r, LocalOp* op);
+  void finish_op(const std::string& name, Status status);
+  void check_stalls(Clock::time_point now);
+  Clock::time_point next_stall_check() const;
+  void stop_all(Status status);
+  void* scratch(size_t bytes);
+  void* identity(size_t bytes);
+
+  Communicator* parent_;
+  Config config_;
+  int rank_;
+  int size_;
+
+  // Shared with submitting threads.
+  mutable std::mutex mu_;
+  std::condition_variable wake_;  // for a world of one (no transport to interrupt)
+  std::vector<Queued> queue_;
+  std::set<std::string> in_flight_;
+  bool join_pending_ = false;
+  bool stop_requested_ = false;
+  bool aborted_ = false;
+  bool started_ = false;
+  bool stopped_ = false;
+  Status stop_status_;
+  std::unique_ptr<Communicator> comm_;  // set by the engine thread once connected
+  EngineStats stats_;
+  std::string last_stall_report_;
+  std::thread thread_;
+
+  // Engine thread only.
+  std::unique_ptr<Negotiator> negotiator_;
+  std::map<std::string, LocalOp> ops_;
+  std::shared_ptr<OpHandle> join_handle_;
+  bool shutdown_sent_ = false;
+  Request token_in_, token_out_;
+  bool token_posted_ = false;
+  Clock::time_point last_round_start_{};
+  Clock::time_point last_stall_round_{};
+  std::map<std::string, Clock::time_point> stall_reported_;
+  std::vector<unsigned char> fusion_, scratch_, identity_;
+  alignas(8) unsigned char empty_[8] = {};
+  Timeline timeline_;
+};
+
+}  // namespace kolo

@@ -1,0 +1,48 @@
+#include "runtime/op_handle.h"
+
+namespace kolo {
+
+void OpHandle::complete(Status status) {
+  Callback cb;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    done_ = true;
+    status_ = std::move(status);
+    cb = std::move(callback_);
+    callback_ = nullptr;
+  }
+  cv_.notify_all();
+  if (cb) cb(status_);
+}
+
+bool OpHandle::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+Status OpHandle::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+Status OpHandle::wait(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_until(lock, deadline.time_point(), [&] { return done_; })) {
+    return timeout_error("the operation did not complete before the wait's deadline (it is still running)");
+  }
+  return status_;
+}
+
+void OpHandle::set_callback(Callback cb) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_) {
+      callback_ = std::move(cb);
+      return;
+    }
+  }
+  if (cb) cb(status_);
+}
+
+}  // namespace kolo

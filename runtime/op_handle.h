@@ -1,0 +1,47 @@
+// The completion state of one submitted operation, shared by the engine
+// (which completes it) and the caller (who polls, waits or is called back).
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/status.h"
+
+namespace kolo {
+
+class OpHandle {
+ public:
+  using Callback = std::function<void(const Status&)>;
+
+  // Marks the operation finished. The callback, if any, runs on the calling
+  // thread (the engine's) after the lock is released.
+  void complete(Status status);
+
+  bool done() const;
+  // The result once done(); OK before.
+  Status status() const;
+  // Waits until done or the deadline (then KOLO_ERR_TIMEOUT; the operation
+  // goes on and may still complete).
+  Status wait(Deadline deadline);
+  // Runs `cb` once the operation is done: at once (on this thread) if it
+  // already is. Replaces an earlier callback not yet run.
+  void set_callback(Callback cb);
+
+  // Results that only exist after negotiation (allgather, alltoall: the
+  // gathered data and the rows each rank contributed; join: the last rank).
+  std::vector<unsigned char> output;
+  std::vector<int64_t> output_rows;
+  int join_last_rank = -1;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+  Callback callback_;
+};
+
+}  // namespace kolo
