@@ -148,6 +148,82 @@ Status ring_allreduce(const RingContext& ctx, const void* send, void* recv, size
   return run_pipeline(p, ctx.pipeline, ctx.workspace);
 }
 
+Status ring_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op) {
+  const size_t es = dtype_size(dtype);
+  std::vector<size_t> start(spans.size() + 1, 0);  // each span's first element in the logical buffer
+  for (size_t i = 0; i < spans.size(); ++i) start[i + 1] = start[i] + spans[i].count;
+  const size_t total = start.back();
+  if (spans.size() == 1) return ring_allreduce(ctx, spans[0].send, spans[0].recv, total, dtype, op);
+  if (total == 0) return check_fingerprint_only(ctx, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, 0));
+  if (ctx.size == 1 || total * es <= ctx.small_allreduce_bytes) {
+    // Small (or alone): through one contiguous buffer, which costs little.
+    std::vector<unsigned char> buf(total * es);
+    for (size_t i = 0; i < spans.size(); ++i) {
+      if (spans[i].count) std::memcpy(buf.data() + start[i] * es, spans[i].send, spans[i].count * es);
+    }
+    KOLO_RETURN_IF_ERROR(ring_allreduce(ctx, buf.data(), buf.data(), total, dtype, op));
+    for (size_t i = 0; i < spans.size(); ++i) {
+      if (spans[i].count) std::memcpy(spans[i].recv, buf.data() + start[i] * es, spans[i].count * es);
+    }
+    return Status::ok();
+  }
+  RingLayout L(total, ctx.size, es, ctx.segment_bytes);
+  Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, total));
+  p.reduce = reduce_kernel(dtype, op);
+  p.finalize = finalize_kernel(dtype, op);
+  p.divisor = ctx.size;
+  const int n = ctx.size, r = ctx.rank, rs_steps = n - 1, steps = 2 * rs_steps;
+  const bool average = op == ReduceOp::kAvg;
+  const size_t segs = L.segments();
+  // Calls fn(span, first element within it, count) for each piece of the
+  // logical range, cut at span boundaries.
+  auto pieces = [&](Range range, auto&& fn) {
+    size_t at = range.offset, left = range.count;
+    size_t i = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), at) - start.begin()) - 1;
+    while (left > 0) {
+      while (start[i + 1] <= at) ++i;  // skip empty spans
+      const size_t take = std::min(left, start[i + 1] - at);
+      fn(spans[i], at - start[i], take);
+      at += take;
+      left -= take;
+    }
+  };
+  // The same wavefront order as ring_allreduce; a unit becomes one message
+  // per piece. A send at step s forwards the chunk received at step s - 1,
+  // cut the same way, so piece k waits for that step's piece k.
+  std::vector<std::vector<long>> received(static_cast<size_t>(steps) * segs);
+  long last_reduce = -1;
+  const long waves = steps + static_cast<long>(segs) - 1;
+  for (long t = 0; t < waves; ++t) {
+    const int first = static_cast<int>(std::max<long>(0, t - static_cast<long>(segs) + 1));
+    const int last = static_cast<int>(std::min<long>(steps - 1, t));
+    for (int st = first; st <= last; ++st) {
+      const size_t j = static_cast<size_t>(t - st);
+      const bool reducing = st < rs_steps;
+      const int send_chunk = reducing ? rs_send_chunk(r, n, st) : ag_send_chunk(r, n, st - rs_steps);
+      const int recv_chunk = reducing ? rs_recv_chunk(r, n, st) : ag_recv_chunk(r, n, st - rs_steps);
+      size_t k = 0;
+      pieces(L.segment(send_chunk, j), [&](const Span& sp, size_t off, size_t count) {
+        // Step 0 sends this rank's own data; later steps what arrived before.
+        const void* from = st == 0 ? at(sp.send, off, es) : at(static_cast<const void*>(sp.recv), off, es);
+        const long after = st == 0 ? -1 : received[(st - 1) * segs + j][k];
+        p.sends.push_back({from, count * es, after});
+        ++k;
+      });
+      auto& mine = received[st * segs + j];
+      pieces(L.segment(recv_chunk, j), [&](const Span& sp, size_t off, size_t count) {
+        mine.push_back(static_cast<long>(p.recvs.size()));
+        if (reducing) last_reduce = static_cast<long>(p.recvs.size());
+        p.recvs.push_back({at(sp.recv, off, es), count * es, reducing ? at(sp.send, off, es) : nullptr, count,
+                           reducing && st == rs_steps - 1 && average});
+      });
+    }
+  }
+  p.mark_recv = last_reduce;
+  p.mark_time = ctx.reduce_scatter_done;
+  return run_pipeline(p, ctx.pipeline, ctx.workspace);
+}
+
 Status ring_reduce_scatter(const RingContext& ctx, const void* send, void* recv, size_t recv_count, DataType dtype,
                            ReduceOp op) {
   return ring_reduce_scatter_v(ctx, send, recv, std::vector<size_t>(ctx.size, recv_count), dtype, op);

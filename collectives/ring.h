@@ -30,6 +30,21 @@ struct RingContext {
   std::chrono::steady_clock::time_point* reduce_scatter_done = nullptr;
 };
 
+// A piece of a larger logical buffer: count elements read from send and
+// written to recv (send == recv is in place).
+struct Span {
+  const void* send;
+  void* recv;
+  size_t count;
+};
+
+// One allreduce over the concatenation of the spans, without copying them
+// into one buffer (zero-copy tensor fusion). Every rank must pass spans of
+// the same counts in the same order; only the addresses are its own. Wire
+// messages are cut at span boundaries, so the ring moves the same bytes as
+// over one buffer, in a few more messages.
+Status ring_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op);
+
 // recv = reduction of every rank's send (count elements). send == recv is in place.
 Status ring_allreduce(const RingContext& ctx, const void* send, void* recv, size_t count, DataType dtype,
                       ReduceOp op);

@@ -416,6 +416,18 @@ Status Communicator::alltoall(const void* send, const std::vector<size_t>& send_
   });
 }
 
+Status Communicator::allreduce_spans(const std::vector<Span>& spans, int dtype, int op) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_op(op));
+  for (const Span& s : spans) {
+    KOLO_RETURN_IF_ERROR(check_buffer(s.send, s.count, "span send"));
+    KOLO_RETURN_IF_ERROR(check_buffer(s.recv, s.count, "span recv"));
+  }
+  return run("allreduce", [&](const RingContext& ctx) {
+    return ring_allreduce_spans(ctx, spans, static_cast<DataType>(dtype), static_cast<ReduceOp>(op));
+  });
+}
+
 Status Communicator::run_custom(const char* what, const std::function<Status(const RingContext&)>& fn) {
   return run(what, fn);
 }

@@ -560,46 +560,95 @@ Status Engine::run_allreduce_batch(const std::vector<const OpResponse*>& batch) 
     return Status::ok();
   }
 
-  size_t total = 0;
-  for (const OpResponse* m : batch) total += request_bytes(m->spec);
-  if (fusion_.size() < total) fusion_.resize(total);
-  std::vector<std::string> names;
-  const auto copy_in_start = Clock::now();
-  size_t offset = 0;
+  // Zero-copy fusion: the batch is one logical buffer, the concatenation of
+  // its tensors, reduced in one ring pass over spans that point into the
+  // tensors themselves. Only runs of small tensors (under kCopyBelow bytes)
+  // are packed into the fusion buffer, where a copy costs less than the
+  // extra messages they would cut the ring into. Span boundaries depend only
+  // on the agreed shapes, so they are the same on every rank.
+  constexpr size_t kCopyBelow = 64 << 10;
+  struct Piece {
+    const OpResponse* member;
+    size_t tensor;
+    size_t count;
+    bool packed;
+  };
+  std::vector<Piece> pieces;
+  size_t packed_bytes = 0;
   for (const OpResponse* m : batch) {
-    names.push_back(m->spec.name);
-    auto it = ops_.find(m->spec.name);
     for (size_t t = 0; t < m->spec.shapes.size(); ++t) {
       const size_t count = static_cast<size_t>(element_count(m->spec.shapes[t]));
-      unsigned char* dst = fusion_.data() + offset;
-      if (it == ops_.end()) {
-        fill_identity(dtype, op, dst, count);
-      } else if (m->spec.prescale != 1) {
-        scale_copy(dtype, dst, it->second.sub.sends[t], count, m->spec.prescale);
-      } else if (count) {
-        std::memcpy(dst, it->second.sub.sends[t], count * es);
-      }
-      offset += count * es;
+      const bool packed = count * es < kCopyBelow;
+      pieces.push_back({m, t, count, packed});
+      packed_bytes += count * es;  // a joined rank packs everything
     }
   }
+  if (fusion_.size() < packed_bytes) fusion_.resize(packed_bytes);
+  std::vector<std::string> names;
+  for (const OpResponse* m : batch) names.push_back(m->spec.name);
+  const auto copy_in_start = Clock::now();
+  std::vector<Span> spans;
+  bool last_packed = false;
+  size_t offset = 0;  // in fusion_
+  for (const Piece& pc : pieces) {
+    auto it = ops_.find(pc.member->spec.name);
+    const double pre = pc.member->spec.prescale;
+    unsigned char* slot = fusion_.data() + offset;
+    Span span;
+    if (it == ops_.end()) {  // joined: the op's identity, all in the fusion buffer
+      fill_identity(dtype, op, slot, pc.count);
+      span = {slot, slot, pc.count};
+      offset += pc.count * es;
+    } else if (pc.packed) {
+      const void* src = it->second.sub.sends[pc.tensor];
+      if (pre != 1) {
+        scale_copy(dtype, slot, src, pc.count, pre);
+      } else if (pc.count) {
+        std::memcpy(slot, src, pc.count * es);
+      }
+      span = {slot, slot, pc.count};
+      offset += pc.count * es;
+    } else {
+      const void* src = it->second.sub.sends[pc.tensor];
+      void* dst = it->second.sub.recvs[pc.tensor];
+      if (pre != 1) {
+        scale_copy(dtype, dst, src, pc.count, pre);
+        src = dst;
+      }
+      span = {src, dst, pc.count};
+    }
+    // Neighbouring small tensors make one span (by the size rule alone, not
+    // by where this rank keeps them: a joined rank keeps everything packed).
+    if (pc.packed && last_packed) {
+      spans.back().count += span.count;
+    } else {
+      spans.push_back(span);
+    }
+    last_packed = pc.packed;
+  }
   const auto copied_in = Clock::now();
-  Status s = comm_->allreduce(fusion_.data(), fusion_.data(), total / es, first.dtype, first.op);
+  Status s = comm_->allreduce_spans(spans, first.dtype, first.op);
   comm_->set_reduce_scatter_mark(nullptr);
   KOLO_RETURN_IF_ERROR(s);
   const auto reduced = Clock::now();
   offset = 0;
-  for (const OpResponse* m : batch) {
-    auto it = ops_.find(m->spec.name);
-    for (size_t t = 0; t < m->spec.shapes.size(); ++t) {
-      const size_t count = static_cast<size_t>(element_count(m->spec.shapes[t]));
-      if (it != ops_.end()) {
-        if (m->spec.postscale != 1) {
-          scale_copy(dtype, it->second.sub.recvs[t], fusion_.data() + offset, count, m->spec.postscale);
-        } else if (count) {
-          std::memcpy(it->second.sub.recvs[t], fusion_.data() + offset, count * es);
-        }
+  for (const Piece& pc : pieces) {
+    auto it = ops_.find(pc.member->spec.name);
+    const double post = pc.member->spec.postscale;
+    if (it == ops_.end()) {
+      offset += pc.count * es;
+      continue;
+    }
+    void* dst = it->second.sub.recvs[pc.tensor];
+    if (pc.packed) {
+      if (post != 1) {
+        scale_copy(dtype, dst, fusion_.data() + offset, pc.count, post);
+      } else if (pc.count) {
+        std::memcpy(dst, fusion_.data() + offset, pc.count * es);
       }
-      offset += count * es;
+      offset += pc.count * es;
+    } else if (post != 1) {
+      scale_copy(dtype, dst, dst, pc.count, post);
     }
   }
   if (batch.size() > 1) {

@@ -275,9 +275,12 @@ TEST(Engine, JoinLetsRanksWithMoreBatchesFinish) {
     const int batches = 2 + 3 * r;  // rank 2 has the most
     for (int b = 0; b < batches; ++b) {
       std::vector<float> in(1000, static_cast<float>(r + 1)), out(1000);
+      std::vector<float> big_in(30000, static_cast<float>(r + 1)), big_out(30000);  // fused without copies
       std::vector<float> rows(3 * (r + 1), static_cast<float>(r));
-      std::shared_ptr<OpHandle> h, g;
+      std::shared_ptr<OpHandle> h, g, big;
       ASSERT_TRUE(w.engine(r).submit(allreduce("step." + std::to_string(b), in.data(), out.data(), 1000), &h).is_ok());
+      ASSERT_TRUE(
+          w.engine(r).submit(allreduce("big." + std::to_string(b), big_in.data(), big_out.data(), 30000), &big).is_ok());
       Submission gather;
       gather.request.name = "rows." + std::to_string(b);
       gather.request.kind = OpKind::kAllgather;
@@ -287,6 +290,7 @@ TEST(Engine, JoinLetsRanksWithMoreBatchesFinish) {
       ASSERT_TRUE(w.engine(r).submit(std::move(gather), &g).is_ok());
       ASSERT_TRUE(wait(h).is_ok());
       ASSERT_TRUE(wait(g).is_ok());
+      ASSERT_TRUE(wait(big).is_ok());
       // Ranks that ran out of batches contribute zeros / no rows.
       float expect = 0;
       int64_t expect_rows = 0;
@@ -297,6 +301,8 @@ TEST(Engine, JoinLetsRanksWithMoreBatchesFinish) {
         }
       }
       EXPECT_EQ(out[999], expect) << "rank " << r << " batch " << b;
+      EXPECT_EQ(big_out[0], expect) << "rank " << r << " batch " << b;
+      EXPECT_EQ(big_out[29999], expect) << "rank " << r << " batch " << b;
       EXPECT_EQ(static_cast<int64_t>(g->output.size()), expect_rows * 3 * 4) << "rank " << r << " batch " << b;
     }
     std::shared_ptr<OpHandle> j;

@@ -241,6 +241,17 @@ kolo_result_t kolo_handle_release(kolo_handle_t handle);
 kolo_result_t kolo_timeline_start(kolo_comm_t comm, const char* path);
 kolo_result_t kolo_timeline_stop(kolo_comm_t comm);
 
+/* What the engine has done so far on this rank (counters since it started). */
+typedef struct {
+  uint64_t rounds;               /* negotiation rounds */
+  uint64_t rounds_with_messages; /* rounds that had to exchange full requests (cache misses) */
+  uint64_t cache_hits;           /* operations agreed through the response cache */
+  uint64_t operations;           /* operations completed */
+  uint64_t fused_batches;        /* allreduces of several tensors in one fusion buffer */
+  double negotiation_seconds;    /* time in rounds' negotiation (token, control allreduce, requests) */
+} kolo_engine_stats_t;
+kolo_result_t kolo_engine_get_stats(kolo_comm_t comm, kolo_engine_stats_t* stats);
+
 /* A short constant description of a result code. */
 const char* kolo_result_string(kolo_result_t result);
 

@@ -260,4 +260,19 @@ kolo_result_t kolo_timeline_stop(kolo_comm_t comm) {
   });
 }
 
+kolo_result_t kolo_engine_get_stats(kolo_comm_t comm, kolo_engine_stats_t* stats) {
+  if (!comm) return null_comm();
+  if (!stats) return report(kolo::invalid_argument("stats is NULL"));
+  return guarded([&] {
+    kolo::EngineStats s = comm->get_engine()->stats();
+    stats->rounds = s.rounds;
+    stats->rounds_with_messages = s.rounds_with_messages;
+    stats->cache_hits = s.cache_hits;
+    stats->operations = s.operations;
+    stats->fused_batches = s.fused_batches;
+    stats->negotiation_seconds = s.negotiation_seconds;
+    return kolo::Status::ok();
+  });
+}
+
 }  // extern "C"

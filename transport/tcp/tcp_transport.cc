@@ -187,6 +187,10 @@ Status TcpTransport::wait_for_io(Deadline deadline) {
   pollfds_.push_back(wake);
   int n = ::poll(pollfds_.data(), pollfds_.size(), deadline.remaining_ms());
   if (n < 0 && errno != EINTR) return errno_error(Code::kTransport, "poll", errno);
+  // An interrupt's count must be consumed, or every later poll returns at
+  // once and the caller spins; its flag was set before the count, so the
+  // next check in progress() still sees it.
+  if (n > 0 && (pollfds_.back().revents & POLLIN)) drain_wake_fd();
   return Status::ok();
 }
 
