@@ -43,7 +43,43 @@ const char* level_name(LogLevel level) {
   return "?";
 }
 
+std::mutex& subsystems_mutex() {
+  static std::mutex m;
+  return m;
+}
+// Empty: all. Read from the environment on first use.
+std::string& subsystems_storage() {
+  static std::string list = [] {
+    const char* v = std::getenv("KOLO_LOG_SUBSYSTEMS");
+    return v ? std::string(v) : std::string();
+  }();
+  return list;
+}
+
 }  // namespace
+
+void set_log_subsystems(const std::string& list) {
+  std::lock_guard<std::mutex> lock(subsystems_mutex());
+  subsystems_storage() = list;
+}
+
+bool log_subsystem_enabled(const char* file) {
+  std::lock_guard<std::mutex> lock(subsystems_mutex());
+  const std::string& list = subsystems_storage();
+  if (list.empty()) return true;
+  // The subsystem is the file's top-level directory ("runtime/engine.cc").
+  std::string path(file);
+  const auto slash = path.find('/');
+  const std::string dir = slash == std::string::npos ? path : path.substr(0, slash);
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    if (list.compare(start, end - start, dir) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
 
 LogLevel log_level() { return static_cast<LogLevel>(level_storage().load(std::memory_order_relaxed)); }
 

@@ -8,9 +8,14 @@ ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
 LIBDIR="$ROOT/bindings/c"
 WORK="${TEST_TMPDIR:-/tmp}/engine_c"
 mkdir -p "$WORK"
-cc -std=c11 -Wall -Werror -I"$ROOT" "$ROOT/tests/engine_c_worker.c" -o "$WORK/worker" \
+# A sanitizer build of the library needs the same sanitizer in the program.
+SAN=""
+needed=$(readelf -d "$LIBDIR/libkolo.so")
+echo "$needed" | grep -q 'libasan' && SAN="-fsanitize=address,undefined"
+echo "$needed" | grep -q 'libtsan' && SAN="-fsanitize=thread"
+cc -std=c11 -Wall -Werror $SAN -I"$ROOT" "$ROOT/tests/engine_c_worker.c" -o "$WORK/worker" \
    -L"$LIBDIR" -l:libkolo.so -Wl,-rpath,"$LIBDIR" || { echo "FAIL: worker does not build against libkolo.so"; exit 1; }
-ldd "$WORK/worker" | grep -q libkolo.so || { echo "FAIL: worker is not linked to libkolo.so"; exit 1; }
+readelf -d "$WORK/worker" | grep NEEDED | grep -q 'libkolo.so' || { echo "FAIL: worker is not linked to libkolo.so"; exit 1; }
 
 TIMELINE="$WORK/timeline.json"
 if ! timeout 120 "$ROOT/tools/kolorun" -np 3 "$WORK/worker" "$TIMELINE" >"$WORK/out" 2>&1; then

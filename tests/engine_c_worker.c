@@ -4,10 +4,12 @@
  * allgather of a different number of rows per rank, a mismatched tensor,
  * and then joins early or late; every result is checked here. Prints
  * "rank R engine ok" on success. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bindings/c/kolo.h"
 
@@ -81,6 +83,10 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 3 * (rank + 1); ++i) rows[i] = rank * 100 + i;
   int64_t shape[2] = {rank + 1, 3};
   kolo_handle_t g;
+  if (rank != 0) { /* rank 0 (which writes the timeline) waits for the others */
+    struct timespec pause = {0, 100 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
   CHECK(kolo_submit_allgather(comm, "rows", rows, 2, shape, KOLO_INT64, &g));
   CHECK(kolo_handle_wait(g, 60));
   const void* data;
