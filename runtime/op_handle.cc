@@ -6,14 +6,20 @@ void OpHandle::complete(Status status) {
   Callback cb;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (done_) return;
-    done_ = true;
+    if (completing_) return;
+    completing_ = true;
     status_ = std::move(status);
     cb = std::move(callback_);
     callback_ = nullptr;
   }
-  cv_.notify_all();
+  // The callback runs before waiters wake, so a caller that waited sees
+  // its effects.
   if (cb) cb(status_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
 }
 
 bool OpHandle::done() const {
@@ -37,12 +43,12 @@ Status OpHandle::wait(Deadline deadline) {
 void OpHandle::set_callback(Callback cb) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!done_) {
+    if (!completing_) {
       callback_ = std::move(cb);
       return;
     }
   }
-  if (cb) cb(status_);
+  if (cb) cb(status_);  // status_ no longer changes once completing_ is set
 }
 
 }  // namespace kolo

@@ -17,7 +17,7 @@ class OpHandle {
   using Callback = std::function<void(const Status&)>;
 
   // Marks the operation finished. The callback, if any, runs on the calling
-  // thread (the engine's) after the lock is released.
+  // thread (the engine's), before waiters are woken.
   void complete(Status status);
 
   bool done() const;
@@ -39,6 +39,7 @@ class OpHandle {
  private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  bool completing_ = false;  // status set; the callback may be running
   bool done_ = false;
   Status status_;
   Callback callback_;
