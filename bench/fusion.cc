@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/model.h"
+#include "bench/over_ranks.h"
 #include "bench/models.h"
 
 namespace kolo::bench {
@@ -15,10 +16,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-kolo_result_t max_over_ranks(kolo_comm_t comm, double mine, double* worst) {
-  return kolo_allreduce(comm, &mine, worst, 1, KOLO_FLOAT64, KOLO_MAX);
-}
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "bench/models.h"
+#include "bench/over_ranks.h"
 
 namespace kolo::bench {
 namespace {
@@ -64,10 +65,6 @@ kolo_result_t step(kolo_comm_t comm, double forward_s, double backward_s, const 
   sleep_until(after(backward_start, backward_s));  // the backward pass itself ends here at the earliest
   *seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return KOLO_SUCCESS;
-}
-
-kolo_result_t max_over_ranks(kolo_comm_t comm, double mine, double* worst) {
-  return kolo_allreduce(comm, &mine, worst, 1, KOLO_FLOAT64, KOLO_MAX);
 }
 
 // Times one allreduce of `bytes` (median of a few), max over ranks.

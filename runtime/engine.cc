@@ -26,6 +26,15 @@ size_t request_bytes(const OpRequest& r) {
   return b;
 }
 
+// dst = src * factor, or a plain copy when the factor is 1.
+void copy_scaled(DataType dtype, void* dst, const void* src, size_t count, double factor) {
+  if (factor != 1) {
+    scale_copy(dtype, dst, src, count, factor);
+  } else if (count) {
+    std::memcpy(dst, src, count * dtype_size(dtype));
+  }
+}
+
 std::string ranks_text(const std::vector<int>& ranks) {
   std::string s;
   for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -122,8 +131,7 @@ Status Engine::submit(Submission submission, std::shared_ptr<OpHandle>* out) {
   const auto now = Clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_) return Status(stop_status_.code(), "the engine has stopped: " + stop_status_.message());
-    if (stop_requested_) return invalid_usage("the engine is shutting down");
+    KOLO_RETURN_IF_ERROR(accepting_locked());
     const std::string& name = submission.request.name;
     if (join_pending_) {
       return invalid_usage("'" + name + "' was submitted after this rank joined; submit it after the join completes");
@@ -141,12 +149,17 @@ Status Engine::submit(Submission submission, std::shared_ptr<OpHandle>* out) {
   return Status::ok();
 }
 
+Status Engine::accepting_locked() const {
+  if (stopped_) return Status(stop_status_.code(), "the engine has stopped: " + stop_status_.message());
+  if (stop_requested_) return invalid_usage("the engine is shutting down");
+  return Status::ok();
+}
+
 Status Engine::join(std::shared_ptr<OpHandle>* out) {
   auto handle = std::make_shared<OpHandle>();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_) return Status(stop_status_.code(), "the engine has stopped: " + stop_status_.message());
-    if (stop_requested_) return invalid_usage("the engine is shutting down");
+    KOLO_RETURN_IF_ERROR(accepting_locked());
     if (join_pending_) return invalid_usage("this rank has already joined");
     join_pending_ = true;
     Queued q{Submission{}, handle, Clock::now(), true};
@@ -297,6 +310,16 @@ Status Engine::wait_for_round() {
   }
 }
 
+Status Engine::post_token_recv(const RingContext& ctx) {
+  // Posted once per round, by whichever comes first: the idle wait (so a
+  // peer's round wakes this rank) or this rank starting the round itself.
+  if (token_posted_) return Status::ok();
+  token_in_ = Request();
+  KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(ctx.left, nullptr, 0, kRoundTag, &token_in_));
+  token_posted_ = true;
+  return Status::ok();
+}
+
 Status Engine::idle_wait(Clock::time_point until) {
   if (size_ == 1) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -305,11 +328,7 @@ Status Engine::idle_wait(Clock::time_point until) {
   }
   const Deadline deadline = Deadline::after(until - Clock::now());
   return comm_->run_custom("engine (waiting for work)", [&](const RingContext& ctx) {
-    if (!token_posted_) {
-      token_in_ = Request();
-      KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(ctx.left, nullptr, 0, kRoundTag, &token_in_));
-      token_posted_ = true;
-    }
+    KOLO_RETURN_IF_ERROR(post_token_recv(ctx));
     Status s = ctx.transport->progress(deadline);
     // Waiting for work is not a failure, however long it takes.
     if (s.code() == Code::kTimeout && deadline.expired()) return Status::ok();
@@ -339,11 +358,7 @@ Status Engine::run_round() {
     // Pass the token on and wait for it from the left: after this, every
     // rank is in the round.
     KOLO_RETURN_IF_ERROR(comm_->run_custom("engine round start", [&](const RingContext& ctx) {
-      if (!token_posted_) {
-        token_in_ = Request();
-        KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(ctx.left, nullptr, 0, kRoundTag, &token_in_));
-        token_posted_ = true;
-      }
+      KOLO_RETURN_IF_ERROR(post_token_recv(ctx));
       token_out_ = Request();
       KOLO_RETURN_IF_ERROR(ctx.transport->post_send(ctx.right, nullptr, 0, kRoundTag, &token_out_));
       while (!token_in_.done || !token_out_.done) {
@@ -600,12 +615,7 @@ Status Engine::run_allreduce_batch(const std::vector<const OpResponse*>& batch) 
       span = {slot, slot, pc.count};
       offset += pc.count * es;
     } else if (pc.packed) {
-      const void* src = it->second.sub.sends[pc.tensor];
-      if (pre != 1) {
-        scale_copy(dtype, slot, src, pc.count, pre);
-      } else if (pc.count) {
-        std::memcpy(slot, src, pc.count * es);
-      }
+      copy_scaled(dtype, slot, it->second.sub.sends[pc.tensor], pc.count, pre);
       span = {slot, slot, pc.count};
       offset += pc.count * es;
     } else {
@@ -641,11 +651,7 @@ Status Engine::run_allreduce_batch(const std::vector<const OpResponse*>& batch) 
     }
     void* dst = it->second.sub.recvs[pc.tensor];
     if (pc.packed) {
-      if (post != 1) {
-        scale_copy(dtype, dst, fusion_.data() + offset, pc.count, post);
-      } else if (pc.count) {
-        std::memcpy(dst, fusion_.data() + offset, pc.count * es);
-      }
+      copy_scaled(dtype, dst, fusion_.data() + offset, pc.count, post);
       offset += pc.count * es;
     } else if (post != 1) {
       scale_copy(dtype, dst, dst, pc.count, post);

@@ -104,11 +104,14 @@ class Engine {
   };
 
   Status validate(const Submission& s) const;
+  // OK while submissions are taken; else why not. Under mu_.
+  Status accepting_locked() const;
   void start_locked();
   void thread_main();
   Status run();
   void drain_queue();
   Status wait_for_round();
+  Status post_token_recv(const RingContext& ctx);
   Status idle_wait(Clock::time_point until);
   Status run_round();
   Status exchange_messages(const std::string& mine, std::vector<std::string>* all);

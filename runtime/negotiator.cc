@@ -297,16 +297,10 @@ Status Negotiator::finish_round(const std::vector<uint8_t>& reduced, const std::
       if (reduced[1 + i] != 1 || !slots_[i].valid) continue;
       OpResponse resp = slots_[i].response;
       resp.joined = joined_list;
-      if (resp.spec.kind == OpKind::kAllgather || resp.spec.kind == OpKind::kAlltoall) {
-        for (int q : joined_list) {  // a joined rank moves no rows
-          if (resp.spec.kind == OpKind::kAllgather) {
-            resp.rows[q] = 0;
-          } else {
-            for (int d = 0; d < size_; ++d) resp.rows[q * size_ + d] = resp.rows[d * size_ + q] = 0;
-          }
-        }
+      if (resp.spec.kind == OpKind::kAllgather) {
+        for (int q : joined_list) resp.rows[q] = 0;  // a joined rank contributes no rows
       }
-      check_joined(&resp);
+      check_joined(&resp);  // (an alltoall with joined ranks fails here)
       slots_[i].last_used = ++use_counter_;
       local_.erase(resp.spec.name);
       out->ready.push_back(std::move(resp));
