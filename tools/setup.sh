@@ -11,6 +11,8 @@ PACKAGES=(
   libgloo-dev              # peer for the comparison benchmark
   openmpi-bin libopenmpi-dev  # peer for the latency comparison
   python3                  # kolorun (Debian's /usr/bin/python3)
+  python3-numpy python3-torch python3-pytest  # the Python package and its tests
+  python3-matplotlib       # the examples' plots
   clang libclang-rt-14-dev # libFuzzer targets (tools/fuzz.sh)
   gnuplot-nox              # kolo_bench --plot
   iproute2 procps iptables # emulated hosts (tools/netns.sh)

@@ -1,0 +1,24 @@
+"""kolo: ring-allreduce collectives for Python, framework-free.
+
+    import kolo
+    kolo.init()                       # rank, size, master from the launcher
+    total = kolo.allreduce(np.ones(4), op=kolo.Sum)
+
+Run under `tools/kolorun -np N /usr/bin/python3 script.py`; without a
+launcher the process is a world of one. Every collective is a named
+operation of kolo's engine: ranks may issue different names in different
+orders, each runs once all ranks have issued it. Operations given no name
+are numbered per kind, so those must be issued in one order on every rank.
+The `_async` forms return a handle for poll()/synchronize(). PyTorch users
+want `kolo.torch`, which mirrors horovod.torch.
+"""
+from kolo._collectives import Adasum, Average, Max, Min, Product, Sum
+from kolo._library import (AbortedError, InvalidArgumentError, InvalidUsageError, KoloError, KoloTimeoutError,
+                           MismatchError, PeerLostError, UnsupportedError)
+from kolo._numpy import (allgather, allgather_async, allreduce, allreduce_, allreduce_async, allreduce_async_,
+                         alltoall, alltoall_async, broadcast, broadcast_, broadcast_async, broadcast_async_,
+                         grouped_allreduce, grouped_allreduce_async, reducescatter, reducescatter_async)
+from kolo._objects import allgather_object, broadcast_object
+from kolo._runtime import (Handle, abort, barrier, cross_rank, cross_size, engine_stats, init, is_homogeneous,
+                           is_initialized, join, local_rank, local_size, poll, rank, shutdown, size, start_timeline,
+                           stop_timeline, synchronize)

@@ -1,0 +1,250 @@
+"""The collectives, written once for any array library.
+
+A front end (NumPy in kolo, PyTorch in kolo.torch) passes an adapter that
+describes its arrays and makes new ones; everything else (names, wire
+layouts, staging of non-contiguous or widened data, outputs whose size is
+only known after negotiation) is decided here.
+
+Dtypes the C API reduces natively go to it untouched, from the array's own
+memory when it is contiguous. Others are laid out so the engine can still
+serve them exactly:
+  - any dtype moves (allgather, broadcast, alltoall) as its raw bytes;
+  - int16/uint16 reduce in int32/uint32 (sums and products wrap the same
+    modulo 2**16), through a widened copy;
+  - bool reduces as uint8 bytes: Sum and Max are logical or, Min and
+    Product logical and;
+  - complex numbers sum and average as pairs of reals.
+"""
+import ctypes
+from collections import namedtuple
+
+from kolo import _runtime
+from kolo._library import DTYPE_CODES, OP_AVG, OP_MAX, OP_MIN, OP_PROD, OP_SUM, lib, int64_array
+
+# Reduction operations, numbered as horovod's.
+Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
+_OP_CODES = {Average: OP_AVG, Sum: OP_SUM, Min: OP_MIN, Max: OP_MAX, Product: OP_PROD}
+_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max", Product: "Product"}
+_WIDER = {"int16": "int32", "uint16": "uint32"}
+_COMPLEX_PARTS = {"complex64": "float32", "complex128": "float64"}
+
+# What an adapter tells about one array: address, shape (tuple), dtype name
+# as NumPy spells it ("float32", "bool", "bfloat16"...), element size in
+# bytes, and whether its elements are dense in row-major order.
+ArrayInfo = namedtuple("ArrayInfo", "ptr shape dtype itemsize contiguous")
+
+
+class Adapter:
+    """What the collectives need from an array library."""
+
+    def describe(self, x):
+        """ArrayInfo of x; raises TypeError for what is not an array here."""
+        raise NotImplementedError
+
+    def empty(self, shape, like, dtype=None):
+        """A new contiguous array of that shape, with like's dtype (or dtype)."""
+        raise NotImplementedError
+
+    def assign(self, dst, src):
+        """dst[...] = src, converting the dtype."""
+        raise NotImplementedError
+
+
+def _converted(xp, x, dtype=None):
+    info = xp.describe(x)
+    out = xp.empty(info.shape, x, dtype)
+    xp.assign(out, x)
+    return out
+
+
+def _shape_arg(shape):
+    return len(shape), int64_array(shape)
+
+
+def _movement_wire(info):
+    """(kolo dtype code, shape) that moves the array's bytes exactly."""
+    code = DTYPE_CODES.get(info.dtype)
+    if code is not None:
+        return code, info.shape
+    return DTYPE_CODES["uint8"], info.shape + (info.itemsize,)
+
+
+def reduction_op_code(op):
+    if op == Adasum:
+        raise NotImplementedError("kolo does not implement Adasum; use Average or Sum")
+    if op not in _OP_CODES:
+        raise ValueError("unknown reduction op %r; use Average, Sum, Min, Max or Product" % (op,))
+    return _OP_CODES[op]
+
+
+def _reduction_wire(info, op, prescale, postscale):
+    """(kolo dtype code, shape, kolo op) reducing the array exactly, or a
+    TypeError saying why this dtype cannot be reduced with this op."""
+    op_code = reduction_op_code(op)
+    code = DTYPE_CODES.get(info.dtype)
+    if code is not None:
+        return code, info.shape, op_code
+    if info.dtype == "bool":
+        if op == Average or prescale != 1.0 or postscale != 1.0:
+            raise TypeError("bool tensors reduce with Sum or Max (logical or), Min or Product (logical and), "
+                            "unscaled; not %s" % _OP_NAMES[op])
+        return DTYPE_CODES["uint8"], info.shape, OP_MAX if op in (Sum, Max) else OP_MIN
+    part = _COMPLEX_PARTS.get(info.dtype)
+    if part is not None:
+        if op not in (Sum, Average):
+            raise TypeError("%s tensors reduce with Sum or Average only, not %s" % (info.dtype, _OP_NAMES[op]))
+        return DTYPE_CODES[part], info.shape + (2,), op_code
+    raise TypeError("kolo cannot reduce %s tensors" % info.dtype)
+
+
+def _staged(xp, x, inplace, out_shape=None):
+    """Buffers for a reduction of x: (send, recv, result). The engine reads
+    send and writes recv; once it is done, recv is copied into result when
+    they differ. Contiguous native arrays are used as they are."""
+    info = xp.describe(x)
+    wide = _WIDER.get(info.dtype)
+    if wide is not None:
+        send = _converted(xp, x, wide)
+        if inplace:
+            return send, send, x
+        shape = info.shape if out_shape is None else out_shape
+        return send, xp.empty(shape, send), xp.empty(shape, x)
+    send = x if info.contiguous else _converted(xp, x)
+    if inplace:
+        return send, send, x
+    recv = xp.empty(info.shape if out_shape is None else out_shape, x)
+    return send, recv, recv
+
+
+def _copy_back(xp, recv, result):
+    if recv is not result:
+        xp.assign(result, recv)
+    return result
+
+
+def allreduce_async(xp, x, inplace=False, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+    send, recv, result = _staged(xp, x, inplace)
+    info = xp.describe(send)
+    code, shape, op_code = _reduction_wire(info, op, prescale_factor, postscale_factor)
+    return _runtime.submit(lib.kolo_submit_allreduce, _runtime.operation_name("allreduce", name), info.ptr,
+                           xp.describe(recv).ptr, *_shape_arg(shape), code, op_code, float(prescale_factor),
+                           float(postscale_factor), keep=(x, send, recv, result),
+                           finish=lambda h: _copy_back(xp, recv, result))
+
+
+def grouped_allreduce_async(xp, xs, inplace=False, name=None, op=Average, prescale_factor=1.0,
+                            postscale_factor=1.0):
+    xs = list(xs)
+    if not xs:
+        raise ValueError("grouped_allreduce needs at least one tensor")
+    staged = [_staged(xp, x, inplace) for x in xs]
+    infos = [xp.describe(s) for s, _, _ in staged]
+    dtypes = sorted({i.dtype for i in infos})
+    if len(dtypes) > 1:
+        raise TypeError("grouped_allreduce: all tensors must have one dtype, got %s" % ", ".join(dtypes))
+    wires = [_reduction_wire(i, op, prescale_factor, postscale_factor) for i in infos]
+    n = len(xs)
+    shapes = [int64_array(shape) for _, shape, _ in wires]
+    sends = (ctypes.c_void_p * n)(*[i.ptr for i in infos])
+    recvs = (ctypes.c_void_p * n)(*[xp.describe(r).ptr for _, r, _ in staged])
+    ndims = (ctypes.c_int * n)(*[len(shape) for _, shape, _ in wires])
+    shape_ptrs = (ctypes.POINTER(ctypes.c_int64) * n)(
+        *[ctypes.cast(s, ctypes.POINTER(ctypes.c_int64)) for s in shapes])
+    code, _, op_code = wires[0]
+
+    def finish(_):
+        return [_copy_back(xp, recv, result) for _, recv, result in staged]
+
+    return _runtime.submit(lib.kolo_submit_grouped_allreduce, _runtime.operation_name("grouped_allreduce", name),
+                           n, sends, recvs, ndims, shape_ptrs, code, op_code, float(prescale_factor),
+                           float(postscale_factor), keep=(xs, staged, shapes, sends, recvs, ndims, shape_ptrs),
+                           finish=finish)
+
+
+def _rows_for(total, world, r):
+    # kolo_submit_reduce_scatter's split: the first total % world parts get one more row.
+    return total // world + (1 if r < total % world else 0)
+
+
+def reducescatter_async(xp, x, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+    info = xp.describe(x)
+    if not info.shape:
+        raise ValueError("reducescatter needs an array with at least one dimension, got a scalar")
+    out_shape = (_rows_for(info.shape[0], _runtime.size(), _runtime.rank()),) + info.shape[1:]
+    send, recv, result = _staged(xp, x, False, out_shape)
+    send_info = xp.describe(send)
+    code, shape, op_code = _reduction_wire(send_info, op, prescale_factor, postscale_factor)
+    return _runtime.submit(lib.kolo_submit_reduce_scatter, _runtime.operation_name("reducescatter", name),
+                           send_info.ptr, xp.describe(recv).ptr, *_shape_arg(shape), code, op_code,
+                           float(prescale_factor), float(postscale_factor), keep=(x, send, recv, result),
+                           finish=lambda h: _copy_back(xp, recv, result))
+
+
+def _output_array(xp, handle, like, rows, row_shape):
+    """The engine-owned output of an allgather or alltoall, copied into a
+    new array of like's dtype with sum(rows) rows."""
+    out = xp.empty((sum(rows),) + tuple(row_shape), like)
+    out_info = xp.describe(out)
+    ptr, nbytes = handle.output_bytes()
+    expected = out_info.itemsize * sum(rows)
+    for d in row_shape:
+        expected *= d
+    if nbytes != expected:
+        raise RuntimeError("kolo: engine output has %d bytes, expected %d" % (nbytes, expected))
+    if nbytes:
+        ctypes.memmove(out_info.ptr, ptr, nbytes)
+    return out
+
+
+def allgather_async(xp, x, name=None):
+    """Result: rank order concatenation along the first dimension; the
+    handle's `rows` then lists each rank's first dimension."""
+    info = xp.describe(x)
+    if not info.shape:
+        raise ValueError("allgather needs an array with at least one dimension, got a scalar")
+    send = x if info.contiguous else _converted(xp, x)
+    code, shape = _movement_wire(xp.describe(send))
+
+    def finish(h):
+        h.rows = h.output_rows()
+        return _output_array(xp, h, x, h.rows, info.shape[1:])
+
+    return _runtime.submit(lib.kolo_submit_allgather, _runtime.operation_name("allgather", name),
+                           xp.describe(send).ptr, *_shape_arg(shape), code, keep=(x, send), finish=finish)
+
+
+def broadcast_async(xp, x, root_rank, inplace=False, name=None):
+    info = xp.describe(x)
+    if not isinstance(root_rank, int) or not 0 <= root_rank < _runtime.size():
+        raise ValueError("root_rank %r is not a rank of this job (size %d)" % (root_rank, _runtime.size()))
+    buf = x if inplace and info.contiguous else _converted(xp, x)
+    result = x if inplace else buf
+    code, shape = _movement_wire(xp.describe(buf))
+    return _runtime.submit(lib.kolo_submit_broadcast, _runtime.operation_name("broadcast", name),
+                           xp.describe(buf).ptr, *_shape_arg(shape), code, root_rank, keep=(x, buf),
+                           finish=lambda h: _copy_back(xp, buf, result))
+
+
+def alltoall_async(xp, x, splits=None, name=None):
+    """Result: the rows received, in rank order; the handle's `rows` then
+    lists how many came from each rank."""
+    info = xp.describe(x)
+    if not info.shape:
+        raise ValueError("alltoall needs an array with at least one dimension, got a scalar")
+    send = x if info.contiguous else _converted(xp, x)
+    code, shape = _movement_wire(xp.describe(send))
+    split_arg = None
+    if splits is not None:
+        values = [int(s) for s in splits]
+        if len(values) != _runtime.size():
+            raise ValueError("alltoall splits has %d entries; it needs one per rank (%d)"
+                             % (len(values), _runtime.size()))
+        split_arg = int64_array(values)
+
+    def finish(h):
+        h.rows = h.output_rows()
+        return _output_array(xp, h, x, h.rows, info.shape[1:])
+
+    return _runtime.submit(lib.kolo_submit_alltoall, _runtime.operation_name("alltoall", name),
+                           xp.describe(send).ptr, *_shape_arg(shape), split_arg, code, keep=(x, send, split_arg),
+                           finish=finish)

@@ -1,0 +1,107 @@
+"""NumPy arrays for the collectives (the framework-free API of `kolo`)."""
+import numpy as np
+
+from kolo import _collectives as C
+from kolo import _runtime
+
+
+class NumpyAdapter(C.Adapter):
+    def describe(self, x):
+        if not isinstance(x, np.ndarray):
+            raise TypeError("kolo collectives take NumPy arrays, not %s" % type(x).__name__)
+        return C.ArrayInfo(x.ctypes.data, tuple(x.shape), x.dtype.name, x.dtype.itemsize,
+                           bool(x.flags.c_contiguous))
+
+    def empty(self, shape, like, dtype=None):
+        return np.empty(shape, dtype=np.dtype(dtype) if dtype else like.dtype)
+
+    def assign(self, dst, src):
+        np.copyto(dst, src, casting="unsafe")
+
+
+_np = NumpyAdapter()
+
+
+def _writable(x):
+    if isinstance(x, np.ndarray) and not x.flags.writeable:
+        raise ValueError("an in-place collective needs a writable array")
+    return x
+
+
+def allreduce_async(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Starts an allreduce of array into a new array; synchronize(handle) returns it."""
+    return C.allreduce_async(_np, array, False, name, op, prescale_factor, postscale_factor)
+
+
+def allreduce(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    """op over every rank's array (Average by default), as a new array."""
+    return allreduce_async(array, op, name, prescale_factor, postscale_factor).synchronize()
+
+
+def allreduce_async_(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    return C.allreduce_async(_np, _writable(array), True, name, op, prescale_factor, postscale_factor)
+
+
+def allreduce_(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    """The allreduce written into array itself; returns array."""
+    return allreduce_async_(array, op, name, prescale_factor, postscale_factor).synchronize()
+
+
+def grouped_allreduce_async(arrays, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    return C.grouped_allreduce_async(_np, arrays, False, name, op, prescale_factor, postscale_factor)
+
+
+def grouped_allreduce(arrays, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Several arrays of one dtype reduced as one operation; a list of new arrays."""
+    return grouped_allreduce_async(arrays, op, name, prescale_factor, postscale_factor).synchronize()
+
+
+def allgather_async(array, name=None):
+    return C.allgather_async(_np, array, name)
+
+
+def allgather(array, name=None):
+    """Every rank's array concatenated along the first dimension, in rank
+    order (first dimensions may differ between ranks)."""
+    return allgather_async(array, name).synchronize()
+
+
+def broadcast_async(array, root_rank, name=None):
+    return C.broadcast_async(_np, array, root_rank, False, name)
+
+
+def broadcast(array, root_rank, name=None):
+    """root_rank's array, as a new array on every rank."""
+    return broadcast_async(array, root_rank, name).synchronize()
+
+
+def broadcast_async_(array, root_rank, name=None):
+    return C.broadcast_async(_np, _writable(array), root_rank, True, name)
+
+
+def broadcast_(array, root_rank, name=None):
+    """root_rank's array written into array itself; returns array."""
+    return broadcast_async_(array, root_rank, name).synchronize()
+
+
+def reducescatter_async(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    return C.reducescatter_async(_np, array, name, op, prescale_factor, postscale_factor)
+
+
+def reducescatter(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    """The reduction of every rank's array, cut along the first dimension:
+    rank r gets part r (the first shape[0] % size parts have one more row)."""
+    return reducescatter_async(array, op, name, prescale_factor, postscale_factor).synchronize()
+
+
+def alltoall_async(array, splits=None, name=None):
+    return C.alltoall_async(_np, array, splits, name)
+
+
+def alltoall(array, splits=None, name=None):
+    """Sends splits[q] rows (equal parts if None) of array to rank q, in
+    order; returns the rows received in rank order and, if splits was
+    given, how many came from each rank."""
+    h = alltoall_async(array, splits, name)
+    out = h.synchronize()
+    return (out, np.array(h.rows, dtype=np.int64)) if splits is not None else out

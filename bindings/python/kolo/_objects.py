@@ -1,0 +1,34 @@
+"""Picklable Python objects across ranks, over byte arrays."""
+import pickle
+
+import numpy as np
+
+from kolo import _numpy, _runtime
+
+
+def broadcast_object(obj, root_rank=0, name=None):
+    """root_rank's obj on every rank (pickled there, unpickled here)."""
+    name = name or type(obj).__name__
+    if _runtime.rank() == root_rank:
+        payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+        length = np.array([payload.size], dtype=np.int64)
+    else:
+        length = np.zeros(1, dtype=np.int64)
+    _numpy.broadcast_(length, root_rank, name="%s.length" % name)
+    if _runtime.rank() != root_rank:
+        payload = np.empty(int(length[0]), dtype=np.uint8)
+    payload = _numpy.broadcast(payload, root_rank, name="%s.payload" % name)
+    return obj if _runtime.rank() == root_rank else pickle.loads(payload.tobytes())
+
+
+def allgather_object(obj, name=None):
+    """Every rank's obj, as a list in rank order."""
+    name = name or type(obj).__name__
+    payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+    h = _numpy.allgather_async(payload, name="%s.allgather_object" % name)
+    data = h.synchronize().tobytes()
+    objects, offset = [], 0
+    for rows in h.rows:
+        objects.append(pickle.loads(data[offset:offset + rows]))
+        offset += rows
+    return objects

@@ -1,0 +1,68 @@
+"""kolo for PyTorch, with horovod.torch's API: a Horovod script runs after
+changing its import to `import kolo.torch as hvd`.
+
+    hvd.init()
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+
+CPU tensors, every dtype torch has on CPU (see kolo._collectives for how
+int16, bool and complex are carried). Engine failures (ranks disagreeing
+on a tensor, a lost peer, a timeout) raise kolo.KoloError subclasses with
+the engine's message.
+"""
+from kolo._library import KoloError, KoloTimeoutError, MismatchError, PeerLostError  # noqa: F401
+from kolo._runtime import (cross_rank, cross_size, init, is_homogeneous, is_initialized, local_rank,  # noqa: F401
+                           local_size, rank, shutdown, size, start_timeline, stop_timeline)
+from kolo.torch.compression import Compression  # noqa: F401
+from kolo.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,  # noqa: F401
+                                  broadcast_parameters)
+from kolo.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allgather_async,  # noqa: F401
+                                allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall, alltoall_async,
+                                barrier, broadcast, broadcast_, broadcast_async, broadcast_async_, grouped_allreduce,
+                                grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_, join, poll,
+                                reducescatter, reducescatter_async, synchronize)
+from kolo.torch.optimizer import DistributedOptimizer  # noqa: F401
+
+# horovod's name for the error a failed collective raises.
+HorovodInternalError = KoloError
+
+
+def mpi_threads_supported():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def mpi_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def nccl_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False

@@ -1,0 +1,32 @@
+"""CPU tensors for the collectives."""
+import torch
+
+from kolo import _collectives as C
+
+_NAMES = {
+    torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32", torch.int64: "int64",
+    torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float64: "float64",
+    torch.bool: "bool", torch.complex64: "complex64", torch.complex128: "complex128",
+}
+_DTYPES = {name: dtype for dtype, name in _NAMES.items()}
+
+
+class TorchAdapter(C.Adapter):
+    def describe(self, t):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError("kolo.torch collectives take torch tensors, not %s" % type(t).__name__)
+        if t.device.type != "cpu":
+            raise TypeError("kolo.torch handles CPU tensors; this one is on %s" % t.device)
+        if t.dtype not in _NAMES:
+            raise TypeError("kolo.torch does not handle %s tensors" % t.dtype)
+        return C.ArrayInfo(t.data_ptr(), tuple(t.shape), _NAMES[t.dtype], t.element_size(), t.is_contiguous())
+
+    def empty(self, shape, like, dtype=None):
+        return torch.empty(shape, dtype=_DTYPES[dtype] if dtype else like.dtype)
+
+    def assign(self, dst, src):
+        with torch.no_grad():
+            dst.copy_(src)
+
+
+adapter = TorchAdapter()
