@@ -1,0 +1,84 @@
+"""Seed 3: physics-informed network (PINN), data parallel.
+
+Solves -u'' = f on [-1, 1] with f = 4 pi^2 sin(2 pi x) and u(-1) = u(1) = 0
+(exact solution u = sin(2 pi x)) without any samples of u: the loss is the
+mean squared residual of the equation at collocation points, with u''
+taken by autograd, plus the boundary conditions. The collocation points are
+split across ranks (rank r takes the r-th subinterval); DistributedOptimizer
+averages the gradients, so all ranks train one model on all the points.
+
+    tools/kolorun -np 2 /usr/bin/python3 examples/pinn.py
+"""
+import math
+
+import torch
+
+import kolo.torch as hvd
+from seed_common import StepTimer, column, log, mlp, output_path, parse_args, rank_interval, relative_l2, save_plot
+
+
+def residual(model, x, forcing):
+    """-u''(x) - f(x), differentiating the network twice."""
+    x = x.clone().requires_grad_(True)
+    u = model(x)
+    du = torch.autograd.grad(u.sum(), x, create_graph=True)[0]
+    d2u = torch.autograd.grad(du.sum(), x, create_graph=True)[0]
+    return -d2u - forcing(x)
+
+
+def pinn_loss(model, x, forcing, boundary_weight):
+    """Mean squared residual at x, plus the weighted squared boundary values."""
+    boundary = model(torch.tensor([[-1.0], [1.0]]))
+    return torch.mean(residual(model, x, forcing) ** 2) + boundary_weight * torch.mean(boundary ** 2)
+
+
+def main():
+    args = parse_args(__doc__.splitlines()[0], steps=3000, lr=2e-3, depth=2, width=32, points=51,
+                      extra=[(("--boundary-weight",), dict(type=float, default=100.0,
+                                                           help="weight of the boundary term (default %(default)s)"))])
+    hvd.init()
+    torch.manual_seed(args.seed)
+    k = 2 * math.pi
+
+    def forcing(x):
+        return k * k * torch.sin(k * x)
+
+    a, b = rank_interval(hvd.rank(), hvd.size())
+    x = column(a, b, args.points)
+    x_eval = column(-1, 1, 201)
+    exact = torch.sin(k * x_eval)
+
+    model = mlp(args.depth, args.width)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr * hvd.size())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+
+    with torch.no_grad():
+        initial_error = relative_l2(model(x_eval), exact)
+    timer = StepTimer()
+    for step in range(1, args.steps + 1):
+        timer.begin()
+        optimizer.zero_grad()
+        loss = pinn_loss(model, x, forcing, args.boundary_weight)
+        loss.backward()
+        optimizer.step()
+        timer.end()
+        if step % args.log_every == 0 or step == args.steps:
+            log("step %5d  loss %.3e" % (step, hvd.allreduce(loss.detach(), name="loss").item()))
+
+    with torch.no_grad():
+        prediction = model(x_eval)
+    error = relative_l2(prediction, exact)
+    log("time per step: %.3f ms on %d ranks" % (timer.mean_ms(), hvd.size()))
+    log("final error: %.4e (initial %.4e), relative L2 against sin(2 pi x) on 201 points" % (error, initial_error))
+    if hvd.rank() == 0:
+        save_plot(output_path(args, "pinn.png"),
+                  "PINN, data parallel on %d ranks: relative L2 error %.2e" % (hvd.size(), error),
+                  x_eval.squeeze(1), exact.squeeze(1), [("prediction", prediction.squeeze(1))])
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": args.steps},
+                   output_path(args, "pinn.pt"))
+
+
+if __name__ == "__main__":
+    main()

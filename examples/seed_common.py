@@ -1,0 +1,108 @@
+"""What the four seed examples share: the network, the command line, the
+slice of [-1, 1] a rank owns, the error measure, the plot and the log."""
+import argparse
+import math
+import os
+import time
+
+import torch
+
+import kolo.torch as hvd
+
+
+def parse_args(description, steps, lr, depth=2, width=16, points=16, extra=None):
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--steps", type=int, default=steps, help="training steps (default %(default)s)")
+    p.add_argument("--lr", type=float, default=lr, help="Adam learning rate for one rank (default %(default)s)")
+    p.add_argument("--depth", type=int, default=depth, help="hidden layers (default %(default)s)")
+    p.add_argument("--width", type=int, default=width, help="units per hidden layer (default %(default)s)")
+    p.add_argument("--points", type=int, default=points, help="training points per rank (default %(default)s)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-every", type=int, default=0, help="print the loss every N steps (default: 20 lines)")
+    p.add_argument("--output-dir", default=".", help="where rank 0 writes the plot and the checkpoint")
+    for args, kwargs in extra or []:
+        p.add_argument(*args, **kwargs)
+    a = p.parse_args()
+    if a.log_every <= 0:
+        a.log_every = max(1, a.steps // 20)
+    return a
+
+
+def mlp(depth, width):
+    """x -> u: `depth` tanh layers of `width` units (smooth, so the PINNs
+    can differentiate it twice)."""
+    layers, n_in = [], 1
+    for _ in range(depth):
+        layers += [torch.nn.Linear(n_in, width), torch.nn.Tanh()]
+        n_in = width
+    layers.append(torch.nn.Linear(n_in, 1))
+    return torch.nn.Sequential(*layers)
+
+
+def rank_interval(rank, size, lo=-1.0, hi=1.0):
+    """Rank r of N owns the r-th of N equal subintervals of [lo, hi]."""
+    step = (hi - lo) / size
+    return lo + rank * step, lo + (rank + 1) * step
+
+
+def column(a, b, n):
+    return torch.linspace(a, b, n, dtype=torch.float32).unsqueeze(1)
+
+
+def relative_l2(pred, truth):
+    """||pred - truth|| / ||truth|| over the evaluation points."""
+    return (torch.linalg.norm(pred - truth) / torch.linalg.norm(truth)).item()
+
+
+class StepTimer:
+    """Mean wall time per step, leaving out the first few (warm-up)."""
+
+    def __init__(self, warmup=5):
+        self.warmup, self.count, self.total, self.start = warmup, 0, 0.0, None
+
+    def begin(self):
+        self.start = time.perf_counter()
+
+    def end(self):
+        self.count += 1
+        if self.count > self.warmup:
+            self.total += time.perf_counter() - self.start
+
+    def mean_ms(self):
+        timed = self.count - self.warmup
+        return 1e3 * self.total / timed if timed > 0 else float("nan")
+
+
+def save_plot(path, title, x, truth, curves, points=()):
+    """Truth (if not None) and curves ((label, y on x) pairs); `points` are (label, x, y)
+    scatters of training data. Written by rank 0 only."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if truth is not None:
+        ax.plot(x, truth, "k-", lw=2, label="truth")
+    for label, y in curves:
+        ax.plot(x, y, "--", label=label)
+    for label, px, py in points:
+        ax.plot(px, py, "o", ms=3, label=label)
+    ax.set_title(title)
+    ax.set_xlabel("x")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def output_path(args, name):
+    os.makedirs(args.output_dir, exist_ok=True)
+    return os.path.join(args.output_dir, name)
+
+
+def log(message):
+    """One line from rank 0."""
+    if hvd.rank() == 0:
+        print(message, flush=True)
+
+
+TWO_PI = 2 * math.pi
