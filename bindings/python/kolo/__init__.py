@@ -17,7 +17,8 @@ from kolo._library import (AbortedError, InvalidArgumentError, InvalidUsageError
                            MismatchError, PeerLostError, UnsupportedError)
 from kolo._numpy import (allgather, allgather_async, allreduce, allreduce_, allreduce_async, allreduce_async_,
                          alltoall, alltoall_async, broadcast, broadcast_, broadcast_async, broadcast_async_,
-                         grouped_allreduce, grouped_allreduce_async, reducescatter, reducescatter_async)
+                         grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
+                         grouped_allreduce_async_, reducescatter, reducescatter_async)
 from kolo._objects import allgather_object, broadcast_object
 from kolo._runtime import (Handle, abort, barrier, cross_rank, cross_size, engine_stats, init, is_homogeneous,
                            is_initialized, join, local_rank, local_size, poll, rank, shutdown, size, start_timeline,

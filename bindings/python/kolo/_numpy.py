@@ -56,6 +56,16 @@ def grouped_allreduce(arrays, op=C.Average, name=None, prescale_factor=1.0, post
     return grouped_allreduce_async(arrays, op, name, prescale_factor, postscale_factor).synchronize()
 
 
+def grouped_allreduce_async_(arrays, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    return C.grouped_allreduce_async(_np, [_writable(a) for a in arrays], True, name, op, prescale_factor,
+                                     postscale_factor)
+
+
+def grouped_allreduce_(arrays, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    """The grouped allreduce written into each array; returns them as a list."""
+    return grouped_allreduce_async_(arrays, op, name, prescale_factor, postscale_factor).synchronize()
+
+
 def allgather_async(array, name=None):
     return C.allgather_async(_np, array, name)
 

@@ -7,8 +7,9 @@ from kolo import _numpy, _runtime
 
 
 def broadcast_object(obj, root_rank=0, name=None):
-    """root_rank's obj on every rank (pickled there, unpickled here)."""
-    name = name or type(obj).__name__
+    """root_rank's obj on every rank (pickled there, unpickled here). The
+    other ranks' obj is ignored (None will do)."""
+    name = _runtime.operation_name("broadcast_object", name).decode()
     if _runtime.rank() == root_rank:
         payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
         length = np.array([payload.size], dtype=np.int64)
@@ -23,9 +24,9 @@ def broadcast_object(obj, root_rank=0, name=None):
 
 def allgather_object(obj, name=None):
     """Every rank's obj, as a list in rank order."""
-    name = name or type(obj).__name__
+    name = _runtime.operation_name("allgather_object", name).decode()
     payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
-    h = _numpy.allgather_async(payload, name="%s.allgather_object" % name)
+    h = _numpy.allgather_async(payload, name=name)
     data = h.synchronize().tobytes()
     objects, offset = [], 0
     for rows in h.rows:
