@@ -26,7 +26,7 @@ struct Config {
 
   // The runtime engine (named asynchronous operations).
   int64_t fusion_threshold_bytes = 64 << 20;  // KOLO_FUSION_THRESHOLD: fusion buffer size; 0 turns fusion off
-  double cycle_time_ms = 1;          // KOLO_CYCLE_TIME_MS: least time between rounds this rank starts (batching)
+  double cycle_time_ms = 0;          // KOLO_CYCLE_TIME_MS: least time between rounds this rank starts (batching)
   int64_t cache_capacity = 1024;     // KOLO_CACHE_CAPACITY: names remembered after negotiation; 0 = none
   std::string timeline_path;         // KOLO_TIMELINE: rank 0 writes a Chrome trace here from the start
   double stall_warning_s = 60;       // KOLO_STALL_WARNING_S: rank 0 reports names missing on some ranks

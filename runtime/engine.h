@@ -13,8 +13,13 @@
 // in the response cache, an allgather of those (see negotiator.h). Then the
 // ready operations run, allreduces fused into buffers of up to
 // KOLO_FUSION_THRESHOLD bytes. Submissions that arrive meanwhile wait for the
-// next round, which starts as soon as the current one ends but not sooner
-// than KOLO_CYCLE_TIME_MS after it started (that is how batches form).
+// next round, which starts as soon as the current one ends (that is how
+// batches form: what became ready during a round goes in the next), or, if
+// KOLO_CYCLE_TIME_MS is set, not sooner than that after it started. The
+// default is 0: a fixed tick floors every operation's latency (a 1 ms one
+// made a small synchronous allreduce take 2.1 ms instead of 0.07 ms on 2
+// ranks) and, measured on backprop of MLPs from 17 K to 8 M parameters,
+// formed no better batches.
 //
 // Errors: a name whose ranks disagree fails with MISMATCH on every rank and
 // the engine goes on; a transport failure, a peer lost, an abort or a stall

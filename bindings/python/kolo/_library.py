@@ -132,7 +132,12 @@ def _load():
     tried = _candidates()
     for path in tried:
         if os.path.exists(path):
-            lib = ctypes.CDLL(path)
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                raise ImportError("kolo: cannot load %s (%s). A sanitizer build of it (bazel-bin follows the last "
+                                  "--config) needs its runtime preloaded; rebuild the plain one with `bazel build "
+                                  "//bindings/c:libkolo.so` or set KOLO_LIBRARY" % (path, e)) from e
             break
     else:
         raise ImportError("kolo: libkolo.so not found (looked at %s); build it with "
