@@ -53,6 +53,13 @@ Communicator::~Communicator() {
   if (transport_) transport_->abort();
   transport_.reset();
   client_.reset();
+  if (server_ && failed_.load()) {
+    // The failure record lives in this rank's store: ranks still learning
+    // of the failure read it to name the rank that failed first. Stay up
+    // until they have gone (bounded), rather than leaving them only "rank 0
+    // closed the connection".
+    server_->wait_for_clients_to_leave(std::chrono::seconds(2));
+  }
   server_.reset();
 }
 

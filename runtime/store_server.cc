@@ -36,6 +36,7 @@ class StoreServer::Session : public std::enable_shared_from_this<Session> {
       : server_(server), socket_(std::move(socket)), hello_timer_(socket_.get_executor()) {}
 
   void start() {
+    ++server_->open_sessions_;
     boost::system::error_code ec;
     auto ep = socket_.remote_endpoint(ec);
     remote_ = ec ? "unknown peer" : format_endpoint(ep);
@@ -67,6 +68,10 @@ class StoreServer::Session : public std::enable_shared_from_this<Session> {
   }
 
   void close() {
+    if (!closed_) {
+      closed_ = true;
+      --server_->open_sessions_;
+    }
     boost::system::error_code ec;
     socket_.close(ec);
     hello_timer_.cancel();
@@ -107,6 +112,7 @@ class StoreServer::Session : public std::enable_shared_from_this<Session> {
   }
 
   StoreServer* server_;
+  bool closed_ = false;
   tcp::socket socket_;
   asio::steady_timer hello_timer_;
   std::string remote_;
@@ -151,6 +157,13 @@ StoreServer::~StoreServer() {
   if (thread_.joinable()) thread_.join();
   // Sessions and waiters hold sockets bound to io_; release them before it goes.
   waiters_.clear();
+}
+
+void StoreServer::wait_for_clients_to_leave(std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (open_sessions_.load() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 Status StoreServer::start(const std::string& host, int port) {

@@ -5,6 +5,8 @@
 // itself as a member of the job within a few seconds is dropped.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <set>
@@ -31,6 +33,9 @@ class StoreServer {
   Status start(const std::string& host, int port);
   int port() const { return port_; }
 
+  // Returns once every client has closed its connection, or after limit.
+  void wait_for_clients_to_leave(std::chrono::milliseconds limit);
+
  private:
   class Session;
   struct Waiter;
@@ -48,6 +53,7 @@ class StoreServer {
   int port_ = 0;
   std::map<std::string, std::string> map_;
   std::set<std::shared_ptr<Waiter>> waiters_;
+  std::atomic<int> open_sessions_{0};  // changed on the I/O thread, read by any
 };
 
 }  // namespace kolo

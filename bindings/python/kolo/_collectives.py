@@ -16,6 +16,7 @@ serve them exactly:
   - complex numbers sum and average as pairs of reals.
 """
 import ctypes
+import numbers
 from collections import namedtuple
 
 from kolo import _runtime
@@ -215,8 +216,9 @@ def allgather_async(xp, x, name=None):
 
 def broadcast_async(xp, x, root_rank, inplace=False, name=None):
     info = xp.describe(x)
-    if not isinstance(root_rank, int) or not 0 <= root_rank < _runtime.size():
+    if not isinstance(root_rank, numbers.Integral) or not 0 <= root_rank < _runtime.size():
         raise ValueError("root_rank %r is not a rank of this job (size %d)" % (root_rank, _runtime.size()))
+    root_rank = int(root_rank)
     buf = x if inplace and info.contiguous else _converted(xp, x)
     result = x if inplace else buf
     code, shape = _movement_wire(xp.describe(buf))

@@ -19,7 +19,9 @@ class TorchAdapter(C.Adapter):
             raise TypeError("kolo.torch handles CPU tensors; this one is on %s" % t.device)
         if t.dtype not in _NAMES:
             raise TypeError("kolo.torch does not handle %s tensors" % t.dtype)
-        return C.ArrayInfo(t.data_ptr(), tuple(t.shape), _NAMES[t.dtype], t.element_size(), t.is_contiguous())
+        # A lazily conjugated or negated view's memory is not its value: stage it like a strided one.
+        dense = t.is_contiguous() and not t.is_conj() and not t.is_neg()
+        return C.ArrayInfo(t.data_ptr(), tuple(t.shape), _NAMES[t.dtype], t.element_size(), dense)
 
     def empty(self, shape, like, dtype=None):
         return torch.empty(shape, dtype=_DTYPES[dtype] if dtype else like.dtype)

@@ -255,10 +255,20 @@ def test_bad_arguments_raise_before_submitting():
         kolo.allreduce(np.zeros(2), op=17)
     with pytest.raises(NotImplementedError, match="Adasum"):
         kolo.allreduce(np.zeros(2), op=kolo.Adasum)
-    h = kolo.allreduce_async(np.zeros(2), name="busy")
-    with pytest.raises(kolo.InvalidUsageError, match="busy"):
-        kolo.allreduce_async(np.zeros(2), name="busy")
+
+def test_a_name_in_flight_cannot_be_submitted_again():
+    # Each rank checks while its operation cannot complete: rank 0 submits
+    # "busy.a" (the others' first) only after the barrier, and the others
+    # submit "busy.b" (rank 0's first) only after it too.
+    rank, _ = world()
+    first, second = ("busy.b", "busy.a") if rank == 0 else ("busy.a", "busy.b")
+    h = kolo.allreduce_async(np.zeros(2), name=first)
+    with pytest.raises(kolo.InvalidUsageError, match=first):
+        kolo.allreduce_async(np.zeros(2), name=first)
+    kolo.barrier()
+    h2 = kolo.allreduce_async(np.zeros(2), name=second)
     h.synchronize()
+    h2.synchronize()
 
 
 def test_join_contributes_nothing():

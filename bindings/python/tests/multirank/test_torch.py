@@ -211,3 +211,6 @@ def test_horovod_surface():
     assert hvd.reducescatter(torch.ones(n, 2), op=hvd.Sum).tolist() == [[n, n]]
     hvd.barrier()
     np.testing.assert_array_equal(hvd.allgather_object(rank), np.arange(n))
+    lazy = torch.tensor([1 + 2j, 3 - 1j]).conj()  # a view whose memory holds the unconjugated values
+    assert hvd.allreduce(lazy, op=hvd.Sum).tolist() == [n * (1 - 2j), n * (3 + 1j)]
+    assert hvd.broadcast(-torch.tensor([1.0, 2.0]), root_rank=0, name="neg").tolist() == [-1.0, -2.0]
