@@ -150,6 +150,7 @@ class Handle:
         self._finish = finish
         self._done = False
         self._result = None
+        self._error = None
         _sweep_orphans()
 
     def poll(self):
@@ -165,11 +166,15 @@ class Handle:
         engine's error (mismatch, timeout, lost peer) as a KoloError."""
         if self._done:
             return self._result
+        if self._error is not None:
+            raise self._error
         if self._raw is None:
             raise KoloError("this operation's handle was already released")
         code = lib.kolo_handle_wait(self._raw, -1.0)
         if code != SUCCESS:
             error = error_for(code)
+            if self.poll():
+                self._error = error  # the operation's own failure: the same answer every time
             self._park_or_release()  # a wait that timed out leaves the operation running
             raise error
         try:
