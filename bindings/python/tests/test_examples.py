@@ -1,6 +1,7 @@
 """Each seed example, a few hundred steps on 2 ranks through kolorun: it
 must finish, its error must fall, and rank 0 alone writes the plot and the
-checkpoint. (Run as one process: it starts the jobs itself.)"""
+checkpoint. Then a Horovod-style training script whose only change is its
+import. (Run as one process: it starts the jobs itself.)"""
 import os
 import re
 import subprocess
@@ -50,3 +51,16 @@ def test_ensemble_example(script, tmp_path, steps):
     stem = script[:-3]
     assert sorted(os.listdir(tmp_path)) == [stem + ".png", stem + ".pt"]
     assert len(torch.load(os.path.join(tmp_path, stem + ".pt"))["members"]) == 2
+
+
+@pytest.mark.parametrize("options", [[], ["--fp16-allreduce", "--gradient-predivide-factor", "2"]])
+def test_a_horovod_script_runs_after_changing_its_import(options):
+    script = os.path.join(REPO, "bindings", "python", "tests", "scripts", "horovod_style_training.py")
+    cmd = [sys.executable, KOLORUN, "-np", "2", "--timeout", "240", sys.executable, script] + options
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout
+    finals = re.findall(r"final rank (\d): accuracy (\S+) \(before training (\S+)\) checksum (\S+)", done.stdout)
+    assert sorted(int(f[0]) for f in finals) == [0, 1], done.stdout
+    for _, after, before, _ in finals:
+        assert float(after) > 0.5 and float(after) > 2 * float(before), done.stdout
+    assert finals[0][3] == finals[1][3], "both ranks hold the same model"
