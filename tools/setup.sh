@@ -8,6 +8,7 @@ PACKAGES=(
   bazel-bootstrap          # the build (Bazel 4.2.3, works offline)
   g++ libboost-dev         # compiler, Boost.Asio (header-only)
   libgtest-dev libgmock-dev libbenchmark-dev
+  libibverbs-dev           # the RDMA verbs transport (rdma-core)
   libgloo-dev              # peer for the comparison benchmark
   openmpi-bin libopenmpi-dev  # peer for the latency comparison
   python3                  # kolorun (Debian's /usr/bin/python3)

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Soft-RoCE in a virtual machine: this host's kernel has no InfiniBand
+# support, so RDMA verbs code is tested against rdma_rxe inside a Debian 12
+# guest under QEMU (TCG software emulation, no KVM needed).
+#
+#   tools/rdma_vm.sh build                       make the VM image (once; cached)
+#   tools/rdma_vm.sh run [--timeout S] -- CMD...  boot, run CMD, exit with its status
+#   tools/rdma_vm.sh check [--timeout S]         smoke test: rxe0 ACTIVE, ibv_rc_pingpong
+#
+# CMD runs as root in the repository root, which is shared read-write at the
+# same absolute path ($HOME/.cache/bazel read-only too, so bazel-bin works).
+# Its stdout and stderr both arrive on this script's stdout; the boot log
+# and this script's own messages go to stderr. In the guest, eth0 is
+# 10.0.2.15 and soft-RoCE device rxe0 (port 1) is ACTIVE; CMD's environment
+# has KOLO_RDMA_DEV, KOLO_RDMA_GID (index of the RoCE v2 IPv4 GID),
+# KOLO_RDMA_NETDEV and KOLO_RDMA_IP. Exit status: CMD's, 124 if the run
+# outlived --timeout (default 900 s), 125 if the VM failed to get CMD going.
+# KOLO_RDMA_VM_CACHE (default /var/cache/kolo-rdma-vm) holds the image;
+# delete it to rebuild. Needs root (debootstrap, and apt for the host tools).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+CACHE="${KOLO_RDMA_VM_CACHE:-/var/cache/kolo-rdma-vm}"
+IMAGE="$CACHE/rootfs.ext4"
+BAZEL_CACHE="$HOME/.cache/bazel"
+
+# What the guest needs: the kernel (it ships rdma_rxe; installing it makes
+# the initramfs), the verbs stack and its tools, and the runtime libraries
+# of what this host's g++ builds.
+GUEST_PACKAGES=(
+  linux-image-amd64 initramfs-tools kmod procps iproute2
+  rdma-core ibverbs-utils ibverbs-providers libibverbs1 librdmacm1
+  rdmacm-utils perftest
+  libstdc++6 libgcc-s1 libbenchmark1debian python3
+)
+
+host_tools() {
+  local p missing=()
+  for p in qemu-system-x86 debootstrap debian-archive-keyring e2fsprogs; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if ((${#missing[@]})); then
+    echo "rdma_vm: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    # Wait for, rather than fail on, another apt run holding the lock.
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# The Debian mirror this host's apt uses (one-line or deb822 sources).
+mirror() {
+  local m
+  m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
+    grep -oE '^[[:space:]]*(deb[[:space:]]+(\[[^]]*\][[:space:]]+)?|URIs:[[:space:]]*)https?://[^[:space:]]+/debian/?([[:space:]]|$)' |
+    grep -oE 'https?://[^[:space:]]+' | head -n1 || true)
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+build() {
+  host_tools
+  [[ -f "$IMAGE" ]] && return 0
+  local start=$SECONDS root="$CACHE/root.tmp"
+  mkdir -p "$CACHE"
+  rm -rf "$root"
+  echo "rdma_vm: debootstrap bookworm from $(mirror) (several minutes)" >&2
+  local inc
+  inc=$(IFS=,; echo "${GUEST_PACKAGES[*]}")
+  debootstrap --variant=minbase --include="$inc" bookworm "$root" "$(mirror)" >"$CACHE/debootstrap.log" 2>&1 ||
+    { tail -n 30 "$CACHE/debootstrap.log" >&2; exit 1; }
+  echo kolo-rdma-vm >"$root/etc/hostname"
+  printf '127.0.0.1 localhost\n::1 localhost\n' >"$root/etc/hosts"
+  # PID 1 of the guest: mount this run's control folder and hand over to
+  # the agent the host put there, so changing the agent needs no rebuild.
+  cat >"$root/sbin/kolo-init" <<'EOF'
+#!/bin/sh
+modprobe -a 9pnet_virtio 9p
+mkdir -p /run/kolo-ctl
+mount -t 9p -o trans=virtio,version=9p2000.L kolo_ctl /run/kolo-ctl
+exec /bin/bash /run/kolo-ctl/agent.sh
+EOF
+  chmod 755 "$root/sbin/kolo-init"
+  cp "$root"/boot/vmlinuz-* "$CACHE/vmlinuz"
+  cp "$root"/boot/initrd.img-* "$CACHE/initrd.img"
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  # Sparse; the image is only ever booted with snapshot=on, so it never changes.
+  mkfs.ext4 -q -F -L kolo-root -d "$root" "$IMAGE.tmp" 3G
+  mv "$IMAGE.tmp" "$IMAGE"
+  rm -rf "$root"
+  echo "rdma_vm: image built in $((SECONDS - start)) s: $CACHE" >&2
+}
+
+# run TIMEOUT CMD...: boot the VM, run CMD in it, exit with its status.
+run_vm() {
+  local timeout=$1
+  shift
+  build
+  local ctl
+  ctl=$(mktemp -d /tmp/kolo-rdma-vm.XXXXXX)
+  trap 'rm -rf "$ctl"' EXIT
+  cp "$HERE/rdma_vm/agent.sh" "$ctl/"
+  printf '%q ' "$@" >"$ctl/cmd"
+  local shares=(-virtfs "local,path=$ctl,mount_tag=kolo_ctl,security_model=none"
+    -virtfs "local,path=$REPO,mount_tag=kolo_repo,security_model=none,multidevs=remap")
+  printf 'REPO=%q\nBAZEL_CACHE=\n' "$REPO" >"$ctl/env"
+  if [[ -d "$BAZEL_CACHE" ]]; then
+    shares+=(-virtfs "local,path=$BAZEL_CACHE,mount_tag=kolo_bazel,security_model=none,multidevs=remap,readonly=on")
+    printf 'BAZEL_CACHE=%q\n' "$BAZEL_CACHE" >>"$ctl/env"
+  fi
+  local start=$SECONDS rc=0
+  # ttyS0 (kernel and agent log) goes to a file, ttyS1 (CMD) to stdout;
+  # stdin from /dev/null keeps QEMU off the terminal. -no-reboot: the
+  # agent's reboot, or a panic (panic=1), ends QEMU.
+  timeout --kill-after=10 "$timeout" qemu-system-x86_64 \
+    -accel tcg -cpu max -smp 2 -m 2G -nographic -nodefaults -no-reboot \
+    -kernel "$CACHE/vmlinuz" -initrd "$CACHE/initrd.img" \
+    -append "root=/dev/vda rw console=ttyS0 panic=1 mitigations=off init=/sbin/kolo-init" \
+    -drive "file=$IMAGE,if=virtio,format=raw,snapshot=on" \
+    -netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile= \
+    "${shares[@]}" \
+    -monitor none -serial "file:$ctl/console.log" -serial stdio </dev/null || rc=$?
+  if [[ -f "$ctl/status" ]]; then
+    echo "rdma_vm: booted in $(cat "$ctl/ready") s, CMD exited $(cat "$ctl/status"), $((SECONDS - start)) s in all" >&2
+    exit "$(cat "$ctl/status")"
+  fi
+  tail -n 40 "$ctl/console.log" >&2 || true
+  if ((rc == 124 || rc == 137)); then
+    echo "rdma_vm: timed out after $timeout s" >&2
+    exit 124
+  fi
+  echo "rdma_vm: the VM ended (QEMU status $rc) without running CMD to completion" >&2
+  exit 125
+}
+
+# The smoke test, run in the guest: the port is up and an RC ping-pong over
+# RoCE v2 between two processes completes.
+CHECK='set -euo pipefail
+ibv_devinfo -d "$KOLO_RDMA_DEV"
+ibv_devinfo -d "$KOLO_RDMA_DEV" | grep -q PORT_ACTIVE
+echo "RoCE v2 IPv4 GID index: $KOLO_RDMA_GID"
+ibv_rc_pingpong -d "$KOLO_RDMA_DEV" -g "$KOLO_RDMA_GID" & server=$!
+until ss -Hltn "sport = :18515" | grep -q .; do sleep 0.2; done
+ibv_rc_pingpong -d "$KOLO_RDMA_DEV" -g "$KOLO_RDMA_GID" "$KOLO_RDMA_IP"
+wait "$server"
+echo "rdma_vm check: OK"'
+
+timeout=900
+cmd=${1:-}
+(($#)) && shift
+if [[ "${1:-}" == --timeout ]]; then
+  timeout=$2
+  shift 2
+fi
+case "$cmd" in
+  build) build ;;
+  run) [[ "${1:-}" == -- ]] && shift; (($#)) || { sed -n '2,22p' "$0"; exit 2; }; run_vm "$timeout" "$@" ;;
+  check) run_vm "$timeout" bash -c "$CHECK" ;;
+  *) sed -n '2,22p' "$0"; exit 2 ;;
+esac
