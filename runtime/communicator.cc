@@ -15,6 +15,7 @@
 #include "runtime/store_client.h"
 #include "runtime/store_server.h"
 #include "transport/handshake.h"
+#include "transport/ib/ib_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace kolo {
@@ -114,7 +115,7 @@ Status Communicator::create_sibling(Communicator* parent, const std::string& pre
   c->local_size_ = parent->local_size_;
   c->machine_ranks_ = parent->machine_ranks_;
   c->store_ = parent->store_;
-  KOLO_RETURN_IF_ERROR(c->make_transport(prefix + "tcp/"));
+  KOLO_RETURN_IF_ERROR(c->make_transport(prefix));
   c->choose_polling();
   KOLO_RETURN_IF_ERROR(full_mesh ? c->connect_all() : c->connect_ring());
   *out = std::move(c);
@@ -123,8 +124,28 @@ Status Communicator::create_sibling(Communicator* parent, const std::string& pre
 
 Status Communicator::make_transport(const std::string& store_prefix) {
   if (size_ == 1) return Status::ok();
+  if (config_.transport != "tcp") {
+    IbOptions iopt;
+    iopt.store_prefix = store_prefix + "ib/";
+    iopt.job_id = job_id_from_name(config_.job_id);
+    iopt.settings.device = config_.ib_device;
+    iopt.settings.port = static_cast<int>(config_.ib_port);
+    iopt.settings.gid_index = static_cast<int>(config_.ib_gid_index);
+    std::unique_ptr<IbTransport> ib;
+    Status s = IbTransport::create(store_, rank_, size_, iopt, &ib);
+    if (s.is_ok()) {
+      transport_ = std::move(ib);
+      return Status::ok();
+    }
+    // Every rank decides alone, so a job whose ranks see different
+    // hardware fails at connection time; KOLO_TRANSPORT=tcp settles it.
+    if (config_.transport == "ib" || s.code() != Code::kUnsupported) {
+      return s.with_context("KOLO_TRANSPORT=" + config_.transport + ": the RDMA transport");
+    }
+    KOLO_INFO(s.message() << "; using TCP");
+  }
   TcpOptions topt;
-  topt.store_prefix = store_prefix;
+  topt.store_prefix = store_prefix + "tcp/";
   topt.job_id = job_id_from_name(config_.job_id);
   topt.bind_address = config_.bind_address;
   topt.streams_per_peer = static_cast<int>(config_.sockets_per_peer);
@@ -148,7 +169,7 @@ Status Communicator::init(int rank, int size, Store* store, int local_rank, int 
   size_ = size;
   store_ = store;
   set_log_prefix("rank " + std::to_string(rank));
-  KOLO_RETURN_IF_ERROR(make_transport("tcp/"));
+  KOLO_RETURN_IF_ERROR(make_transport(""));
   KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size));
   choose_polling();
   KOLO_RETURN_IF_ERROR(connect_ring());

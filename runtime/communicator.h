@@ -52,6 +52,8 @@ class Communicator {
                                std::unique_ptr<Communicator>* out);
   ~Communicator();
 
+  // "tcp" or "ib": the transport this communicator chose ("none" alone in the world).
+  const char* transport_name() const { return transport_ ? transport_->name() : "none"; }
   int rank() const { return rank_; }
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }

@@ -31,6 +31,13 @@ Status load_config(Config* c) {
   KOLO_RETURN_IF_ERROR(env_double("KOLO_STALL_SHUTDOWN_S", d.stall_shutdown_s, 0, 1e7, &c->stall_shutdown_s));
   c->job_id = env_string("KOLO_JOB_ID").value_or("");
   c->secret = env_string("KOLO_SECRET").value_or("");
+  c->transport = env_string("KOLO_TRANSPORT").value_or(d.transport);
+  if (c->transport != "auto" && c->transport != "tcp" && c->transport != "ib") {
+    return invalid_argument("KOLO_TRANSPORT='" + c->transport + "': use auto, tcp or ib");
+  }
+  c->ib_device = env_string("KOLO_IB_DEV").value_or("");
+  KOLO_RETURN_IF_ERROR(env_int64("KOLO_IB_PORT", d.ib_port, 0, 255, &c->ib_port));
+  KOLO_RETURN_IF_ERROR(env_int64("KOLO_IB_GID_INDEX", d.ib_gid_index, -1, 1 << 16, &c->ib_gid_index));
   return Status::ok();
 }
 

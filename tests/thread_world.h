@@ -1,7 +1,9 @@
-// N ranks as threads in one process, each with its own Communicator over
-// real TCP loopback, rendezvousing through an in-memory store.
+// N ranks as threads in one process, each with its own Communicator over a
+// real transport (TCP loopback; RDMA where a device is active), rendezvousing
+// through an in-memory store.
 #pragma once
 
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -55,6 +57,9 @@ inline Config test_config(int64_t segment_bytes = 4096, int64_t small_allreduce_
   c.segment_bytes = segment_bytes;
   c.small_allreduce_bytes = small_allreduce_bytes;
   c.spin_us = 20;
+  // KOLO_TRANSPORT picks the transport under test (the RDMA suite runs these
+  // tests in a soft-RoCE VM with KOLO_TRANSPORT=ib); else auto, as users get.
+  if (const char* t = std::getenv("KOLO_TRANSPORT")) c.transport = t;
   return c;
 }
 

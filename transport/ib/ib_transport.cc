@@ -1,0 +1,275 @@
+#include "transport/ib/ib_transport.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace kolo {
+
+namespace {
+
+constexpr int kMaxSendWr = 256;
+
+}  // namespace
+
+// ibv_reg_mr for the registration cache.
+class IbTransport::VerbsRegistration : public RegistrationBackend {
+ public:
+  explicit VerbsRegistration(ibv_pd* pd) : pd_(pd) {}
+
+  Status register_memory(uintptr_t addr, size_t length, MemoryRegion* out) override {
+    ibv_mr* mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(addr), length,
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!mr) {
+      return transport_error("ibv_reg_mr of " + std::to_string(length) + " bytes failed: " + std::strerror(errno) +
+                             " (is the locked-memory limit, ulimit -l, too low?)");
+    }
+    out->addr = addr;
+    out->length = length;
+    out->lkey = mr->lkey;
+    out->rkey = mr->rkey;
+    out->handle = mr;
+    return Status::ok();
+  }
+
+  void deregister(const MemoryRegion& region) override { ibv_dereg_mr(static_cast<ibv_mr*>(region.handle)); }
+
+ private:
+  ibv_pd* pd_;
+};
+
+IbTransport::IbTransport(Store* store, int rank, int size, const IbOptions& options)
+    : store_(store), rank_(rank), size_(size), options_(options) {}
+
+Status IbTransport::create(Store* store, int rank, int size, const IbOptions& options,
+                           std::unique_ptr<IbTransport>* out) {
+  std::vector<IbDeviceInfo> devices;
+  KOLO_RETURN_IF_ERROR(query_ib_devices(&devices));
+  IbChoice choice;
+  KOLO_RETURN_IF_ERROR(choose_ib_port(devices, options.settings, &choice));
+  std::unique_ptr<IbTransport> t(new IbTransport(store, rank, size, options));
+  KOLO_RETURN_IF_ERROR(t->open(choice));
+  KOLO_INFO("RDMA transport on " << choice.describe());
+  *out = std::move(t);
+  return Status::ok();
+}
+
+Status IbTransport::open(const IbChoice& choice) {
+  choice_ = choice;
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return errno_error(Code::kInternal, "eventfd", errno);
+  int count = 0;
+  ibv_device** list = ibv_get_device_list(&count);
+  for (int i = 0; list && i < count && !context_; ++i) {
+    if (choice.device == ibv_get_device_name(list[i])) context_ = ibv_open_device(list[i]);
+  }
+  if (list) ibv_free_device_list(list);
+  if (!context_) return transport_error("cannot open RDMA device " + choice.device + ": " + std::strerror(errno));
+  pd_ = ibv_alloc_pd(context_);
+  if (!pd_) return transport_error("ibv_alloc_pd on " + choice.device + ": " + std::strerror(errno));
+  channel_ = ibv_create_comp_channel(context_);
+  if (!channel_) return transport_error("ibv_create_comp_channel: " + std::string(std::strerror(errno)));
+  int flags = ::fcntl(channel_->fd, F_GETFL);
+  if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return errno_error(Code::kTransport, "fcntl(completion channel)", errno);
+  }
+  ibv_device_attr attr{};
+  if (ibv_query_device(context_, &attr) != 0) return transport_error("ibv_query_device failed");
+  // Room for every completion that can be outstanding: each peer's receive
+  // slots and send queue.
+  const int wanted = std::max(1, size_ - 1) * (options_.window + kMaxSendWr) + 16;
+  cq_ = ibv_create_cq(context_, std::min(wanted, attr.max_cqe), nullptr, channel_, 0);
+  if (!cq_) return transport_error("ibv_create_cq: " + std::string(std::strerror(errno)));
+  registration_ = std::make_unique<VerbsRegistration>(pd_);
+  cache_ = std::make_unique<RegistrationCache>(registration_.get(),
+                                               static_cast<size_t>(options_.registration_cache_entries));
+  return Status::ok();
+}
+
+IbTransport::~IbTransport() {
+  abort();
+  // Every queue pair is in the error state now: its outstanding requests
+  // complete as flushed. Collect them, so their bookkeeping is freed.
+  if (cq_) {
+    ibv_wc wcs[32];
+    for (int rounds = 0; rounds < 1000; ++rounds) {
+      int n = ibv_poll_cq(cq_, 32, wcs);
+      if (n <= 0) break;
+      for (int i = 0; i < n; ++i) {
+        auto* work = reinterpret_cast<IbWork*>(wcs[i].wr_id);
+        if (work && work->kind != IbWork::kControlRecv) delete work;
+      }
+    }
+  }
+  pairs_.clear();
+  cache_.reset();
+  registration_.reset();
+  if (cq_) ibv_destroy_cq(cq_);
+  if (channel_) ibv_destroy_comp_channel(channel_);
+  if (pd_) ibv_dealloc_pd(pd_);
+  if (context_) ibv_close_device(context_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+Status IbTransport::connect(int peer, Deadline deadline) {
+  if (peer < 0 || peer >= size_ || peer == rank_) return invalid_argument("cannot connect to rank " + std::to_string(peer));
+  {
+    std::lock_guard<std::mutex> lock(pairs_mutex_);
+    if (pairs_.count(peer)) return Status::ok();
+  }
+  IbPairOptions popt;
+  popt.window = options_.window;
+  popt.max_send_wr = kMaxSendWr;
+  popt.port = choice_.port;
+  popt.gid_index = choice_.gid_index;
+  popt.mtu = choice_.mtu;
+  popt.ethernet = choice_.ethernet;
+  auto pair = std::make_unique<IbPair>(rank_, peer, pd_, cq_, cache_.get(), popt);
+  IbAddress mine{};
+  mine.job_id = options_.job_id;
+  mine.from_rank = rank_;
+  mine.to_rank = peer;
+  mine.world_size = size_;
+  mine.lid = choice_.lid;
+  mine.port = static_cast<uint8_t>(choice_.port);
+  mine.mtu = choice_.mtu;
+  std::memcpy(mine.gid, choice_.gid, sizeof(mine.gid));
+  mine.gid_index = choice_.gid_index;
+  KOLO_RETURN_IF_ERROR(pair->create(&mine));
+  const std::string prefix = options_.store_prefix + "addr/";
+  KOLO_RETURN_IF_ERROR(store_->set(prefix + std::to_string(rank_) + "/" + std::to_string(peer),
+                                   encode_ib_address(mine)));
+  std::string theirs;
+  Status s = store_->get_one(prefix + std::to_string(peer) + "/" + std::to_string(rank_), deadline, &theirs);
+  if (!s.is_ok()) return s.with_context("waiting for rank " + std::to_string(peer) + "'s RDMA address");
+  IbAddress remote{};
+  KOLO_RETURN_IF_ERROR(decode_ib_address(theirs, IbExpectation{options_.job_id, rank_, peer, size_}, &remote));
+  KOLO_RETURN_IF_ERROR(pair->connect(remote));
+  std::lock_guard<std::mutex> lock(pairs_mutex_);
+  pairs_[peer] = std::move(pair);
+  return Status::ok();
+}
+
+Status IbTransport::pair_for(int peer, IbPair** pair) {
+  if (!failed_.is_ok()) return failed_;
+  std::lock_guard<std::mutex> lock(pairs_mutex_);
+  auto it = pairs_.find(peer);
+  if (it == pairs_.end()) return invalid_usage("no RDMA connection to rank " + std::to_string(peer));
+  *pair = it->second.get();
+  return Status::ok();
+}
+
+Status IbTransport::post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) {
+  IbPair* pair = nullptr;
+  KOLO_RETURN_IF_ERROR(pair_for(peer, &pair));
+  Status s = pair->post_send(data, bytes, tag, request);
+  return s.is_ok() ? s : fail(s);
+}
+
+Status IbTransport::post_recv(int peer, void* data, size_t bytes, uint64_t tag, Request* request) {
+  IbPair* pair = nullptr;
+  KOLO_RETURN_IF_ERROR(pair_for(peer, &pair));
+  Status s = pair->post_recv(data, bytes, tag, request);
+  return s.is_ok() ? s : fail(s);
+}
+
+Status IbTransport::fail(Status s) {
+  if (failed_.is_ok()) failed_ = s;
+  return s;
+}
+
+Status IbTransport::poll_completions(int* completed) {
+  ibv_wc wcs[32];
+  for (;;) {
+    int n = ibv_poll_cq(cq_, 32, wcs);
+    if (n < 0) return fail(transport_error("ibv_poll_cq failed"));
+    for (int i = 0; i < n; ++i) {
+      auto* work = reinterpret_cast<IbWork*>(wcs[i].wr_id);
+      Status s = work->pair->on_completion(wcs[i], work, completed);
+      if (!s.is_ok()) return fail(s);
+    }
+    if (n < 32) return Status::ok();
+  }
+}
+
+Status IbTransport::sleep_until_event(Deadline deadline) {
+  // Arm the channel, then look once more: a completion that arrived before
+  // arming raises no event.
+  if (ibv_req_notify_cq(cq_, 0) != 0) return fail(transport_error("ibv_req_notify_cq failed"));
+  int completed = 0;
+  KOLO_RETURN_IF_ERROR(poll_completions(&completed));
+  if (completed > 0) return Status::ok();
+  pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_point() -
+                                                                          std::chrono::steady_clock::now());
+  const int timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 1000));
+  int r = ::poll(fds, 2, timeout_ms);
+  if (r < 0 && errno != EINTR) return errno_error(Code::kTransport, "poll(completion channel)", errno);
+  if (r > 0 && (fds[0].revents & POLLIN)) {
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    if (ibv_get_cq_event(channel_, &ev_cq, &ev_ctx) == 0) ibv_ack_cq_events(ev_cq, 1);
+  }
+  return Status::ok();
+}
+
+Status IbTransport::progress(Deadline deadline) {
+  using Clock = std::chrono::steady_clock;
+  const auto spin_until = Clock::now() + std::chrono::microseconds(options_.spin_us);
+  for (;;) {
+    if (aborted_.load(std::memory_order_relaxed)) return aborted("communicator aborted");
+    if (!failed_.is_ok()) return failed_;
+    if (interrupted_.load(std::memory_order_relaxed) && interrupted_.exchange(false)) {
+      uint64_t count;
+      ssize_t ignored = ::read(wake_fd_, &count, sizeof(count));
+      (void)ignored;
+      return Status::ok();
+    }
+    int completed = 0;
+    KOLO_RETURN_IF_ERROR(poll_completions(&completed));
+    if (completed > 0) return Status::ok();
+    if (Clock::now() < spin_until) {
+      if (options_.yield_while_spinning) sched_yield();
+      continue;
+    }
+    if (deadline.expired()) {
+      std::string what;
+      std::lock_guard<std::mutex> lock(pairs_mutex_);
+      for (const auto& p : pairs_) {
+        if (!p.second->has_pending()) continue;
+        what += (what.empty() ? "" : "; ") + p.second->describe_pending();
+      }
+      return timeout_error("no progress before the deadline while " + (what.empty() ? "nothing posted" : what));
+    }
+    KOLO_RETURN_IF_ERROR(sleep_until_event(deadline));
+  }
+}
+
+void IbTransport::abort() {
+  if (aborted_.exchange(true)) return;
+  {
+    // The peers notice through their queue pairs failing.
+    std::lock_guard<std::mutex> lock(pairs_mutex_);
+    for (auto& p : pairs_) p.second->break_connection();
+  }
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+void IbTransport::interrupt() {
+  interrupted_.store(true);
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+}  // namespace kolo

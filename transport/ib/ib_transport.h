@@ -1,0 +1,89 @@
+// The RDMA verbs transport: InfiniBand or RoCE (soft-RoCE included) through
+// libibverbs, behind the same interface as TCP, so every collective runs on
+// it unchanged. One reliable-connected queue pair per peer (pair.h has the
+// protocol), one completion queue for all of them, memory registered
+// through a cache so steady-state collectives register nothing.
+//
+// progress() polls the completion queue; when nothing has completed it
+// spins briefly, then sleeps on the completion channel's file descriptor
+// (with the interrupt eventfd beside it): no busy spin while idle.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "transport/ib/device.h"
+#include "transport/ib/pair.h"
+#include "transport/ib/registration_cache.h"
+#include "transport/store.h"
+#include "transport/transport.h"
+
+namespace kolo {
+
+struct IbOptions {
+  uint64_t job_id = 0;
+  std::string store_prefix = "ib/";  // keys this transport owns in the store
+  IbSettings settings;               // KOLO_IB_DEV, KOLO_IB_PORT, KOLO_IB_GID_INDEX
+  int window = 64;                   // receive slots (credits) per peer
+  int registration_cache_entries = 1024;
+  int spin_us = 50;
+  bool yield_while_spinning = true;
+};
+
+class IbTransport final : public Transport {
+ public:
+  // UNSUPPORTED when there is no usable RDMA device (the caller falls back to TCP).
+  static Status create(Store* store, int rank, int size, const IbOptions& options,
+                       std::unique_ptr<IbTransport>* out);
+  ~IbTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* name() const override { return "ib"; }
+  const IbChoice& device() const { return choice_; }
+
+  Status connect(int peer, Deadline deadline) override;
+  Status post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) override;
+  Status post_recv(int peer, void* data, size_t bytes, uint64_t tag, Request* request) override;
+  Status progress(Deadline deadline) override;
+  void abort() override;
+  void interrupt() override;
+  void set_polling(int spin_us, bool yield) override {
+    options_.spin_us = spin_us;
+    options_.yield_while_spinning = yield;
+  }
+
+ private:
+  class VerbsRegistration;
+  IbTransport(Store* store, int rank, int size, const IbOptions& options);
+  Status open(const IbChoice& choice);
+  Status pair_for(int peer, IbPair** pair);
+  Status poll_completions(int* completed);
+  Status sleep_until_event(Deadline deadline);
+  Status fail(Status s);
+
+  Store* store_;
+  int rank_;
+  int size_;
+  IbOptions options_;
+  IbChoice choice_;
+  ibv_context* context_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_comp_channel* channel_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  std::unique_ptr<VerbsRegistration> registration_;
+  std::unique_ptr<RegistrationCache> cache_;
+  std::mutex pairs_mutex_;  // guards pairs_ against abort() from another thread
+  std::map<int, std::unique_ptr<IbPair>> pairs_;
+  int wake_fd_ = -1;  // eventfd: abort and interrupt wake a sleeping progress()
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> interrupted_{false};
+  Status failed_;
+};
+
+}  // namespace kolo

@@ -1,0 +1,125 @@
+// One reliable-connected queue pair to one peer, and the protocol over it.
+//
+// The receiver says where a message goes: each post_recv sends the peer a
+// small "clear to send" (CTS) control message naming its buffer (address,
+// rkey, size, tag, sequence number). The k-th send posted for the peer waits
+// for the k-th CTS, checks that sizes and tags agree, and RDMA-writes its
+// bytes straight into that buffer with an immediate value (the sequence
+// number), which completes the k-th receive on the other side. So a message
+// lands in user memory with no copy and no receiver CPU on the data, and a
+// sender can never overwrite anything the receiver has not offered.
+//
+// Control messages (SENDs) and writes with immediate both consume one of
+// the receiver's posted receive slots; CreditWindow keeps the sender from
+// exceeding them. Credits go back on every CTS, or in a credit message when
+// half the window is owed.
+//
+// A size or tag disagreement fails both sides with MISMATCH (the sender
+// tells the receiver with a control message before failing).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "transport/ib/address.h"
+#include "transport/ib/credits.h"
+#include "transport/ib/registration_cache.h"
+#include "transport/transport.h"
+
+namespace kolo {
+
+// The wire format of a control message (sent inline).
+struct IbControl {
+  uint32_t kind;     // kCts, kCredit, kMismatch
+  int32_t credits;   // returned to the receiver of this message
+  uint64_t seq;      // the receive this CTS is for
+  uint64_t addr;     // where to write
+  uint32_t rkey;
+  uint32_t reserved;
+  uint64_t bytes;
+  uint64_t tag;
+};
+static_assert(sizeof(IbControl) == 48, "IbControl is a wire format");
+
+// What a completion's wr_id points at.
+struct IbWork {
+  enum Kind { kControlRecv, kControlSend, kWrite } kind;
+  class IbPair* pair;
+  int slot = 0;                   // kControlRecv: which receive slot
+  Request* request = nullptr;     // kWrite: the send it completes
+  RegistrationCache::Pin pin;     // kWrite: keeps the source registered
+};
+
+struct IbPairOptions {
+  int window = 64;          // receive slots per pair (credits)
+  int max_send_wr = 256;    // send queue depth
+  int port = 1;
+  int gid_index = 0;
+  uint8_t mtu = 3;
+  bool ethernet = true;
+};
+
+class IbPair {
+ public:
+  IbPair(int rank, int peer, ibv_pd* pd, ibv_cq* cq, RegistrationCache* cache, const IbPairOptions& options);
+  ~IbPair();
+
+  // Creates the queue pair (INIT) and describes it for the peer.
+  Status create(IbAddress* mine);
+  // Moves it to RTR and RTS towards the peer's address, and posts the receive slots.
+  Status connect(const IbAddress& peer);
+
+  Status post_send(const void* data, size_t bytes, uint64_t tag, Request* request);
+  Status post_recv(void* data, size_t bytes, uint64_t tag, Request* request);
+
+  // A completion of this pair's work; *completed counts requests finished.
+  Status on_completion(const ibv_wc& wc, IbWork* work, int* completed);
+
+  bool has_pending() const { return !sends_.empty() || !recvs_.empty() || writes_in_flight_ > 0; }
+  std::string describe_pending() const;
+  int peer() const { return peer_; }
+  // Moves the queue pair to the error state, so the peer notices at once.
+  void break_connection();
+
+ private:
+  struct PendingRecv {
+    Request* request;
+    uint64_t seq;
+    RegistrationCache::Pin pin;
+  };
+
+  Status post_slot(int slot);
+  Status send_control(IbControl control);
+  Status flush();  // what credits and the send queue allow: queued control messages, then writes
+  Status start_write(Request* send, const IbControl& cts);
+  Status fail_mismatch(const std::string& what);
+  std::string who() const;
+
+  int rank_;
+  int peer_;
+  ibv_pd* pd_;
+  ibv_cq* cq_;
+  RegistrationCache* cache_;
+  IbPairOptions options_;
+  ibv_qp* qp_ = nullptr;
+  ibv_mr* slots_mr_ = nullptr;
+  std::vector<IbControl> slots_;  // receive slots for control messages
+  std::vector<std::unique_ptr<IbWork>> slot_work_;
+  CreditWindow credits_;
+  std::deque<IbControl> outgoing_;  // control messages waiting for a credit
+  std::deque<Request*> sends_;      // posted sends waiting for their CTS (then for the write)
+  std::deque<IbControl> cts_;       // CTS received, waiting for their send
+  std::deque<PendingRecv> recvs_;   // posted receives, in order
+  uint64_t next_recv_seq_ = 0;
+  uint64_t next_send_seq_ = 0;
+  int send_wr_in_flight_ = 0;
+  int writes_in_flight_ = 0;
+};
+
+}  // namespace kolo
