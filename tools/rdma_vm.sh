@@ -3,9 +3,12 @@
 # support, so RDMA verbs code is tested against rdma_rxe inside a Debian 12
 # guest under QEMU (TCG software emulation, no KVM needed).
 #
-#   tools/rdma_vm.sh build                       make the VM image (once; cached)
-#   tools/rdma_vm.sh run [--timeout S] -- CMD...  boot, run CMD, exit with its status
-#   tools/rdma_vm.sh check [--timeout S]         smoke test: rxe0 ACTIVE, ibv_rc_pingpong
+#   tools/rdma_vm.sh build                   make the VM image (once; cached)
+#   tools/rdma_vm.sh run [OPTIONS] -- CMD...  boot, run CMD, exit with its status
+#   tools/rdma_vm.sh check [OPTIONS]         smoke test: rxe0 ACTIVE, ibv_rc_pingpong
+# OPTIONS: --timeout S (default 900) kills a run that outlives it;
+#          --smp N (default 2) vCPUs: give more than the processes that
+#          busy-poll, or rxe's kernel work waits for a timer tick (~4 ms).
 #
 # CMD runs as root in the repository root, which is shared read-write at the
 # same absolute path ($HOME/.cache/bazel read-only too, so bazel-bin works).
@@ -14,7 +17,7 @@
 # 10.0.2.15 and soft-RoCE device rxe0 (port 1) is ACTIVE; CMD's environment
 # has KOLO_RDMA_DEV, KOLO_RDMA_GID (index of the RoCE v2 IPv4 GID),
 # KOLO_RDMA_NETDEV and KOLO_RDMA_IP. Exit status: CMD's, 124 if the run
-# outlived --timeout (default 900 s), 125 if the VM failed to get CMD going.
+# timed out, 125 if the VM failed to get CMD going (the boot log says why).
 # KOLO_RDMA_VM_CACHE (default /var/cache/kolo-rdma-vm) holds the image;
 # delete it to rebuild. Needs root (debootstrap, and apt for the host tools).
 set -euo pipefail
@@ -64,6 +67,8 @@ build() {
   [[ -f "$IMAGE" ]] && return 0
   local start=$SECONDS root="$CACHE/root.tmp"
   mkdir -p "$CACHE"
+  # An interrupted debootstrap can leave /proc and /sys mounted in the tree.
+  awk -v r="$root/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r | xargs -r umount -l
   rm -rf "$root"
   echo "rdma_vm: debootstrap bookworm from $(mirror) (several minutes)" >&2
   local inc
@@ -86,16 +91,14 @@ EOF
   cp "$root"/boot/initrd.img-* "$CACHE/initrd.img"
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
   # Sparse; the image is only ever booted with snapshot=on, so it never changes.
-  mkfs.ext4 -q -F -L kolo-root -d "$root" "$IMAGE.tmp" 3G
+  mkfs.ext4 -q -F -L kolo-root -d "$root" "$IMAGE.tmp" 3G >/dev/null
   mv "$IMAGE.tmp" "$IMAGE"
   rm -rf "$root"
   echo "rdma_vm: image built in $((SECONDS - start)) s: $CACHE" >&2
 }
 
-# run TIMEOUT CMD...: boot the VM, run CMD in it, exit with its status.
+# run_vm CMD...: boot the VM, run CMD in it, exit with its status.
 run_vm() {
-  local timeout=$1
-  shift
   build
   local ctl
   ctl=$(mktemp -d /tmp/kolo-rdma-vm.XXXXXX)
@@ -112,11 +115,12 @@ run_vm() {
   local start=$SECONDS rc=0
   # ttyS0 (kernel and agent log) goes to a file, ttyS1 (CMD) to stdout;
   # stdin from /dev/null keeps QEMU off the terminal. -no-reboot: the
-  # agent's reboot, or a panic (panic=1), ends QEMU.
-  timeout --kill-after=10 "$timeout" qemu-system-x86_64 \
-    -accel tcg -cpu max -smp 2 -m 2G -nographic -nodefaults -no-reboot \
+  # agent's reboot, or a panic (panic=1), ends QEMU. --foreground leaves
+  # QEMU in our process group, so Ctrl-C reaches it.
+  timeout --foreground --kill-after=10 "$timeout" qemu-system-x86_64 \
+    -accel tcg -cpu max -smp "$smp" -m 2G -nographic -nodefaults -no-reboot \
     -kernel "$CACHE/vmlinuz" -initrd "$CACHE/initrd.img" \
-    -append "root=/dev/vda rw console=ttyS0 panic=1 mitigations=off init=/sbin/kolo-init" \
+    -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=1 mitigations=off init=/sbin/kolo-init" \
     -drive "file=$IMAGE,if=virtio,format=raw,snapshot=on" \
     -netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile= \
     "${shares[@]}" \
@@ -136,26 +140,37 @@ run_vm() {
 
 # The smoke test, run in the guest: the port is up and an RC ping-pong over
 # RoCE v2 between two processes completes.
+# shellcheck disable=SC2016  # expanded in the guest
 CHECK='set -euo pipefail
 ibv_devinfo -d "$KOLO_RDMA_DEV"
 ibv_devinfo -d "$KOLO_RDMA_DEV" | grep -q PORT_ACTIVE
 echo "RoCE v2 IPv4 GID index: $KOLO_RDMA_GID"
 ibv_rc_pingpong -d "$KOLO_RDMA_DEV" -g "$KOLO_RDMA_GID" & server=$!
-until ss -Hltn "sport = :18515" | grep -q .; do sleep 0.2; done
+until ss -Hltn "sport = :18515" | grep -q .; do kill -0 "$server"; sleep 0.2; done
 ibv_rc_pingpong -d "$KOLO_RDMA_DEV" -g "$KOLO_RDMA_GID" "$KOLO_RDMA_IP"
 wait "$server"
 echo "rdma_vm check: OK"'
 
+usage() {
+  sed -n '2,22p' "$0"
+  exit 2
+}
+
 timeout=900
+smp=2
 cmd=${1:-}
 (($#)) && shift
-if [[ "${1:-}" == --timeout ]]; then
-  timeout=$2
+while [[ "${1:-}" == --?* ]]; do
+  case "$1" in
+    --timeout) timeout=$2 ;;
+    --smp) smp=$2 ;;
+    *) usage ;;
+  esac
   shift 2
-fi
+done
 case "$cmd" in
   build) build ;;
-  run) [[ "${1:-}" == -- ]] && shift; (($#)) || { sed -n '2,22p' "$0"; exit 2; }; run_vm "$timeout" "$@" ;;
-  check) run_vm "$timeout" bash -c "$CHECK" ;;
-  *) sed -n '2,22p' "$0"; exit 2 ;;
+  run) [[ "${1:-}" == -- ]] && shift; (($#)) || usage; run_vm "$@" ;;
+  check) run_vm bash -c "$CHECK" ;;
+  *) usage ;;
 esac

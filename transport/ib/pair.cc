@@ -174,10 +174,8 @@ Status IbPair::send_control(IbControl control) {
 }
 
 Status IbPair::flush() {
-  // Control messages first: a CTS lets the peer's data move.
-  while (!outgoing_.empty() && send_wr_in_flight_ < options_.max_send_wr) {
-    const bool is_credit = outgoing_.front().kind == kCredit;
-    if (!(is_credit ? credits_.can_send_credit_return() : credits_.can_send())) break;
+  // CTS messages first: each lets the peer's data move.
+  while (!outgoing_.empty() && credits_.can_send() && send_wr_in_flight_ < options_.max_send_wr) {
     KOLO_RETURN_IF_ERROR(send_control(outgoing_.front()));
     outgoing_.pop_front();
   }
@@ -187,6 +185,16 @@ Status IbPair::flush() {
     sends_.pop_front();
     cts_.pop_front();
     KOLO_RETURN_IF_ERROR(start_write(send, cts));
+  }
+  // Credits owed and no CTS to carry them (or none that may go): return
+  // them on their own, with the reserved credit if need be. Whenever the
+  // peer is out of credits, everything it sent has been or will be consumed
+  // here, so what this rank owes reaches half the window and goes back.
+  if (credits_.should_return_explicitly() && credits_.can_send_credit_return() &&
+      send_wr_in_flight_ < options_.max_send_wr) {
+    IbControl c{};
+    c.kind = kCredit;
+    KOLO_RETURN_IF_ERROR(send_control(c));
   }
   return Status::ok();
 }
@@ -270,6 +278,11 @@ Status IbPair::on_completion(const ibv_wc& wc, IbWork* work, int* completed) {
           return transport_error("RDMA write from " + who() + " for message " + std::to_string(seq) +
                                  " that this rank is not expecting");
         }
+        if (wc.byte_len != recvs_.front().request->bytes) {
+          return mismatch("message " + std::to_string(seq) + " from " + who() + " has " +
+                          std::to_string(wc.byte_len) + " bytes where this rank expects " +
+                          std::to_string(recvs_.front().request->bytes));
+        }
         recvs_.front().request->done = true;
         ++*completed;
         recvs_.pop_front();
@@ -283,11 +296,6 @@ Status IbPair::on_completion(const ibv_wc& wc, IbWork* work, int* completed) {
                           ": the peer sends a different size or tag than this rank expects");
         }
         if (control.kind == kCts) cts_.push_back(control);
-      }
-      if (credits_.should_return_explicitly() && outgoing_.empty()) {
-        IbControl c{};
-        c.kind = kCredit;
-        outgoing_.push_back(c);
       }
       break;
     }

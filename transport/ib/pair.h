@@ -112,7 +112,7 @@ class IbPair {
   std::vector<IbControl> slots_;  // receive slots for control messages
   std::vector<std::unique_ptr<IbWork>> slot_work_;
   CreditWindow credits_;
-  std::deque<IbControl> outgoing_;  // control messages waiting for a credit
+  std::deque<IbControl> outgoing_;  // CTS messages waiting for a credit
   std::deque<Request*> sends_;      // posted sends waiting for their CTS (then for the write)
   std::deque<IbControl> cts_;       // CTS received, waiting for their send
   std::deque<PendingRecv> recvs_;   // posted receives, in order
