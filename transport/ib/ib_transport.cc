@@ -96,6 +96,7 @@ Status IbTransport::open(const IbChoice& choice) {
 
 IbTransport::~IbTransport() {
   abort();
+  for (auto& p : pairs_) p.second->break_connection();
   // Every queue pair is in the error state now: its outstanding requests
   // complete as flushed. Collect them, so their bookkeeping is freed.
   if (cq_) {
@@ -193,6 +194,7 @@ Status IbTransport::poll_completions(int* completed) {
     if (n < 0) return fail(transport_error("ibv_poll_cq failed"));
     for (int i = 0; i < n; ++i) {
       auto* work = reinterpret_cast<IbWork*>(wcs[i].wr_id);
+      if (!work) continue;  // a goodbye (see IbPair::say_goodbye)
       Status s = work->pair->on_completion(wcs[i], work, completed);
       if (!s.is_ok()) return fail(s);
     }
@@ -200,13 +202,12 @@ Status IbTransport::poll_completions(int* completed) {
   }
 }
 
-Status IbTransport::sleep_until_event(Deadline deadline) {
+Status IbTransport::sleep_until_event(Deadline deadline, int* completed) {
   // Arm the channel, then look once more: a completion that arrived before
   // arming raises no event.
   if (ibv_req_notify_cq(cq_, 0) != 0) return fail(transport_error("ibv_req_notify_cq failed"));
-  int completed = 0;
-  KOLO_RETURN_IF_ERROR(poll_completions(&completed));
-  if (completed > 0) return Status::ok();
+  KOLO_RETURN_IF_ERROR(poll_completions(completed));
+  if (*completed > 0) return Status::ok();
   pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_point() -
                                                                           std::chrono::steady_clock::now());
@@ -224,6 +225,7 @@ Status IbTransport::sleep_until_event(Deadline deadline) {
 Status IbTransport::progress(Deadline deadline) {
   using Clock = std::chrono::steady_clock;
   const auto spin_until = Clock::now() + std::chrono::microseconds(options_.spin_us);
+  auto next_probe = Clock::now() + std::chrono::seconds(1);
   for (;;) {
     if (aborted_.load(std::memory_order_relaxed)) return aborted("communicator aborted");
     if (!failed_.is_ok()) return failed_;
@@ -249,16 +251,27 @@ Status IbTransport::progress(Deadline deadline) {
       }
       return timeout_error("no progress before the deadline while " + (what.empty() ? "nothing posted" : what));
     }
-    KOLO_RETURN_IF_ERROR(sleep_until_event(deadline));
+    KOLO_RETURN_IF_ERROR(sleep_until_event(deadline, &completed));
+    if (completed > 0) return Status::ok();
+    if (Clock::now() >= next_probe) {
+      // Waited a second with nothing completing: make sure the peers we
+      // wait on are alive (a dead one fails the probe within ~0.5 s).
+      std::lock_guard<std::mutex> lock(pairs_mutex_);
+      for (auto& p : pairs_) {
+        if (!p.second->has_pending()) continue;
+        Status probed = p.second->probe();
+        if (!probed.is_ok()) return fail(probed);
+      }
+      next_probe = Clock::now() + std::chrono::seconds(1);
+    }
   }
 }
 
 void IbTransport::abort() {
   if (aborted_.exchange(true)) return;
   {
-    // The peers notice through their queue pairs failing.
     std::lock_guard<std::mutex> lock(pairs_mutex_);
-    for (auto& p : pairs_) p.second->break_connection();
+    for (auto& p : pairs_) p.second->say_goodbye();
   }
   uint64_t one = 1;
   ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));

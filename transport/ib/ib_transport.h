@@ -64,7 +64,7 @@ class IbTransport final : public Transport {
   Status open(const IbChoice& choice);
   Status pair_for(int peer, IbPair** pair);
   Status poll_completions(int* completed);
-  Status sleep_until_event(Deadline deadline);
+  Status sleep_until_event(Deadline deadline, int* completed);
   Status fail(Status s);
 
   Store* store_;

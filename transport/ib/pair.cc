@@ -10,7 +10,7 @@ namespace kolo {
 
 namespace {
 
-enum ControlKind : uint32_t { kCts = 1, kCredit = 2, kMismatch = 3 };
+enum ControlKind : uint32_t { kCts = 1, kCredit = 2, kMismatch = 3, kGoodbye = 4 };
 
 std::string verbs_error(const char* what, int err) { return std::string(what) + ": " + std::strerror(err); }
 
@@ -103,6 +103,32 @@ void IbPair::break_connection() {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_ERR;
   ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+}
+
+void IbPair::say_goodbye() {
+  if (!qp_) return;
+  IbControl bye{};
+  bye.kind = kGoodbye;
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(&bye);
+  sge.length = sizeof(bye);
+  ibv_send_wr wr{};
+  wr.wr_id = 0;  // no bookkeeping: the completion is ignored
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_INLINE;
+  ibv_send_wr* bad = nullptr;
+  ibv_post_send(qp_, &wr, &bad);  // best effort: the peer may be gone already
+}
+
+Status IbPair::probe() {
+  if (probing_ || send_wr_in_flight_ > 0 || !credits_.can_send_credit_return()) return Status::ok();
+  IbControl c{};
+  c.kind = kCredit;
+  KOLO_RETURN_IF_ERROR(send_control(c));
+  probing_ = true;
+  return Status::ok();
 }
 
 Status IbPair::post_slot(int slot) {
@@ -262,6 +288,7 @@ Status IbPair::on_completion(const ibv_wc& wc, IbWork* work, int* completed) {
     case IbWork::kControlSend:
       delete work;
       --send_wr_in_flight_;
+      probing_ = false;
       break;
     case IbWork::kWrite:
       work->request->done = true;
@@ -291,6 +318,7 @@ Status IbPair::on_completion(const ibv_wc& wc, IbWork* work, int* completed) {
         IbControl control = slots_[static_cast<size_t>(work->slot)];
         KOLO_RETURN_IF_ERROR(post_slot(work->slot));
         KOLO_RETURN_IF_ERROR(credits_.on_credits_returned(control.credits));
+        if (control.kind == kGoodbye) return peer_lost(who() + " aborted its communicator");
         if (control.kind == kMismatch) {
           return mismatch("message " + std::to_string(recvs_.empty() ? 0 : recvs_.front().seq) + " from " + who() +
                           ": the peer sends a different size or tag than this rank expects");

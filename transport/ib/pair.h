@@ -84,7 +84,15 @@ class IbPair {
   bool has_pending() const { return !sends_.empty() || !recvs_.empty() || writes_in_flight_ > 0; }
   std::string describe_pending() const;
   int peer() const { return peer_; }
-  // Moves the queue pair to the error state, so the peer notices at once.
+  // Tells the peer this rank aborted (its next progress fails naming this
+  // rank). Any thread; touches no state but the queue pair's send queue.
+  void say_goodbye();
+  // While waiting on the peer: sends it a credit message if nothing else is
+  // in flight, so a peer that died is noticed (the send fails after the
+  // transport's retries, about half a second) rather than at the deadline.
+  Status probe();
+  // Moves the queue pair to the error state: everything posted completes
+  // as flushed (before it is destroyed).
   void break_connection();
 
  private:
@@ -120,6 +128,7 @@ class IbPair {
   uint64_t next_send_seq_ = 0;
   int send_wr_in_flight_ = 0;
   int writes_in_flight_ = 0;
+  bool probing_ = false;  // a probe's credit message is in flight
 };
 
 }  // namespace kolo
