@@ -52,7 +52,10 @@ Status IbPair::create(IbAddress* mine) {
   if (!slots_mr_) return transport_error(verbs_error("ibv_reg_mr(control slots)", errno));
 
   mine->qp_num = qp_->qp_num;
-  mine->psn = static_cast<uint32_t>(peer_ * 7919 + rank_ * 104729 + 1) & 0xffffff;
+  // Any 24-bit start works as long as this side sends from the value it
+  // advertised; a per-pair value makes stray packets of another pair fail.
+  send_psn_ = static_cast<uint32_t>(rank_ * 7919 + peer_ * 104729 + 1) & 0xffffff;
+  mine->psn = send_psn_;
   return Status::ok();
 }
 
@@ -89,7 +92,7 @@ Status IbPair::connect(const IbAddress& remote) {
   attr.timeout = 14;   // 4.096 us * 2^14 = 67 ms per transport retry
   attr.retry_cnt = 7;  // so a dead peer is noticed in about half a second of sending
   attr.rnr_retry = 7;  // receive-not-ready: retry without limit (the peer posts slots on connect)
-  attr.sq_psn = (static_cast<uint32_t>(rank_ * 7919 + peer_ * 104729 + 1)) & 0xffffff;
+  attr.sq_psn = send_psn_;
   attr.max_rd_atomic = 1;
   err = ibv_modify_qp(qp_, &attr,
                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |

@@ -116,6 +116,7 @@ class IbPair {
   RegistrationCache* cache_;
   IbPairOptions options_;
   ibv_qp* qp_ = nullptr;
+  uint32_t send_psn_ = 0;  // advertised to the peer as the first PSN it will receive
   ibv_mr* slots_mr_ = nullptr;
   std::vector<IbControl> slots_;  // receive slots for control messages
   std::vector<std::unique_ptr<IbWork>> slot_work_;
