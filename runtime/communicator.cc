@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -124,25 +125,38 @@ Status Communicator::create_sibling(Communicator* parent, const std::string& pre
 
 Status Communicator::make_transport(const std::string& store_prefix) {
   if (size_ == 1) return Status::ok();
-  if (config_.transport != "tcp") {
+  IbSettings ib_settings;
+  ib_settings.device = config_.ib_device;
+  ib_settings.port = static_cast<int>(config_.ib_port);
+  ib_settings.gid_index = static_cast<int>(config_.ib_gid_index);
+  if (config_.transport == "ib") {
     IbOptions iopt;
     iopt.store_prefix = store_prefix + "ib/";
     iopt.job_id = job_id_from_name(config_.job_id);
-    iopt.settings.device = config_.ib_device;
-    iopt.settings.port = static_cast<int>(config_.ib_port);
-    iopt.settings.gid_index = static_cast<int>(config_.ib_gid_index);
+    iopt.settings = ib_settings;
+    iopt.registration_cache_entries = static_cast<int>(config_.ib_registration_cache);
     std::unique_ptr<IbTransport> ib;
     Status s = IbTransport::create(store_, rank_, size_, iopt, &ib);
+    if (!s.is_ok()) return s.with_context("KOLO_TRANSPORT=ib: the RDMA transport");
+    KOLO_WARN("KOLO_TRANSPORT=ib: the RDMA transport on " << ib->device().describe()
+                                                          << " is experimental: it does not pass kolo's "
+                                                             "conformance suite yet (README, RDMA)");
+    transport_ = std::move(ib);
+    return Status::ok();
+  }
+  if (config_.transport == "auto") {
+    // RDMA is not taken automatically until it passes the conformance
+    // suite (tools/rdma_suite.sh under soft-RoCE); say what was found.
+    std::vector<IbDeviceInfo> devices;
+    IbChoice choice;
+    Status s = query_ib_devices(&devices);
+    if (s.is_ok()) s = choose_ib_port(devices, ib_settings, &choice);
     if (s.is_ok()) {
-      transport_ = std::move(ib);
-      return Status::ok();
+      KOLO_INFO("RDMA device " << choice.describe()
+                               << " found; the RDMA transport is experimental (KOLO_TRANSPORT=ib); using TCP");
+    } else {
+      KOLO_INFO(s.message() << "; using TCP");
     }
-    // Every rank decides alone, so a job whose ranks see different
-    // hardware fails at connection time; KOLO_TRANSPORT=tcp settles it.
-    if (config_.transport == "ib" || s.code() != Code::kUnsupported) {
-      return s.with_context("KOLO_TRANSPORT=" + config_.transport + ": the RDMA transport");
-    }
-    KOLO_INFO(s.message() << "; using TCP");
   }
   TcpOptions topt;
   topt.store_prefix = store_prefix + "tcp/";
@@ -243,18 +257,18 @@ void Communicator::choose_polling() {
 Status Communicator::connect_ring() {
   if (size_ == 1) return Status::ok();
   const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
-  const int right = (rank_ + 1) % size_;
-  const int left = (rank_ + size_ - 1) % size_;
-  KOLO_RETURN_IF_ERROR(transport_->connect(right, deadline));
-  if (left != right) KOLO_RETURN_IF_ERROR(transport_->connect(left, deadline));
+  std::vector<int> peers = {(rank_ + 1) % size_};
+  if (size_ > 2) peers.push_back((rank_ + size_ - 1) % size_);
   // The small-message allreduce's partners too: a connection made lazily
   // inside a collective could leave a rank waiting for a peer that has
   // already failed, with no socket to tell it so.
   if (config_.small_allreduce_bytes > 0) {
     for (int peer : recursive_doubling_peers(rank_, size_)) {
-      KOLO_RETURN_IF_ERROR(transport_->connect(peer, deadline));
+      if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
     }
   }
+  KOLO_RETURN_IF_ERROR(transport_->prepare(peers));
+  for (int peer : peers) KOLO_RETURN_IF_ERROR(transport_->connect(peer, deadline));
   return Status::ok();
 }
 
@@ -263,9 +277,10 @@ Status Communicator::connect_all() {
   const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
   // Any order works: the accepting side's listener takes connections in the
   // background, whatever this rank is doing.
-  for (int k = 1; k < size_; ++k) {
-    KOLO_RETURN_IF_ERROR(transport_->connect((rank_ + k) % size_, deadline));
-  }
+  std::vector<int> peers;
+  for (int k = 1; k < size_; ++k) peers.push_back((rank_ + k) % size_);
+  KOLO_RETURN_IF_ERROR(transport_->prepare(peers));
+  for (int peer : peers) KOLO_RETURN_IF_ERROR(transport_->connect(peer, deadline));
   return Status::ok();
 }
 

@@ -1,5 +1,5 @@
 // N ranks as threads in one process, each with its own Communicator over a
-// real transport (TCP loopback; RDMA where a device is active), rendezvousing
+// real transport (TCP loopback; RDMA with KOLO_TRANSPORT=ib), rendezvousing
 // through an in-memory store.
 #pragma once
 

@@ -1,5 +1,6 @@
-// Which transport a communicator takes: RDMA where an active device exists
-// (or KOLO_TRANSPORT=ib demands it), TCP otherwise, with the reason logged.
+// Which transport a communicator takes: TCP unless KOLO_TRANSPORT=ib asks
+// for RDMA (experimental until it passes the conformance suite), which then
+// needs an active device or fails saying there is none.
 #include <gtest/gtest.h>
 
 #include "collectives/dtype.h"
@@ -16,11 +17,11 @@ bool machine_has_rdma() {
   return query_ib_devices(&devices).is_ok() && choose_ib_port(devices, IbSettings{}, &choice).is_ok();
 }
 
-TEST(TransportChoice, AutoTakesRdmaWhereADeviceIsActiveElseTcp) {
+TEST(TransportChoice, AutoUsesTcpWhileRdmaIsExperimental) {
   Config c = test_config();
   c.transport = "auto";
   ThreadWorld world(2, c);
-  EXPECT_STREQ(world.comm(0).transport_name(), machine_has_rdma() ? "ib" : "tcp");
+  EXPECT_STREQ(world.comm(0).transport_name(), "tcp");
   std::vector<float> x = {1, 2, 3};
   world.run([&](int r) {
     std::vector<float> y(3);

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/deadline.h"
 #include "common/status.h"
@@ -43,6 +44,15 @@ class Transport {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+
+  // Announces every peer this rank is about to connect to, before it
+  // connects to any. A transport whose connections need parameters from
+  // both sides publishes its own here (RDMA: each queue pair's address), so
+  // that ranks connecting around a cycle never wait on one another.
+  virtual Status prepare(const std::vector<int>& peers) {
+    (void)peers;
+    return Status::ok();
+  }
 
   // Establishes the connection to `peer`. Both ranks of a pair must call it;
   // it returns once the pair can carry messages, or fails by the deadline.

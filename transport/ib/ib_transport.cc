@@ -97,6 +97,7 @@ Status IbTransport::open(const IbChoice& choice) {
 IbTransport::~IbTransport() {
   abort();
   for (auto& p : pairs_) p.second->break_connection();
+  prepared_.clear();
   // Every queue pair is in the error state now: its outstanding requests
   // complete as flushed. Collect them, so their bookkeeping is freed.
   if (cq_) {
@@ -120,39 +121,54 @@ IbTransport::~IbTransport() {
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
+Status IbTransport::prepare(const std::vector<int>& peers) {
+  for (int peer : peers) {
+    if (peer < 0 || peer >= size_ || peer == rank_) {
+      return invalid_argument("cannot connect to rank " + std::to_string(peer));
+    }
+    if (prepared_.count(peer) || pairs_.count(peer)) continue;
+    IbPairOptions popt;
+    popt.window = options_.window;
+    popt.max_send_wr = kMaxSendWr;
+    popt.port = choice_.port;
+    popt.gid_index = choice_.gid_index;
+    popt.mtu = choice_.mtu;
+    popt.ethernet = choice_.ethernet;
+    auto pair = std::make_unique<IbPair>(rank_, peer, pd_, cq_, cache_.get(), popt);
+    IbAddress mine{};
+    mine.job_id = options_.job_id;
+    mine.from_rank = rank_;
+    mine.to_rank = peer;
+    mine.world_size = size_;
+    mine.lid = choice_.lid;
+    mine.port = static_cast<uint8_t>(choice_.port);
+    mine.mtu = choice_.mtu;
+    std::memcpy(mine.gid, choice_.gid, sizeof(mine.gid));
+    mine.gid_index = choice_.gid_index;
+    KOLO_RETURN_IF_ERROR(pair->create(&mine));
+    KOLO_RETURN_IF_ERROR(store_->set(address_key(rank_, peer), encode_ib_address(mine)));
+    prepared_[peer] = std::move(pair);
+  }
+  return Status::ok();
+}
+
+std::string IbTransport::address_key(int from, int to) const {
+  return options_.store_prefix + "addr/" + std::to_string(from) + "/" + std::to_string(to);
+}
+
 Status IbTransport::connect(int peer, Deadline deadline) {
-  if (peer < 0 || peer >= size_ || peer == rank_) return invalid_argument("cannot connect to rank " + std::to_string(peer));
   {
     std::lock_guard<std::mutex> lock(pairs_mutex_);
     if (pairs_.count(peer)) return Status::ok();
   }
-  IbPairOptions popt;
-  popt.window = options_.window;
-  popt.max_send_wr = kMaxSendWr;
-  popt.port = choice_.port;
-  popt.gid_index = choice_.gid_index;
-  popt.mtu = choice_.mtu;
-  popt.ethernet = choice_.ethernet;
-  auto pair = std::make_unique<IbPair>(rank_, peer, pd_, cq_, cache_.get(), popt);
-  IbAddress mine{};
-  mine.job_id = options_.job_id;
-  mine.from_rank = rank_;
-  mine.to_rank = peer;
-  mine.world_size = size_;
-  mine.lid = choice_.lid;
-  mine.port = static_cast<uint8_t>(choice_.port);
-  mine.mtu = choice_.mtu;
-  std::memcpy(mine.gid, choice_.gid, sizeof(mine.gid));
-  mine.gid_index = choice_.gid_index;
-  KOLO_RETURN_IF_ERROR(pair->create(&mine));
-  const std::string prefix = options_.store_prefix + "addr/";
-  KOLO_RETURN_IF_ERROR(store_->set(prefix + std::to_string(rank_) + "/" + std::to_string(peer),
-                                   encode_ib_address(mine)));
+  KOLO_RETURN_IF_ERROR(prepare({peer}));
   std::string theirs;
-  Status s = store_->get_one(prefix + std::to_string(peer) + "/" + std::to_string(rank_), deadline, &theirs);
+  Status s = store_->get_one(address_key(peer, rank_), deadline, &theirs);
   if (!s.is_ok()) return s.with_context("waiting for rank " + std::to_string(peer) + "'s RDMA address");
   IbAddress remote{};
   KOLO_RETURN_IF_ERROR(decode_ib_address(theirs, IbExpectation{options_.job_id, rank_, peer, size_}, &remote));
+  std::unique_ptr<IbPair> pair = std::move(prepared_[peer]);
+  prepared_.erase(peer);
   KOLO_RETURN_IF_ERROR(pair->connect(remote));
   std::lock_guard<std::mutex> lock(pairs_mutex_);
   pairs_[peer] = std::move(pair);

@@ -30,7 +30,13 @@ struct IbOptions {
   std::string store_prefix = "ib/";  // keys this transport owns in the store
   IbSettings settings;               // KOLO_IB_DEV, KOLO_IB_PORT, KOLO_IB_GID_INDEX
   int window = 64;                   // receive slots (credits) per peer
-  int registration_cache_entries = 1024;
+  // KOLO_IB_REGISTRATION_CACHE: registrations kept between operations. 0
+  // (the default) registers each message's buffer for that message only:
+  // kolo gets no notice when an application frees a buffer, and a
+  // registration outliving its memory would pin the old pages, so a new
+  // buffer at the same address would be written somewhere else entirely.
+  // Set it only where buffers given to kolo stay allocated for the job.
+  int registration_cache_entries = 0;
   int spin_us = 50;
   bool yield_while_spinning = true;
 };
@@ -47,6 +53,8 @@ class IbTransport final : public Transport {
   const char* name() const override { return "ib"; }
   const IbChoice& device() const { return choice_; }
 
+  // Creates the queue pairs and publishes their addresses.
+  Status prepare(const std::vector<int>& peers) override;
   Status connect(int peer, Deadline deadline) override;
   Status post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) override;
   Status post_recv(int peer, void* data, size_t bytes, uint64_t tag, Request* request) override;
@@ -63,6 +71,7 @@ class IbTransport final : public Transport {
   IbTransport(Store* store, int rank, int size, const IbOptions& options);
   Status open(const IbChoice& choice);
   Status pair_for(int peer, IbPair** pair);
+  std::string address_key(int from, int to) const;
   Status poll_completions(int* completed);
   Status sleep_until_event(Deadline deadline, int* completed);
   Status fail(Status s);
@@ -79,7 +88,8 @@ class IbTransport final : public Transport {
   std::unique_ptr<VerbsRegistration> registration_;
   std::unique_ptr<RegistrationCache> cache_;
   std::mutex pairs_mutex_;  // guards pairs_ against abort() from another thread
-  std::map<int, std::unique_ptr<IbPair>> pairs_;
+  std::map<int, std::unique_ptr<IbPair>> prepared_;  // published, not yet connected
+  std::map<int, std::unique_ptr<IbPair>> pairs_;     // connected
   int wake_fd_ = -1;  // eventfd: abort and interrupt wake a sleeping progress()
   std::atomic<bool> aborted_{false};
   std::atomic<bool> interrupted_{false};

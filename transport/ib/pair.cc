@@ -131,6 +131,7 @@ Status IbPair::probe() {
   c.kind = kCredit;
   KOLO_RETURN_IF_ERROR(send_control(c));
   probing_ = true;
+  KOLO_DEBUG("probing " << who() << " (" << describe_pending() << ")");
   return Status::ok();
 }
 

@@ -8,7 +8,7 @@ struct RegistrationCache::Entry {
 };
 
 RegistrationCache::RegistrationCache(RegistrationBackend* backend, size_t max_entries, size_t page_size)
-    : backend_(backend), max_entries_(max_entries < 1 ? 1 : max_entries), page_size_(page_size) {}
+    : backend_(backend), max_entries_(max_entries), page_size_(page_size) {}
 
 RegistrationCache::~RegistrationCache() {
   while (!by_addr_.empty()) forget(by_addr_.begin());
@@ -43,12 +43,13 @@ Status RegistrationCache::acquire(const void* addr, size_t length, Pin* pin) {
     ++stats_.deregistrations;
     delete e;
   });
+  *pin = entry;
+  if (max_entries_ == 0) return Status::ok();  // the pin is the only holder
   auto same = by_addr_.find(start);
   if (same != by_addr_.end()) forget(same);  // a smaller registration at the same start
   lru_.push_front(entry.get());
   entry->lru_pos = lru_.begin();
   by_addr_[start] = entry;
-  *pin = entry;
   evict_over_capacity();
   return Status::ok();
 }

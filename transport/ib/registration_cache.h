@@ -50,6 +50,8 @@ class RegistrationCache {
     uint64_t deregistrations = 0;
   };
 
+  // max_entries 0: cache nothing (each acquire registers, and the last
+  // release deregisters), for memory whose owner gives no notice of frees.
   RegistrationCache(RegistrationBackend* backend, size_t max_entries, size_t page_size = 4096);
   ~RegistrationCache();  // deregisters everything (no pin may outlive the cache)
 

@@ -113,6 +113,21 @@ TEST(RegistrationCache, AFailedRegistrationCachesNothing) {
   EXPECT_EQ(cache.acquire(m.page(0), 0, &p).code(), Code::kInvalidArgument);
 }
 
+TEST(RegistrationCache, CapacityZeroRegistersPerUse) {
+  FakeBackend backend;
+  Memory m;
+  RegistrationCache cache(&backend, 0);
+  RegistrationCache::Pin a, b;
+  ASSERT_TRUE(cache.acquire(m.page(0), 10, &a).is_ok());
+  ASSERT_TRUE(cache.acquire(m.page(0), 10, &b).is_ok());
+  EXPECT_NE(RegistrationCache::region(a).lkey, RegistrationCache::region(b).lkey);
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(backend.live.size(), 2u);
+  a.reset();
+  b.reset();
+  EXPECT_TRUE(backend.live.empty());
+}
+
 TEST(RegistrationCache, DestroyingTheCacheDeregistersEverything) {
   FakeBackend backend;
   Memory m;
