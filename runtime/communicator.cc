@@ -138,9 +138,12 @@ Status Communicator::make_transport(const std::string& store_prefix) {
     std::unique_ptr<IbTransport> ib;
     Status s = IbTransport::create(store_, rank_, size_, iopt, &ib);
     if (!s.is_ok()) return s.with_context("KOLO_TRANSPORT=ib: the RDMA transport");
-    KOLO_WARN("KOLO_TRANSPORT=ib: the RDMA transport on " << ib->device().describe()
-                                                          << " is experimental: it does not pass kolo's "
-                                                             "conformance suite yet (README, RDMA)");
+    static std::once_flag warned;  // once per process, not per communicator
+    std::call_once(warned, [&] {
+      KOLO_WARN("KOLO_TRANSPORT=ib: the RDMA transport on " << ib->device().describe()
+                                                            << " is experimental: it does not pass kolo's "
+                                                               "conformance suite yet (README, RDMA)");
+    });
     transport_ = std::move(ib);
     return Status::ok();
   }

@@ -126,7 +126,11 @@ void IbPair::say_goodbye() {
 }
 
 Status IbPair::probe() {
-  if (probing_ || send_wr_in_flight_ > 0 || !credits_.can_send_credit_return()) return Status::ok();
+  if (probing_ || peer_gone_ || send_wr_in_flight_ > 0 || !credits_.can_send_credit_return()) {
+    KOLO_DEBUG("not probing " << who() << ": probing " << probing_ << ", sends in flight " << send_wr_in_flight_
+                              << ", credits " << credits_.available());
+    return Status::ok();
+  }
   IbControl c{};
   c.kind = kCredit;
   KOLO_RETURN_IF_ERROR(send_control(c));
@@ -151,6 +155,7 @@ Status IbPair::post_slot(int slot) {
 }
 
 Status IbPair::post_send(const void* data, size_t bytes, uint64_t tag, Request* request) {
+  if (peer_gone_) return peer_lost(who() + " closed or aborted its communicator");
   request->data = const_cast<void*>(data);
   request->bytes = bytes;
   request->tag = tag;
@@ -160,6 +165,7 @@ Status IbPair::post_send(const void* data, size_t bytes, uint64_t tag, Request* 
 }
 
 Status IbPair::post_recv(void* data, size_t bytes, uint64_t tag, Request* request) {
+  if (peer_gone_) return peer_lost(who() + " closed or aborted its communicator");
   request->data = data;
   request->bytes = bytes;
   request->tag = tag;
@@ -322,7 +328,12 @@ Status IbPair::on_completion(const ibv_wc& wc, IbWork* work, int* completed) {
         IbControl control = slots_[static_cast<size_t>(work->slot)];
         KOLO_RETURN_IF_ERROR(post_slot(work->slot));
         KOLO_RETURN_IF_ERROR(credits_.on_credits_returned(control.credits));
-        if (control.kind == kGoodbye) return peer_lost(who() + " aborted its communicator");
+        if (control.kind == kGoodbye) {
+          // Everything the peer sent before it left has been taken in
+          // order already; only what this rank still expects of it is lost.
+          peer_gone_ = true;
+          if (has_pending()) return peer_lost(who() + " closed or aborted its communicator");
+        }
         if (control.kind == kMismatch) {
           return mismatch("message " + std::to_string(recvs_.empty() ? 0 : recvs_.front().seq) + " from " + who() +
                           ": the peer sends a different size or tag than this rank expects");

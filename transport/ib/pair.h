@@ -129,7 +129,8 @@ class IbPair {
   uint64_t next_send_seq_ = 0;
   int send_wr_in_flight_ = 0;
   int writes_in_flight_ = 0;
-  bool probing_ = false;  // a probe's credit message is in flight
+  bool probing_ = false;    // a probe's credit message is in flight
+  bool peer_gone_ = false;  // the peer said goodbye
 };
 
 }  // namespace kolo
