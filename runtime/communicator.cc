@@ -149,17 +149,21 @@ Status Communicator::make_transport(const std::string& store_prefix) {
   }
   if (config_.transport == "auto") {
     // RDMA is not taken automatically until it passes the conformance
-    // suite (tools/rdma_suite.sh under soft-RoCE); say what was found.
-    std::vector<IbDeviceInfo> devices;
-    IbChoice choice;
-    Status s = query_ib_devices(&devices);
-    if (s.is_ok()) s = choose_ib_port(devices, ib_settings, &choice);
-    if (s.is_ok()) {
-      KOLO_INFO("RDMA device " << choice.describe()
-                               << " found; the RDMA transport is experimental (KOLO_TRANSPORT=ib); using TCP");
-    } else {
-      KOLO_INFO(s.message() << "; using TCP");
-    }
+    // suite (tools/rdma_suite.sh under soft-RoCE); say what was found,
+    // once per process (the engine's sibling communicator would ask again).
+    static std::once_flag told;
+    std::call_once(told, [&] {
+      std::vector<IbDeviceInfo> devices;
+      IbChoice choice;
+      Status s = query_ib_devices(&devices);
+      if (s.is_ok()) s = choose_ib_port(devices, ib_settings, &choice);
+      if (s.is_ok()) {
+        KOLO_INFO("RDMA device " << choice.describe()
+                                 << " found; the RDMA transport is experimental (KOLO_TRANSPORT=ib); using TCP");
+      } else {
+        KOLO_INFO(s.message() << "; using TCP");
+      }
+    });
   }
   TcpOptions topt;
   topt.store_prefix = store_prefix + "tcp/";

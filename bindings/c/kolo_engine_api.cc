@@ -47,6 +47,13 @@ kolo::Submission single(kolo::OpKind kind, const void* send, void* recv, std::ve
   return s;
 }
 
+// The fields allreduce, grouped allreduce and reduce-scatter share.
+void set_reduction(kolo::OpRequest* r, kolo_op_t op, double prescale, double postscale) {
+  r->op = raw_enum(op);
+  r->prescale = prescale;
+  r->postscale = postscale;
+}
+
 }  // namespace
 
 extern "C" {
@@ -58,9 +65,7 @@ kolo_result_t kolo_submit_allreduce(kolo_comm_t comm, const char* name, const vo
   kolo::Status s = read_shape(ndim, shape, &dims);
   if (!s.is_ok()) return report(s);
   kolo::Submission sub = single(kolo::OpKind::kAllreduce, sendbuf, recvbuf, dims, raw_enum(dtype));
-  sub.request.op = raw_enum(op);
-  sub.request.prescale = prescale;
-  sub.request.postscale = postscale;
+  set_reduction(&sub.request, op, prescale, postscale);
   return submit(comm, name, std::move(sub), handle);
 }
 
@@ -75,9 +80,7 @@ kolo_result_t kolo_submit_grouped_allreduce(kolo_comm_t comm, const char* name, 
   kolo::Submission sub;
   sub.request.kind = kolo::OpKind::kAllreduce;
   sub.request.dtype = raw_enum(dtype);
-  sub.request.op = raw_enum(op);
-  sub.request.prescale = prescale;
-  sub.request.postscale = postscale;
+  set_reduction(&sub.request, op, prescale, postscale);
   for (int i = 0; i < num_tensors; ++i) {
     std::vector<int64_t> dims;
     kolo::Status s = read_shape(ndims[i], shapes[i], &dims);
@@ -117,9 +120,7 @@ kolo_result_t kolo_submit_reduce_scatter(kolo_comm_t comm, const char* name, con
   kolo::Status s = read_shape(ndim, shape, &dims);
   if (!s.is_ok()) return report(s);
   kolo::Submission sub = single(kolo::OpKind::kReduceScatter, sendbuf, recvbuf, dims, raw_enum(dtype));
-  sub.request.op = raw_enum(op);
-  sub.request.prescale = prescale;
-  sub.request.postscale = postscale;
+  set_reduction(&sub.request, op, prescale, postscale);
   return submit(comm, name, std::move(sub), handle);
 }
 

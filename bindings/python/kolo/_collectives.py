@@ -105,11 +105,12 @@ def _staged(xp, x, inplace, out_shape=None):
     info = xp.describe(x)
     wide = _WIDER.get(info.dtype)
     if wide is not None:
+        # The widened copy is the engine's to overwrite: reduce in place on
+        # it unless the output has another shape (reducescatter).
         send = _converted(xp, x, wide)
-        if inplace:
-            return send, send, x
-        shape = info.shape if out_shape is None else out_shape
-        return send, xp.empty(shape, send), xp.empty(shape, x)
+        if out_shape is None:
+            return send, send, (x if inplace else xp.empty(info.shape, x))
+        return send, xp.empty(out_shape, send), xp.empty(out_shape, x)
     send = x if info.contiguous else _converted(xp, x)
     if inplace:
         return send, send, x
