@@ -129,11 +129,21 @@ Status Communicator::make_transport(const std::string& store_prefix) {
   ib_settings.device = config_.ib_device;
   ib_settings.port = static_cast<int>(config_.ib_port);
   ib_settings.gid_index = static_cast<int>(config_.ib_gid_index);
+  TcpOptions topt;
+  topt.store_prefix = store_prefix + "tcp/";
+  topt.job_id = job_id_from_name(config_.job_id);
+  topt.bind_address = config_.bind_address;
+  topt.streams_per_peer = static_cast<int>(config_.sockets_per_peer);
+  topt.socket_buffer_bytes = static_cast<int>(config_.socket_buffer_bytes);
+  topt.checksum = config_.checksum;
+  topt.secret = config_.secret;
+  topt.handshake_timeout_s = std::min(config_.timeout_s, 10.0);
   if (config_.transport == "ib") {
     IbOptions iopt;
     iopt.store_prefix = store_prefix + "ib/";
     iopt.job_id = job_id_from_name(config_.job_id);
     iopt.settings = ib_settings;
+    iopt.link = topt;
     iopt.registration_cache_entries = static_cast<int>(config_.ib_registration_cache);
     std::unique_ptr<IbTransport> ib;
     Status s = IbTransport::create(store_, rank_, size_, iopt, &ib);
@@ -165,15 +175,6 @@ Status Communicator::make_transport(const std::string& store_prefix) {
       }
     });
   }
-  TcpOptions topt;
-  topt.store_prefix = store_prefix + "tcp/";
-  topt.job_id = job_id_from_name(config_.job_id);
-  topt.bind_address = config_.bind_address;
-  topt.streams_per_peer = static_cast<int>(config_.sockets_per_peer);
-  topt.socket_buffer_bytes = static_cast<int>(config_.socket_buffer_bytes);
-  topt.checksum = config_.checksum;
-  topt.secret = config_.secret;
-  topt.handshake_timeout_s = std::min(config_.timeout_s, 10.0);
   std::unique_ptr<TcpTransport> tcp;
   KOLO_RETURN_IF_ERROR(TcpTransport::create(store_, rank_, size_, topt, &tcp));
   transport_ = std::move(tcp);

@@ -34,7 +34,7 @@ run() {
 }
 
 # gtest binaries: ranks as threads, each with its own queue pairs.
-for t in transport/ib/device_test tests/transport_choice_test tests/collectives_test tests/fault_test \
+for t in transport/ib/device_test tests/transport_choice_test tests/ib_fault_test tests/collectives_test tests/fault_test \
          tests/engine_test; do
   run "$t" "$BIN/$t" --gtest_brief=1
 done

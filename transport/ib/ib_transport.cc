@@ -57,6 +57,12 @@ Status IbTransport::create(Store* store, int rank, int size, const IbOptions& op
   KOLO_RETURN_IF_ERROR(choose_ib_port(devices, options.settings, &choice));
   std::unique_ptr<IbTransport> t(new IbTransport(store, rank, size, options));
   KOLO_RETURN_IF_ERROR(t->open(choice));
+  TcpOptions link = options.link;
+  link.job_id = options.job_id;
+  link.store_prefix = options.store_prefix + "link/";
+  link.streams_per_peer = 1;
+  link.checksum = false;  // carries no data
+  KOLO_RETURN_IF_ERROR(TcpTransport::create(store, rank, size, link, &t->link_));
   KOLO_INFO("RDMA transport on " << choice.describe());
   *out = std::move(t);
   return Status::ok();
@@ -77,9 +83,11 @@ Status IbTransport::open(const IbChoice& choice) {
   if (!pd_) return transport_error("ibv_alloc_pd on " + choice.device + ": " + std::strerror(errno));
   channel_ = ibv_create_comp_channel(context_);
   if (!channel_) return transport_error("ibv_create_comp_channel: " + std::string(std::strerror(errno)));
-  int flags = ::fcntl(channel_->fd, F_GETFL);
-  if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-    return errno_error(Code::kTransport, "fcntl(completion channel)", errno);
+  for (int fd : {channel_->fd, context_->async_fd}) {
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+      return errno_error(Code::kTransport, "fcntl(verbs event channel)", errno);
+    }
   }
   ibv_device_attr attr{};
   if (ibv_query_device(context_, &attr) != 0) return transport_error("ibv_query_device failed");
@@ -95,7 +103,7 @@ Status IbTransport::open(const IbChoice& choice) {
 }
 
 IbTransport::~IbTransport() {
-  abort();
+  abort();  // ends the links: the peers learn this rank is gone
   for (auto& p : pairs_) p.second->break_connection();
   prepared_.clear();
   // Every queue pair is in the error state now: its outstanding requests
@@ -112,6 +120,7 @@ IbTransport::~IbTransport() {
     }
   }
   pairs_.clear();
+  link_.reset();
   cache_.reset();
   registration_.reset();
   if (cq_) ibv_destroy_cq(cq_);
@@ -162,6 +171,7 @@ Status IbTransport::connect(int peer, Deadline deadline) {
     if (pairs_.count(peer)) return Status::ok();
   }
   KOLO_RETURN_IF_ERROR(prepare({peer}));
+  KOLO_RETURN_IF_ERROR(link_->connect(peer, deadline));
   std::string theirs;
   Status s = store_->get_one(address_key(peer, rank_), deadline, &theirs);
   if (!s.is_ok()) return s.with_context("waiting for rank " + std::to_string(peer) + "'s RDMA address");
@@ -170,6 +180,7 @@ Status IbTransport::connect(int peer, Deadline deadline) {
   std::unique_ptr<IbPair> pair = std::move(prepared_[peer]);
   prepared_.erase(peer);
   KOLO_RETURN_IF_ERROR(pair->connect(remote));
+  link_fds_[peer] = link_->socket_fd(peer);
   std::lock_guard<std::mutex> lock(pairs_mutex_);
   pairs_[peer] = std::move(pair);
   return Status::ok();
@@ -210,9 +221,9 @@ Status IbTransport::poll_completions(int* completed) {
     if (n < 0) return fail(transport_error("ibv_poll_cq failed"));
     for (int i = 0; i < n; ++i) {
       auto* work = reinterpret_cast<IbWork*>(wcs[i].wr_id);
-      if (!work) continue;  // a goodbye (see IbPair::say_goodbye)
+      const int peer = work->pair->peer();
       Status s = work->pair->on_completion(wcs[i], work, completed);
-      if (!s.is_ok()) return fail(s);
+      if (!s.is_ok()) return fail(explain_failure(peer, s));
     }
     if (n < 32) return Status::ok();
   }
@@ -224,18 +235,106 @@ Status IbTransport::sleep_until_event(Deadline deadline, int* completed) {
   if (ibv_req_notify_cq(cq_, 0) != 0) return fail(transport_error("ibv_req_notify_cq failed"));
   KOLO_RETURN_IF_ERROR(poll_completions(completed));
   if (*completed > 0) return Status::ok();
-  pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  std::vector<pollfd> fds = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}, {context_->async_fd, POLLIN, 0}};
+  std::vector<int> watched;  // the peers of fds[3...]
+  for (const auto& link : link_fds_) {
+    fds.push_back({link.second, POLLIN | POLLRDHUP, 0});
+    watched.push_back(link.first);
+  }
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_point() -
                                                                           std::chrono::steady_clock::now());
   const int timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 1000));
-  int r = ::poll(fds, 2, timeout_ms);
+  int r = ::poll(fds.data(), fds.size(), timeout_ms);
   if (r < 0 && errno != EINTR) return errno_error(Code::kTransport, "poll(completion channel)", errno);
-  if (r > 0 && (fds[0].revents & POLLIN)) {
+  if (r <= 0) return Status::ok();
+  if (fds[0].revents & POLLIN) {
     ibv_cq* ev_cq = nullptr;
     void* ev_ctx = nullptr;
     if (ibv_get_cq_event(channel_, &ev_cq, &ev_ctx) == 0) ibv_ack_cq_events(ev_cq, 1);
   }
+  if (fds[2].revents & POLLIN) KOLO_RETURN_IF_ERROR(read_async_events());
+  for (size_t i = 0; i < watched.size(); ++i) {
+    if (fds[3 + i].revents && link_ended(watched[i], 0)) KOLO_RETURN_IF_ERROR(on_link_end(watched[i], completed));
+  }
   return Status::ok();
+}
+
+bool IbTransport::link_ended(int peer, int wait_ms) {
+  auto it = link_fds_.find(peer);
+  if (it == link_fds_.end()) return false;
+  // Nothing is ever sent on a link, so readable means ended: EOF, or a reset.
+  pollfd fd{it->second, POLLIN | POLLRDHUP, 0};
+  if (::poll(&fd, 1, wait_ms) <= 0) return false;
+  char byte;
+  ssize_t n = ::recv(it->second, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+Status IbTransport::on_link_end(int peer, int* completed) {
+  link_fds_.erase(peer);
+  IbPair* pair = nullptr;
+  KOLO_RETURN_IF_ERROR(pair_for(peer, &pair));
+  // What the peer sent before it ended may not be taken in yet (its socket
+  // can close before this rank polled the completions of its last writes):
+  // give the queue a moment before calling anything lost.
+  const auto settle_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  do {
+    KOLO_RETURN_IF_ERROR(poll_completions(completed));
+  } while (pair->has_pending() && std::chrono::steady_clock::now() < settle_until);
+  KOLO_DEBUG("the link to rank " << peer << " ended; " << pair->describe_pending());
+  Status s = pair->on_peer_gone();
+  return s.is_ok() ? s : fail(s);
+}
+
+Status IbTransport::explain_failure(int peer, Status s) {
+  if (s.code() != Code::kTransport) return s;
+  // A killed peer's queue pair and memory go before, or after, its
+  // sockets: wait a little for the link to say which this is.
+  if (link_ended(peer, 1000)) {
+    return peer_lost(s.message() + "; rank " + std::to_string(peer) + "'s process has ended");
+  }
+  return s;
+}
+
+Status IbTransport::read_async_events() {
+  ibv_async_event event;
+  while (ibv_get_async_event(context_, &event) == 0) {
+    Status s;
+    switch (event.event_type) {
+      case IBV_EVENT_PORT_ERR:
+        if (event.element.port_num == choice_.port) {
+          s = transport_error("port " + std::to_string(choice_.port) + " of RDMA device " + choice_.device +
+                              " went down (IBV_EVENT_PORT_ERR)");
+        }
+        break;
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR: {
+        std::string whose = "a queue pair";
+        std::lock_guard<std::mutex> lock(pairs_mutex_);
+        for (const auto& p : pairs_) {
+          if (p.second->qp() == event.element.qp) whose = "the queue pair to rank " + std::to_string(p.first);
+        }
+        s = transport_error(whose + " failed: " + ibv_event_type_str(event.event_type));
+        break;
+      }
+      case IBV_EVENT_DEVICE_FATAL:
+        s = transport_error("RDMA device " + choice_.device + " failed (IBV_EVENT_DEVICE_FATAL)");
+        break;
+      default:
+        KOLO_DEBUG("RDMA event: " << ibv_event_type_str(event.event_type));
+        break;
+    }
+    ibv_ack_async_event(&event);
+    if (!s.is_ok()) return fail(s);
+  }
+  return Status::ok();
+}
+
+void IbTransport::inject_queue_pair_error(int peer) {
+  std::lock_guard<std::mutex> lock(pairs_mutex_);
+  auto it = pairs_.find(peer);
+  if (it != pairs_.end()) it->second->break_connection();
 }
 
 Status IbTransport::progress(Deadline deadline) {
@@ -285,10 +384,7 @@ Status IbTransport::progress(Deadline deadline) {
 
 void IbTransport::abort() {
   if (aborted_.exchange(true)) return;
-  {
-    std::lock_guard<std::mutex> lock(pairs_mutex_);
-    for (auto& p : pairs_) p.second->say_goodbye();
-  }
+  if (link_) link_->abort();  // the neighbours see their links end
   uint64_t one = 1;
   ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
   (void)ignored;

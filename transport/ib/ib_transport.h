@@ -7,6 +7,15 @@
 // progress() polls the completion queue; when nothing has completed it
 // spins briefly, then sleeps on the completion channel's file descriptor
 // (with the interrupt eventfd beside it): no busy spin while idle.
+//
+// Beside each queue pair runs a TCP connection (the link), made by the TCP
+// transport with the same authenticated handshake. It carries no data: its
+// end is how a peer's death is learnt at once. A queue pair whose peer was
+// killed learns nothing by itself (its receives just wait; soft-RoCE does
+// not even fail the sends), but the dead process's sockets are closed by its
+// kernel. An abort ends the links too, which tells the neighbours at once.
+// Asynchronous device events (a port going down, a queue pair or the device
+// failing) fail the transport naming the event.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -21,6 +30,7 @@
 #include "transport/ib/pair.h"
 #include "transport/ib/registration_cache.h"
 #include "transport/store.h"
+#include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
 
 namespace kolo {
@@ -29,6 +39,7 @@ struct IbOptions {
   uint64_t job_id = 0;
   std::string store_prefix = "ib/";  // keys this transport owns in the store
   IbSettings settings;               // KOLO_IB_DEV, KOLO_IB_PORT, KOLO_IB_GID_INDEX
+  TcpOptions link;                   // the TCP link beside each queue pair (one stream)
   int window = 64;                   // receive slots (credits) per peer
   // KOLO_IB_REGISTRATION_CACHE: registrations kept between operations. 0
   // (the default) registers each message's buffer for that message only:
@@ -53,6 +64,10 @@ class IbTransport final : public Transport {
   const char* name() const override { return "ib"; }
   const IbChoice& device() const { return choice_; }
 
+  // Fault injection for tests: moves the queue pair to `peer` into the
+  // error state, as a failing NIC or a fatal transfer error would.
+  void inject_queue_pair_error(int peer);
+
   // Creates the queue pairs and publishes their addresses.
   Status prepare(const std::vector<int>& peers) override;
   Status connect(int peer, Deadline deadline) override;
@@ -74,6 +89,13 @@ class IbTransport final : public Transport {
   std::string address_key(int from, int to) const;
   Status poll_completions(int* completed);
   Status sleep_until_event(Deadline deadline, int* completed);
+  Status read_async_events();
+  // The link to `peer` has ended, waiting up to wait_ms for its end.
+  bool link_ended(int peer, int wait_ms);
+  // A peer's link ended: what it still owed this rank is lost.
+  Status on_link_end(int peer, int* completed);
+  // A completion failed: PEER_LOST rather than TRANSPORT if the peer is gone.
+  Status explain_failure(int peer, Status s);
   Status fail(Status s);
 
   Store* store_;
@@ -87,6 +109,8 @@ class IbTransport final : public Transport {
   ibv_cq* cq_ = nullptr;
   std::unique_ptr<VerbsRegistration> registration_;
   std::unique_ptr<RegistrationCache> cache_;
+  std::unique_ptr<TcpTransport> link_;
+  std::map<int, int> link_fds_;  // peer -> its link's socket, while the link lasts
   std::mutex pairs_mutex_;  // guards pairs_ against abort() from another thread
   std::map<int, std::unique_ptr<IbPair>> prepared_;  // published, not yet connected
   std::map<int, std::unique_ptr<IbPair>> pairs_;     // connected

@@ -10,7 +10,7 @@ namespace kolo {
 
 namespace {
 
-enum ControlKind : uint32_t { kCts = 1, kCredit = 2, kMismatch = 3, kGoodbye = 4 };
+enum ControlKind : uint32_t { kCts = 1, kCredit = 2, kMismatch = 3 };
 
 std::string verbs_error(const char* what, int err) { return std::string(what) + ": " + std::strerror(err); }
 
@@ -108,21 +108,10 @@ void IbPair::break_connection() {
   ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
 }
 
-void IbPair::say_goodbye() {
-  if (!qp_) return;
-  IbControl bye{};
-  bye.kind = kGoodbye;
-  ibv_sge sge{};
-  sge.addr = reinterpret_cast<uintptr_t>(&bye);
-  sge.length = sizeof(bye);
-  ibv_send_wr wr{};
-  wr.wr_id = 0;  // no bookkeeping: the completion is ignored
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_INLINE;
-  ibv_send_wr* bad = nullptr;
-  ibv_post_send(qp_, &wr, &bad);  // best effort: the peer may be gone already
+Status IbPair::on_peer_gone() {
+  peer_gone_ = true;
+  if (has_pending()) return peer_lost(who() + " closed the connection: its process ended, or its communicator closed or failed");
+  return Status::ok();
 }
 
 Status IbPair::probe() {
@@ -155,7 +144,7 @@ Status IbPair::post_slot(int slot) {
 }
 
 Status IbPair::post_send(const void* data, size_t bytes, uint64_t tag, Request* request) {
-  if (peer_gone_) return peer_lost(who() + " closed or aborted its communicator");
+  if (peer_gone_) return peer_lost(who() + " closed the connection: its process ended, or its communicator closed or failed");
   request->data = const_cast<void*>(data);
   request->bytes = bytes;
   request->tag = tag;
@@ -165,7 +154,7 @@ Status IbPair::post_send(const void* data, size_t bytes, uint64_t tag, Request* 
 }
 
 Status IbPair::post_recv(void* data, size_t bytes, uint64_t tag, Request* request) {
-  if (peer_gone_) return peer_lost(who() + " closed or aborted its communicator");
+  if (peer_gone_) return peer_lost(who() + " closed the connection: its process ended, or its communicator closed or failed");
   request->data = data;
   request->bytes = bytes;
   request->tag = tag;
@@ -287,10 +276,15 @@ Status IbPair::on_completion(const ibv_wc& wc, IbWork* work, int* completed) {
     const std::string why = std::string(ibv_wc_status_str(wc.status)) + " (verbs status " +
                             std::to_string(static_cast<int>(wc.status)) + ")";
     if (work->kind != IbWork::kControlRecv) delete work;
-    // A flushed or retried-out request means the peer (or the link) is gone.
-    if (wc.status == IBV_WC_WR_FLUSH_ERR || wc.status == IBV_WC_RETRY_EXC_ERR ||
-        wc.status == IBV_WC_RNR_RETRY_EXC_ERR) {
+    // Retries exhausted: nothing answers at the peer's end.
+    if (wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_RNR_RETRY_EXC_ERR) {
       return peer_lost(who() + " is unreachable: " + why);
+    }
+    // Flushed: this queue pair is in the error state (an earlier failure,
+    // or forced there). Anything else: the peer refused the transfer. Both
+    // may be the peer's process ending; IbTransport tells them apart.
+    if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+      return transport_error("the queue pair to " + who() + " is in the error state: " + why);
     }
     return transport_error("RDMA transfer with " + who() + " failed: " + why);
   }
@@ -328,12 +322,6 @@ Status IbPair::on_completion(const ibv_wc& wc, IbWork* work, int* completed) {
         IbControl control = slots_[static_cast<size_t>(work->slot)];
         KOLO_RETURN_IF_ERROR(post_slot(work->slot));
         KOLO_RETURN_IF_ERROR(credits_.on_credits_returned(control.credits));
-        if (control.kind == kGoodbye) {
-          // Everything the peer sent before it left has been taken in
-          // order already; only what this rank still expects of it is lost.
-          peer_gone_ = true;
-          if (has_pending()) return peer_lost(who() + " closed or aborted its communicator");
-        }
         if (control.kind == kMismatch) {
           return mismatch("message " + std::to_string(recvs_.empty() ? 0 : recvs_.front().seq) + " from " + who() +
                           ": the peer sends a different size or tag than this rank expects");

@@ -15,7 +15,8 @@
 // half the window is owed.
 //
 // A size or tag disagreement fails both sides with MISMATCH (the sender
-// tells the receiver with a control message before failing).
+// tells the receiver with a control message before failing). A peer that
+// ends is learnt from the TCP link beside the queue pair (IbTransport).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -84,12 +85,15 @@ class IbPair {
   bool has_pending() const { return !sends_.empty() || !recvs_.empty() || writes_in_flight_ > 0; }
   std::string describe_pending() const;
   int peer() const { return peer_; }
-  // Tells the peer this rank aborted (its next progress fails naming this
-  // rank). Any thread; touches no state but the queue pair's send queue.
-  void say_goodbye();
+  ibv_qp* qp() const { return qp_; }
+  // The peer's process ended (its TCP link closed; see IbTransport): what
+  // this rank still expects of it is lost, PEER_LOST if anything is.
+  Status on_peer_gone();
+  bool peer_gone() const { return peer_gone_; }
   // While waiting on the peer: sends it a credit message if nothing else is
-  // in flight, so a peer that died is noticed (the send fails after the
-  // transport's retries, about half a second) rather than at the deadline.
+  // in flight, so a peer whose host died (no TCP end to read) is noticed
+  // when the send fails after the transport's retries (about half a second
+  // on hardware), not at the deadline.
   Status probe();
   // Moves the queue pair to the error state: everything posted completes
   // as flushed (before it is destroyed).
@@ -130,7 +134,7 @@ class IbPair {
   int send_wr_in_flight_ = 0;
   int writes_in_flight_ = 0;
   bool probing_ = false;    // a probe's credit message is in flight
-  bool peer_gone_ = false;  // the peer said goodbye
+  bool peer_gone_ = false;  // the peer's process ended
 };
 
 }  // namespace kolo

@@ -37,6 +37,7 @@ class TcpPair {
   // end at once. Safe from any thread: it touches only the descriptors,
   // which stay open until the pair is destroyed.
   void shutdown();
+  int first_fd() const { return fds_.empty() ? -1 : fds_.front(); }
 
   // Moves as many bytes as the sockets take without blocking. Adds the number
   // of requests completed to *completed and sets *moved when any byte moved.

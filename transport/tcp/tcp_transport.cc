@@ -152,6 +152,12 @@ Status TcpTransport::connect(int peer, Deadline deadline) {
   return Status::ok();
 }
 
+int TcpTransport::socket_fd(int peer) {
+  std::lock_guard<std::mutex> lock(pairs_mutex_);
+  auto it = pairs_.find(peer);
+  return it == pairs_.end() ? -1 : it->second->first_fd();
+}
+
 Status TcpTransport::pair_for(int peer, TcpPair** pair) {
   // Only the collective thread inserts pairs, and it is the caller here.
   auto it = pairs_.find(peer);

@@ -58,6 +58,12 @@ class TcpTransport final : public Transport {
 
   std::string listen_address() const;
 
+  // The file descriptor of the first socket to `peer`, or -1 before
+  // connect(). For a transport that keeps a TCP connection beside its own
+  // data path (RDMA) to learn the moment a peer process ends: the socket is
+  // then never used for data, and its end (EOF, reset) is the news.
+  int socket_fd(int peer);
+
  private:
   TcpTransport(Store* store, int rank, int size, const TcpOptions& options);
   Status start();
