@@ -5,16 +5,6 @@
 
 namespace kolo {
 
-void* Workspace::staging(size_t bytes) {
-  if (staging_.size() < bytes) staging_.resize(bytes);
-  return staging_.data();
-}
-
-void* Workspace::scratch(size_t bytes) {
-  if (scratch_.size() < bytes) scratch_.resize(bytes);
-  return scratch_.data();
-}
-
 Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Workspace* workspace) {
   const size_t S = p.sends.size();
   const size_t R = p.recvs.size();

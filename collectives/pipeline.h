@@ -17,6 +17,7 @@
 
 #include "collectives/reduce_kernels.h"
 #include "common/status.h"
+#include "transport/registered_buffer.h"
 #include "transport/transport.h"
 
 namespace kolo {
@@ -42,16 +43,23 @@ struct PipelineOptions {
 };
 
 // Reusable scratch memory owned by the caller (one per communicator), so
-// steady-state collectives do not allocate.
+// steady-state collectives do not allocate, declared to the transport (an
+// RDMA transport then registers it once and moves messages in it directly).
 class Workspace {
  public:
+  // The transport the buffers are declared to (nullptr: none); it must
+  // outlive the attachment.
+  void attach(Transport* transport) {
+    staging_.attach(transport);
+    scratch_.attach(transport);
+  }
   // A buffer of at least `bytes`, valid until the next call.
-  void* staging(size_t bytes);
-  void* scratch(size_t bytes);
+  void* staging(size_t bytes) { return staging_.get(bytes); }
+  void* scratch(size_t bytes) { return scratch_.get(bytes); }
 
  private:
-  std::vector<unsigned char> staging_;
-  std::vector<unsigned char> scratch_;
+  RegisteredBuffer staging_;
+  RegisteredBuffer scratch_;
 };
 
 struct Pipeline {

@@ -53,6 +53,7 @@ Status check_buffer(const void* p, size_t count, const char* name) {
 
 Communicator::~Communicator() {
   if (transport_) transport_->abort();
+  workspace_.attach(nullptr);  // deregisters it while the transport lives
   transport_.reset();
   client_.reset();
   if (server_ && failed_.load()) {
@@ -125,10 +126,21 @@ Status Communicator::create_sibling(Communicator* parent, const std::string& pre
 
 Status Communicator::make_transport(const std::string& store_prefix) {
   if (size_ == 1) return Status::ok();
-  IbSettings ib_settings;
-  ib_settings.device = config_.ib_device;
-  ib_settings.port = static_cast<int>(config_.ib_port);
-  ib_settings.gid_index = static_cast<int>(config_.ib_gid_index);
+  if (config_.transport == "ib") {
+    std::unique_ptr<IbTransport> ib;
+    Status s = open_rdma(store_prefix, &ib);
+    if (!s.is_ok()) return s.with_context("KOLO_TRANSPORT=ib: the RDMA transport");
+    transport_ = std::move(ib);
+  } else {
+    std::unique_ptr<TcpTransport> tcp;
+    KOLO_RETURN_IF_ERROR(TcpTransport::create(store_, rank_, size_, tcp_options(store_prefix), &tcp));
+    transport_ = std::move(tcp);
+  }
+  workspace_.attach(transport_.get());
+  return Status::ok();
+}
+
+TcpOptions Communicator::tcp_options(const std::string& store_prefix) const {
   TcpOptions topt;
   topt.store_prefix = store_prefix + "tcp/";
   topt.job_id = job_id_from_name(config_.job_id);
@@ -138,47 +150,45 @@ Status Communicator::make_transport(const std::string& store_prefix) {
   topt.checksum = config_.checksum;
   topt.secret = config_.secret;
   topt.handshake_timeout_s = std::min(config_.timeout_s, 10.0);
-  if (config_.transport == "ib") {
-    IbOptions iopt;
-    iopt.store_prefix = store_prefix + "ib/";
-    iopt.job_id = job_id_from_name(config_.job_id);
-    iopt.settings = ib_settings;
-    iopt.link = topt;
-    iopt.registration_cache_entries = static_cast<int>(config_.ib_registration_cache);
-    std::unique_ptr<IbTransport> ib;
-    Status s = IbTransport::create(store_, rank_, size_, iopt, &ib);
-    if (!s.is_ok()) return s.with_context("KOLO_TRANSPORT=ib: the RDMA transport");
-    static std::once_flag warned;  // once per process, not per communicator
-    std::call_once(warned, [&] {
-      KOLO_WARN("KOLO_TRANSPORT=ib: the RDMA transport on " << ib->device().describe()
-                                                            << " is experimental: it does not pass kolo's "
-                                                               "conformance suite yet (README, RDMA)");
-    });
-    transport_ = std::move(ib);
+  return topt;
+}
+
+Status Communicator::open_rdma(const std::string& store_prefix, std::unique_ptr<IbTransport>* out) {
+  IbOptions iopt;
+  iopt.store_prefix = store_prefix + "ib/";
+  iopt.job_id = job_id_from_name(config_.job_id);
+  iopt.settings.device = config_.ib_device;
+  iopt.settings.port = static_cast<int>(config_.ib_port);
+  iopt.settings.gid_index = static_cast<int>(config_.ib_gid_index);
+  iopt.link = tcp_options(store_prefix);
+  return IbTransport::create(store_, rank_, size_, iopt, out);
+}
+
+Status Communicator::settle_auto_transport(std::unique_ptr<IbTransport> rdma, const Status& why_not,
+                                           const std::vector<int>& ranks_without) {
+  // Every rank decides from the same list, so all agree; say what was
+  // decided once per process (the engine's sibling communicator inherits it).
+  static std::once_flag told;
+  if (rdma && ranks_without.empty()) {
+    std::call_once(told, [&] { KOLO_INFO("RDMA transport on " << rdma->device().describe()); });
+    config_.transport = "ib";
+    transport_ = std::move(rdma);
+    workspace_.attach(transport_.get());
     return Status::ok();
   }
-  if (config_.transport == "auto") {
-    // RDMA is not taken automatically until it passes the conformance
-    // suite (tools/rdma_suite.sh under soft-RoCE); say what was found,
-    // once per process (the engine's sibling communicator would ask again).
-    static std::once_flag told;
-    std::call_once(told, [&] {
-      std::vector<IbDeviceInfo> devices;
-      IbChoice choice;
-      Status s = query_ib_devices(&devices);
-      if (s.is_ok()) s = choose_ib_port(devices, ib_settings, &choice);
-      if (s.is_ok()) {
-        KOLO_INFO("RDMA device " << choice.describe()
-                                 << " found; the RDMA transport is experimental (KOLO_TRANSPORT=ib); using TCP");
-      } else {
-        KOLO_INFO(s.message() << "; using TCP");
-      }
-    });
-  }
-  std::unique_ptr<TcpTransport> tcp;
-  KOLO_RETURN_IF_ERROR(TcpTransport::create(store_, rank_, size_, topt, &tcp));
-  transport_ = std::move(tcp);
-  return Status::ok();
+  std::call_once(told, [&] {
+    if (!rdma) {
+      KOLO_INFO(why_not.message() << "; using TCP");
+    } else {
+      std::string list;
+      for (int r : ranks_without) list += (list.empty() ? "" : ", ") + std::to_string(r);
+      KOLO_INFO("RDMA device " << rdma->device().describe() << " found, but rank(s) " << list
+                               << " cannot use RDMA; using TCP");
+    }
+  });
+  rdma.reset();
+  config_.transport = "tcp";
+  return make_transport("");
 }
 
 Status Communicator::init(int rank, int size, Store* store, int local_rank, int local_size) {
@@ -191,8 +201,19 @@ Status Communicator::init(int rank, int size, Store* store, int local_rank, int 
   size_ = size;
   store_ = store;
   set_log_prefix("rank " + std::to_string(rank));
-  KOLO_RETURN_IF_ERROR(make_transport(""));
-  KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size));
+  if (config_.transport == "auto" && size_ > 1) {
+    // RDMA where every rank can open it, else TCP: each rank tries, tells
+    // the others at the rendezvous, and all take the same decision.
+    std::unique_ptr<IbTransport> rdma;
+    Status why_not = open_rdma("", &rdma);
+    std::vector<int> ranks_without;
+    KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size, rdma != nullptr, &ranks_without));
+    KOLO_RETURN_IF_ERROR(settle_auto_transport(std::move(rdma), why_not, ranks_without));
+  } else {
+    KOLO_RETURN_IF_ERROR(make_transport(""));
+    std::vector<int> ignored;
+    KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size, config_.transport == "ib", &ignored));
+  }
   choose_polling();
   KOLO_RETURN_IF_ERROR(connect_ring());
   KOLO_INFO("communicator ready: rank " << rank_ << " of " << size_ << ", local " << local_rank_ << " of "
@@ -200,16 +221,18 @@ Status Communicator::init(int rank, int size, Store* store, int local_rank, int 
   return Status::ok();
 }
 
-Status Communicator::learn_local_rank(int given_local_rank, int given_local_size) {
+Status Communicator::learn_local_rank(int given_local_rank, int given_local_size, bool rdma,
+                                      std::vector<int>* ranks_without_rdma) {
   if (size_ == 1) {
     local_rank_ = 0;
     local_size_ = 1;
     return Status::ok();
   }
-  // Every rank publishes its host; reading all of them doubles as the check
-  // that the whole world has arrived, naming any rank that has not.
+  // Every rank publishes its host (and whether it can use RDMA); reading all
+  // of them doubles as the check that the whole world has arrived, naming
+  // any rank that has not.
   const std::string me = host_identity();
-  KOLO_RETURN_IF_ERROR(store_->set("host/" + std::to_string(rank_), me));
+  KOLO_RETURN_IF_ERROR(store_->set("host/" + std::to_string(rank_), me + (rdma ? "|rdma" : "|tcp")));
   std::vector<std::string> keys;
   for (int r = 0; r < size_; ++r) keys.push_back("host/" + std::to_string(r));
   std::vector<std::string> hosts;
@@ -232,6 +255,11 @@ Status Communicator::learn_local_rank(int given_local_rank, int given_local_size
                          std::to_string(config_.timeout_s) + " s");
   }
   KOLO_RETURN_IF_ERROR(s);
+  for (int r = 0; r < size_; ++r) {
+    const size_t bar = hosts[r].rfind('|');
+    if (bar == std::string::npos || hosts[r].substr(bar + 1) != "rdma") ranks_without_rdma->push_back(r);
+    if (bar != std::string::npos) hosts[r].resize(bar);
+  }
   int lr = 0, ls = 0, machine = 0;
   const std::string kernel = me.substr(me.find('/') + 1);
   for (int r = 0; r < size_; ++r) {
@@ -382,6 +410,21 @@ Status Communicator::run(const char* what, Fn&& fn) {
   s = fail(s.with_context(std::string(what) + " on rank " + std::to_string(rank_)));
   KOLO_ERROR(s.message());
   return s;
+}
+
+Status Communicator::register_memory(const void* data, size_t bytes) {
+  if (data == nullptr && bytes > 0) return invalid_argument("buf is NULL with bytes = " + std::to_string(bytes));
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  KOLO_RETURN_IF_ERROR(check_healthy());
+  if (!transport_ || bytes == 0) return Status::ok();
+  return transport_->register_memory(data, bytes);
+}
+
+Status Communicator::deregister_memory(const void* data, size_t bytes) {
+  if (data == nullptr && bytes > 0) return invalid_argument("buf is NULL with bytes = " + std::to_string(bytes));
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  if (transport_ && bytes > 0) transport_->deregister_memory(data, bytes);
+  return Status::ok();
 }
 
 Status Communicator::allreduce(const void* send, void* recv, size_t count, int dtype, int op) {

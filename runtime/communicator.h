@@ -26,10 +26,14 @@
 #include "common/status.h"
 #include "runtime/config.h"
 #include "runtime/launch_env.h"
+#include "transport/registered_buffer.h"
 #include "transport/store.h"
 #include "transport/transport.h"
 
 namespace kolo {
+
+class IbTransport;
+struct TcpOptions;
 
 class StoreServer;
 class StoreClient;
@@ -76,6 +80,14 @@ class Communicator {
   // Runs `fn` under the call lock like a collective (failures become
   // sticky): for protocols built directly on the transport.
   Status run_custom(const char* what, const std::function<Status(const RingContext&)>& fn);
+  // Declares [data, data + bytes) long-lived until deregister_memory covers
+  // it (Transport::register_memory): over RDMA, messages in it move with no
+  // staging copy. Waits for a collective in progress, like one.
+  Status register_memory(const void* data, size_t bytes);
+  Status deregister_memory(const void* data, size_t bytes);
+  // Declares a kolo-owned buffer (the engine's fusion buffer) to this
+  // communicator's transport. From the thread that runs its collectives.
+  void attach(RegisteredBuffer* buffer) { buffer->attach(transport_.get()); }
   // Wakes a progress() wait in another thread (see Transport::interrupt).
   void interrupt();
   // Where the next allreduces record the end of their reduce-scatter phase
@@ -90,10 +102,19 @@ class Communicator {
  private:
   Communicator() = default;
   Status init(int rank, int size, Store* store, int local_rank, int local_size);
-  Status learn_local_rank(int given_local_rank, int given_local_size);
+  // Also tells the others whether this rank can use RDMA, and lists the
+  // ranks that cannot.
+  Status learn_local_rank(int given_local_rank, int given_local_size, bool rdma,
+                          std::vector<int>* ranks_without_rdma);
   Status connect_ring();
   Status connect_all();
+  // The transport config_.transport names ("tcp" or "ib").
   Status make_transport(const std::string& store_prefix);
+  TcpOptions tcp_options(const std::string& store_prefix) const;
+  Status open_rdma(const std::string& store_prefix, std::unique_ptr<IbTransport>* out);
+  // KOLO_TRANSPORT=auto, once every rank said whether it can use RDMA.
+  Status settle_auto_transport(std::unique_ptr<IbTransport> rdma, const Status& why_not,
+                               const std::vector<int>& ranks_without);
   void choose_polling();
   // Runs a collective under the call lock, turning its failure sticky.
   template <typename Fn>

@@ -38,8 +38,6 @@ Status load_config(Config* c) {
   c->ib_device = env_string("KOLO_IB_DEV").value_or("");
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_IB_PORT", d.ib_port, 0, 255, &c->ib_port));
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_IB_GID_INDEX", d.ib_gid_index, -1, 1 << 16, &c->ib_gid_index));
-  KOLO_RETURN_IF_ERROR(env_int64("KOLO_IB_REGISTRATION_CACHE", d.ib_registration_cache, 0, 1 << 20,
-                                 &c->ib_registration_cache));
   return Status::ok();
 }
 

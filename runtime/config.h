@@ -27,7 +27,6 @@ struct Config {
   std::string ib_device;             // KOLO_IB_DEV: RDMA device; empty = the first with an active port
   int64_t ib_port = 0;               // KOLO_IB_PORT: 0 = the device's first active port
   int64_t ib_gid_index = -1;         // KOLO_IB_GID_INDEX: -1 = RoCE v2 IPv4 GID first
-  int64_t ib_registration_cache = 0; // KOLO_IB_REGISTRATION_CACHE: registrations kept (see ib_transport.h)
 
   // The runtime engine (named asynchronous operations).
   int64_t fusion_threshold_bytes = 64 << 20;  // KOLO_FUSION_THRESHOLD: fusion buffer size; 0 turns fusion off

@@ -214,6 +214,8 @@ void Engine::thread_main() {
       comm_ = std::move(comm);
       if (aborted_) comm_->abort();  // an abort that came while connecting
     }
+    comm_->attach(&fusion_);
+    comm_->attach(&scratch_);
     negotiator_ = std::make_unique<Negotiator>(rank_, size_, static_cast<size_t>(config_.cache_capacity));
     if (!config_.timeline_path.empty() && rank_ == 0) {
       Status t = timeline_.start(config_.timeline_path, rank_);
@@ -464,10 +466,7 @@ void Engine::check_stalls(Clock::time_point now) {
   }
 }
 
-void* Engine::scratch(size_t bytes) {
-  if (scratch_.size() < bytes) scratch_.resize(bytes);
-  return scratch_.data();
-}
+void* Engine::scratch(size_t bytes) { return scratch_.get(bytes); }
 
 void* Engine::identity(size_t bytes) {
   if (identity_.size() < bytes) identity_.resize(bytes);
@@ -598,7 +597,7 @@ Status Engine::run_allreduce_batch(const std::vector<const OpResponse*>& batch) 
       packed_bytes += count * es;  // a joined rank packs everything
     }
   }
-  if (fusion_.size() < packed_bytes) fusion_.resize(packed_bytes);
+  fusion_.get(packed_bytes);
   std::vector<std::string> names;
   for (const OpResponse* m : batch) names.push_back(m->spec.name);
   const auto copy_in_start = Clock::now();

@@ -161,7 +161,8 @@ class Engine {
   Clock::time_point last_round_start_{};
   Clock::time_point last_stall_round_{};
   std::map<std::string, Clock::time_point> stall_reported_;
-  std::vector<unsigned char> fusion_, scratch_, identity_;
+  RegisteredBuffer fusion_, scratch_;  // declared to comm_'s transport
+  std::vector<unsigned char> identity_;
   alignas(8) unsigned char empty_[8] = {};
   Timeline timeline_;
 };

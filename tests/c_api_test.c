@@ -35,6 +35,14 @@ int main(void) {
   EXPECT(kolo_reduce_scatter(comm, in, out, 5, KOLO_FLOAT32, KOLO_AVG) == KOLO_SUCCESS);
   EXPECT(kolo_barrier(comm) == KOLO_SUCCESS);
   EXPECT(kolo_allreduce(comm, NULL, NULL, 0, KOLO_INT8, KOLO_MAX) == KOLO_SUCCESS); /* count 0 needs no buffers */
+  /* Declared memory works like any other (no transport in a world of one). */
+  EXPECT(kolo_comm_register_memory(comm, in, sizeof(in)) == KOLO_SUCCESS);
+  EXPECT(kolo_comm_register_memory(comm, out, sizeof(out)) == KOLO_SUCCESS);
+  EXPECT(kolo_allreduce(comm, in, out, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_SUCCESS);
+  for (i = 0; i < 5; ++i) EXPECT(out[i] == in[i]);
+  EXPECT(kolo_comm_deregister_memory(comm, in, sizeof(in)) == KOLO_SUCCESS);
+  EXPECT(kolo_comm_deregister_memory(comm, out, sizeof(out)) == KOLO_SUCCESS);
+  EXPECT(kolo_comm_register_memory(comm, NULL, 0) == KOLO_SUCCESS);
 
   /* Bad arguments: an error code and a message, never a crash. */
   EXPECT(kolo_allreduce(NULL, in, out, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
@@ -53,6 +61,10 @@ int main(void) {
   EXPECT(kolo_reduce_scatter(comm, in, NULL, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
   EXPECT(kolo_comm_rank(comm, NULL) == KOLO_ERR_INVALID_ARGUMENT);
   EXPECT(kolo_barrier(NULL) == KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT(kolo_comm_register_memory(comm, NULL, 64) == KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT(strstr(kolo_last_error(), "buf is NULL") != NULL);
+  EXPECT(kolo_comm_deregister_memory(comm, NULL, 64) == KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT(kolo_comm_register_memory(NULL, in, 4) == KOLO_ERR_INVALID_ARGUMENT);
   /* A bad argument does not poison the communicator. */
   EXPECT(kolo_allreduce(comm, in, out, 5, KOLO_FLOAT32, KOLO_MAX) == KOLO_SUCCESS);
 

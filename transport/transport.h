@@ -82,6 +82,20 @@ class Transport {
   // this machine's cores, which is known only after the rendezvous.
   virtual void set_polling(int spin_us, bool yield) { (void)spin_us, (void)yield; }
 
+  // Declares [data, data + bytes) long-lived: it stays allocated until
+  // deregister_memory covers it. A transport that must register memory with
+  // its device (RDMA) registers it here, once, and moves messages inside it
+  // with no copy; other memory it stages through buffers of its own, since
+  // nothing tells it when an application frees a buffer. Transports that
+  // need no registration ignore both calls.
+  virtual Status register_memory(const void* data, size_t bytes) {
+    (void)data, (void)bytes;
+    return Status::ok();
+  }
+  // Before the memory is freed or unmapped. Any part of a declared range
+  // forgets the whole declaration.
+  virtual void deregister_memory(const void* data, size_t bytes) { (void)data, (void)bytes; }
+
   // "tcp", "ib", ...: for logs and benchmarks.
   virtual const char* name() const = 0;
 };

@@ -107,6 +107,19 @@ kolo_result_t kolo_reduce_scatter(kolo_comm_t comm, const void* sendbuf, void* r
 /* Returns once every rank has entered the barrier. */
 kolo_result_t kolo_barrier(kolo_comm_t comm);
 
+/* Declares [buf, buf + bytes) long-lived: it stays allocated until
+ * kolo_comm_deregister_memory covers it. Over RDMA (KOLO_TRANSPORT=ib) its
+ * pages are registered with the NIC once and messages in it then move with
+ * no copy; messages in memory not declared are staged through kolo's own
+ * registered buffers (kolo is not told when an application frees memory,
+ * so it never keeps registrations it was not given this way). Like NCCL's
+ * ncclCommRegister. Over TCP both calls only check their arguments. Call
+ * deregister before freeing the memory. A failed registration (e.g. the
+ * locked-memory limit, ulimit -l) returns KOLO_ERR_TRANSPORT and leaves the
+ * communicator healthy; the memory is then simply staged. */
+kolo_result_t kolo_comm_register_memory(kolo_comm_t comm, const void* buf, size_t bytes);
+kolo_result_t kolo_comm_deregister_memory(kolo_comm_t comm, const void* buf, size_t bytes);
+
 /* Aborts the communicator: a collective running in another thread returns
  * KOLO_ERR_ABORTED promptly, and so does every later call. The other ranks
  * learn of it through their connections and fail too (their messages name

@@ -124,6 +124,16 @@ kolo_result_t kolo_barrier(kolo_comm_t comm) {
   return guarded([&] { return comm->impl->barrier(); });
 }
 
+kolo_result_t kolo_comm_register_memory(kolo_comm_t comm, const void* buf, size_t bytes) {
+  if (!comm) return null_comm();
+  return guarded([&] { return comm->impl->register_memory(buf, bytes); });
+}
+
+kolo_result_t kolo_comm_deregister_memory(kolo_comm_t comm, const void* buf, size_t bytes) {
+  if (!comm) return null_comm();
+  return guarded([&] { return comm->impl->deregister_memory(buf, bytes); });
+}
+
 kolo_result_t kolo_comm_abort(kolo_comm_t comm) {
   if (!comm) return null_comm();
   return guarded([&] {

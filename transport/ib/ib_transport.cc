@@ -97,8 +97,7 @@ Status IbTransport::open(const IbChoice& choice) {
   cq_ = ibv_create_cq(context_, std::min(wanted, attr.max_cqe), nullptr, channel_, 0);
   if (!cq_) return transport_error("ibv_create_cq: " + std::string(std::strerror(errno)));
   registration_ = std::make_unique<VerbsRegistration>(pd_);
-  cache_ = std::make_unique<RegistrationCache>(registration_.get(),
-                                               static_cast<size_t>(options_.registration_cache_entries));
+  cache_ = std::make_unique<RegistrationCache>(registration_.get());
   return Status::ok();
 }
 
@@ -143,7 +142,7 @@ Status IbTransport::prepare(const std::vector<int>& peers) {
     popt.gid_index = choice_.gid_index;
     popt.mtu = choice_.mtu;
     popt.ethernet = choice_.ethernet;
-    auto pair = std::make_unique<IbPair>(rank_, peer, pd_, cq_, cache_.get(), popt);
+    auto pair = std::make_unique<IbPair>(rank_, peer, pd_, cq_, cache_.get(), registration_.get(), popt);
     IbAddress mine{};
     mine.job_id = options_.job_id;
     mine.from_rank = rank_;
@@ -329,6 +328,25 @@ Status IbTransport::read_async_events() {
     if (!s.is_ok()) return fail(s);
   }
   return Status::ok();
+}
+
+Status IbTransport::register_memory(const void* data, size_t bytes) {
+  if (data == nullptr || bytes == 0) return Status::ok();
+  return cache_->add(data, bytes);
+}
+
+void IbTransport::deregister_memory(const void* data, size_t bytes) {
+  if (data != nullptr && bytes > 0) cache_->invalidate(data, bytes);
+}
+
+IbTransport::Stats IbTransport::stats() {
+  Stats s;
+  s.registrations = cache_->stats().registrations;
+  s.direct = cache_->stats().hits;
+  s.staged = cache_->stats().misses;
+  std::lock_guard<std::mutex> lock(pairs_mutex_);
+  for (const auto& p : pairs_) s.registrations += p.second->staging_registrations();
+  return s;
 }
 
 void IbTransport::inject_queue_pair_error(int peer) {

@@ -1,8 +1,10 @@
 // The RDMA verbs transport: InfiniBand or RoCE (soft-RoCE included) through
 // libibverbs, behind the same interface as TCP, so every collective runs on
 // it unchanged. One reliable-connected queue pair per peer (pair.h has the
-// protocol), one completion queue for all of them, memory registered
-// through a cache so steady-state collectives register nothing.
+// protocol), one completion queue for all of them. Memory declared through
+// register_memory is registered once and moves with no copy; any other
+// message is staged through registered rings, so steady-state collectives
+// register nothing either way.
 //
 // progress() polls the completion queue; when nothing has completed it
 // spins briefly, then sleeps on the completion channel's file descriptor
@@ -41,13 +43,6 @@ struct IbOptions {
   IbSettings settings;               // KOLO_IB_DEV, KOLO_IB_PORT, KOLO_IB_GID_INDEX
   TcpOptions link;                   // the TCP link beside each queue pair (one stream)
   int window = 64;                   // receive slots (credits) per peer
-  // KOLO_IB_REGISTRATION_CACHE: registrations kept between operations. 0
-  // (the default) registers each message's buffer for that message only:
-  // kolo gets no notice when an application frees a buffer, and a
-  // registration outliving its memory would pin the old pages, so a new
-  // buffer at the same address would be written somewhere else entirely.
-  // Set it only where buffers given to kolo stay allocated for the job.
-  int registration_cache_entries = 0;
   int spin_us = 50;
   bool yield_while_spinning = true;
 };
@@ -63,6 +58,17 @@ class IbTransport final : public Transport {
   int size() const override { return size_; }
   const char* name() const override { return "ib"; }
   const IbChoice& device() const { return choice_; }
+
+  // Registered once (RegistrationCache); messages inside move without staging.
+  Status register_memory(const void* data, size_t bytes) override;
+  void deregister_memory(const void* data, size_t bytes) override;
+
+  struct Stats {
+    uint64_t registrations = 0;  // ibv_reg_mr calls: declared memory and staging rings
+    uint64_t direct = 0;         // message ends in declared memory
+    uint64_t staged = 0;         // message ends staged through a ring
+  };
+  Stats stats();
 
   // Fault injection for tests: moves the queue pair to `peer` into the
   // error state, as a failing NIC or a fatal transfer error would.

@@ -16,12 +16,25 @@ std::string verbs_error(const char* what, int err) { return std::string(what) + 
 
 }  // namespace
 
-IbPair::IbPair(int rank, int peer, ibv_pd* pd, ibv_cq* cq, RegistrationCache* cache, const IbPairOptions& options)
-    : rank_(rank), peer_(peer), pd_(pd), cq_(cq), cache_(cache), options_(options), credits_(options.window) {}
+IbPair::IbPair(int rank, int peer, ibv_pd* pd, ibv_cq* cq, RegistrationCache* cache, RegistrationBackend* staging,
+               const IbPairOptions& options)
+    : rank_(rank),
+      peer_(peer),
+      pd_(pd),
+      cq_(cq),
+      cache_(cache),
+      options_(options),
+      credits_(options.window),
+      send_ring_(staging, options.staging_initial_bytes, options.staging_max_bytes),
+      recv_ring_(staging, options.staging_initial_bytes, options.staging_max_bytes) {}
 
 IbPair::~IbPair() {
   if (qp_) ibv_destroy_qp(qp_);
   if (slots_mr_) ibv_dereg_mr(slots_mr_);
+}
+
+Status IbPair::lost() const {
+  return peer_lost(who() + " closed the connection: its process ended, or its communicator closed or failed");
 }
 
 std::string IbPair::who() const { return "rank " + std::to_string(peer_) + " (RDMA)"; }
@@ -110,8 +123,7 @@ void IbPair::break_connection() {
 
 Status IbPair::on_peer_gone() {
   peer_gone_ = true;
-  if (has_pending()) return peer_lost(who() + " closed the connection: its process ended, or its communicator closed or failed");
-  return Status::ok();
+  return has_pending() ? lost() : Status::ok();
 }
 
 Status IbPair::probe() {
@@ -144,7 +156,7 @@ Status IbPair::post_slot(int slot) {
 }
 
 Status IbPair::post_send(const void* data, size_t bytes, uint64_t tag, Request* request) {
-  if (peer_gone_) return peer_lost(who() + " closed the connection: its process ended, or its communicator closed or failed");
+  if (peer_gone_) return lost();
   request->data = const_cast<void*>(data);
   request->bytes = bytes;
   request->tag = tag;
@@ -154,25 +166,41 @@ Status IbPair::post_send(const void* data, size_t bytes, uint64_t tag, Request* 
 }
 
 Status IbPair::post_recv(void* data, size_t bytes, uint64_t tag, Request* request) {
-  if (peer_gone_) return peer_lost(who() + " closed the connection: its process ended, or its communicator closed or failed");
+  if (peer_gone_) return lost();
   request->data = data;
   request->bytes = bytes;
   request->tag = tag;
   request->done = false;
-  PendingRecv r{request, next_recv_seq_++, {}};
+  PendingRecv r;
+  r.request = request;
+  r.seq = next_recv_seq_++;
+  recvs_.push_back(std::move(r));
+  return flush();
+}
+
+Status IbPair::offer(PendingRecv* r, bool* offered) {
+  *offered = false;
   IbControl cts{};
   cts.kind = kCts;
-  cts.seq = r.seq;
-  cts.bytes = bytes;
-  cts.tag = tag;
-  if (bytes > 0) {
-    KOLO_RETURN_IF_ERROR(cache_->acquire(data, bytes, &r.pin));
-    cts.addr = reinterpret_cast<uintptr_t>(data);
-    cts.rkey = RegistrationCache::region(r.pin).rkey;
+  cts.seq = r->seq;
+  cts.bytes = r->request->bytes;
+  cts.tag = r->request->tag;
+  if (cts.bytes > 0) {
+    if (cache_->find(r->request->data, cts.bytes, &r->pin)) {
+      cts.addr = reinterpret_cast<uintptr_t>(r->request->data);
+      cts.rkey = RegistrationCache::region(r->pin).rkey;
+    } else {
+      bool taken = false;
+      KOLO_RETURN_IF_ERROR(recv_ring_.allocate(cts.bytes, &r->slice, &taken));
+      if (!taken) return Status::ok();
+      r->staged = true;
+      cts.addr = reinterpret_cast<uintptr_t>(r->slice.data);
+      cts.rkey = r->slice.rkey;
+    }
   }
-  recvs_.push_back(std::move(r));
   outgoing_.push_back(cts);
-  return flush();
+  *offered = true;
+  return Status::ok();
 }
 
 Status IbPair::send_control(IbControl control) {
@@ -199,17 +227,24 @@ Status IbPair::send_control(IbControl control) {
 }
 
 Status IbPair::flush() {
+  // Receives in order, as far as the staging ring has room.
+  while (offered_ < recvs_.size()) {
+    bool offered = false;
+    KOLO_RETURN_IF_ERROR(offer(&recvs_[offered_], &offered));
+    if (!offered) break;
+    ++offered_;
+  }
   // CTS messages first: each lets the peer's data move.
   while (!outgoing_.empty() && credits_.can_send() && send_wr_in_flight_ < options_.max_send_wr) {
     KOLO_RETURN_IF_ERROR(send_control(outgoing_.front()));
     outgoing_.pop_front();
   }
   while (!sends_.empty() && !cts_.empty() && credits_.can_send() && send_wr_in_flight_ < options_.max_send_wr) {
-    Request* send = sends_.front();
-    IbControl cts = cts_.front();
+    bool started = false;
+    KOLO_RETURN_IF_ERROR(start_write(sends_.front(), cts_.front(), &started));
+    if (!started) break;
     sends_.pop_front();
     cts_.pop_front();
-    KOLO_RETURN_IF_ERROR(start_write(send, cts));
   }
   // Credits owed and no CTS to carry them (or none that may go): return
   // them on their own, with the reserved credit if need be. Whenever the
@@ -224,7 +259,8 @@ Status IbPair::flush() {
   return Status::ok();
 }
 
-Status IbPair::start_write(Request* send, const IbControl& cts) {
+Status IbPair::start_write(Request* send, const IbControl& cts, bool* started) {
+  *started = false;
   if (cts.bytes != send->bytes || cts.tag != send->tag) {
     std::string what = "message " + std::to_string(cts.seq) + " to " + who() + ": this rank sends " +
                        std::to_string(send->bytes) + " bytes (tag " + std::to_string(send->tag) +
@@ -236,10 +272,20 @@ Status IbPair::start_write(Request* send, const IbControl& cts) {
   ibv_sge sge{};
   ibv_send_wr wr{};
   if (send->bytes > 0) {
-    KOLO_RETURN_IF_ERROR(cache_->acquire(send->data, send->bytes, &work->pin));
-    sge.addr = reinterpret_cast<uintptr_t>(send->data);
     sge.length = static_cast<uint32_t>(send->bytes);
-    sge.lkey = RegistrationCache::region(work->pin).lkey;
+    if (cache_->find(send->data, send->bytes, &work->pin)) {
+      sge.addr = reinterpret_cast<uintptr_t>(send->data);
+      sge.lkey = RegistrationCache::region(work->pin).lkey;
+    } else {
+      StagingSlice slice;
+      bool taken = false;
+      KOLO_RETURN_IF_ERROR(send_ring_.allocate(send->bytes, &slice, &taken));
+      if (!taken) return Status::ok();
+      std::memcpy(slice.data, send->data, send->bytes);
+      work->staged = true;
+      sge.addr = reinterpret_cast<uintptr_t>(slice.data);
+      sge.lkey = slice.lkey;
+    }
     wr.sg_list = &sge;
     wr.num_sge = 1;
   }
@@ -256,6 +302,7 @@ Status IbPair::start_write(Request* send, const IbControl& cts) {
   credits_.on_send();
   ++send_wr_in_flight_;
   ++writes_in_flight_;
+  *started = true;
   return Status::ok();
 }
 
@@ -295,6 +342,9 @@ Status IbPair::on_completion(const ibv_wc& wc, IbWork* work, int* completed) {
       probing_ = false;
       break;
     case IbWork::kWrite:
+      // Writes complete in the order posted, so the staged ones release
+      // their slices oldest first.
+      if (work->staged) send_ring_.release_oldest();
       work->request->done = true;
       ++*completed;
       delete work;  // releases the source's pin
@@ -314,9 +364,15 @@ Status IbPair::on_completion(const ibv_wc& wc, IbWork* work, int* completed) {
                           std::to_string(wc.byte_len) + " bytes where this rank expects " +
                           std::to_string(recvs_.front().request->bytes));
         }
-        recvs_.front().request->done = true;
+        PendingRecv& r = recvs_.front();
+        if (r.staged) {
+          std::memcpy(r.request->data, r.slice.data, r.request->bytes);
+          recv_ring_.release_oldest();
+        }
+        r.request->done = true;
         ++*completed;
         recvs_.pop_front();
+        --offered_;
         KOLO_RETURN_IF_ERROR(post_slot(work->slot));
       } else {
         IbControl control = slots_[static_cast<size_t>(work->slot)];

@@ -1,13 +1,19 @@
 // One reliable-connected queue pair to one peer, and the protocol over it.
 //
 // The receiver says where a message goes: each post_recv sends the peer a
-// small "clear to send" (CTS) control message naming its buffer (address,
+// small "clear to send" (CTS) control message naming a buffer (address,
 // rkey, size, tag, sequence number). The k-th send posted for the peer waits
 // for the k-th CTS, checks that sizes and tags agree, and RDMA-writes its
-// bytes straight into that buffer with an immediate value (the sequence
-// number), which completes the k-th receive on the other side. So a message
-// lands in user memory with no copy and no receiver CPU on the data, and a
-// sender can never overwrite anything the receiver has not offered.
+// bytes into that buffer with an immediate value (the sequence number),
+// which completes the k-th receive on the other side. A sender can never
+// overwrite anything the receiver has not offered.
+//
+// Memory declared long-lived (RegistrationCache) moves with no copy: the
+// CTS names the receive buffer itself, the write reads the send buffer
+// itself. Any other message is staged: the receiver offers a slice of its
+// StagingRing and copies the message out when it lands; the sender copies
+// it into its own ring and writes from there. A message waits, queued in
+// order, while its ring is full.
 //
 // Control messages (SENDs) and writes with immediate both consume one of
 // the receiver's posted receive slots; CreditWindow keeps the sender from
@@ -31,6 +37,7 @@
 #include "transport/ib/address.h"
 #include "transport/ib/credits.h"
 #include "transport/ib/registration_cache.h"
+#include "transport/ib/staging_ring.h"
 #include "transport/transport.h"
 
 namespace kolo {
@@ -55,6 +62,7 @@ struct IbWork {
   int slot = 0;                   // kControlRecv: which receive slot
   Request* request = nullptr;     // kWrite: the send it completes
   RegistrationCache::Pin pin;     // kWrite: keeps the source registered
+  bool staged = false;            // kWrite: sent from the staging ring
 };
 
 struct IbPairOptions {
@@ -64,11 +72,14 @@ struct IbPairOptions {
   int gid_index = 0;
   uint8_t mtu = 3;
   bool ethernet = true;
+  size_t staging_initial_bytes = 4 << 20;  // each ring (send, receive), once first needed
+  size_t staging_max_bytes = 64 << 20;     // growth doubles up to this (or one message)
 };
 
 class IbPair {
  public:
-  IbPair(int rank, int peer, ibv_pd* pd, ibv_cq* cq, RegistrationCache* cache, const IbPairOptions& options);
+  IbPair(int rank, int peer, ibv_pd* pd, ibv_cq* cq, RegistrationCache* cache, RegistrationBackend* staging,
+         const IbPairOptions& options);
   ~IbPair();
 
   // Creates the queue pair (INIT) and describes it for the peer.
@@ -85,6 +96,8 @@ class IbPair {
   bool has_pending() const { return !sends_.empty() || !recvs_.empty() || writes_in_flight_ > 0; }
   std::string describe_pending() const;
   int peer() const { return peer_; }
+  // Registrations the staging rings made (growths included).
+  uint64_t staging_registrations() const { return send_ring_.registrations() + recv_ring_.registrations(); }
   ibv_qp* qp() const { return qp_; }
   // The peer's process ended (its TCP link closed; see IbTransport): what
   // this rank still expects of it is lost, PEER_LOST if anything is.
@@ -103,15 +116,21 @@ class IbPair {
   struct PendingRecv {
     Request* request;
     uint64_t seq;
-    RegistrationCache::Pin pin;
+    RegistrationCache::Pin pin;  // direct: keeps the buffer registered
+    bool staged = false;         // lands in `slice`, copied out on arrival
+    StagingSlice slice;
   };
 
   Status post_slot(int slot);
   Status send_control(IbControl control);
-  Status flush();  // what credits and the send queue allow: queued control messages, then writes
-  Status start_write(Request* send, const IbControl& cts);
+  Status flush();  // what credits, rings and the send queue allow: offers, control messages, writes
+  // Queues the CTS of *r, unless its staging ring is full (*offered false).
+  Status offer(PendingRecv* r, bool* offered);
+  // Posts the write, unless its staging ring is full (*started false).
+  Status start_write(Request* send, const IbControl& cts, bool* started);
   Status fail_mismatch(const std::string& what);
   std::string who() const;
+  Status lost() const;
 
   int rank_;
   int peer_;
@@ -129,6 +148,9 @@ class IbPair {
   std::deque<Request*> sends_;      // posted sends waiting for their CTS (then for the write)
   std::deque<IbControl> cts_;       // CTS received, waiting for their send
   std::deque<PendingRecv> recvs_;   // posted receives, in order
+  size_t offered_ = 0;              // how many of recvs_ (a prefix) have their CTS queued
+  StagingRing send_ring_;
+  StagingRing recv_ring_;
   uint64_t next_recv_seq_ = 0;
   uint64_t next_send_seq_ = 0;
   int send_wr_in_flight_ = 0;

@@ -1,21 +1,24 @@
-// Memory registration, cached. Registering memory with the NIC (pinning its
-// pages, making keys) costs tens of microseconds to milliseconds, far more
-// than a small message, so a buffer is registered once and the registration
-// reused by every later operation on any part of it. The cache registers
-// whole pages, keeps the most recently used registrations up to a count,
-// and drops (deregisters) any that overlap memory the owner is about to free
-// or unmap (invalidate), so a later buffer at the same address gets a fresh
-// registration of its own pages. A registration in use (pinned by an
-// operation in flight) is never deregistered under it: eviction and
-// invalidation of a pinned entry wait until its last release.
+// Memory registered with the NIC for good: registering (pinning pages,
+// making keys) costs tens of microseconds to milliseconds, far more than a
+// small message, so memory declared long-lived (Transport::register_memory:
+// the communicator's workspace, the engine's fusion buffer, buffers an
+// application registers through the C API) is registered once and every
+// later message inside it reuses that registration, with no copy. Declaring
+// its end (invalidate, before the memory is freed or unmapped) forgets every
+// registration overlapping it, so a later buffer at the same address can
+// never be written through keys that pin the old pages.
 //
-// The backend does the registering (ibv_reg_mr in the transport; a fake in
-// tests), so the policy here runs without a device.
+// kolo is not told when an application frees other memory, so it never
+// keeps a registration of memory it was not given this way: such messages
+// are staged through StagingRing buffers instead.
+//
+// A registration in use (pinned by a message in flight) is deregistered only
+// after its last release. The backend does the registering (ibv_reg_mr in
+// the transport; a fake in tests), so this runs without a device.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <list>
 #include <map>
 #include <memory>
 
@@ -45,19 +48,22 @@ class RegistrationCache {
   using Pin = std::shared_ptr<Entry>;
 
   struct Stats {
-    uint64_t hits = 0;
-    uint64_t registrations = 0;
+    uint64_t hits = 0;           // messages that found their memory registered
+    uint64_t misses = 0;         // ... that did not (and were staged)
+    uint64_t registrations = 0;  // backend calls
     uint64_t deregistrations = 0;
   };
 
-  // max_entries 0: cache nothing (each acquire registers, and the last
-  // release deregisters), for memory whose owner gives no notice of frees.
-  RegistrationCache(RegistrationBackend* backend, size_t max_entries, size_t page_size = 4096);
+  explicit RegistrationCache(RegistrationBackend* backend, size_t page_size = 4096);
   ~RegistrationCache();  // deregisters everything (no pin may outlive the cache)
 
-  // A registration covering [addr, addr + length): a cached one if one
-  // does, else a new one of the pages it spans. Pinned until `pin` goes.
-  Status acquire(const void* addr, size_t length, Pin* pin);
+  // Registers the pages of [addr, addr + length) until invalidate() covers
+  // them. Declaring the same range again does nothing.
+  Status add(const void* addr, size_t length);
+
+  // A registration added for memory covering [addr, addr + length),
+  // pinned; false when there is none.
+  bool find(const void* addr, size_t length, Pin* pin);
 
   // The memory [addr, addr + length) is about to be freed or unmapped:
   // forget every registration overlapping it.
@@ -68,14 +74,9 @@ class RegistrationCache {
   const Stats& stats() const { return stats_; }
 
  private:
-  void evict_over_capacity();
-  void forget(std::map<uintptr_t, Pin>::iterator it);
-
   RegistrationBackend* backend_;
-  size_t max_entries_;
   size_t page_size_;
-  std::map<uintptr_t, Pin> by_addr_;  // cached registrations by first byte
-  std::list<Entry*> lru_;             // most recently used first
+  std::multimap<uintptr_t, Pin> by_addr_;  // by first declared byte
   Stats stats_;
 };
 

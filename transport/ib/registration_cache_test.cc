@@ -37,64 +37,78 @@ struct Memory {
   char* page(int i) { return bytes + i * kPage; }
 };
 
-TEST(RegistrationCache, RegistersWholePagesOnceAndReusesThem) {
+TEST(RegistrationCache, RegistersWholePagesOnceAndEveryMessageInsideReusesThem) {
   FakeBackend backend;
   Memory m;
-  RegistrationCache cache(&backend, 8);
-  RegistrationCache::Pin p1, p2, p3;
-  ASSERT_TRUE(cache.acquire(m.page(1) + 100, 5000, &p1).is_ok());
-  const MemoryRegion& r = RegistrationCache::region(p1);
+  RegistrationCache cache(&backend);
+  ASSERT_TRUE(cache.add(m.page(1) + 100, 5000).is_ok());
+  ASSERT_TRUE(cache.add(m.page(1) + 100, 5000).is_ok());  // declared twice: registered once
+  EXPECT_EQ(cache.stats().registrations, 1u);
+  RegistrationCache::Pin p;
+  ASSERT_TRUE(cache.find(m.page(1) + 100, 5000, &p));
+  const MemoryRegion& r = RegistrationCache::region(p);
   EXPECT_EQ(r.addr, reinterpret_cast<uintptr_t>(m.page(1)));
   EXPECT_EQ(r.length, 2 * kPage);
-  // Any part of those pages hits; the steady state registers nothing.
-  for (int i = 0; i < 100; ++i) ASSERT_TRUE(cache.acquire(m.page(1) + 3000, 4000, &p2).is_ok());
-  EXPECT_EQ(RegistrationCache::region(p2).lkey, r.lkey);
+  // Any part of the declared bytes hits; the steady state registers nothing.
+  for (int i = 0; i < 100; ++i) {
+    RegistrationCache::Pin q;
+    ASSERT_TRUE(cache.find(m.page(1) + 3000, 2000, &q));
+    EXPECT_EQ(RegistrationCache::region(q).lkey, r.lkey);
+  }
   EXPECT_EQ(cache.stats().registrations, 1u);
-  EXPECT_EQ(cache.stats().hits, 100u);
-  // Past the end: a new registration.
-  ASSERT_TRUE(cache.acquire(m.page(2), kPage + 1, &p3).is_ok());
-  EXPECT_NE(RegistrationCache::region(p3).lkey, r.lkey);
-  EXPECT_EQ(backend.live.size(), 2u);
+  EXPECT_EQ(cache.stats().hits, 101u);
 }
 
-TEST(RegistrationCache, EvictsTheLeastRecentlyUsedButNeverAPinnedOne) {
+TEST(RegistrationCache, MemoryNotDeclaredIsAMissNotARegistration) {
   FakeBackend backend;
   Memory m;
-  RegistrationCache cache(&backend, 2);
-  RegistrationCache::Pin held, tmp;
-  ASSERT_TRUE(cache.acquire(m.page(0), 1, &held).is_ok());  // pinned throughout
-  ASSERT_TRUE(cache.acquire(m.page(2), 1, &tmp).is_ok());
-  const uint32_t second = RegistrationCache::region(tmp).lkey;
-  tmp.reset();
-  ASSERT_TRUE(cache.acquire(m.page(4), 1, &tmp).is_ok());
-  tmp.reset();
-  // Over capacity: page 2's registration (unpinned, least recent) went; page 0's (pinned) stayed.
-  EXPECT_EQ(cache.size(), 2u);
-  EXPECT_EQ(backend.live.count(second), 0u);
-  EXPECT_EQ(backend.live.count(RegistrationCache::region(held).lkey), 1u);
-  // Using page 0 again hits.
-  ASSERT_TRUE(cache.acquire(m.page(0), 10, &tmp).is_ok());
-  EXPECT_EQ(RegistrationCache::region(tmp).lkey, RegistrationCache::region(held).lkey);
+  RegistrationCache cache(&backend);
+  ASSERT_TRUE(cache.add(m.page(1) + 100, 1000).is_ok());
+  RegistrationCache::Pin p;
+  // On the registered page but outside the declared bytes: kolo was not
+  // given that memory, so it does not use the registration for it.
+  EXPECT_FALSE(cache.find(m.page(1), 100, &p));
+  EXPECT_FALSE(cache.find(m.page(1) + 1000, 101, &p));  // runs past the end
+  EXPECT_FALSE(cache.find(m.page(5), 10, &p));
+  EXPECT_FALSE(p);
+  EXPECT_EQ(cache.stats().misses, 3u);
+  EXPECT_EQ(cache.stats().registrations, 1u);
 }
 
-TEST(RegistrationCache, InvalidatedMemoryIsRegisteredAfreshAndPinsStayValid) {
+TEST(RegistrationCache, OverlappingDeclarationsAreBothFound) {
   FakeBackend backend;
   Memory m;
-  RegistrationCache cache(&backend, 8);
-  RegistrationCache::Pin in_flight, other, again;
-  ASSERT_TRUE(cache.acquire(m.page(3), 2 * kPage, &in_flight).is_ok());
-  ASSERT_TRUE(cache.acquire(m.page(8), kPage, &other).is_ok());
+  RegistrationCache cache(&backend);
+  ASSERT_TRUE(cache.add(m.page(0), 8 * kPage).is_ok());  // large, starts first
+  ASSERT_TRUE(cache.add(m.page(2), 10).is_ok());         // small, inside it
+  RegistrationCache::Pin p;
+  ASSERT_TRUE(cache.find(m.page(2) + 100, kPage, &p));   // only the large one covers this
+  EXPECT_EQ(RegistrationCache::region(p).length, 8 * kPage);
+}
+
+TEST(RegistrationCache, InvalidatedMemoryIsForgottenAndPinsStayValid) {
+  FakeBackend backend;
+  Memory m;
+  RegistrationCache cache(&backend);
+  ASSERT_TRUE(cache.add(m.page(3), 2 * kPage).is_ok());
+  ASSERT_TRUE(cache.add(m.page(8), kPage).is_ok());
+  RegistrationCache::Pin in_flight, other;
+  ASSERT_TRUE(cache.find(m.page(3), kPage, &in_flight));
+  ASSERT_TRUE(cache.find(m.page(8), 1, &other));
   const uint32_t old_key = RegistrationCache::region(in_flight).lkey;
-  // The owner frees one byte of page 4: the registration spanning it goes from the cache...
+  // The owner frees memory overlapping the first declaration: it goes from the cache...
   cache.invalidate(m.page(4) + 10, 1);
   EXPECT_EQ(cache.size(), 1u);
-  // ...but is deregistered only when the operation using it lets go.
+  RegistrationCache::Pin p;
+  EXPECT_FALSE(cache.find(m.page(3), 10, &p));
+  // ...but is deregistered only when the message using it lets go.
   EXPECT_EQ(backend.live.count(old_key), 1u);
   in_flight.reset();
   EXPECT_EQ(backend.live.count(old_key), 0u);
-  // The same address now gets a registration of its own.
-  ASSERT_TRUE(cache.acquire(m.page(3), kPage, &again).is_ok());
-  EXPECT_NE(RegistrationCache::region(again).lkey, old_key);
+  // The same address declared again gets a registration of its own.
+  ASSERT_TRUE(cache.add(m.page(3), kPage).is_ok());
+  ASSERT_TRUE(cache.find(m.page(3), kPage, &p));
+  EXPECT_NE(RegistrationCache::region(p).lkey, old_key);
   // Memory elsewhere was untouched.
   EXPECT_EQ(backend.live.count(RegistrationCache::region(other).lkey), 1u);
 }
@@ -102,40 +116,23 @@ TEST(RegistrationCache, InvalidatedMemoryIsRegisteredAfreshAndPinsStayValid) {
 TEST(RegistrationCache, AFailedRegistrationCachesNothing) {
   FakeBackend backend;
   Memory m;
-  RegistrationCache cache(&backend, 8);
-  RegistrationCache::Pin p;
+  RegistrationCache cache(&backend);
   backend.fail_next = true;
-  Status s = cache.acquire(m.page(0), 10, &p);
+  Status s = cache.add(m.page(0), 10);
   EXPECT_EQ(s.code(), Code::kTransport);
   EXPECT_EQ(cache.size(), 0u);
-  EXPECT_FALSE(p);
-  EXPECT_EQ(cache.acquire(nullptr, 10, &p).code(), Code::kInvalidArgument);
-  EXPECT_EQ(cache.acquire(m.page(0), 0, &p).code(), Code::kInvalidArgument);
-}
-
-TEST(RegistrationCache, CapacityZeroRegistersPerUse) {
-  FakeBackend backend;
-  Memory m;
-  RegistrationCache cache(&backend, 0);
-  RegistrationCache::Pin a, b;
-  ASSERT_TRUE(cache.acquire(m.page(0), 10, &a).is_ok());
-  ASSERT_TRUE(cache.acquire(m.page(0), 10, &b).is_ok());
-  EXPECT_NE(RegistrationCache::region(a).lkey, RegistrationCache::region(b).lkey);
-  EXPECT_EQ(cache.size(), 0u);
-  EXPECT_EQ(backend.live.size(), 2u);
-  a.reset();
-  b.reset();
-  EXPECT_TRUE(backend.live.empty());
+  RegistrationCache::Pin p;
+  EXPECT_FALSE(cache.find(m.page(0), 10, &p));
+  EXPECT_EQ(cache.add(nullptr, 10).code(), Code::kInvalidArgument);
+  EXPECT_EQ(cache.add(m.page(0), 0).code(), Code::kInvalidArgument);
 }
 
 TEST(RegistrationCache, DestroyingTheCacheDeregistersEverything) {
   FakeBackend backend;
   Memory m;
   {
-    RegistrationCache cache(&backend, 8);
-    RegistrationCache::Pin p;
-    for (int i = 0; i < 5; ++i) ASSERT_TRUE(cache.acquire(m.page(2 * i), 1, &p).is_ok());
-    p.reset();
+    RegistrationCache cache(&backend);
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(cache.add(m.page(2 * i), 1).is_ok());
     EXPECT_EQ(backend.live.size(), 5u);
   }
   EXPECT_TRUE(backend.live.empty());
