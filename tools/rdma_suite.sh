@@ -17,7 +17,6 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BIN="$ROOT/bazel-bin"
-export PATH="/usr/bin:/bin:/usr/sbin:/sbin:$PATH"
 
 has_active_rdma_port() {
   command -v ibv_devinfo > /dev/null && ibv_devinfo 2> /dev/null | grep -q "PORT_ACTIVE"
@@ -36,6 +35,10 @@ if [ -z "${KOLO_RDMA_DEV:-}" ] && ! has_active_rdma_port; then
   exit "$status"
 fi
 
+# Only here, after the host's build: Bazel keys its actions on PATH, so
+# changing it before `bazel build` would recompile everything tools/test.sh
+# built. The tests below want Debian's tools (python3 for kolorun) first.
+export PATH="/usr/bin:/bin:/usr/sbin:/sbin:$PATH"
 export KOLO_TRANSPORT=ib
 
 ibv_devinfo 2>&1 | grep -E "hca_id|state|link_layer|active_mtu" || echo "no ibv_devinfo here"

@@ -2,8 +2,6 @@
 
 #include <cstring>
 
-#include "common/log.h"
-
 namespace kolo {
 
 void RegisteredBuffer::attach(Transport* transport) {
@@ -25,10 +23,9 @@ unsigned char* RegisteredBuffer::get(size_t bytes) {
 
 void RegisteredBuffer::declare() {
   if (!transport_ || size_ == 0) return;
-  Status s = transport_->register_memory(memory_.get(), size_);
-  declared_ = s.is_ok();
-  // Not fatal: messages in undeclared memory are staged.
-  if (!declared_) KOLO_INFO("kolo buffer of " << size_ << " bytes left unregistered: " << s.message());
+  // Not fatal: messages in undeclared memory are staged (the transport
+  // logs why it could not register it).
+  declared_ = transport_->register_memory(memory_.get(), size_).is_ok();
 }
 
 void RegisteredBuffer::undeclare() {

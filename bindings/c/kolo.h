@@ -108,15 +108,21 @@ kolo_result_t kolo_reduce_scatter(kolo_comm_t comm, const void* sendbuf, void* r
 kolo_result_t kolo_barrier(kolo_comm_t comm);
 
 /* Declares [buf, buf + bytes) long-lived: it stays allocated until
- * kolo_comm_deregister_memory covers it. Over RDMA (KOLO_TRANSPORT=ib) its
- * pages are registered with the NIC once and messages in it then move with
- * no copy; messages in memory not declared are staged through kolo's own
- * registered buffers (kolo is not told when an application frees memory,
- * so it never keeps registrations it was not given this way). Like NCCL's
- * ncclCommRegister. Over TCP both calls only check their arguments. Call
- * deregister before freeing the memory. A failed registration (e.g. the
- * locked-memory limit, ulimit -l) returns KOLO_ERR_TRANSPORT and leaves the
- * communicator healthy; the memory is then simply staged. */
+ * kolo_comm_deregister_memory covers it. Over RDMA it is registered with the
+ * NIC once, and messages of this communicator's collectives in it then move
+ * with no copy; messages in memory not declared are staged through kolo's
+ * own registered buffers (kolo is not told when an application frees
+ * memory, so it never keeps registrations it was not given this way). Like
+ * NCCL's ncclCommRegister. CUDA device memory is registered for GPUDirect
+ * RDMA (through a dma-buf, else a peer-memory module such as
+ * nvidia-peermem) where the driver and NIC allow it; kolo's collectives
+ * themselves take host buffers today. Over TCP both calls only check their
+ * arguments. Call deregister before freeing the memory. A failed
+ * registration (the locked-memory limit, ulimit -l; device memory no way
+ * can register) returns KOLO_ERR_TRANSPORT saying why, is logged, and
+ * leaves the communicator healthy; host memory is then simply staged. The
+ * named operations (kolo_submit_*) run on the engine's own connections,
+ * which register only kolo's fusion buffer and stage the rest. */
 kolo_result_t kolo_comm_register_memory(kolo_comm_t comm, const void* buf, size_t bytes);
 kolo_result_t kolo_comm_deregister_memory(kolo_comm_t comm, const void* buf, size_t bytes);
 

@@ -20,29 +20,41 @@ constexpr int kMaxSendWr = 256;
 
 }  // namespace
 
-// ibv_reg_mr for the registration cache.
-class IbTransport::VerbsRegistration : public RegistrationBackend {
+// The NIC's registration calls, for MemoryRegistrar.
+class IbTransport::VerbsRegistration : public NicRegistration {
  public:
   explicit VerbsRegistration(ibv_pd* pd) : pd_(pd) {}
 
-  Status register_memory(uintptr_t addr, size_t length, MemoryRegion* out) override {
-    ibv_mr* mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(addr), length,
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  Status register_addresses(uintptr_t addr, size_t length, MemoryRegion* out) override {
+    ibv_mr* mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(addr), length, kAccess);
     if (!mr) {
       return transport_error("ibv_reg_mr of " + std::to_string(length) + " bytes failed: " + std::strerror(errno) +
                              " (is the locked-memory limit, ulimit -l, too low?)");
     }
-    out->addr = addr;
-    out->length = length;
-    out->lkey = mr->lkey;
-    out->rkey = mr->rkey;
-    out->handle = mr;
+    fill(mr, addr, length, out);
+    return Status::ok();
+  }
+
+  Status register_dmabuf(int fd, uint64_t offset, uintptr_t addr, size_t length, MemoryRegion* out) override {
+    ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, offset, length, addr, fd, kAccess);
+    if (!mr) return transport_error("ibv_reg_dmabuf_mr failed: " + std::string(std::strerror(errno)));
+    fill(mr, addr, length, out);
     return Status::ok();
   }
 
   void deregister(const MemoryRegion& region) override { ibv_dereg_mr(static_cast<ibv_mr*>(region.handle)); }
 
  private:
+  static constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
+  static void fill(ibv_mr* mr, uintptr_t addr, size_t length, MemoryRegion* out) {
+    out->addr = addr;
+    out->length = length;
+    out->lkey = mr->lkey;
+    out->rkey = mr->rkey;
+    out->handle = mr;
+  }
+
   ibv_pd* pd_;
 };
 
@@ -96,8 +108,9 @@ Status IbTransport::open(const IbChoice& choice) {
   const int wanted = std::max(1, size_ - 1) * (options_.window + kMaxSendWr) + 16;
   cq_ = ibv_create_cq(context_, std::min(wanted, attr.max_cqe), nullptr, channel_, 0);
   if (!cq_) return transport_error("ibv_create_cq: " + std::string(std::strerror(errno)));
-  registration_ = std::make_unique<VerbsRegistration>(pd_);
-  cache_ = std::make_unique<RegistrationCache>(registration_.get());
+  verbs_ = std::make_unique<VerbsRegistration>(pd_);
+  registrar_ = std::make_unique<MemoryRegistrar>(verbs_.get(), cuda_driver());
+  cache_ = std::make_unique<RegistrationCache>(registrar_.get());
   return Status::ok();
 }
 
@@ -121,7 +134,8 @@ IbTransport::~IbTransport() {
   pairs_.clear();
   link_.reset();
   cache_.reset();
-  registration_.reset();
+  registrar_.reset();
+  verbs_.reset();
   if (cq_) ibv_destroy_cq(cq_);
   if (channel_) ibv_destroy_comp_channel(channel_);
   if (pd_) ibv_dealloc_pd(pd_);
@@ -142,7 +156,7 @@ Status IbTransport::prepare(const std::vector<int>& peers) {
     popt.gid_index = choice_.gid_index;
     popt.mtu = choice_.mtu;
     popt.ethernet = choice_.ethernet;
-    auto pair = std::make_unique<IbPair>(rank_, peer, pd_, cq_, cache_.get(), registration_.get(), popt);
+    auto pair = std::make_unique<IbPair>(rank_, peer, pd_, cq_, cache_.get(), registrar_.get(), popt);
     IbAddress mine{};
     mine.job_id = options_.job_id;
     mine.from_rank = rank_;
@@ -332,7 +346,9 @@ Status IbTransport::read_async_events() {
 
 Status IbTransport::register_memory(const void* data, size_t bytes) {
   if (data == nullptr || bytes == 0) return Status::ok();
-  return cache_->add(data, bytes);
+  Status s = cache_->add(data, bytes);
+  if (!s.is_ok()) KOLO_WARN("memory left unregistered, so messages in it are staged: " << s.message());
+  return s;
 }
 
 void IbTransport::deregister_memory(const void* data, size_t bytes) {

@@ -29,6 +29,7 @@
 #include <string>
 
 #include "transport/ib/device.h"
+#include "transport/ib/memory_registrar.h"
 #include "transport/ib/pair.h"
 #include "transport/ib/registration_cache.h"
 #include "transport/store.h"
@@ -64,7 +65,7 @@ class IbTransport final : public Transport {
   void deregister_memory(const void* data, size_t bytes) override;
 
   struct Stats {
-    uint64_t registrations = 0;  // ibv_reg_mr calls: declared memory and staging rings
+    uint64_t registrations = 0;  // NIC registrations: declared memory and staging rings
     uint64_t direct = 0;         // message ends in declared memory
     uint64_t staged = 0;         // message ends staged through a ring
   };
@@ -113,7 +114,8 @@ class IbTransport final : public Transport {
   ibv_pd* pd_ = nullptr;
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
-  std::unique_ptr<VerbsRegistration> registration_;
+  std::unique_ptr<VerbsRegistration> verbs_;
+  std::unique_ptr<MemoryRegistrar> registrar_;
   std::unique_ptr<RegistrationCache> cache_;
   std::unique_ptr<TcpTransport> link_;
   std::map<int, int> link_fds_;  // peer -> its link's socket, while the link lasts

@@ -3,13 +3,12 @@
 namespace kolo {
 
 struct RegistrationCache::Entry {
-  uintptr_t declared_addr;  // what the owner declared (the region covers its pages)
+  uintptr_t declared_addr;  // what the owner declared
   size_t declared_length;
   MemoryRegion region;
 };
 
-RegistrationCache::RegistrationCache(RegistrationBackend* backend, size_t page_size)
-    : backend_(backend), page_size_(page_size) {}
+RegistrationCache::RegistrationCache(RegistrationBackend* backend) : backend_(backend) {}
 
 RegistrationCache::~RegistrationCache() { by_addr_.clear(); }
 
@@ -22,11 +21,10 @@ Status RegistrationCache::add(const void* addr, size_t length) {
   for (auto it = same.first; it != same.second; ++it) {
     if (it->second->declared_length == length) return Status::ok();
   }
-  // Whole pages: the NIC pins pages anyway.
-  const uintptr_t start = a & ~(static_cast<uintptr_t>(page_size_) - 1);
-  const uintptr_t end = (a + length + page_size_ - 1) & ~(static_cast<uintptr_t>(page_size_) - 1);
+  // Exactly the declared bytes: lookups go by them, and device memory must
+  // not be registered past its allocation (the NIC pins whole pages anyway).
   MemoryRegion r;
-  KOLO_RETURN_IF_ERROR(backend_->register_memory(start, end - start, &r));
+  KOLO_RETURN_IF_ERROR(backend_->register_memory(a, length, &r));
   ++stats_.registrations;
   // The deregistration happens when the last holder (the cache or a pin) lets go.
   Pin entry(new Entry{a, length, r}, [this](Entry* e) {

@@ -27,8 +27,8 @@
 namespace kolo {
 
 struct MemoryRegion {
-  uintptr_t addr = 0;  // first byte registered (page aligned)
-  size_t length = 0;   // bytes registered (whole pages)
+  uintptr_t addr = 0;  // first byte registered
+  size_t length = 0;   // bytes registered
   uint32_t lkey = 0;
   uint32_t rkey = 0;
   void* handle = nullptr;  // the backend's (struct ibv_mr*)
@@ -54,11 +54,12 @@ class RegistrationCache {
     uint64_t deregistrations = 0;
   };
 
-  explicit RegistrationCache(RegistrationBackend* backend, size_t page_size = 4096);
+  explicit RegistrationCache(RegistrationBackend* backend);
   ~RegistrationCache();  // deregisters everything (no pin may outlive the cache)
 
-  // Registers the pages of [addr, addr + length) until invalidate() covers
-  // them. Declaring the same range again does nothing.
+  // Registers [addr, addr + length) (host or device memory, as the backend
+  // can) until invalidate() covers it. Declaring the same range again does
+  // nothing.
   Status add(const void* addr, size_t length);
 
   // A registration added for memory covering [addr, addr + length),
@@ -75,7 +76,6 @@ class RegistrationCache {
 
  private:
   RegistrationBackend* backend_;
-  size_t page_size_;
   std::multimap<uintptr_t, Pin> by_addr_;  // by first declared byte
   Stats stats_;
 };
