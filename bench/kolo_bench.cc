@@ -34,6 +34,8 @@ sweep (default): one collective over a range of sizes, as nccl-tests does.
   --op O            sum (default) prod min max avg
   --no-check        skip the correctness check (by default each size is checked
                     once against values computed independently, for any dtype and op)
+  --staged          do not declare the buffers (kolo_comm_register_memory): over
+                    RDMA every message is then copied through kolo's staging rings
   --link-gbps G     what the links carry in total (e.g. bench/peers/tcp_ceiling's
                     two-stream figure on loopback): adds the %ideal column
   --plot FILE.png   draw busbw against size (gnuplot)
@@ -140,6 +142,7 @@ int main(int argc, char** argv) {
     else if (a == "--op") sw.op = static_cast<kolo_op_t>(lookup(kOpNames, 5, next(), "op"));
     else if (a == "--check") sw.check = true;
     else if (a == "--no-check") sw.check = false;
+    else if (a == "--staged") sw.declare_buffers = false;
     else if (a == "--link-gbps") sw.link_gbps = std::atof(next());
     else if (a == "--plot") plot = next();
     else if (a == "--model") model = next();

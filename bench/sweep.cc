@@ -44,6 +44,26 @@ bool close_enough(kolo_dtype_t d, double got, double want) {
   return std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
 }
 
+// Declares a buffer to kolo while it lives, as a framework that registers
+// its gradient buffers does: over RDMA it is then registered once and moves
+// with no staging copy. Destroyed before the buffer is freed.
+class Declared {
+ public:
+  Declared(kolo_comm_t comm, std::vector<unsigned char>& buffer, bool on)
+      : comm_(comm), buffer_(buffer), on_(on && kolo_comm_register_memory(comm, buffer.data(), buffer.size()) ==
+                                                     KOLO_SUCCESS) {}
+  ~Declared() {
+    if (on_) kolo_comm_deregister_memory(comm_, buffer_.data(), buffer_.size());
+  }
+  Declared(const Declared&) = delete;
+  Declared& operator=(const Declared&) = delete;
+
+ private:
+  kolo_comm_t comm_;
+  std::vector<unsigned char>& buffer_;
+  bool on_;
+};
+
 }  // namespace
 
 kolo_result_t run_sweep(kolo_comm_t comm, const SweepOptions& o, std::vector<SweepRow>* rows) {
@@ -61,6 +81,7 @@ kolo_result_t run_sweep(kolo_comm_t comm, const SweepOptions& o, std::vector<Swe
     const size_t count = bytes / es;
     const size_t block = count / n;
     std::vector<unsigned char> send(bytes), recv(bytes);
+    Declared declared_send(comm, send, o.declare_buffers), declared_recv(comm, recv, o.declare_buffers);
     auto run_once = [&]() -> kolo_result_t {
       switch (o.collective) {
         case Collective::kAllreduce: return kolo_allreduce(comm, send.data(), recv.data(), count, o.dtype, o.op);

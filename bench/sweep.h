@@ -20,6 +20,7 @@ struct SweepOptions {
   kolo_dtype_t dtype = KOLO_FLOAT32;
   kolo_op_t op = KOLO_SUM;
   bool check = true;
+  bool declare_buffers = true;  // kolo_comm_register_memory (RDMA: no staging copy); --staged: off
   double link_gbps = 0;  // total throughput of the links, for the %ideal column
   bool progress = false;
 };
