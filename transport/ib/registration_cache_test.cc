@@ -2,33 +2,14 @@
 
 #include <gtest/gtest.h>
 
-#include <set>
 #include <vector>
+
+#include "transport/ib/fake_registration_backend.h"
 
 namespace kolo {
 namespace {
 
-// Records what is registered; the keys count up so each registration is distinct.
-class FakeBackend : public RegistrationBackend {
- public:
-  Status register_memory(uintptr_t addr, size_t length, MemoryRegion* out) override {
-    if (fail_next) {
-      fail_next = false;
-      return transport_error("ibv_reg_mr: Cannot allocate memory");
-    }
-    out->addr = addr;
-    out->length = length;
-    out->lkey = out->rkey = ++next_key;
-    live.insert(out->lkey);
-    return Status::ok();
-  }
-  void deregister(const MemoryRegion& r) override {
-    EXPECT_EQ(live.erase(r.lkey), 1u) << "deregistered twice or never registered";
-  }
-  std::set<uint32_t> live;
-  uint32_t next_key = 0;
-  bool fail_next = false;
-};
+using FakeBackend = FakeRegistrationBackend;
 
 constexpr size_t kPage = 4096;
 

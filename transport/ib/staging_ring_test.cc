@@ -5,29 +5,13 @@
 #include <cstring>
 #include <deque>
 #include <random>
-#include <set>
+
+#include "transport/ib/fake_registration_backend.h"
 
 namespace kolo {
 namespace {
 
-class FakeBackend : public RegistrationBackend {
- public:
-  Status register_memory(uintptr_t addr, size_t length, MemoryRegion* out) override {
-    if (fail_next) {
-      fail_next = false;
-      return transport_error("ibv_reg_mr: Cannot allocate memory");
-    }
-    out->addr = addr;
-    out->length = length;
-    out->lkey = out->rkey = ++next_key;
-    live.insert(out->lkey);
-    return Status::ok();
-  }
-  void deregister(const MemoryRegion& r) override { EXPECT_EQ(live.erase(r.lkey), 1u); }
-  std::set<uint32_t> live;
-  uint32_t next_key = 0;
-  bool fail_next = false;
-};
+using FakeBackend = FakeRegistrationBackend;
 
 StagingSlice take(StagingRing& ring, size_t bytes) {
   StagingSlice s;
