@@ -3,9 +3,7 @@
 namespace kolo {
 
 struct RegistrationCache::Entry {
-  uintptr_t declared_addr;  // what the owner declared
-  size_t declared_length;
-  MemoryRegion region;
+  MemoryRegion region;  // exactly the bytes the owner declared
 };
 
 RegistrationCache::RegistrationCache(RegistrationBackend* backend) : backend_(backend) {}
@@ -19,7 +17,7 @@ Status RegistrationCache::add(const void* addr, size_t length) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
   auto same = by_addr_.equal_range(a);
   for (auto it = same.first; it != same.second; ++it) {
-    if (it->second->declared_length == length) return Status::ok();
+    if (it->second->region.length == length) return Status::ok();
   }
   // Exactly the declared bytes: lookups go by them, and device memory must
   // not be registered past its allocation (the NIC pins whole pages anyway).
@@ -27,7 +25,7 @@ Status RegistrationCache::add(const void* addr, size_t length) {
   KOLO_RETURN_IF_ERROR(backend_->register_memory(a, length, &r));
   ++stats_.registrations;
   // The deregistration happens when the last holder (the cache or a pin) lets go.
-  Pin entry(new Entry{a, length, r}, [this](Entry* e) {
+  Pin entry(new Entry{r}, [this](Entry* e) {
     backend_->deregister(e->region);
     ++stats_.deregistrations;
     delete e;
@@ -43,7 +41,7 @@ bool RegistrationCache::find(const void* addr, size_t length, Pin* pin) {
   for (auto it = by_addr_.upper_bound(a); it != by_addr_.begin();) {
     --it;
     const Entry& e = *it->second;
-    if (a + length <= e.declared_addr + e.declared_length) {
+    if (a + length <= e.region.addr + e.region.length) {
       ++stats_.hits;
       *pin = it->second;
       return true;
@@ -60,7 +58,7 @@ void RegistrationCache::invalidate(const void* addr, size_t length) {
     // Overlap of the declared bytes is what matters: a page the entry
     // shares with the freed memory but does not overlap in declared bytes
     // still holds the entry's live memory, so it stays mapped.
-    if (e.declared_addr + e.declared_length > a) {
+    if (e.region.addr + e.region.length > a) {
       it = by_addr_.erase(it);  // deregisters now unless a pin still holds it
     } else {
       ++it;
