@@ -161,7 +161,9 @@ class Engine {
   Clock::time_point last_round_start_{};
   Clock::time_point last_stall_round_{};
   std::map<std::string, Clock::time_point> stall_reported_;
-  RegisteredBuffer fusion_, scratch_;  // declared to comm_'s transport
+  // Declared to comm_'s transport. Members after comm_, so they are
+  // destroyed (and undeclared) while its transport still lives.
+  RegisteredBuffer fusion_, scratch_;
   std::vector<unsigned char> identity_;
   alignas(8) unsigned char empty_[8] = {};
   Timeline timeline_;
