@@ -21,7 +21,7 @@ Status pairwise_alltoall(const RingContext& ctx, const void* send, const std::ve
   if (send_counts[r] != recv_counts[r]) {
     return internal_error("alltoall: this rank's block to itself has two sizes");
   }
-  if (send_counts[r] > 0) std::memmove(out + recv_off[r] * es, in + send_off[r] * es, send_counts[r] * es);
+  ctx.memory->copy(out + recv_off[r] * es, in + send_off[r] * es, send_counts[r] * es);
   if (n == 1) return Status::ok();
   // Partner k steps away on each side: send to r + k, receive from r - k.
   // Every message is posted (even empty ones, so each pair checks the

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 
 namespace kolo {
 
-Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Workspace* workspace) {
+Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Memory* memory) {
   const size_t S = p.sends.size();
   const size_t R = p.recvs.size();
   // Requests live at fixed addresses for the whole call: the transport holds
@@ -18,7 +19,12 @@ Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Workspace
     if (r.local) slot_bytes = std::max(slot_bytes, r.bytes);
   }
   const size_t slots = std::max<size_t>(1, options.staging_slots);
-  unsigned char* staging = slot_bytes ? static_cast<unsigned char*>(workspace->staging(slot_bytes * slots)) : nullptr;
+  unsigned char* staging = nullptr;
+  if (slot_bytes) {
+    staging = static_cast<unsigned char*>(memory->staging(slot_bytes * slots));
+    if (!staging) return device_error("no memory for " + std::to_string(slots) + " staging slots of " +
+                                            std::to_string(slot_bytes) + " bytes");
+  }
 
   size_t posted_sends = 0, finished_sends = 0;
   size_t posted_recvs = 0, finished_recvs = 0;
@@ -58,10 +64,10 @@ Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Workspace
     while (finished_recvs < posted_recvs && recv_req[finished_recvs].done) {
       const RecvUnit& u = p.recvs[finished_recvs];
       if (u.local) {
-        p.reduce(u.dest, u.local, recv_req[finished_recvs].data, u.count);
+        memory->reduce(p.dtype, p.op, u.dest, u.local, recv_req[finished_recvs].data, u.count);
         ++finished_reduces;
       }
-      if (u.finalize && p.finalize) p.finalize(u.dest, u.count, p.divisor);
+      if (u.finalize) memory->finalize(p.dtype, p.op, u.dest, u.count, p.divisor);
       if (static_cast<long>(finished_recvs) == p.mark_recv && p.mark_time) {
         *p.mark_time = std::chrono::steady_clock::now();
       }

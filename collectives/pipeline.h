@@ -15,9 +15,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "collectives/reduce_kernels.h"
+#include "collectives/dtype.h"
+#include "collectives/memory.h"
 #include "common/status.h"
-#include "transport/registered_buffer.h"
 #include "transport/transport.h"
 
 namespace kolo {
@@ -42,33 +42,14 @@ struct PipelineOptions {
   double timeout_s = 300;     // longest time without any progress
 };
 
-// Reusable scratch memory owned by the caller (one per communicator), so
-// steady-state collectives do not allocate, declared to the transport (an
-// RDMA transport then registers it once and moves messages in it directly).
-class Workspace {
- public:
-  // The transport the buffers are declared to (nullptr: none); it must
-  // outlive the attachment.
-  void attach(Transport* transport) {
-    staging_.attach(transport);
-    scratch_.attach(transport);
-  }
-  // A buffer of at least `bytes`, valid until the next call.
-  void* staging(size_t bytes) { return staging_.get(bytes); }
-  void* scratch(size_t bytes) { return scratch_.get(bytes); }
-
- private:
-  RegisteredBuffer staging_;
-  RegisteredBuffer scratch_;
-};
-
 struct Pipeline {
   Transport* transport;
   int left;
   int right;
   uint64_t tag;
-  ReduceFn reduce = nullptr;
-  FinalizeFn finalize = nullptr;
+  // What reduce receives compute (RecvUnit::local) and finalize divides by.
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
   int divisor = 1;
   std::vector<SendUnit> sends;
   std::vector<RecvUnit> recvs;
@@ -78,6 +59,8 @@ struct Pipeline {
   std::chrono::steady_clock::time_point* mark_time = nullptr;
 };
 
-Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Workspace* workspace);
+// `memory` holds the buffers the units name; its staging buffer takes the
+// receives waiting to be reduced.
+Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Memory* memory);
 
 }  // namespace kolo

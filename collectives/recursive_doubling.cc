@@ -1,6 +1,7 @@
 #include "collectives/recursive_doubling.h"
 
 #include <cstring>
+#include <string>
 
 #include "collectives/fingerprint.h"
 
@@ -58,14 +59,15 @@ std::vector<int> recursive_doubling_peers(int r, int n) {
 Status recursive_doubling_allreduce(const RingContext& ctx, const void* send, void* recv, size_t count,
                                     DataType dtype, ReduceOp op) {
   const size_t bytes = count * dtype_size(dtype);
-  if (send != recv) std::memcpy(recv, send, bytes);
+  Memory* m = ctx.memory;
+  m->copy(recv, send, bytes);
   if (count == 0 || ctx.size == 1) {
-    if (FinalizeFn fin = finalize_kernel(dtype, op)) fin(recv, count, ctx.size);
+    m->finalize(dtype, op, recv, count, ctx.size);
     return Status::ok();
   }
   const uint64_t tag = fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, count);
-  const ReduceFn reduce = reduce_kernel(dtype, op);
-  unsigned char* theirs = static_cast<unsigned char*>(ctx.workspace->staging(bytes));
+  unsigned char* theirs = static_cast<unsigned char*>(m->staging(bytes));
+  if (!theirs) return device_error("cannot allocate " + std::to_string(bytes) + " bytes of staging memory");
   const int n = ctx.size, r = ctx.rank;
   const int p = largest_power_of_two_at_most(n);
   const int extra = n - p;
@@ -79,7 +81,7 @@ Status recursive_doubling_allreduce(const RingContext& ctx, const void* send, vo
       KOLO_RETURN_IF_ERROR(one_way(ctx, r + 1, recv, nullptr, bytes, tag));
     } else {
       KOLO_RETURN_IF_ERROR(one_way(ctx, r - 1, nullptr, theirs, bytes, tag));
-      reduce(recv, theirs, recv, count);  // lower rank's data first
+      m->reduce(dtype, op, recv, theirs, recv, count);  // lower rank's data first
     }
   }
 
@@ -87,10 +89,10 @@ Status recursive_doubling_allreduce(const RingContext& ctx, const void* send, vo
     for (int mask = 1; mask < p; mask <<= 1) {
       const int partner = rank_of_group_member(group_rank ^ mask, extra);
       KOLO_RETURN_IF_ERROR(exchange(ctx, partner, recv, theirs, bytes, tag));
-      if (partner < r) reduce(recv, theirs, recv, count);
-      else reduce(recv, recv, theirs, count);
+      if (partner < r) m->reduce(dtype, op, recv, theirs, recv, count);
+      else m->reduce(dtype, op, recv, recv, theirs, count);
     }
-    if (FinalizeFn fin = finalize_kernel(dtype, op)) fin(recv, count, n);
+    m->finalize(dtype, op, recv, count, n);
   }
 
   // Hand the result back to the folded-out ranks.

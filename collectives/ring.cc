@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "collectives/fingerprint.h"
@@ -112,7 +113,7 @@ Status check_fingerprint_only(const RingContext& ctx, uint64_t tag) {
   Pipeline p = make_pipeline(ctx, tag);
   p.sends.push_back({nullptr, 0, -1});
   p.recvs.push_back({nullptr, 0, nullptr, 0, false});
-  return run_pipeline(p, ctx.pipeline, ctx.workspace);
+  return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
 
 }  // namespace
@@ -122,15 +123,15 @@ Status ring_allreduce(const RingContext& ctx, const void* send, void* recv, size
   const size_t es = dtype_size(dtype);
   if (count == 0) return check_fingerprint_only(ctx, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, 0));
   if (ctx.size == 1) {
-    if (send != recv) std::memmove(recv, send, count * es);
+    ctx.memory->copy(recv, send, count * es);
     return Status::ok();
   }
   // Small buffers are latency-bound: log2(N) exchanges beat 2(N-1) hops.
   if (count * es <= ctx.small_allreduce_bytes) return recursive_doubling_allreduce(ctx, send, recv, count, dtype, op);
   RingLayout L(count, ctx.size, es, ctx.segment_bytes);
   Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, count));
-  p.reduce = reduce_kernel(dtype, op);
-  p.finalize = finalize_kernel(dtype, op);
+  p.dtype = dtype;
+  p.op = op;
   p.divisor = ctx.size;
   // Partial results live in recv itself: each chunk's slot there is written
   // once by reduce-scatter and once more by allgather. Steps 0..N-2 reduce,
@@ -145,7 +146,7 @@ Status ring_allreduce(const RingContext& ctx, const void* send, void* recv, size
   });
   p.mark_recv = last_reduce;
   p.mark_time = ctx.reduce_scatter_done;
-  return run_pipeline(p, ctx.pipeline, ctx.workspace);
+  return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
 
 Status ring_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op) {
@@ -157,20 +158,18 @@ Status ring_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spa
   if (total == 0) return check_fingerprint_only(ctx, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, 0));
   if (ctx.size == 1 || total * es <= ctx.small_allreduce_bytes) {
     // Small (or alone): through one contiguous buffer, which costs little.
-    std::vector<unsigned char> buf(total * es);
-    for (size_t i = 0; i < spans.size(); ++i) {
-      if (spans[i].count) std::memcpy(buf.data() + start[i] * es, spans[i].send, spans[i].count * es);
-    }
-    KOLO_RETURN_IF_ERROR(ring_allreduce(ctx, buf.data(), buf.data(), total, dtype, op));
-    for (size_t i = 0; i < spans.size(); ++i) {
-      if (spans[i].count) std::memcpy(spans[i].recv, buf.data() + start[i] * es, spans[i].count * es);
-    }
+    // Scratch is free here: ring_allreduce itself uses only staging.
+    auto* buf = static_cast<unsigned char*>(ctx.memory->scratch(total * es));
+    if (!buf) return device_error("cannot allocate " + std::to_string(total * es) + " bytes of scratch memory");
+    for (size_t i = 0; i < spans.size(); ++i) ctx.memory->copy(buf + start[i] * es, spans[i].send, spans[i].count * es);
+    KOLO_RETURN_IF_ERROR(ring_allreduce(ctx, buf, buf, total, dtype, op));
+    for (size_t i = 0; i < spans.size(); ++i) ctx.memory->copy(spans[i].recv, buf + start[i] * es, spans[i].count * es);
     return Status::ok();
   }
   RingLayout L(total, ctx.size, es, ctx.segment_bytes);
   Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, total));
-  p.reduce = reduce_kernel(dtype, op);
-  p.finalize = finalize_kernel(dtype, op);
+  p.dtype = dtype;
+  p.op = op;
   p.divisor = ctx.size;
   const int n = ctx.size, r = ctx.rank, rs_steps = n - 1, steps = 2 * rs_steps;
   const bool average = op == ReduceOp::kAvg;
@@ -221,7 +220,7 @@ Status ring_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spa
   }
   p.mark_recv = last_reduce;
   p.mark_time = ctx.reduce_scatter_done;
-  return run_pipeline(p, ctx.pipeline, ctx.workspace);
+  return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
 
 Status ring_reduce_scatter(const RingContext& ctx, const void* send, void* recv, size_t recv_count, DataType dtype,
@@ -240,17 +239,17 @@ Status ring_reduce_scatter_v(const RingContext& ctx, const void* send, void* rec
     return check_fingerprint_only(ctx, fingerprint(CollectiveKind::kReduceScatter, dtype, op, 0, 0));
   }
   if (ctx.size == 1) {
-    if (send != recv) std::memmove(recv, send, mine.count * es);
-    FinalizeFn fin = finalize_kernel(dtype, op);
-    if (fin) fin(recv, mine.count, 1);
+    ctx.memory->copy(recv, send, mine.count * es);
+    ctx.memory->finalize(dtype, op, recv, mine.count, 1);
     return Status::ok();
   }
   Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kReduceScatter, dtype, op, 0, total));
-  p.reduce = reduce_kernel(dtype, op);
-  p.finalize = finalize_kernel(dtype, op);
+  p.dtype = dtype;
+  p.op = op;
   p.divisor = ctx.size;
   // Partial results need a full-size scratch buffer: recv holds one block.
-  void* work = ctx.workspace->scratch(total * es);
+  void* work = ctx.memory->scratch(total * es);
+  if (!work) return device_error("cannot allocate " + std::to_string(total * es) + " bytes of scratch memory");
   // Where this rank's chunk is written. Straight into recv when that is
   // safe; if recv overlaps the input anywhere but this rank's own block
   // (e.g. send == recv), an in-flight send could still read it, so the
@@ -263,8 +262,8 @@ Status ring_reduce_scatter_v(const RingContext& ctx, const void* send, void* rec
   add_wavefront(ctx.size - 1, L.segments(), es, &p, [&](int st, size_t j) {
     return reduce_scatter_unit(ctx, L, es, st, j, send, work, final_out, average);
   });
-  KOLO_RETURN_IF_ERROR(run_pipeline(p, ctx.pipeline, ctx.workspace));
-  if (via_scratch) std::memmove(recv, at(work, mine.offset, es), mine.count * es);
+  KOLO_RETURN_IF_ERROR(run_pipeline(p, ctx.pipeline, ctx.memory));
+  if (via_scratch) ctx.memory->copy(recv, at(work, mine.offset, es), mine.count * es);
   return Status::ok();
 }
 
@@ -287,7 +286,7 @@ Status ring_allgather_v(const RingContext& ctx, const void* send, void* recv, co
   // "In place" is send == recv (the convention) or send == own slot (NCCL's).
   const void* source = (send == recv) ? own : send;
   if (ctx.size == 1) {
-    if (source != own && block > 0) std::memmove(own, source, block);
+    ctx.memory->copy(own, source, block);
     return Status::ok();
   }
   Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kAllgather, dtype, ReduceOp::kSum, 0, total));
@@ -298,8 +297,8 @@ Status ring_allgather_v(const RingContext& ctx, const void* send, void* recv, co
                 [&](int st, size_t j) { return allgather_unit(ctx, L, es, st, j, first, recv); });
   // Our own block also belongs in recv; a local copy, cheap next to the
   // blocks that cross the wire.
-  if (source != own && block > 0) std::memcpy(own, source, block);
-  return run_pipeline(p, ctx.pipeline, ctx.workspace);
+  ctx.memory->copy(own, source, block);
+  return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
 
 Status ring_broadcast(const RingContext& ctx, void* buf, size_t count, DataType dtype, int root) {
@@ -332,7 +331,7 @@ Status ring_broadcast(const RingContext& ctx, void* buf, size_t count, DataType 
     p.recvs.push_back({nullptr, 0, nullptr, 0, false});
     p.sends.push_back({nullptr, 0, static_cast<long>(p.recvs.size()) - 1});  // pass it on
   }
-  return run_pipeline(p, ctx.pipeline, ctx.workspace);
+  return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
 
 Status ring_barrier(const RingContext& ctx) {
@@ -349,7 +348,7 @@ Status ring_barrier(const RingContext& ctx) {
       p.sends.push_back({nullptr, 0, static_cast<long>(p.recvs.size()) - 1});
     }
   }
-  return run_pipeline(p, ctx.pipeline, ctx.workspace);
+  return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
 
 }  // namespace kolo

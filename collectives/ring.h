@@ -24,7 +24,9 @@ struct RingContext {
   size_t segment_bytes;
   size_t small_allreduce_bytes;  // at or below: recursive doubling (fewer hops)
   PipelineOptions pipeline;
-  Workspace* workspace;
+  // Holds every buffer the call names (host memory, or a GPU's), and the
+  // scratch space of the same kind.
+  Memory* memory;
   // Optional: ring_allreduce writes the time its reduce-scatter phase ended
   // here (left unchanged when recursive doubling runs instead).
   std::chrono::steady_clock::time_point* reduce_scatter_done = nullptr;

@@ -17,6 +17,7 @@ const char* code_name(Code code) {
     case Code::kAborted: return "ABORTED";
     case Code::kUnsupported: return "UNSUPPORTED";
     case Code::kInternal: return "INTERNAL";
+    case Code::kDevice: return "DEVICE";
   }
   return "UNKNOWN";
 }
@@ -41,6 +42,7 @@ Status auth_error(std::string m) { return Status(Code::kAuth, std::move(m)); }
 Status aborted(std::string m) { return Status(Code::kAborted, std::move(m)); }
 Status unsupported(std::string m) { return Status(Code::kUnsupported, std::move(m)); }
 Status internal_error(std::string m) { return Status(Code::kInternal, std::move(m)); }
+Status device_error(std::string m) { return Status(Code::kDevice, std::move(m)); }
 
 Status errno_error(Code code, const std::string& what, int err) {
   char buf[128];

@@ -21,6 +21,7 @@ enum class Code {
   kAborted,
   kUnsupported,
   kInternal,
+  kDevice,
 };
 
 const char* code_name(Code code);
@@ -57,6 +58,7 @@ Status auth_error(std::string message);
 Status aborted(std::string message);
 Status unsupported(std::string message);
 Status internal_error(std::string message);
+Status device_error(std::string message);
 
 // errno-carrying transport error: "what: strerror(errno) (errno N)".
 Status errno_error(Code code, const std::string& what, int err);

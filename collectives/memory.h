@@ -1,0 +1,63 @@
+// Where a collective's buffers live, and how an algorithm touches them
+// outside the transport: local copies, reductions, and scratch space of the
+// same kind. Host memory is the default (HostMemory, below); gpu/ supplies
+// a GPU's memory, whose copies and reductions are enqueued on the GPU's
+// stream in call order, so that every later copy or transfer of the same
+// data (the transports stage device memory through that stream too) sees
+// their result. Failures of enqueued work surface where the caller waits
+// for it (gpu/device.h), so these calls return nothing.
+#pragma once
+
+#include <cstddef>
+
+#include "collectives/dtype.h"
+#include "transport/registered_buffer.h"
+#include "transport/transport.h"
+
+namespace kolo {
+
+class Memory {
+ public:
+  virtual ~Memory() = default;
+
+  // Like memmove: dst and src may overlap.
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // out[i] = a[i] OP b[i] for i < count; out may alias a or b. kAvg sums:
+  // the division happens once, in finalize.
+  virtual void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) = 0;
+  // For kAvg, buf[i] /= divisor (integer division for integer types);
+  // nothing for the other ops.
+  virtual void finalize(DataType dtype, ReduceOp op, void* buf, size_t count, int divisor) = 0;
+
+  // Scratch buffers of this memory's kind, at least `bytes`, reused between
+  // calls (valid until the next call of the same function); nullptr when
+  // that much cannot be had.
+  virtual void* staging(size_t bytes) = 0;
+  virtual void* scratch(size_t bytes) = 0;
+};
+
+// Host memory, with the reduction kernels of reduce_kernels.h. Its scratch
+// buffers belong to one communicator (so steady-state collectives do not
+// allocate) and are declared to its transport: an RDMA transport registers
+// them once and moves messages in them directly.
+class HostMemory : public Memory {
+ public:
+  // The transport the scratch buffers are declared to (nullptr: none); it
+  // must outlive the attachment.
+  void attach(Transport* transport) {
+    staging_.attach(transport);
+    scratch_.attach(transport);
+  }
+
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) override;
+  void finalize(DataType dtype, ReduceOp op, void* buf, size_t count, int divisor) override;
+  void* staging(size_t bytes) override { return staging_.get(bytes); }
+  void* scratch(size_t bytes) override { return scratch_.get(bytes); }
+
+ private:
+  RegisteredBuffer staging_;
+  RegisteredBuffer scratch_;
+};
+
+}  // namespace kolo
