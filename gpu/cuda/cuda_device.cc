@@ -1,0 +1,301 @@
+#include "gpu/cuda/cuda_device.h"
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/log.h"
+#include "gpu/cuda/kernels.h"
+
+namespace kolo {
+namespace {
+
+std::string cuda_message(const char* what, cudaError_t e) {
+  return std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+}
+
+// Driver functions the runtime does not wrap, found through the runtime so
+// that libkolo links no libcuda (a machine without the driver still loads it).
+template <typename Fn>
+Fn driver_function(const char* symbol) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found;
+  if (cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    return nullptr;
+  }
+  return reinterpret_cast<Fn>(fn);
+}
+
+using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+
+class CudaDevice : public Device {
+ public:
+  CudaDevice(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {}
+
+  Status init() {
+    use();
+    cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    if (e != cudaSuccess) return device_error(cuda_message("cudaStreamCreate", e));
+    // The flag caller streams wait on (hold): pinned, mapped into the GPU.
+    e = cudaHostAlloc(reinterpret_cast<void**>(&flag_), sizeof(uint32_t), cudaHostAllocMapped);
+    if (e != cudaSuccess) return device_error(cuda_message("cudaHostAlloc (stream flag)", e));
+    *flag_ = 0;
+    e = cudaHostGetDevicePointer(reinterpret_cast<void**>(&flag_device_), flag_, 0);
+    if (e != cudaSuccess) return device_error(cuda_message("cudaHostGetDevicePointer", e));
+    wait_value_ = driver_function<WaitValue32>("cuStreamWaitValue32");
+    address_range_ = driver_function<GetAddressRange>("cuMemGetAddressRange");
+    return Status::ok();
+  }
+
+  ~CudaDevice() override {
+    use();
+    if (stream_) cudaStreamSynchronize(stream_);
+    for (auto& f : fences_) cudaEventDestroy(f.second);
+    for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
+    for (auto& opened : imported_) cudaIpcCloseMemHandle(opened.second);
+    if (flag_) cudaFreeHost(flag_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return name_; }
+  int ordinal() const override { return ordinal_; }
+
+  MemoryKind classify(const void* p) override {
+    use();
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      cudaGetLastError();  // not an error worth keeping: p is simply not CUDA's
+      return MemoryKind::kHost;
+    }
+    if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged) return MemoryKind::kHost;
+    return a.device == ordinal_ ? MemoryKind::kThisDevice : MemoryKind::kOtherDevice;
+  }
+
+  void* allocate(size_t bytes) override {
+    use();
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaSuccess) return p;
+    KOLO_ERROR(cuda_message(("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str(), e));
+    return nullptr;
+  }
+  void release(void* p) override {
+    use();
+    cudaFree(p);  // waits for the device
+  }
+  void* allocate_pinned(size_t bytes) override {
+    use();
+    void* p = nullptr;
+    cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+    if (e == cudaSuccess) return p;
+    KOLO_ERROR(cuda_message(("cudaHostAlloc of " + std::to_string(bytes) + " bytes").c_str(), e));
+    return nullptr;
+  }
+  void release_pinned(void* p) override {
+    use();
+    cudaFreeHost(p);
+  }
+
+  void copy(void* dst, const void* src, size_t bytes) override {
+    use();
+    keep(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync");
+  }
+  void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) override {
+    use();
+    keep(static_cast<cudaError_t>(cuda::enqueue_reduce(dtype, op, out, a, b, count, stream_)), "reduction kernel");
+  }
+  void divide(DataType dtype, void* buf, size_t count, int divisor) override {
+    use();
+    keep(static_cast<cudaError_t>(cuda::enqueue_divide(dtype, buf, count, divisor, stream_)), "division kernel");
+  }
+
+  uint64_t fence() override {
+    use();
+    cudaEvent_t e = nullptr;
+    if (!spare_events_.empty()) {
+      e = spare_events_.back();
+      spare_events_.pop_back();
+    } else if (!keep(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate")) {
+      return ++last_fence_;  // the failure is reported by poll()
+    }
+    if (!keep(cudaEventRecord(e, stream_), "cudaEventRecord")) {
+      spare_events_.push_back(e);
+      return ++last_fence_;
+    }
+    fences_.emplace_back(++last_fence_, e);
+    return last_fence_;
+  }
+
+  Status poll(uint64_t fence, bool* passed) override {
+    use();
+    while (!fences_.empty()) {
+      cudaError_t e = cudaEventQuery(fences_.front().second);
+      if (e == cudaErrorNotReady) break;
+      if (e != cudaSuccess) keep(e, "work on kolo's stream");
+      passed_fence_ = fences_.front().first;
+      spare_events_.push_back(fences_.front().second);
+      fences_.pop_front();
+    }
+    if (fences_.empty()) passed_fence_ = last_fence_;
+    *passed = passed_fence_ >= fence;
+    return take_failure();
+  }
+
+  Status synchronize(Deadline deadline) override {
+    use();
+    for (;;) {
+      cudaError_t e = cudaStreamQuery(stream_);
+      if (e == cudaSuccess) break;
+      if (e != cudaErrorNotReady) {
+        keep(e, "work on kolo's stream");
+        break;
+      }
+      if (deadline.expired()) return timeout_error("kolo's stream on " + name_ + " did not finish its work in time");
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    bool passed;
+    return poll(last_fence_, &passed);
+  }
+
+  Status capture(void* stream, StreamPoint* point) override {
+    use();
+    cudaEvent_t e;
+    cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    if (err != cudaSuccess) return device_error(cuda_message("cudaEventCreate", err));
+    err = cudaEventRecord(e, static_cast<cudaStream_t>(stream));
+    if (err != cudaSuccess) {
+      cudaEventDestroy(e);
+      return device_error(cuda_message("cudaEventRecord on the caller's stream", err));
+    }
+    point->event = e;
+    return Status::ok();
+  }
+
+  void wait(StreamPoint point) override {
+    use();
+    auto e = static_cast<cudaEvent_t>(point.event);
+    keep(cudaStreamWaitEvent(stream_, e, 0), "cudaStreamWaitEvent");
+    cudaEventDestroy(e);  // allowed while the wait is pending
+  }
+
+  Status hold(void* stream, uint64_t value) override {
+    use();
+    if (!wait_value_) return unsupported("the CUDA driver has no cuStreamWaitValue32 (stream memory operations)");
+    CUresult r = wait_value_(static_cast<CUstream>(stream), flag_device_, static_cast<cuuint32_t>(value),
+                             CU_STREAM_WAIT_VALUE_GEQ);  // cyclic comparison: wraparound is fine
+    if (r != CUDA_SUCCESS) return device_error("cuStreamWaitValue32 on the caller's stream failed: CUresult " +
+                                               std::to_string(static_cast<int>(r)));
+    return Status::ok();
+  }
+
+  void signal(uint64_t value) override {
+    __atomic_store_n(flag_, static_cast<uint32_t>(value), __ATOMIC_RELEASE);
+  }
+
+  Status export_memory(const void* p, IpcHandle* handle) override {
+    use();
+    if (!address_range_) return unsupported("the CUDA driver has no cuMemGetAddressRange");
+    CUdeviceptr base = 0;
+    size_t bytes = 0;
+    CUresult r = address_range_(&base, &bytes, reinterpret_cast<CUdeviceptr>(p));
+    if (r != CUDA_SUCCESS) return device_error("cuMemGetAddressRange failed: CUresult " + std::to_string(r));
+    cudaIpcMemHandle_t h;
+    cudaError_t e = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base));
+    if (e != cudaSuccess) {
+      return device_error(cuda_message("cudaIpcGetMemHandle (memory from cudaMalloc can be shared; other "
+                                       "allocators' may not: set KOLO_CUDA_IPC=0)",
+                                       e));
+    }
+    static_assert(sizeof(h) <= sizeof(handle->bytes), "IPC handle size");
+    std::memset(handle->bytes, 0, sizeof(handle->bytes));
+    std::memcpy(handle->bytes, &h, sizeof(h));
+    handle->offset = reinterpret_cast<CUdeviceptr>(p) - base;
+    return Status::ok();
+  }
+
+  Status import_memory(const IpcHandle& handle, void** p) override {
+    use();
+    std::string key(reinterpret_cast<const char*>(handle.bytes), sizeof(handle.bytes));
+    auto it = imported_.find(key);
+    if (it == imported_.end()) {
+      cudaIpcMemHandle_t h;
+      std::memcpy(&h, handle.bytes, sizeof(h));
+      void* base = nullptr;
+      cudaError_t e = cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess);
+      if (e != cudaSuccess) return device_error(cuda_message("cudaIpcOpenMemHandle", e));
+      it = imported_.emplace(key, base).first;
+    }
+    *p = static_cast<unsigned char*>(it->second) + handle.offset;
+    return Status::ok();
+  }
+
+ private:
+  // Makes this GPU current on the calling thread (cheap when it is).
+  void use() { cudaSetDevice(ordinal_); }
+
+  // Keeps the first failure for poll()/synchronize(); true when e is success.
+  bool keep(cudaError_t e, const char* what) {
+    if (e == cudaSuccess) return true;
+    cudaGetLastError();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_.is_ok()) failure_ = device_error(cuda_message(what, e) + " on " + name_);
+    return false;
+  }
+
+  Status take_failure() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Status f = failure_;
+    failure_ = Status::ok();
+    return f;
+  }
+
+  const int ordinal_;
+  const std::string name_;
+  cudaStream_t stream_ = nullptr;
+  uint32_t* flag_ = nullptr;
+  CUdeviceptr flag_device_ = 0;
+  WaitValue32 wait_value_ = nullptr;
+  GetAddressRange address_range_ = nullptr;
+  std::deque<std::pair<uint64_t, cudaEvent_t>> fences_;  // recorded, not yet passed
+  std::vector<cudaEvent_t> spare_events_;
+  uint64_t last_fence_ = 0;
+  uint64_t passed_fence_ = 0;
+  std::map<std::string, void*> imported_;  // IPC handle -> opened base
+  std::mutex mutex_;
+  Status failure_;
+};
+
+}  // namespace
+
+Status open_cuda_device(int local_rank, std::unique_ptr<Device>* out) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return unsupported("no GPU: " + cuda_message("cudaGetDeviceCount", e));
+  }
+  if (count == 0) return unsupported("no GPU: CUDA sees no device");
+  const int ordinal = (local_rank < 0 ? 0 : local_rank) % count;
+  e = cudaSetDevice(ordinal);
+  if (e != cudaSuccess) return device_error(cuda_message(("cudaSetDevice(" + std::to_string(ordinal) + ")").c_str(), e));
+  cudaDeviceProp prop;
+  std::string name = "GPU " + std::to_string(ordinal);
+  if (cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess) name += std::string(" (") + prop.name + ")";
+  auto device = std::make_unique<CudaDevice>(ordinal, name);
+  KOLO_RETURN_IF_ERROR(device->init());
+  *out = std::move(device);
+  return Status::ok();
+}
+
+}  // namespace kolo
