@@ -13,6 +13,7 @@
 #include "collectives/recursive_doubling.h"
 #include "common/log.h"
 #include "common/ranges.h"
+#include "gpu/device.h"
 #include "runtime/store_client.h"
 #include "runtime/store_server.h"
 #include "transport/handshake.h"
@@ -52,8 +53,9 @@ Status check_buffer(const void* p, size_t count, const char* name) {
 }  // namespace
 
 Communicator::~Communicator() {
+  stream_queue_.reset();  // runs what callers enqueued (bounded by their deadlines)
   if (transport_) transport_->abort();
-  workspace_.attach(nullptr);  // deregisters it while the transport lives
+  host_memory_.attach(nullptr);  // deregisters it while the transport lives
   transport_.reset();
   client_.reset();
   if (server_ && failed_.load()) {
@@ -136,7 +138,7 @@ Status Communicator::make_transport(const std::string& store_prefix) {
     KOLO_RETURN_IF_ERROR(TcpTransport::create(store_, rank_, size_, tcp_options(store_prefix), &tcp));
     transport_ = std::move(tcp);
   }
-  workspace_.attach(transport_.get());
+  host_memory_.attach(transport_.get());
   return Status::ok();
 }
 
@@ -173,7 +175,7 @@ Status Communicator::settle_auto_transport(std::unique_ptr<IbTransport> rdma, co
     std::call_once(told, [&] { KOLO_INFO("RDMA transport on " << rdma->device().describe()); });
     config_.transport = "ib";
     transport_ = std::move(rdma);
-    workspace_.attach(transport_.get());
+    host_memory_.attach(transport_.get());
     return Status::ok();
   }
   std::call_once(told, [&] {
@@ -270,6 +272,8 @@ Status Communicator::learn_local_rank(int given_local_rank, int given_local_size
     if (hosts[r].substr(hosts[r].find('/') + 1) == kernel) ++machine;
   }
   machine_ranks_ = machine;
+  same_host_.assign(size_, false);
+  for (int r = 0; r < size_; ++r) same_host_[r] = hosts[r] == me;
   local_rank_ = given_local_rank >= 0 ? given_local_rank : lr;
   local_size_ = given_local_size >= 0 ? given_local_size : ls;
   return Status::ok();
@@ -331,7 +335,7 @@ RingContext Communicator::ring_context() {
   ctx.small_allreduce_bytes = static_cast<size_t>(config_.small_allreduce_bytes);
   ctx.pipeline.staging_slots = static_cast<size_t>(config_.pipeline_depth);
   ctx.pipeline.timeout_s = config_.timeout_s;
-  ctx.workspace = &workspace_;
+  ctx.memory = &host_memory_;
   ctx.reduce_scatter_done = rs_mark_;
   return ctx;
 }
@@ -362,7 +366,7 @@ bool decode_failure(const std::string& text, int* rank, Code* code, std::string*
   if (b == std::string::npos) return false;
   *rank = std::atoi(text.substr(0, a).c_str());
   int c = std::atoi(text.substr(a + 1, b - a - 1).c_str());
-  if (c <= 0 || c > static_cast<int>(Code::kInternal)) return false;
+  if (c <= 0 || c > static_cast<int>(Code::kDevice)) return false;
   *code = static_cast<Code>(c);
   *message = text.substr(b + 1);
   return true;
@@ -427,7 +431,7 @@ Status Communicator::deregister_memory(const void* data, size_t bytes) {
   return Status::ok();
 }
 
-Status Communicator::allreduce(const void* send, void* recv, size_t count, int dtype, int op) {
+Status Communicator::allreduce(const void* send, void* recv, size_t count, int dtype, int op, OnStream on) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
   KOLO_RETURN_IF_ERROR(check_buffer(send, count, "sendbuf"));
@@ -436,12 +440,14 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, int d
   if (send != recv && ranges_overlap(send, bytes, recv, bytes)) {
     return invalid_argument("sendbuf and recvbuf overlap without being equal");
   }
-  return run("allreduce", [&](const RingContext& ctx) {
-    return ring_allreduce(ctx, send, recv, count, static_cast<DataType>(dtype), static_cast<ReduceOp>(op));
-  });
+  return dispatch("allreduce", {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}}, on,
+                  [=](const RingContext& ctx) {
+                    return ring_allreduce(ctx, send, recv, count, static_cast<DataType>(dtype),
+                                          static_cast<ReduceOp>(op));
+                  });
 }
 
-Status Communicator::allgather(const void* send, void* recv, size_t send_count, int dtype) {
+Status Communicator::allgather(const void* send, void* recv, size_t send_count, int dtype, OnStream on) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_buffer(send, send_count, "sendbuf"));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, send_count, "recvbuf"));
@@ -450,30 +456,120 @@ Status Communicator::allgather(const void* send, void* recv, size_t send_count, 
   if (send != recv && send != own && ranges_overlap(send, block, recv, block * size_)) {
     return invalid_argument("sendbuf overlaps recvbuf but is neither recvbuf nor this rank's block of it");
   }
-  return run("allgather", [&](const RingContext& ctx) {
-    return ring_allgather(ctx, send, recv, send_count, static_cast<DataType>(dtype));
-  });
+  return dispatch("allgather", {{send, block, "sendbuf"}, {recv, block * size_, "recvbuf"}}, on,
+                  [=](const RingContext& ctx) {
+                    return ring_allgather(ctx, send, recv, send_count, static_cast<DataType>(dtype));
+                  });
 }
 
-Status Communicator::broadcast(void* buf, size_t count, int dtype, int root) {
+Status Communicator::broadcast(void* buf, size_t count, int dtype, int root, OnStream on) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_buffer(buf, count, "buf"));
   if (root < 0 || root >= size_) {
     return invalid_argument("root " + std::to_string(root) + " is not a rank of a world of " +
                             std::to_string(size_));
   }
-  return run("broadcast", [&](const RingContext& ctx) {
+  const size_t bytes = count * dtype_size(static_cast<DataType>(dtype));
+  return dispatch("broadcast", {{buf, bytes, "buf"}}, on, [=](const RingContext& ctx) {
     return ring_broadcast(ctx, buf, count, static_cast<DataType>(dtype), root);
   });
 }
 
-Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op) {
+Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op, OnStream on) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
   KOLO_RETURN_IF_ERROR(check_buffer(send, recv_count, "sendbuf"));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, recv_count, "recvbuf"));
-  return run("reduce_scatter", [&](const RingContext& ctx) {
-    return ring_reduce_scatter(ctx, send, recv, recv_count, static_cast<DataType>(dtype), static_cast<ReduceOp>(op));
+  const size_t block = recv_count * dtype_size(static_cast<DataType>(dtype));
+  return dispatch("reduce_scatter", {{send, block * size_, "sendbuf"}, {recv, block, "recvbuf"}}, on,
+                  [=](const RingContext& ctx) {
+                    return ring_reduce_scatter(ctx, send, recv, recv_count, static_cast<DataType>(dtype),
+                                               static_cast<ReduceOp>(op));
+                  });
+}
+
+Status Communicator::gpu_ordinal(int* ordinal) {
+  std::lock_guard<std::mutex> order(stream_mutex_);
+  Device* device = nullptr;
+  KOLO_RETURN_IF_ERROR(gpu()->device(&device));
+  *ordinal = device->ordinal();
+  return Status::ok();
+}
+
+GpuContext* Communicator::gpu() {
+  if (!gpu_) gpu_ = std::make_unique<GpuContext>(config_.device, local_rank_);
+  return gpu_.get();
+}
+
+Status Communicator::dispatch(const char* what, std::initializer_list<NamedBuffer> buffers, OnStream on,
+                              Collective fn) {
+  std::lock_guard<std::mutex> order(stream_mutex_);
+  bool on_device = false;
+  KOLO_RETURN_IF_ERROR(gpu()->classify(buffers, &on_device));
+  if (on.given) return enqueue_on_stream(what, on_device, on.stream, std::move(fn));
+  // Collectives reach the ring in the order they were called: what is
+  // still queued on streams goes first.
+  if (!stream_queue_->drain(Deadline::after_seconds(config_.timeout_s))) {
+    return timeout_error(std::string(what) + ": collectives enqueued on streams earlier did not finish within "
+                         "KOLO_TIMEOUT_S");
+  }
+  if (!on_device) return run(what, fn);
+  // Blocking on device buffers: after the work already on the legacy
+  // default stream (which follows every blocking stream), as a
+  // cudaMemcpy would be.
+  Device* device = nullptr;
+  KOLO_RETURN_IF_ERROR(gpu()->device(&device));
+  StreamPoint point;
+  KOLO_RETURN_IF_ERROR(device->capture(nullptr, &point));
+  device->wait(point);
+  return run_on_device(what, fn);
+}
+
+Status Communicator::enqueue_on_stream(const char* what, bool on_device, void* stream, Collective fn) {
+  KOLO_RETURN_IF_ERROR(check_healthy());
+  Device* device = nullptr;
+  Status s = gpu()->device(&device);
+  if (!s.is_ok()) return Status(s.code(), std::string(what) + " on a CUDA stream: " + s.message());
+  StreamPoint point;
+  KOLO_RETURN_IF_ERROR(device->capture(stream, &point));
+  const uint64_t value = stream_ops_ + 1;
+  s = device->hold(stream, value);
+  if (!s.is_ok()) {
+    device->wait(point);  // frees the point; kolo's stream passes it at once
+    return s.with_context(std::string(what) + " on a CUDA stream");
+  }
+  stream_ops_ = value;
+  stream_queue_->push([this, device, point, value, what, on_device, fn = std::move(fn)] {
+    device->wait(point);
+    if (on_device) {
+      (void)run_on_device(what, fn);
+    } else {
+      // Host buffers: the stream's earlier work (a copy into them) must
+      // have run before the host touches them.
+      (void)run(what, [&](const RingContext& ctx) {
+        KOLO_RETURN_IF_ERROR(device->synchronize(Deadline::after_seconds(config_.timeout_s)));
+        return fn(ctx);
+      });
+    }
+    // Always: a failed collective (now the sticky error) must not leave
+    // the caller's stream waiting forever.
+    device->signal(value);
+  });
+  return Status::ok();
+}
+
+Status Communicator::run_on_device(const char* what, const Collective& fn) {
+  return run(what, [&](const RingContext& host_ctx) {
+    RingContext ctx = host_ctx;
+    KOLO_RETURN_IF_ERROR(gpu()->adapt(&ctx, transport_.get(), same_host_, config_));
+    Device* device = nullptr;
+    KOLO_RETURN_IF_ERROR(gpu()->device(&device));
+    const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
+    Status s = fn(ctx);
+    // Even after a failure: nothing may still run on buffers the caller
+    // gets back.
+    Status done = device->synchronize(deadline);
+    return s.is_ok() ? done : s;
   });
 }
 

@@ -25,6 +25,8 @@
 #include "collectives/ring.h"
 #include "common/status.h"
 #include "runtime/config.h"
+#include "runtime/gpu_context.h"
+#include "runtime/stream_queue.h"
 #include "runtime/launch_env.h"
 #include "transport/registered_buffer.h"
 #include "transport/store.h"
@@ -37,6 +39,13 @@ struct TcpOptions;
 
 class StoreServer;
 class StoreClient;
+
+// How a collective is called: blocking (the default), or enqueued on a
+// caller's CUDA stream (given; stream nullptr is the legacy default stream).
+struct OnStream {
+  bool given = false;
+  void* stream = nullptr;
+};
 
 class Communicator {
  public:
@@ -64,11 +73,19 @@ class Communicator {
   int local_size() const { return local_size_; }
   const Config& config() const { return config_; }
 
-  Status allreduce(const void* send, void* recv, size_t count, int dtype, int op);
-  Status allgather(const void* send, void* recv, size_t send_count, int dtype);
-  Status broadcast(void* buf, size_t count, int dtype, int root);
-  Status reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op);
+  // Buffers are host memory or this rank's GPU's (never both in one call).
+  // Blocking calls return when done; with device buffers they first wait
+  // for the work already on the legacy default stream. Calls on a stream
+  // return at once: the collective runs after the work the stream has
+  // before it, and the stream's later work waits for it. A failure then
+  // turns sticky (async_error()); the stream is released all the same.
+  Status allreduce(const void* send, void* recv, size_t count, int dtype, int op, OnStream on = {});
+  Status allgather(const void* send, void* recv, size_t send_count, int dtype, OnStream on = {});
+  Status broadcast(void* buf, size_t count, int dtype, int root, OnStream on = {});
+  Status reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op, OnStream on = {});
   Status barrier();
+  // Opens this rank's GPU (gpu_context.h) and gives its CUDA device number.
+  Status gpu_ordinal(int* ordinal);
   // Block sizes per rank (elements); the caller guarantees the arguments
   // are the same on every rank (the runtime engine negotiated them).
   Status allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, int dtype);
@@ -116,9 +133,18 @@ class Communicator {
   Status settle_auto_transport(std::unique_ptr<IbTransport> rdma, const Status& why_not,
                                const std::vector<int>& ranks_without);
   void choose_polling();
+  using Collective = std::function<Status(const RingContext&)>;
   // Runs a collective under the call lock, turning its failure sticky.
   template <typename Fn>
   Status run(const char* what, Fn&& fn);
+  // The same on device buffers: through the GPU's memory and transports,
+  // and done once the GPU's work for it has run.
+  Status run_on_device(const char* what, const Collective& fn);
+  // A collective of the public API: tells host from device buffers, and
+  // runs it now or enqueues it on a stream.
+  Status dispatch(const char* what, std::initializer_list<NamedBuffer> buffers, OnStream on, Collective fn);
+  Status enqueue_on_stream(const char* what, bool on_device, void* stream, Collective fn);
+  GpuContext* gpu();
   Status check_healthy() const;
   // Makes `local` the sticky error, reconciled with the job's first failure:
   // announces it in the store unless another rank's came first (then that
@@ -137,7 +163,14 @@ class Communicator {
   std::unique_ptr<StoreClient> client_;
   Store* store_ = nullptr;
   std::unique_ptr<Transport> transport_;
-  Workspace workspace_;
+  HostMemory host_memory_;
+
+  std::vector<bool> same_host_;  // rank r is on this node
+  std::unique_ptr<GpuContext> gpu_;  // created at the first call (gpu())
+  std::mutex stream_mutex_;          // orders calls between the caller's threads and the stream queue
+  uint64_t stream_ops_ = 0;          // collectives enqueued on streams so far
+  // Stopped first thing in the destructor: its jobs use everything else.
+  std::unique_ptr<StreamQueue> stream_queue_ = std::make_unique<StreamQueue>();
 
   std::chrono::steady_clock::time_point* rs_mark_ = nullptr;
   std::mutex call_mutex_;  // one collective at a time

@@ -18,6 +18,7 @@ Status load_config(Config* c) {
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_SPIN_US", d.spin_us, -1, 1000000, &c->spin_us));
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_SPIN_YIELD", d.spin_yield, -1, 1, &c->spin_yield));
   KOLO_RETURN_IF_ERROR(env_bool("KOLO_CHECKSUM", d.checksum, &c->checksum));
+  KOLO_RETURN_IF_ERROR(env_bool("KOLO_CUDA_IPC", d.cuda_ipc, &c->cuda_ipc));
   c->bind_address = env_string("KOLO_BIND_ADDR").value_or("");
   if (c->bind_address.empty()) {
     if (auto ifname = env_string("KOLO_IFNAME")) KOLO_RETURN_IF_ERROR(interface_address(*ifname, &c->bind_address));

@@ -9,6 +9,8 @@
 
 namespace kolo {
 
+class Device;
+
 struct Config {
   double timeout_s = 300;            // KOLO_TIMEOUT_S: the deadline of every blocking wait
   int64_t segment_bytes = 512 << 10; // KOLO_SEGMENT_BYTES: pipeline unit on the wire
@@ -23,10 +25,14 @@ struct Config {
                                      // the address this rank uses to reach the master
   std::string job_id;                // KOLO_JOB_ID: set by kolorun; empty = derived from the master address
   std::string secret;                // KOLO_SECRET: authenticates every connection; set by kolorun
-  std::string transport = "auto";    // KOLO_TRANSPORT: auto (TCP; logs any RDMA device), tcp, ib (experimental)
+  std::string transport = "auto";    // KOLO_TRANSPORT: auto (RDMA where every rank has it, else TCP), tcp, ib
   std::string ib_device;             // KOLO_IB_DEV: RDMA device; empty = the first with an active port
   int64_t ib_port = 0;               // KOLO_IB_PORT: 0 = the device's first active port
   int64_t ib_gid_index = -1;         // KOLO_IB_GID_INDEX: -1 = RoCE v2 IPv4 GID first
+  bool cuda_ipc = true;              // KOLO_CUDA_IPC: device buffers between ranks on one node over CUDA IPC
+  // The GPU to use for device buffers instead of GPU local_rank % count
+  // (not from the environment: tests pass an emulated one). Not owned.
+  Device* device = nullptr;
 
   // The runtime engine (named asynchronous operations).
   int64_t fusion_threshold_bytes = 64 << 20;  // KOLO_FUSION_THRESHOLD: fusion buffer size; 0 turns fusion off

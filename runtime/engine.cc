@@ -9,6 +9,7 @@
 #include "collectives/fingerprint.h"
 #include "collectives/ring_schedule.h"
 #include "common/log.h"
+#include "transport/gpu_driver.h"
 
 namespace kolo {
 namespace {
@@ -120,6 +121,15 @@ Status Engine::validate(const Submission& s) const {
               ? partition(static_cast<size_t>(r.shapes[0][0]), size_, rank_).count * row_elements(r.shapes[0]) == 0
               : empty;
       if (!recv_empty) return invalid_argument(what + ": receive buffer is NULL");
+    }
+    // The engine fuses and scales on the host: device tensors go through
+    // the synchronous collectives (kolo_allreduce_stream, ...) or are
+    // copied to the host first (what kolo.torch does).
+    const void* buffers[] = {needs_send ? s.sends[i] : nullptr, needs_recv ? s.recvs[i] : nullptr};
+    for (const void* p : buffers) {
+      if (p && cuda_driver()->is_device_memory(p)) {
+        return unsupported(what + ": named operations take host buffers, and this one is GPU memory");
+      }
     }
   }
   return Status::ok();

@@ -19,11 +19,14 @@ namespace kolo {
 
 class ThreadWorld {
  public:
-  ThreadWorld(int n, Config config) : comms_(n) {
+  ThreadWorld(int n, Config config) : ThreadWorld(n, [config](int) { return config; }) {}
+  // Each rank's configuration of its own (e.g. a GPU of its own).
+  ThreadWorld(int n, const std::function<Config(int)>& config_of) : comms_(n) {
     std::vector<std::thread> threads;
     std::vector<Status> status(n);
     for (int r = 0; r < n; ++r) {
-      threads.emplace_back([&, r] { status[r] = Communicator::create_with_store(r, n, &store_, config, &comms_[r]); });
+      threads.emplace_back(
+          [&, r] { status[r] = Communicator::create_with_store(r, n, &store_, config_of(r), &comms_[r]); });
     }
     for (auto& t : threads) t.join();
     for (int r = 0; r < n; ++r) EXPECT_TRUE(status[r].is_ok()) << "rank " << r << ": " << status[r].to_string();

@@ -16,7 +16,8 @@
  *    order on every rank. One runs at a time per communicator; concurrent
  *    calls from several threads are serialized. Named operations (below)
  *    need no common order.
- *  - Buffers are host memory. Element counts, not bytes.
+ *  - Element counts, not bytes.
+ *  - Buffers are host memory or CUDA device memory (see "GPU buffers" below).
  */
 #ifndef KOLO_H_
 #define KOLO_H_
@@ -41,7 +42,8 @@ typedef enum {
   KOLO_ERR_AUTH,             /* a connection failed the job's handshake */
   KOLO_ERR_ABORTED,          /* kolo_comm_abort was called */
   KOLO_ERR_UNSUPPORTED,      /* not available in this build or on this machine */
-  KOLO_ERR_INTERNAL          /* a bug in kolo; please report it with kolo_last_error() */
+  KOLO_ERR_INTERNAL,         /* a bug in kolo; please report it with kolo_last_error() */
+  KOLO_ERR_DEVICE            /* the GPU or its driver failed (CUDA's error in kolo_last_error()), e.g. out of device memory */
 } kolo_result_t;
 
 typedef enum {
@@ -107,6 +109,56 @@ kolo_result_t kolo_reduce_scatter(kolo_comm_t comm, const void* sendbuf, void* r
 /* Returns once every rank has entered the barrier. */
 kolo_result_t kolo_barrier(kolo_comm_t comm);
 
+/* ------------------------------------------------------------------------
+ * GPU buffers
+ *
+ * Every collective above takes CUDA device memory as well as host memory,
+ * told apart per pointer (cudaPointerGetAttributes); a call whose buffers
+ * mix the two, or hold memory of another GPU than this rank's, returns
+ * KOLO_ERR_INVALID_ARGUMENT naming them. Each rank uses GPU
+ * local_rank % (visible GPUs), as Horovod's users expect; device buffers
+ * must be on it. Several ranks may share one GPU.
+ *
+ * Without a stream (the calls above) a collective on device buffers starts
+ * after the work already enqueued on the legacy default stream (which
+ * follows every blocking stream) and returns when it is done, results in
+ * place. The _stream variants below take a cudaStream_t (as void*, so this
+ * header needs no CUDA; NULL is the legacy default stream) and return at
+ * once, as NCCL's calls do: the collective runs after the work the stream
+ * already has, and the stream's later work waits for it. Collectives run
+ * in the order they were called, with or without a stream. A failure of
+ * an enqueued collective becomes the communicator's sticky error
+ * (kolo_comm_get_async_error, and every later call); the stream is
+ * released all the same, so it never hangs. Host buffers may be given to
+ * a _stream call too: they are touched only after the stream's earlier
+ * work (a copy into them) has run.
+ *
+ * Between ranks on one node device messages move over CUDA IPC (one
+ * device-to-device copy per message, buffers from cudaMalloc, as PyTorch's
+ * allocator makes them; KOLO_CUDA_IPC=0 turns it off); to other nodes
+ * through pinned host memory over the communicator's transport, the copies
+ * pipelined against the network. Reductions run on the GPU. With IPC,
+ * every rank must pass device buffers where one does.
+ *
+ * CUDA support is compiled in by `bazel build --config=cuda`. A build
+ * without it, or a machine without a GPU, returns KOLO_ERR_UNSUPPORTED
+ * saying so when given device memory or a stream. The named operations
+ * (kolo_submit_*) take host buffers only.
+ * ------------------------------------------------------------------------ */
+kolo_result_t kolo_allreduce_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                    kolo_dtype_t dtype, kolo_op_t op, void* stream);
+kolo_result_t kolo_allgather_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                                    kolo_dtype_t dtype, void* stream);
+kolo_result_t kolo_broadcast_stream(kolo_comm_t comm, void* buf, size_t count, kolo_dtype_t dtype, int root,
+                                    void* stream);
+kolo_result_t kolo_reduce_scatter_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
+                                         kolo_dtype_t dtype, kolo_op_t op, void* stream);
+
+/* Opens this rank's GPU if not yet open and gives its CUDA device number
+ * (local_rank % visible GPUs). KOLO_ERR_UNSUPPORTED, kolo_last_error()
+ * saying why, in a build without CUDA or where there is no GPU. */
+kolo_result_t kolo_comm_gpu(kolo_comm_t comm, int* device);
+
 /* Declares [buf, buf + bytes) long-lived: it stays allocated until
  * kolo_comm_deregister_memory covers it. Over RDMA it is registered with the
  * NIC once, and messages of this communicator's collectives in it then move
@@ -115,8 +167,7 @@ kolo_result_t kolo_barrier(kolo_comm_t comm);
  * memory, so it never keeps registrations it was not given this way). Like
  * NCCL's ncclCommRegister. CUDA device memory is registered for GPUDirect
  * RDMA (through a dma-buf, else a peer-memory module such as
- * nvidia-peermem) where the driver and NIC allow it; kolo's collectives
- * themselves take host buffers today. Over TCP both calls only check their
+ * nvidia-peermem) where the driver and NIC allow it. Over TCP both calls only check their
  * arguments. Call deregister before freeing the memory. A failed
  * registration (the locked-memory limit, ulimit -l; device memory no way
  * can register) returns KOLO_ERR_TRANSPORT saying why, is logged, and

@@ -119,6 +119,40 @@ kolo_result_t kolo_reduce_scatter(kolo_comm_t comm, const void* sendbuf, void* r
   return guarded([&] { return comm->impl->reduce_scatter(sendbuf, recvbuf, recvcount, raw_enum(dtype), raw_enum(op)); });
 }
 
+kolo_result_t kolo_allreduce_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                    kolo_dtype_t dtype, kolo_op_t op, void* stream) {
+  if (!comm) return null_comm();
+  return guarded([&] {
+    return comm->impl->allreduce(sendbuf, recvbuf, count, raw_enum(dtype), raw_enum(op), {true, stream});
+  });
+}
+
+kolo_result_t kolo_allgather_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                                    kolo_dtype_t dtype, void* stream) {
+  if (!comm) return null_comm();
+  return guarded([&] { return comm->impl->allgather(sendbuf, recvbuf, sendcount, raw_enum(dtype), {true, stream}); });
+}
+
+kolo_result_t kolo_broadcast_stream(kolo_comm_t comm, void* buf, size_t count, kolo_dtype_t dtype, int root,
+                                    void* stream) {
+  if (!comm) return null_comm();
+  return guarded([&] { return comm->impl->broadcast(buf, count, raw_enum(dtype), root, {true, stream}); });
+}
+
+kolo_result_t kolo_reduce_scatter_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
+                                         kolo_dtype_t dtype, kolo_op_t op, void* stream) {
+  if (!comm) return null_comm();
+  return guarded([&] {
+    return comm->impl->reduce_scatter(sendbuf, recvbuf, recvcount, raw_enum(dtype), raw_enum(op), {true, stream});
+  });
+}
+
+kolo_result_t kolo_comm_gpu(kolo_comm_t comm, int* device) {
+  if (!comm) return null_comm();
+  if (!device) return kolo_c::report(kolo::invalid_argument("device is NULL"));
+  return guarded([&] { return comm->impl->gpu_ordinal(device); });
+}
+
 kolo_result_t kolo_barrier(kolo_comm_t comm) {
   if (!comm) return null_comm();
   return guarded([&] { return comm->impl->barrier(); });
@@ -173,6 +207,7 @@ const char* kolo_result_string(kolo_result_t result) {
     case KOLO_ERR_ABORTED: return "communicator aborted";
     case KOLO_ERR_UNSUPPORTED: return "unsupported";
     case KOLO_ERR_INTERNAL: return "internal error";
+    case KOLO_ERR_DEVICE: return "GPU error";
   }
   return "unknown result code";
 }

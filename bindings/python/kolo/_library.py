@@ -11,7 +11,7 @@ import os
 # kolo_result_t, in the order of kolo.h.
 SUCCESS = 0
 (ERR_INVALID_ARGUMENT, ERR_INVALID_USAGE, ERR_TIMEOUT, ERR_PEER_LOST, ERR_MISMATCH, ERR_TRANSPORT,
- ERR_AUTH, ERR_ABORTED, ERR_UNSUPPORTED, ERR_INTERNAL) = range(1, 11)
+ ERR_AUTH, ERR_ABORTED, ERR_UNSUPPORTED, ERR_INTERNAL, ERR_DEVICE) = range(1, 12)
 
 # kolo_dtype_t and kolo_op_t, in the order of kolo.h.
 DTYPE_CODES = {name: code for code, name in enumerate(

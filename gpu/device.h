@@ -1,0 +1,95 @@
+// The GPU a rank works on, as kolo's collectives see it: memory to tell
+// apart and allocate, one stream of kolo's own on which every copy and
+// reduction is enqueued in call order, and the few ways to order that
+// stream against a caller's stream or to share memory with another process
+// on the same node (CUDA IPC).
+//
+// Two implementations: CUDA (gpu/cuda/cuda_device.cc, built by
+// --config=cuda) and an emulation on host threads (emulated_device.h), on
+// which every protocol above this interface is tested without a GPU.
+//
+// Errors: enqueueing never fails by itself. A failure of enqueued work (a
+// launch error, a fault) is kept and reported by the next poll() or
+// synchronize(), as CUDA reports asynchronous errors.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "collectives/dtype.h"
+#include "common/deadline.h"
+#include "common/status.h"
+
+namespace kolo {
+
+enum class MemoryKind {
+  kHost,         // not device memory (pageable or pinned host memory)
+  kThisDevice,   // memory of this Device
+  kOtherDevice,  // memory of another GPU: kolo does not take it
+};
+
+// An allocation made shareable with another process on the node, and where
+// a buffer lies in it.
+struct IpcHandle {
+  unsigned char bytes[64];  // cudaIpcMemHandle_t
+  uint64_t offset;          // of the buffer from the allocation's base
+};
+
+// A point in a caller's stream, recorded by capture().
+struct StreamPoint {
+  void* event = nullptr;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  // "GPU 0 (NVIDIA H100 80GB HBM3)": for messages and logs.
+  virtual std::string name() const = 0;
+  // Its CUDA device number.
+  virtual int ordinal() const = 0;
+  virtual MemoryKind classify(const void* p) = 0;
+
+  // Device memory and pinned (page-locked) host memory; nullptr on failure
+  // (why is logged).
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual void* allocate_pinned(size_t bytes) = 0;
+  virtual void release_pinned(void* p) = 0;
+
+  // Work on kolo's stream, executed in call order.
+  // Like memmove, between any two of device, pinned host and host memory.
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // out[i] = a[i] OP b[i], bit for bit what the host kernels compute (kAvg: the sum).
+  virtual void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) = 0;
+  // buf[i] /= divisor, as the host's finalize kernels do.
+  virtual void divide(DataType dtype, void* buf, size_t count, int divisor) = 0;
+
+  // A fence after everything enqueued so far. poll() says whether the
+  // stream has passed it, or the failure of the work before it.
+  virtual uint64_t fence() = 0;
+  virtual Status poll(uint64_t fence, bool* passed) = 0;
+  // Waits until everything enqueued has run; TIMEOUT at the deadline.
+  virtual Status synchronize(Deadline deadline) = 0;
+
+  // Ordering against a caller's stream (a cudaStream_t; nullptr is the
+  // legacy default stream). capture() records the point the caller's stream
+  // has reached, from the caller's thread at call time; wait() makes kolo's
+  // stream wait for it (once: it frees the point).
+  virtual Status capture(void* stream, StreamPoint* point) = 0;
+  virtual void wait(StreamPoint point) = 0;
+  // Makes the caller's stream wait, from now on in its order, until
+  // signal(v) has been called with v >= value; signal() is a host write,
+  // from any thread. Values increase; each hold is released once.
+  virtual Status hold(void* stream, uint64_t value) = 0;
+  virtual void signal(uint64_t value) = 0;
+
+  // CUDA IPC: a handle to the allocation holding p, for another process on
+  // the node; and that process's view of such a handle (opened once per
+  // allocation and cached while this Device lives).
+  virtual Status export_memory(const void* p, IpcHandle* handle) = 0;
+  virtual Status import_memory(const IpcHandle& handle, void** p) = 0;
+};
+
+}  // namespace kolo

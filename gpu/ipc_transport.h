@@ -1,0 +1,64 @@
+// Messages in GPU memory between ranks on one node, over CUDA IPC: each
+// message is one device-to-device copy, made by the sender straight into
+// the receiver's buffer. Receiver-driven, like the RDMA transport: once
+// the receiver's stream has finished with the destination, it shares it
+// (an IPC handle; the sender opens each allocation once and keeps it
+// open), the sender copies on its own stream, and when the copy has run it
+// says so. Those two small control messages travel through `next`, which
+// also carries every message to peers not on this node (staged through
+// host memory). Several ranks may share one GPU.
+//
+// Both ranks of an IPC pair must use it: a collective in which one passes
+// host buffers and its neighbour device buffers fails with MISMATCH.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/device.h"
+#include "transport/transport.h"
+
+namespace kolo {
+
+class IpcTransport : public Transport {
+ public:
+  // ipc_peers[r]: rank r shares this node (messages to it go over IPC).
+  IpcTransport(Transport* next, Device* device, std::vector<bool> ipc_peers);
+  ~IpcTransport() override;
+
+  int rank() const override { return next_->rank(); }
+  int size() const override { return next_->size(); }
+  Status connect(int peer, Deadline deadline) override { return next_->connect(peer, deadline); }
+  Status post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) override;
+  Status post_recv(int peer, void* data, size_t bytes, uint64_t tag, Request* request) override;
+  Status progress(Deadline deadline) override;
+  void abort() override { next_->abort(); }
+  void interrupt() override { next_->interrupt(); }
+  const char* name() const override { return "cuda-ipc"; }
+
+  // Bytes of a control message on `next` (for tests).
+  static size_t control_bytes();
+
+ private:
+  struct Control;
+  struct Message;
+  struct Peer;
+
+  Status pump(int* completed, bool* device_busy);
+  Status pump_peer(int peer, Peer* p, int* completed, bool* device_busy);
+  // Posts receives on `next` for every control message this peer owes us.
+  Status expect_controls(int peer, Peer* p);
+  Status send_ready(int peer, Peer* p, const Control& c);
+  // What is in flight, for a timeout's message.
+  std::string describe() const;
+
+  Transport* next_;
+  Device* device_;
+  std::vector<bool> ipc_peers_;
+  std::map<int, std::unique_ptr<Peer>> peers_;
+};
+
+}  // namespace kolo

@@ -1,0 +1,92 @@
+#include "runtime/gpu_context.h"
+
+#include "common/log.h"
+#include "gpu/ipc_transport.h"
+#include "gpu/open_device.h"
+#include "gpu/staged_transport.h"
+#include "transport/gpu_driver.h"
+
+namespace kolo {
+
+GpuContext::~GpuContext() {
+  // Transports first: they hold pinned memory of the device.
+  ipc_.reset();
+  staged_.reset();
+  memory_.reset();
+  owned_.reset();
+}
+
+Status GpuContext::device(Device** out) {
+  if (!device_ && !tried_) {
+    tried_ = true;
+    open_failure_ = open_device(local_rank_, &owned_);
+    if (open_failure_.is_ok()) {
+      device_ = owned_.get();
+      KOLO_INFO("using " << device_->name() << " for device buffers (local rank " << local_rank_ << ")");
+    }
+  }
+  if (!device_) return open_failure_;
+  *out = device_;
+  return Status::ok();
+}
+
+Status GpuContext::classify(std::initializer_list<NamedBuffer> buffers, bool* on_device) {
+  const NamedBuffer* first_host = nullptr;
+  const NamedBuffer* first_device = nullptr;
+  for (const NamedBuffer& b : buffers) {
+    if (!b.data || b.bytes == 0) continue;
+    // Before any GPU is open, the driver tells (it answers "host" in a
+    // process without CUDA), so host-only callers never open one.
+    const bool maybe_device = device_ || cuda_driver()->is_device_memory(b.data);
+    MemoryKind kind = MemoryKind::kHost;
+    if (maybe_device) {
+      Device* d = nullptr;
+      Status s = device(&d);
+      if (!s.is_ok()) {
+        return Status(s.code(), std::string(b.name) + " is GPU memory, but this rank can use no GPU: " + s.message());
+      }
+      kind = d->classify(b.data);
+    }
+    if (kind == MemoryKind::kOtherDevice) {
+      return invalid_argument(std::string(b.name) + " is memory of another GPU than this rank's " + device_->name() +
+                              " (kolo uses GPU local_rank % count)");
+    }
+    if (kind == MemoryKind::kThisDevice) {
+      if (!first_device) first_device = &b;
+    } else if (!first_host) {
+      first_host = &b;
+    }
+  }
+  if (first_host && first_device) {
+    return invalid_argument(std::string(first_device->name) + " is GPU memory but " + first_host->name +
+                            " is host memory: one call's buffers must all be one or the other");
+  }
+  *on_device = first_device != nullptr;
+  return Status::ok();
+}
+
+Status GpuContext::adapt(RingContext* ctx, Transport* host_transport, const std::vector<bool>& same_host,
+                         const Config& config) {
+  Device* d = nullptr;
+  KOLO_RETURN_IF_ERROR(device(&d));
+  if (!memory_) memory_ = std::make_unique<DeviceMemory>(d);
+  ctx->memory = memory_.get();
+  if (!host_transport) return Status::ok();  // alone: nothing crosses a wire
+  if (!staged_) {
+    staged_ = std::make_unique<StagedTransport>(host_transport, d, static_cast<size_t>(config.segment_bytes),
+                                                static_cast<int>(config.pipeline_depth));
+    std::vector<bool> ipc_peers(same_host.size(), false);
+    bool any = false;
+    for (size_t r = 0; r < same_host.size(); ++r) {
+      ipc_peers[r] = config.cuda_ipc && same_host[r] && static_cast<int>(r) != ctx->rank;
+      any = any || ipc_peers[r];
+    }
+    if (any) ipc_ = std::make_unique<IpcTransport>(staged_.get(), d, ipc_peers);
+    KOLO_INFO("device buffers move over " << (ipc_ ? "CUDA IPC to ranks on this node, " : "")
+                                          << staged_->name() << (ipc_ ? " to the others" : ""));
+  }
+  ctx->transport = ipc_ ? ipc_.get() : staged_.get();
+  return Status::ok();
+}
+
+}  // namespace kolo

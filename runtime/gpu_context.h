@@ -1,0 +1,60 @@
+// What a communicator needs to run collectives on GPU buffers: the GPU
+// (opened at the first call given device memory), its memory for the
+// collectives' scratch space, and the transport for device messages: CUDA
+// IPC to ranks on this node, pinned-host staging over the communicator's
+// own transport to the others.
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/ring.h"
+#include "gpu/device.h"
+#include "gpu/device_memory.h"
+#include "runtime/config.h"
+
+namespace kolo {
+
+// A buffer a call was given, for telling host from device memory.
+struct NamedBuffer {
+  const void* data;
+  size_t bytes;
+  const char* name;  // "sendbuf", ...
+};
+
+class GpuContext {
+ public:
+  // injected: a Device to use instead of opening one (tests pass an
+  // emulated GPU); nullptr opens GPU local_rank % count when needed.
+  GpuContext(Device* injected, int local_rank) : device_(injected), local_rank_(local_rank) {}
+  ~GpuContext();
+
+  // Whether the call's buffers are device memory (true) or host memory
+  // (false). Mixing the two in one call, memory of another GPU, and device
+  // memory where no GPU can be used (a build without CUDA) are errors that
+  // name the buffers.
+  Status classify(std::initializer_list<NamedBuffer> buffers, bool* on_device);
+
+  // The GPU, opened on first use; UNSUPPORTED saying why when there is none.
+  Status device(Device** out);
+
+  // Turns the communicator's ring context into one for device buffers.
+  // host_transport: the communicator's transport (nullptr alone in the
+  // world); same_host[r]: rank r is on this node.
+  Status adapt(RingContext* ctx, Transport* host_transport, const std::vector<bool>& same_host,
+               const Config& config);
+
+ private:
+  Device* device_;
+  std::unique_ptr<Device> owned_;
+  Status open_failure_;  // why the GPU could not be opened, once tried
+  bool tried_ = false;
+  const int local_rank_;
+  std::unique_ptr<DeviceMemory> memory_;
+  std::unique_ptr<Transport> staged_;
+  std::unique_ptr<Transport> ipc_;
+};
+
+}  // namespace kolo

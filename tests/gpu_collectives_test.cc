@@ -1,0 +1,321 @@
+// The collectives on GPU buffers, without a GPU: each rank (a thread) gets
+// an emulated GPU of its own (gpu/emulated_device.h), whose streams run
+// their work later, on threads of their own. Every collective and dtype x
+// op runs over both device transports (CUDA IPC between the ranks, which
+// share a node here, and pinned-host staging over TCP), blocking and
+// enqueued on a caller's stream, and every rank's result is compared byte
+// for byte with tests/reference.h. Also: mixing host and device buffers,
+// a failing GPU, stream ordering, and a staged rank interoperating with a
+// host-buffer rank.
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gpu/emulated_device.h"
+#include "tests/reference.h"
+#include "tests/thread_world.h"
+
+namespace kolo {
+namespace {
+
+using Bytes = std::vector<unsigned char>;
+
+Bytes make_input(DataType d, ReduceOp op, int rank, size_t count) {
+  Bytes b(count * dtype_size(d));
+  for (size_t i = 0; i < count; ++i) ref::store(d, b.data(), i, ref::input_value(rank, i, op, ref::is_signed(d)));
+  return b;
+}
+
+Bytes make_expected(DataType d, ReduceOp op, int n, size_t count) {
+  Bytes b(count * dtype_size(d));
+  for (size_t i = 0; i < count; ++i) ref::expected(d, op, n, i, b.data(), i);
+  return b;
+}
+
+struct Mode {
+  int ranks;
+  bool ipc;    // CUDA IPC between the ranks, else staging over TCP
+  int lag_us;  // delay of every emulated GPU operation
+};
+
+std::string mode_name(const ::testing::TestParamInfo<Mode>& info) {
+  return "N" + std::to_string(info.param.ranks) + (info.param.ipc ? "_ipc" : "_staged") + "_lag" +
+         std::to_string(info.param.lag_us);
+}
+
+// A world whose ranks each have an emulated GPU. The devices outlive the
+// communicators (declared first).
+class GpuWorld {
+ public:
+  explicit GpuWorld(const Mode& m, int64_t segment_bytes = 4096) {
+    for (int r = 0; r < m.ranks; ++r) devices_.push_back(std::make_unique<EmulatedDevice>(m.lag_us));
+    world_ = std::make_unique<ThreadWorld>(m.ranks, [&](int r) {
+      Config c = test_config(segment_bytes);
+      c.transport = "tcp";
+      c.cuda_ipc = m.ipc;
+      c.device = devices_[r].get();
+      return c;
+    });
+  }
+  ThreadWorld& world() { return *world_; }
+  EmulatedDevice& device(int r) { return *devices_[r]; }
+  Communicator& comm(int r) { return world_->comm(r); }
+  int size() const { return world_->size(); }
+
+  // Device memory holding `bytes` (copied in synchronously, like cudaMemcpy).
+  void* upload(int r, const Bytes& bytes) {
+    void* p = devices_[r]->allocate(bytes.size());
+    if (!bytes.empty()) std::memcpy(p, bytes.data(), bytes.size());
+    return p;
+  }
+  Bytes download(const void* p, size_t bytes) {
+    Bytes b(bytes);
+    if (bytes) std::memcpy(b.data(), p, bytes);
+    return b;
+  }
+
+ private:
+  std::vector<std::unique_ptr<EmulatedDevice>> devices_;
+  std::unique_ptr<ThreadWorld> world_;
+};
+
+class GpuCollectives : public ::testing::TestWithParam<Mode> {};
+
+std::string label(DataType d, ReduceOp op, size_t count) {
+  return std::string(dtype_name(d)) + " " + op_name(op) + " count=" + std::to_string(count);
+}
+
+TEST_P(GpuCollectives, AllreduceEveryDtypeAndOp) {
+  GpuWorld g(GetParam());
+  const int n = g.size();
+  for (int di = 0; di < kNumDataTypes; ++di) {
+    for (int oi = 0; oi < kNumReduceOps; ++oi) {
+      const auto d = static_cast<DataType>(di);
+      const auto op = static_cast<ReduceOp>(oi);
+      for (size_t count : {size_t{0}, size_t{1}, static_cast<size_t>(n + 1), size_t{5003}}) {
+        const Bytes want = make_expected(d, op, n, count);
+        const bool in_place = count == 5003;
+        g.world().run([&](int r) {
+          const Bytes in = make_input(d, op, r, count);
+          void* send = g.upload(r, in);
+          void* recv = in_place ? send : g.upload(r, Bytes(in.size(), 0xAB));
+          Status s = g.comm(r).allreduce(send, recv, count, di, oi);
+          ASSERT_TRUE(s.is_ok()) << label(d, op, count) << " rank " << r << ": " << s.to_string();
+          EXPECT_EQ(g.download(recv, want.size()), want) << label(d, op, count) << " rank " << r;
+          g.device(r).release(send);
+          if (!in_place) g.device(r).release(recv);
+        });
+      }
+    }
+  }
+}
+
+TEST_P(GpuCollectives, SmallMessageAlgorithmToo) {
+  // Recursive doubling (the default up to 64 KiB) on device buffers.
+  const Mode m = GetParam();
+  std::vector<std::unique_ptr<EmulatedDevice>> devices;
+  for (int r = 0; r < m.ranks; ++r) devices.push_back(std::make_unique<EmulatedDevice>(m.lag_us));
+  ThreadWorld w(m.ranks, [&](int r) {
+    Config c = test_config(4096, 64 << 10);
+    c.transport = "tcp";
+    c.cuda_ipc = m.ipc;
+    c.device = devices[r].get();
+    return c;
+  });
+  const Bytes want = make_expected(DataType::kFloat32, ReduceOp::kAvg, m.ranks, 777);
+  w.run([&](int r) {
+    const Bytes in = make_input(DataType::kFloat32, ReduceOp::kAvg, r, 777);
+    void* buf = devices[r]->allocate(in.size());
+    std::memcpy(buf, in.data(), in.size());
+    Status s = w.comm(r).allreduce(buf, buf, 777, static_cast<int>(DataType::kFloat32), static_cast<int>(ReduceOp::kAvg));
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_EQ(std::memcmp(buf, want.data(), want.size()), 0) << "rank " << r;
+    devices[r]->release(buf);
+  });
+}
+
+TEST_P(GpuCollectives, ReduceScatterAllgatherBroadcast) {
+  GpuWorld g(GetParam());
+  const int n = g.size();
+  const auto d = DataType::kBfloat16;
+  const size_t es = dtype_size(d);
+  const size_t block = 3001;
+  const Bytes want_sum = make_expected(d, ReduceOp::kSum, n, block * n);
+  g.world().run([&](int r) {
+    // reduce-scatter: rank r gets block r of the sum.
+    void* send = g.upload(r, make_input(d, ReduceOp::kSum, r, block * n));
+    void* recv = g.upload(r, Bytes(block * es, 0));
+    Status s = g.comm(r).reduce_scatter(send, recv, block, static_cast<int>(d), static_cast<int>(ReduceOp::kSum));
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_EQ(std::memcmp(recv, want_sum.data() + r * block * es, block * es), 0) << "reduce_scatter rank " << r;
+
+    // allgather of each rank's block, in place: the whole sum everywhere.
+    void* all = g.upload(r, Bytes(block * n * es, 0));
+    std::memcpy(static_cast<unsigned char*>(all) + r * block * es, recv, block * es);
+    s = g.comm(r).allgather(static_cast<unsigned char*>(all) + r * block * es, all, block, static_cast<int>(d));
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_EQ(std::memcmp(all, want_sum.data(), want_sum.size()), 0) << "allgather rank " << r;
+
+    // broadcast from the last rank.
+    const Bytes root_data = make_input(d, ReduceOp::kSum, n - 1, 9999);
+    void* buf = g.upload(r, r == n - 1 ? root_data : Bytes(root_data.size(), 0));
+    s = g.comm(r).broadcast(buf, 9999, static_cast<int>(d), n - 1);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_EQ(std::memcmp(buf, root_data.data(), root_data.size()), 0) << "broadcast rank " << r;
+    for (void* p : {send, recv, all, buf}) g.device(r).release(p);
+  });
+}
+
+TEST_P(GpuCollectives, OnStreamReturnsAtOnceAndOrdersTheStream) {
+  GpuWorld g(GetParam());
+  const int n = g.size();
+  const auto d = DataType::kFloat32;
+  const size_t count = 20000;
+  const Bytes want = make_expected(d, ReduceOp::kSum, n, count);
+  g.world().run([&](int r) {
+    void* stream = g.device(r).create_stream();
+    const Bytes in = make_input(d, ReduceOp::kSum, r, count);
+    void* buf = g.upload(r, Bytes(in.size(), 0));
+    std::atomic<bool> produced{false};
+    // The caller's "kernel" that writes the input runs late on its stream:
+    // the collective must wait for it.
+    g.device(r).run_on(stream, [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::memcpy(buf, in.data(), in.size());
+      produced = true;
+    });
+    const auto start = std::chrono::steady_clock::now();
+    Status s = g.comm(r).allreduce(buf, buf, count, static_cast<int>(d), static_cast<int>(ReduceOp::kSum),
+                                   OnStream{true, stream});
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_LT(took, std::chrono::milliseconds(150)) << "an enqueued collective must not wait for its stream";
+    EXPECT_FALSE(produced.load()) << "the call returned after the stream's earlier work: it did not return at once";
+    // The caller's next "kernel" reads the result: it must see it.
+    Bytes seen;
+    g.device(r).run_on(stream, [&] { seen = g.download(buf, want.size()); });
+    ASSERT_TRUE(g.device(r).synchronize_stream(stream, Deadline::after_seconds(60)));
+    EXPECT_EQ(seen, want) << "rank " << r;
+    Status health = g.comm(r).async_error();
+    EXPECT_TRUE(health.is_ok()) << health.to_string();
+    g.device(r).release(buf);
+  });
+}
+
+TEST_P(GpuCollectives, StreamAndBlockingCallsKeepTheirOrder) {
+  GpuWorld g(GetParam());
+  const int n = g.size();
+  const auto d = DataType::kInt32;
+  g.world().run([&](int r) {
+    void* stream = g.device(r).create_stream();
+    const size_t count = 3000;
+    std::vector<void*> bufs;
+    // Three on the stream, then one blocking: all four agree across ranks.
+    for (int k = 0; k < 4; ++k) {
+      Bytes in(count * 4);
+      for (size_t i = 0; i < count; ++i) {
+        const int32_t v = (r + 1) * (k + 1) + static_cast<int32_t>(i);
+        std::memcpy(in.data() + i * 4, &v, 4);
+      }
+      bufs.push_back(g.upload(r, in));
+      OnStream on = k < 3 ? OnStream{true, stream} : OnStream{};
+      Status s = g.comm(r).allreduce(bufs[k], bufs[k], count, static_cast<int>(d), static_cast<int>(ReduceOp::kSum), on);
+      ASSERT_TRUE(s.is_ok()) << s.to_string();
+    }
+    ASSERT_TRUE(g.device(r).synchronize_stream(stream, Deadline::after_seconds(60)));
+    for (int k = 0; k < 4; ++k) {
+      for (size_t i = 0; i < count; i += 499) {
+        int32_t got;
+        std::memcpy(&got, static_cast<unsigned char*>(bufs[k]) + i * 4, 4);
+        const int32_t want = (k + 1) * n * (n + 1) / 2 + n * static_cast<int32_t>(i);
+        ASSERT_EQ(got, want) << "call " << k << " element " << i << " rank " << r;
+      }
+      g.device(r).release(bufs[k]);
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, GpuCollectives,
+                         ::testing::Values(Mode{1, true, 0}, Mode{2, true, 0}, Mode{3, true, 0}, Mode{4, true, 0},
+                                           Mode{2, false, 0}, Mode{3, false, 0}, Mode{4, false, 0},
+                                           Mode{3, true, 50}, Mode{3, false, 50}),
+                         mode_name);
+
+TEST(GpuBuffers, MixingHostAndDeviceBuffersIsRejected) {
+  GpuWorld g(Mode{1, true, 0});
+  Bytes host(64);
+  void* dev = g.upload(0, Bytes(64));
+  Status s = g.comm(0).allreduce(dev, host.data(), 16, static_cast<int>(DataType::kFloat32), 0);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("sendbuf is GPU memory but recvbuf is host memory"), std::string::npos) << s.message();
+  EXPECT_TRUE(g.comm(0).async_error().is_ok()) << "a bad argument must leave the communicator healthy";
+  g.device(0).release(dev);
+}
+
+TEST(GpuBuffers, AFailingGpuFailsTheCollectiveAndReleasesTheStream) {
+  GpuWorld g(Mode{2, true, 0});
+  g.world().run([&](int r) {
+    void* stream = g.device(r).create_stream();
+    void* buf = g.upload(r, Bytes(40000, 1));
+    if (r == 0) g.device(r).fail_next(device_error("emulated launch failure"));
+    Status s = g.comm(r).allreduce(buf, buf, 10000, static_cast<int>(DataType::kFloat32), 0, OnStream{true, stream});
+    ASSERT_TRUE(s.is_ok()) << "enqueueing succeeds; the failure comes later: " << s.to_string();
+    std::atomic<bool> after{false};
+    g.device(r).run_on(stream, [&] { after = true; });
+    ASSERT_TRUE(g.device(r).synchronize_stream(stream, Deadline::after_seconds(60)))
+        << "the stream must be released even though the collective failed";
+    EXPECT_TRUE(after.load());
+    Status e = g.comm(r).async_error();
+    EXPECT_FALSE(e.is_ok()) << "rank " << r << ": the failure must be sticky";
+    if (r == 0) {
+      EXPECT_EQ(e.code(), Code::kDevice) << e.to_string();
+    }
+    Status later = g.comm(r).allreduce(buf, buf, 10, static_cast<int>(DataType::kFloat32), 0);
+    EXPECT_FALSE(later.is_ok());
+    g.device(r).release(buf);
+  });
+}
+
+TEST(GpuBuffers, AStagedRankWorksWithAHostBufferRank) {
+  // Staging puts on the wire exactly the bytes host buffers would: rank 0
+  // passes device memory, rank 1 host memory, in one allreduce.
+  GpuWorld g(Mode{2, false, 20});
+  const auto d = DataType::kFloat16;
+  const size_t count = 30011;
+  const Bytes want = make_expected(d, ReduceOp::kMax, 2, count);
+  g.world().run([&](int r) {
+    Bytes in = make_input(d, ReduceOp::kMax, r, count);
+    void* buf = r == 0 ? g.upload(r, in) : in.data();
+    Status s = g.comm(r).allreduce(buf, buf, count, static_cast<int>(d), static_cast<int>(ReduceOp::kMax));
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_EQ(g.download(buf, want.size()), want) << "rank " << r;
+    if (r == 0) g.device(r).release(buf);
+  });
+}
+
+TEST(GpuBuffers, WithoutAGpuAStreamCallSaysWhy) {
+  // No GPU injected: this rank opens the real one, which a build without
+  // CUDA, or a machine without a GPU, does not have.
+  Config c = test_config();
+  ThreadWorld w(1, c);
+  int ordinal = -1;
+  Status s = w.comm(0).gpu_ordinal(&ordinal);
+  if (s.is_ok()) GTEST_SKIP() << "this machine has a GPU (" << ordinal << "): the no-GPU path cannot be tested here";
+  EXPECT_EQ(s.code(), Code::kUnsupported) << s.to_string();
+  EXPECT_TRUE(s.message().find("without CUDA") != std::string::npos || s.message().find("no GPU") != std::string::npos)
+      << s.message();
+  float x = 1;
+  s = w.comm(0).allreduce(&x, &x, 1, static_cast<int>(DataType::kFloat32), 0, OnStream{true, nullptr});
+  EXPECT_EQ(s.code(), Code::kUnsupported) << s.to_string();
+  // Host collectives are unaffected.
+  EXPECT_TRUE(w.comm(0).allreduce(&x, &x, 1, static_cast<int>(DataType::kFloat32), 0).is_ok());
+}
+
+}  // namespace
+}  // namespace kolo
