@@ -14,6 +14,11 @@ serve them exactly:
   - bool reduces as uint8 bytes: Sum and Max are logical or, Min and
     Product logical and;
   - complex numbers sum and average as pairs of reals.
+
+Arrays in GPU memory (CUDA tensors) go through host copies: the engine
+fuses and scales on the host. The copies are made on the array library's
+current stream, so they follow the work that produced the array and
+precede the work that uses the result.
 """
 import ctypes
 import numbers
@@ -47,7 +52,19 @@ class Adapter:
         raise NotImplementedError
 
     def assign(self, dst, src):
-        """dst[...] = src, converting the dtype."""
+        """dst[...] = src, converting the dtype (and moving it between devices)."""
+        raise NotImplementedError
+
+    def on_device(self, x):
+        """Whether x lives in GPU memory."""
+        return False
+
+    def to_host(self, x):
+        """A contiguous host copy of a device array, in the library's stream order."""
+        raise NotImplementedError
+
+    def to_device_of(self, y, x):
+        """y (a host array) moved to x's device."""
         raise NotImplementedError
 
 
@@ -101,8 +118,14 @@ def _reduction_wire(info, op, prescale, postscale):
 def _staged(xp, x, inplace, out_shape=None):
     """Buffers for a reduction of x: (send, recv, result). The engine reads
     send and writes recv; once it is done, recv is copied into result when
-    they differ. Contiguous native arrays are used as they are."""
+    they differ. Contiguous native arrays are used as they are; device
+    arrays through a host copy, the result then copied back to the device."""
     info = xp.describe(x)
+    if xp.on_device(x):
+        host = xp.to_host(x)
+        send, recv, _ = _staged(xp, host, out_shape is None, out_shape)
+        result = x if inplace else xp.empty(info.shape if out_shape is None else out_shape, x)
+        return send, recv, result
     wide = _WIDER.get(info.dtype)
     if wide is not None:
         # The widened copy is the engine's to overwrite: reduce in place on
@@ -184,7 +207,9 @@ def reducescatter_async(xp, x, name=None, op=Average, prescale_factor=1.0, posts
 
 def _output_array(xp, handle, like, rows, row_shape):
     """The engine-owned output of an allgather or alltoall, copied into a
-    new array of like's dtype with sum(rows) rows."""
+    new array of like's dtype with sum(rows) rows (on like's device)."""
+    if xp.on_device(like):
+        return xp.to_device_of(_output_array(xp, handle, xp.to_host(like[:0]), rows, row_shape), like)
     out = xp.empty((sum(rows),) + tuple(row_shape), like)
     out_info = xp.describe(out)
     ptr, nbytes = handle.output_bytes()
@@ -204,7 +229,7 @@ def allgather_async(xp, x, name=None):
     info = xp.describe(x)
     if not info.shape:
         raise ValueError("allgather needs an array with at least one dimension, got a scalar")
-    send = x if info.contiguous else _converted(xp, x)
+    send = xp.to_host(x) if xp.on_device(x) else x if info.contiguous else _converted(xp, x)
     code, shape = _movement_wire(xp.describe(send))
 
     def finish(h):
@@ -220,8 +245,12 @@ def broadcast_async(xp, x, root_rank, inplace=False, name=None):
     if not isinstance(root_rank, numbers.Integral) or not 0 <= root_rank < _runtime.size():
         raise ValueError("root_rank %r is not a rank of this job (size %d)" % (root_rank, _runtime.size()))
     root_rank = int(root_rank)
-    buf = x if inplace and info.contiguous else _converted(xp, x)
-    result = x if inplace else buf
+    if xp.on_device(x):
+        buf = xp.to_host(x)
+        result = x if inplace else xp.empty(info.shape, x)
+    else:
+        buf = x if inplace and info.contiguous else _converted(xp, x)
+        result = x if inplace else buf
     code, shape = _movement_wire(xp.describe(buf))
     return _runtime.submit(lib.kolo_submit_broadcast, _runtime.operation_name("broadcast", name),
                            xp.describe(buf).ptr, *_shape_arg(shape), code, root_rank, keep=(x, buf),
@@ -234,7 +263,7 @@ def alltoall_async(xp, x, splits=None, name=None):
     info = xp.describe(x)
     if not info.shape:
         raise ValueError("alltoall needs an array with at least one dimension, got a scalar")
-    send = x if info.contiguous else _converted(xp, x)
+    send = xp.to_host(x) if xp.on_device(x) else x if info.contiguous else _converted(xp, x)
     code, shape = _movement_wire(xp.describe(send))
     split_arg = None
     if splits is not None:

@@ -1,4 +1,5 @@
-"""CPU tensors for the collectives."""
+"""CPU and CUDA tensors for the collectives (CUDA ones through host copies
+on PyTorch's current stream; see kolo._collectives)."""
 import torch
 
 from kolo import _collectives as C
@@ -15,8 +16,8 @@ class TorchAdapter(C.Adapter):
     def describe(self, t):
         if not isinstance(t, torch.Tensor):
             raise TypeError("kolo.torch collectives take torch tensors, not %s" % type(t).__name__)
-        if t.device.type != "cpu":
-            raise TypeError("kolo.torch handles CPU tensors; this one is on %s" % t.device)
+        if t.device.type not in ("cpu", "cuda"):
+            raise TypeError("kolo.torch handles CPU and CUDA tensors; this one is on %s" % t.device)
         if t.dtype not in _NAMES:
             raise TypeError("kolo.torch does not handle %s tensors" % t.dtype)
         # A lazily conjugated or negated view's memory is not its value: stage it like a strided one.
@@ -24,11 +25,23 @@ class TorchAdapter(C.Adapter):
         return C.ArrayInfo(t.data_ptr(), tuple(t.shape), _NAMES[t.dtype], t.element_size(), dense)
 
     def empty(self, shape, like, dtype=None):
-        return torch.empty(shape, dtype=_DTYPES[dtype] if dtype else like.dtype)
+        return torch.empty(shape, dtype=_DTYPES[dtype] if dtype else like.dtype, device=like.device)
 
     def assign(self, dst, src):
+        # Into a CUDA tensor: enqueued on the current stream, in order with the caller's work.
         with torch.no_grad():
             dst.copy_(src)
+
+    def on_device(self, x):
+        return x.device.type == "cuda"
+
+    def to_host(self, x):
+        # On the current stream, after the work that produced x; returns once copied.
+        with torch.no_grad():
+            return x.detach().to("cpu", copy=True).contiguous()
+
+    def to_device_of(self, y, x):
+        return y.to(x.device)
 
 
 adapter = TorchAdapter()
