@@ -23,9 +23,10 @@ has_active_rdma_port() {
 }
 
 if [ -z "${KOLO_RDMA_DEV:-}" ] && ! has_active_rdma_port; then
-  # The host: build (plain config, as the VM runs bazel-bin), then the VM.
+  # The host: build (the VM runs bazel-bin), then the VM. KOLO_BAZEL_CONFIG
+  # (tools/test.sh sets --config=cuda) reuses the optimized pass's build.
   bash "$ROOT/tools/setup.sh" > /dev/null || exit 1
-  bazel build //... //tests:ib_transport_test || exit 1
+  bazel build ${KOLO_BAZEL_CONFIG:-} //... //tests:ib_transport_test || exit 1
   log="$ROOT/.device/rdma_suite.log"  # git-ignored; the serial console is slow for long output
   mkdir -p "$(dirname "$log")"
   "$ROOT/tools/rdma_vm.sh" run --timeout "${KOLO_RDMA_SUITE_TIMEOUT:-1800}" -- \

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Every test, three ways: the optimized build, then AddressSanitizer with
-# UndefinedBehaviorSanitizer, then ThreadSanitizer (configs in .bazelrc);
+# Every test, three ways: the optimized build with CUDA compiled in
+# (--config=cuda, the toolkit at /usr/local/cuda; GPU tests skip without a
+# GPU and say so; KOLO_CUDA=0 builds it without), then AddressSanitizer with
+# UndefinedBehaviorSanitizer, then ThreadSanitizer (configs in .bazelrc),
+# both without CUDA, which is the default build;
 # then each fuzz target for FUZZ_SECONDS (default 20); then the RDMA
 # conformance suite over soft-RoCE in a VM (tools/rdma_suite.sh, ~10 min,
 # plus a minute or more to build the VM image the first time; needs root;
@@ -15,7 +18,16 @@ bash tools/setup.sh || exit 1
 LOG="$(mktemp)"
 trap 'rm -f "$LOG"' EXIT
 status=0
-for config in "" "--config=asan" "--config=tsan"; do
+optimized=""
+if [ "${KOLO_CUDA:-1}" != 0 ]; then
+  optimized="--config=cuda"
+  if [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    echo "-- cuda build: FAILED (no CUDA toolkit at /usr/local/cuda; KOLO_CUDA=0 builds without it)" | tee -a "$LOG"
+    status=1
+  fi
+fi
+export KOLO_BAZEL_CONFIG="$optimized"
+for config in "$optimized" "--config=asan" "--config=tsan"; do
   echo "== bazel test ${config:-(optimized)} //..."
   bazel build $config //... || { status=1; continue; }
   bazel test $config //... --test_summary=short "$@" 2>&1 | tee -a "$LOG"
