@@ -68,6 +68,23 @@ int main(void) {
   /* A bad argument does not poison the communicator. */
   EXPECT(kolo_allreduce(comm, in, out, 5, KOLO_FLOAT32, KOLO_MAX) == KOLO_SUCCESS);
 
+  /* GPU calls where this rank has no GPU (this machine, or a build without
+   * CUDA) say so and leave the communicator healthy. */
+  {
+    int device = -1;
+    kolo_result_t async_error = KOLO_ERR_INTERNAL;
+    EXPECT(kolo_comm_gpu(comm, &device) == KOLO_ERR_UNSUPPORTED);
+    EXPECT(strstr(kolo_last_error(), "without CUDA") != NULL || strstr(kolo_last_error(), "no GPU") != NULL);
+    EXPECT(kolo_comm_gpu(comm, NULL) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_allreduce_stream(comm, in, out, 5, KOLO_FLOAT32, KOLO_SUM, NULL) == KOLO_ERR_UNSUPPORTED);
+    EXPECT(kolo_allgather_stream(comm, in, out, 1, KOLO_FLOAT32, NULL) == KOLO_ERR_UNSUPPORTED);
+    EXPECT(kolo_broadcast_stream(comm, out, 5, KOLO_FLOAT32, 0, NULL) == KOLO_ERR_UNSUPPORTED);
+    EXPECT(kolo_reduce_scatter_stream(comm, in, out, 5, KOLO_FLOAT32, KOLO_SUM, NULL) == KOLO_ERR_UNSUPPORTED);
+    EXPECT(kolo_allreduce_stream(NULL, in, out, 5, KOLO_FLOAT32, KOLO_SUM, NULL) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_get_async_error(comm, &async_error) == KOLO_SUCCESS && async_error == KOLO_SUCCESS);
+    EXPECT(kolo_allreduce(comm, in, out, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_SUCCESS);
+  }
+
   EXPECT(kolo_comm_init(NULL, 0, 1, "127.0.0.1", 0) == KOLO_ERR_INVALID_ARGUMENT);
   {
     kolo_comm_t other = NULL;

@@ -299,6 +299,22 @@ TEST(GpuBuffers, AStagedRankWorksWithAHostBufferRank) {
   });
 }
 
+TEST(GpuBuffers, HostBuffersAgainstAnIpcPeerFailAsMismatchNotAHang) {
+  // Over CUDA IPC both ranks of a pair must pass device buffers: a rank
+  // passing host buffers sends raw data where control messages are due.
+  GpuWorld g(Mode{2, true, 0});
+  const auto start = std::chrono::steady_clock::now();
+  g.world().run([&](int r) {
+    Bytes in(4000 * 4, 1);
+    void* buf = r == 0 ? g.upload(r, in) : in.data();
+    Status s = g.comm(r).allreduce(buf, buf, 4000, static_cast<int>(DataType::kFloat32), 0);
+    EXPECT_FALSE(s.is_ok()) << "rank " << r;
+    EXPECT_EQ(s.code(), Code::kMismatch) << "rank " << r << ": " << s.to_string();
+    if (r == 0) g.device(r).release(buf);
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
 TEST(GpuBuffers, WithoutAGpuAStreamCallSaysWhy) {
   // No GPU injected: this rank opens the real one, which a build without
   // CUDA, or a machine without a GPU, does not have.
