@@ -37,6 +37,24 @@ Fn driver_function(const char* symbol) {
 }
 
 using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+// Makes a GPU current on the calling thread for a scope, then gives the
+// thread back the device it had: kolo is called from the application's
+// threads, whose current device is theirs.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int ordinal) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != ordinal) cudaSetDevice(ordinal);
+  }
+  ~CurrentDevice() {
+    int now = -1;
+    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+  }
+
+ private:
+  int previous_ = -1;
+};
 using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
 
 class CudaDevice : public Device {
@@ -44,7 +62,7 @@ class CudaDevice : public Device {
   CudaDevice(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {}
 
   Status init() {
-    use();
+    const CurrentDevice scope(ordinal_);
     cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
     if (e != cudaSuccess) return device_error(cuda_message("cudaStreamCreate", e));
     // The flag caller streams wait on (hold): pinned, mapped into the GPU.
@@ -59,7 +77,7 @@ class CudaDevice : public Device {
   }
 
   ~CudaDevice() override {
-    use();
+    const CurrentDevice scope(ordinal_);
     if (stream_) cudaStreamSynchronize(stream_);
     for (auto& f : fences_) cudaEventDestroy(f.second);
     for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
@@ -72,7 +90,7 @@ class CudaDevice : public Device {
   int ordinal() const override { return ordinal_; }
 
   MemoryKind classify(const void* p) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
       cudaGetLastError();  // not an error worth keeping: p is simply not CUDA's
@@ -83,7 +101,7 @@ class CudaDevice : public Device {
   }
 
   void* allocate(size_t bytes) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, bytes);
     if (e == cudaSuccess) return p;
@@ -91,11 +109,11 @@ class CudaDevice : public Device {
     return nullptr;
   }
   void release(void* p) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     cudaFree(p);  // waits for the device
   }
   void* allocate_pinned(size_t bytes) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     void* p = nullptr;
     cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
     if (e == cudaSuccess) return p;
@@ -103,25 +121,25 @@ class CudaDevice : public Device {
     return nullptr;
   }
   void release_pinned(void* p) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     cudaFreeHost(p);
   }
 
   void copy(void* dst, const void* src, size_t bytes) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     keep(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync");
   }
   void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     keep(static_cast<cudaError_t>(cuda::enqueue_reduce(dtype, op, out, a, b, count, stream_)), "reduction kernel");
   }
   void divide(DataType dtype, void* buf, size_t count, int divisor) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     keep(static_cast<cudaError_t>(cuda::enqueue_divide(dtype, buf, count, divisor, stream_)), "division kernel");
   }
 
   uint64_t fence() override {
-    use();
+    const CurrentDevice scope(ordinal_);
     cudaEvent_t e = nullptr;
     if (!spare_events_.empty()) {
       e = spare_events_.back();
@@ -138,7 +156,7 @@ class CudaDevice : public Device {
   }
 
   Status poll(uint64_t fence, bool* passed) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     while (!fences_.empty()) {
       cudaError_t e = cudaEventQuery(fences_.front().second);
       if (e == cudaErrorNotReady) break;
@@ -153,7 +171,7 @@ class CudaDevice : public Device {
   }
 
   Status synchronize(Deadline deadline) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     for (;;) {
       cudaError_t e = cudaStreamQuery(stream_);
       if (e == cudaSuccess) break;
@@ -169,7 +187,7 @@ class CudaDevice : public Device {
   }
 
   Status capture(void* stream, StreamPoint* point) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     cudaEvent_t e;
     cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
     if (err != cudaSuccess) return device_error(cuda_message("cudaEventCreate", err));
@@ -183,14 +201,14 @@ class CudaDevice : public Device {
   }
 
   void wait(StreamPoint point) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     auto e = static_cast<cudaEvent_t>(point.event);
     keep(cudaStreamWaitEvent(stream_, e, 0), "cudaStreamWaitEvent");
     cudaEventDestroy(e);  // allowed while the wait is pending
   }
 
   Status hold(void* stream, uint64_t value) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     if (!wait_value_) return unsupported("the CUDA driver has no cuStreamWaitValue32 (stream memory operations)");
     CUresult r = wait_value_(static_cast<CUstream>(stream), flag_device_, static_cast<cuuint32_t>(value),
                              CU_STREAM_WAIT_VALUE_GEQ);  // cyclic comparison: wraparound is fine
@@ -204,7 +222,7 @@ class CudaDevice : public Device {
   }
 
   Status export_memory(const void* p, IpcHandle* handle) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     if (!address_range_) return unsupported("the CUDA driver has no cuMemGetAddressRange");
     CUdeviceptr base = 0;
     size_t bytes = 0;
@@ -225,7 +243,7 @@ class CudaDevice : public Device {
   }
 
   Status import_memory(const IpcHandle& handle, void** p) override {
-    use();
+    const CurrentDevice scope(ordinal_);
     std::string key(reinterpret_cast<const char*>(handle.bytes), sizeof(handle.bytes));
     auto it = imported_.find(key);
     if (it == imported_.end()) {
@@ -241,9 +259,6 @@ class CudaDevice : public Device {
   }
 
  private:
-  // Makes this GPU current on the calling thread (cheap when it is).
-  void use() { cudaSetDevice(ordinal_); }
-
   // Keeps the first failure for poll()/synchronize(); true when e is success.
   bool keep(cudaError_t e, const char* what) {
     if (e == cudaSuccess) return true;
