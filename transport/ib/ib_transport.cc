@@ -302,8 +302,11 @@ Status IbTransport::on_link_end(int peer, int* completed) {
 Status IbTransport::explain_failure(int peer, Status s) {
   if (s.code() != Code::kTransport) return s;
   // A killed peer's queue pair and memory go before, or after, its
-  // sockets: wait a little for the link to say which this is.
-  if (link_ended(peer, 1000)) {
+  // sockets: wait for the link to say which this is. The kernel may take
+  // seconds to tear down a dead process's registered memory before it
+  // closes the sockets (over 1 s under emulation, seen in the soft-RoCE
+  // VM), and a real transport failure is rare enough to afford the wait.
+  if (link_ended(peer, 5000)) {
     return peer_lost(s.message() + "; rank " + std::to_string(peer) + "'s process has ended");
   }
   return s;
