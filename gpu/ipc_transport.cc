@@ -48,15 +48,13 @@ struct IpcTransport::Peer {
 };
 
 IpcTransport::IpcTransport(Transport* next, Device* device, std::vector<bool> ipc_peers)
-    : next_(next), device_(device), ipc_peers_(std::move(ipc_peers)) {}
+    : LayeredTransport(next), device_(device), ipc_peers_(std::move(ipc_peers)) {}
 
 IpcTransport::~IpcTransport() = default;
 
-size_t IpcTransport::control_bytes() { return sizeof(Control); }
-
 Status IpcTransport::post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) {
   if (peer < 0 || static_cast<size_t>(peer) >= ipc_peers_.size() || !ipc_peers_[peer]) {
-    return next_->post_send(peer, data, bytes, tag, request);
+    return below_->post_send(peer, data, bytes, tag, request);
   }
   *request = Request{};
   request->data = const_cast<void*>(data);
@@ -71,7 +69,7 @@ Status IpcTransport::post_send(int peer, const void* data, size_t bytes, uint64_
 
 Status IpcTransport::post_recv(int peer, void* data, size_t bytes, uint64_t tag, Request* request) {
   if (peer < 0 || static_cast<size_t>(peer) >= ipc_peers_.size() || !ipc_peers_[peer]) {
-    return next_->post_recv(peer, data, bytes, tag, request);
+    return below_->post_recv(peer, data, bytes, tag, request);
   }
   *request = Request{};
   request->data = data;
@@ -96,7 +94,7 @@ Status IpcTransport::expect_controls(int peer, Peer* p) {
   // again (pump_peer), so a DONE never waits behind READYs in the socket.
   for (; p->owed > 0; --p->owed) {
     auto slot = std::make_unique<std::pair<Control, Request>>();
-    KOLO_RETURN_IF_ERROR(next_->post_recv(peer, &slot->first, sizeof(Control), kControlTag, &slot->second));
+    KOLO_RETURN_IF_ERROR(below_->post_recv(peer, &slot->first, sizeof(Control), kControlTag, &slot->second));
     p->inbox.push_back(std::move(slot));
   }
   return Status::ok();
@@ -105,7 +103,7 @@ Status IpcTransport::expect_controls(int peer, Peer* p) {
 Status IpcTransport::send_ready(int peer, Peer* p, const Control& c) {
   auto slot = std::make_unique<std::pair<Control, Request>>();
   slot->first = c;
-  KOLO_RETURN_IF_ERROR(next_->post_send(peer, &slot->first, sizeof(Control), kControlTag, &slot->second));
+  KOLO_RETURN_IF_ERROR(below_->post_send(peer, &slot->first, sizeof(Control), kControlTag, &slot->second));
   p->outbox.push_back(std::move(slot));
   return Status::ok();
 }
@@ -189,7 +187,7 @@ Status IpcTransport::pump_peer(int peer, Peer* p, int* completed, bool* device_b
       done.kind = Control::kDone;
       done.bytes = r->bytes;
       done.tag = r->tag;
-      KOLO_RETURN_IF_ERROR(next_->post_send(peer, &done, sizeof(Control), kControlTag, &m->done_note->second));
+      KOLO_RETURN_IF_ERROR(below_->post_send(peer, &done, sizeof(Control), kControlTag, &m->done_note->second));
       m->stage = Message::Stage::kNotifying;
     }
     // Done only once DONE has left: the receiver must not wait on a note
@@ -211,7 +209,7 @@ Status IpcTransport::pump(int* completed, bool* device_busy) {
 
 Status IpcTransport::progress(Deadline deadline) {
   Status s = progress_with_device(
-      next_, deadline, [this](int* completed, bool* busy) { return pump(completed, busy); }, device_->name());
+      below_, deadline, [this](int* completed, bool* busy) { return pump(completed, busy); }, device_->name());
   if (s.code() != Code::kTimeout) return s;
   return Status(s.code(), s.message() + "; CUDA IPC: " + describe());
 }

@@ -4,7 +4,7 @@
 // the receiver's stream has finished with the destination, it shares it
 // (an IPC handle; the sender opens each allocation once and keeps it
 // open), the sender copies on its own stream, and when the copy has run it
-// says so. Those two small control messages travel through `next`, which
+// says so. Those two small control messages travel through the transport below (`next`), which
 // also carries every message to peers not on this node (staged through
 // host memory). Several ranks may share one GPU.
 //
@@ -19,28 +19,21 @@
 #include <vector>
 
 #include "gpu/device.h"
-#include "transport/transport.h"
+#include "transport/layered_transport.h"
 
 namespace kolo {
 
-class IpcTransport : public Transport {
+class IpcTransport : public LayeredTransport {
  public:
-  // ipc_peers[r]: rank r shares this node (messages to it go over IPC).
+  // next: the transport below. ipc_peers[r]: rank r shares this node
+  // (messages to it go over IPC).
   IpcTransport(Transport* next, Device* device, std::vector<bool> ipc_peers);
   ~IpcTransport() override;
 
-  int rank() const override { return next_->rank(); }
-  int size() const override { return next_->size(); }
-  Status connect(int peer, Deadline deadline) override { return next_->connect(peer, deadline); }
   Status post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) override;
   Status post_recv(int peer, void* data, size_t bytes, uint64_t tag, Request* request) override;
   Status progress(Deadline deadline) override;
-  void abort() override { next_->abort(); }
-  void interrupt() override { next_->interrupt(); }
   const char* name() const override { return "cuda-ipc"; }
-
-  // Bytes of a control message on `next` (for tests).
-  static size_t control_bytes();
 
  private:
   struct Control;
@@ -55,7 +48,6 @@ class IpcTransport : public Transport {
   // What is in flight, for a timeout's message.
   std::string describe() const;
 
-  Transport* next_;
   Device* device_;
   std::vector<bool> ipc_peers_;
   std::map<int, std::unique_ptr<Peer>> peers_;

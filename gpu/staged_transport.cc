@@ -7,7 +7,7 @@
 namespace kolo {
 
 StagedTransport::StagedTransport(Transport* wire, Device* device, size_t slot_bytes, int slots)
-    : wire_(wire),
+    : LayeredTransport(wire),
       device_(device),
       slot_bytes_(std::max<size_t>(slot_bytes, 4096)),
       slots_(std::max(slots, 2)),
@@ -63,6 +63,13 @@ void StagedTransport::give_slot(std::vector<void*>* pool, Message* m) {
   m->slot = nullptr;
 }
 
+void StagedTransport::finish(std::vector<void*>* pool, Message* m, int* completed) {
+  give_slot(pool, m);
+  m->stage = Stage::kDone;
+  m->request->done = true;
+  ++*completed;
+}
+
 Status StagedTransport::pump_queue(int peer, bool send, Queue* q, int* completed, bool* device_busy) {
   std::vector<void*>* pool = send ? &free_send_slots_ : &free_recv_slots_;
   int* allocated = send ? &send_slots_ : &recv_slots_;
@@ -99,16 +106,13 @@ Status StagedTransport::pump_queue(int peer, bool send, Queue* q, int* completed
       } else if (m->stage == Stage::kCopying) {
         m->stage = Stage::kReady;
       } else {
-        give_slot(pool, m);
-        m->stage = Stage::kDone;
-        r->done = true;
-        ++*completed;
+        finish(pool, m, completed);
       }
     }
     if (m->stage == Stage::kReady && !earlier_off_wire) {
       void* on_wire = m->staged ? m->slot : r->data;
-      KOLO_RETURN_IF_ERROR(send ? wire_->post_send(peer, on_wire, r->bytes, r->tag, &m->wire)
-                                : wire_->post_recv(peer, on_wire, r->bytes, r->tag, &m->wire));
+      KOLO_RETURN_IF_ERROR(send ? below_->post_send(peer, on_wire, r->bytes, r->tag, &m->wire)
+                                : below_->post_recv(peer, on_wire, r->bytes, r->tag, &m->wire));
       m->stage = Stage::kOnWire;
     }
     if (m->stage == Stage::kOnWire && m->wire.done) {
@@ -118,10 +122,7 @@ Status StagedTransport::pump_queue(int peer, bool send, Queue* q, int* completed
         m->stage = Stage::kUnstaging;
         *device_busy = true;
       } else {
-        give_slot(pool, m);
-        m->stage = Stage::kDone;
-        r->done = true;
-        ++*completed;
+        finish(pool, m, completed);
       }
     }
     if (m->stage == Stage::kQueued || m->stage == Stage::kCopying || m->stage == Stage::kReady) {
@@ -140,7 +141,7 @@ Status StagedTransport::pump(int* completed, bool* device_busy) {
 
 Status StagedTransport::progress(Deadline deadline) {
   return progress_with_device(
-      wire_, deadline, [this](int* completed, bool* busy) { return pump(completed, busy); }, device_->name());
+      below_, deadline, [this](int* completed, bool* busy) { return pump(completed, busy); }, device_->name());
 }
 
 }  // namespace kolo

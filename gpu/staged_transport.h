@@ -19,26 +19,21 @@
 #include <vector>
 
 #include "gpu/device.h"
-#include "transport/transport.h"
+#include "transport/layered_transport.h"
 
 namespace kolo {
 
-class StagedTransport : public Transport {
+class StagedTransport : public LayeredTransport {
  public:
-  // `wire` is connected already and outlives this. slot_bytes: the usual
+  // `wire` (below) is connected already and outlives this. slot_bytes: the usual
   // message size (larger messages get a slot of their own, freed after);
   // slots: pinned buffers per direction (at least 2: double buffering).
   StagedTransport(Transport* wire, Device* device, size_t slot_bytes, int slots);
   ~StagedTransport() override;
 
-  int rank() const override { return wire_->rank(); }
-  int size() const override { return wire_->size(); }
-  Status connect(int peer, Deadline deadline) override { return wire_->connect(peer, deadline); }
   Status post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) override;
   Status post_recv(int peer, void* data, size_t bytes, uint64_t tag, Request* request) override;
   Status progress(Deadline deadline) override;
-  void abort() override { wire_->abort(); }
-  void interrupt() override { wire_->interrupt(); }
   const char* name() const override { return name_.c_str(); }
 
  private:
@@ -67,8 +62,9 @@ class StagedTransport : public Transport {
   Status pump_queue(int peer, bool send, Queue* q, int* completed, bool* device_busy);
   void* take_slot(std::vector<void*>* pool, int* allocated, size_t bytes, bool* own);
   void give_slot(std::vector<void*>* pool, Message* m);
+  // The message's request is done: its slot goes back to the pool.
+  void finish(std::vector<void*>* pool, Message* m, int* completed);
 
-  Transport* wire_;
   Device* device_;
   const size_t slot_bytes_;
   const int slots_;
