@@ -264,16 +264,16 @@ Status Communicator::learn_local_rank(int given_local_rank, int given_local_size
   }
   int lr = 0, ls = 0, machine = 0;
   const std::string kernel = me.substr(me.find('/') + 1);
+  same_host_.assign(size_, false);
   for (int r = 0; r < size_; ++r) {
     if (hosts[r] == me) {
+      same_host_[r] = true;
       if (r < rank_) ++lr;
       ++ls;
     }
     if (hosts[r].substr(hosts[r].find('/') + 1) == kernel) ++machine;
   }
   machine_ranks_ = machine;
-  same_host_.assign(size_, false);
-  for (int r = 0; r < size_; ++r) same_host_[r] = hosts[r] == me;
   local_rank_ = given_local_rank >= 0 ? given_local_rank : lr;
   local_size_ = given_local_size >= 0 ? given_local_size : ls;
   return Status::ok();

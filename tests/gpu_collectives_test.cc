@@ -53,10 +53,11 @@ std::string mode_name(const ::testing::TestParamInfo<Mode>& info) {
 // communicators (declared first).
 class GpuWorld {
  public:
-  explicit GpuWorld(const Mode& m, int64_t segment_bytes = 4096) {
+  // small_allreduce_bytes: recursive doubling up to there (0: the ring always).
+  explicit GpuWorld(const Mode& m, int64_t small_allreduce_bytes = 0) {
     for (int r = 0; r < m.ranks; ++r) devices_.push_back(std::make_unique<EmulatedDevice>(m.lag_us));
     world_ = std::make_unique<ThreadWorld>(m.ranks, [&](int r) {
-      Config c = test_config(segment_bytes);
+      Config c = test_config(4096, small_allreduce_bytes);
       c.transport = "tcp";
       c.cuda_ipc = m.ipc;
       c.device = devices_[r].get();
@@ -118,25 +119,14 @@ TEST_P(GpuCollectives, AllreduceEveryDtypeAndOp) {
 
 TEST_P(GpuCollectives, SmallMessageAlgorithmToo) {
   // Recursive doubling (the default up to 64 KiB) on device buffers.
-  const Mode m = GetParam();
-  std::vector<std::unique_ptr<EmulatedDevice>> devices;
-  for (int r = 0; r < m.ranks; ++r) devices.push_back(std::make_unique<EmulatedDevice>(m.lag_us));
-  ThreadWorld w(m.ranks, [&](int r) {
-    Config c = test_config(4096, 64 << 10);
-    c.transport = "tcp";
-    c.cuda_ipc = m.ipc;
-    c.device = devices[r].get();
-    return c;
-  });
-  const Bytes want = make_expected(DataType::kFloat32, ReduceOp::kAvg, m.ranks, 777);
-  w.run([&](int r) {
-    const Bytes in = make_input(DataType::kFloat32, ReduceOp::kAvg, r, 777);
-    void* buf = devices[r]->allocate(in.size());
-    std::memcpy(buf, in.data(), in.size());
-    Status s = w.comm(r).allreduce(buf, buf, 777, static_cast<int>(DataType::kFloat32), static_cast<int>(ReduceOp::kAvg));
+  GpuWorld g(GetParam(), 64 << 10);
+  const Bytes want = make_expected(DataType::kFloat32, ReduceOp::kAvg, g.size(), 777);
+  g.world().run([&](int r) {
+    void* buf = g.upload(r, make_input(DataType::kFloat32, ReduceOp::kAvg, r, 777));
+    Status s = g.comm(r).allreduce(buf, buf, 777, static_cast<int>(DataType::kFloat32), static_cast<int>(ReduceOp::kAvg));
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     EXPECT_EQ(std::memcmp(buf, want.data(), want.size()), 0) << "rank " << r;
-    devices[r]->release(buf);
+    g.device(r).release(buf);
   });
 }
 

@@ -141,6 +141,14 @@ def _staged(xp, x, inplace, out_shape=None):
     return send, recv, recv
 
 
+def _sendable(xp, x):
+    """x as the engine can read it: itself when contiguous host memory, else
+    a contiguous host copy."""
+    if xp.on_device(x):
+        return xp.to_host(x)
+    return x if xp.describe(x).contiguous else _converted(xp, x)
+
+
 def _copy_back(xp, recv, result):
     if recv is not result:
         xp.assign(result, recv)
@@ -229,7 +237,7 @@ def allgather_async(xp, x, name=None):
     info = xp.describe(x)
     if not info.shape:
         raise ValueError("allgather needs an array with at least one dimension, got a scalar")
-    send = xp.to_host(x) if xp.on_device(x) else x if info.contiguous else _converted(xp, x)
+    send = _sendable(xp, x)
     code, shape = _movement_wire(xp.describe(send))
 
     def finish(h):
@@ -263,7 +271,7 @@ def alltoall_async(xp, x, splits=None, name=None):
     info = xp.describe(x)
     if not info.shape:
         raise ValueError("alltoall needs an array with at least one dimension, got a scalar")
-    send = xp.to_host(x) if xp.on_device(x) else x if info.contiguous else _converted(xp, x)
+    send = _sendable(xp, x)
     code, shape = _movement_wire(xp.describe(send))
     split_arg = None
     if splits is not None:
