@@ -2,6 +2,12 @@
 // framed messages in both directions at once. Message k in each direction
 // travels on stream k % streams, so several streams share the load while each
 // stays an ordered byte stream that needs no reassembly.
+//
+// Asio sets the connections up; once handed to a pair they are plain
+// descriptors. A socket left on the transport's io_context stays in its
+// epoll set, and the listener thread running that context was woken by
+// every message that arrived (one needless wake-up per message, measured
+// with strace: as many epoll_wait returns as messages received).
 #pragma once
 
 #include <deque>
@@ -20,10 +26,13 @@ namespace kolo {
 class TcpPair {
  public:
   // With `checksum`, every payload carries a CRC-32C that the receiver
-  // verifies before it reports the message done.
+  // verifies before it reports the message done. `socket_buffer_bytes` is
+  // the fixed SO_RCVBUF the streams were given, 0 when the kernel sizes it.
   TcpPair(int peer_rank, std::string peer_address, std::vector<std::unique_ptr<boost::asio::ip::tcp::socket>> streams,
-          bool checksum);
+          bool checksum, int socket_buffer_bytes);
   ~TcpPair();
+  TcpPair(const TcpPair&) = delete;
+  TcpPair& operator=(const TcpPair&) = delete;
 
   int peer() const { return peer_; }
   const std::string& peer_address() const { return peer_address_; }
@@ -55,7 +64,7 @@ class TcpPair {
 
  private:
   struct Stream {
-    std::unique_ptr<boost::asio::ip::tcp::socket> socket;
+    int fd = -1;  // owned; non-blocking
     std::deque<Request*> sends;
     std::deque<Request*> recvs;
     std::deque<uint64_t> recv_seqs;  // expected sequence number of each posted receive
@@ -66,11 +75,13 @@ class TcpPair {
 
   Status pump_sends(Stream& s, int* completed, bool* moved);
   Status pump_recvs(Stream& s, int* completed, bool* moved);
-  Status lost(const std::string& doing, const boost::system::error_code& ec) const;
+  // `error` is an errno value, 0 when the peer closed the connection.
+  Status lost(const std::string& doing, int error) const;
 
   int peer_;
   std::string peer_address_;
   bool checksum_;
+  int max_wakeup_bytes_;  // the largest SO_RCVLOWAT worth asking for
   std::vector<Stream> streams_;
   std::vector<int> fds_;  // the streams' descriptors, fixed at construction
   uint64_t next_send_seq_ = 0;

@@ -139,7 +139,8 @@ Status TcpTransport::connect(int peer, Deadline deadline) {
       KOLO_RETURN_IF_ERROR(configure_data_socket(*sockets[i], options_.socket_buffer_bytes));
     }
   }
-  auto pair = std::make_unique<TcpPair>(peer, address, std::move(sockets), options_.checksum);
+  auto pair = std::make_unique<TcpPair>(peer, address, std::move(sockets), options_.checksum,
+                                        options_.socket_buffer_bytes);
   std::lock_guard<std::mutex> lock(pairs_mutex_);
   if (aborted_) {
     pair->shutdown();  // an abort raced with this connect
