@@ -65,17 +65,16 @@ TcpPair::TcpPair(int peer_rank, std::string peer_address, std::vector<std::uniqu
     // Asio refuses only where its reactor cannot give a descriptor back
     // (not Linux's epoll); a duplicate then serves the same.
     if (ec) streams_[i].fd = ::dup(sockets[i]->native_handle());
-    fds_.push_back(streams_[i].fd);
   }
 }
 
 void TcpPair::shutdown() {
-  for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+  for (const auto& s : streams_) ::shutdown(s.fd, SHUT_RDWR);
 }
 
 TcpPair::~TcpPair() {
-  for (int fd : fds_) {
-    if (fd >= 0) ::close(fd);
+  for (const auto& s : streams_) {
+    if (s.fd >= 0) ::close(s.fd);
   }
 }
 

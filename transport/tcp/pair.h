@@ -46,7 +46,7 @@ class TcpPair {
   // end at once. Safe from any thread: it touches only the descriptors,
   // which stay open until the pair is destroyed.
   void shutdown();
-  int first_fd() const { return fds_.empty() ? -1 : fds_.front(); }
+  int first_fd() const { return streams_.empty() ? -1 : streams_.front().fd; }
 
   // Moves as many bytes as the sockets take without blocking. Adds the number
   // of requests completed to *completed and sets *moved when any byte moved.
@@ -64,7 +64,7 @@ class TcpPair {
 
  private:
   struct Stream {
-    int fd = -1;  // owned; non-blocking
+    int fd = -1;  // owned, non-blocking; fixed at construction, so any thread may read it
     std::deque<Request*> sends;
     std::deque<Request*> recvs;
     std::deque<uint64_t> recv_seqs;  // expected sequence number of each posted receive
@@ -83,7 +83,6 @@ class TcpPair {
   bool checksum_;
   int max_wakeup_bytes_;  // the largest SO_RCVLOWAT worth asking for
   std::vector<Stream> streams_;
-  std::vector<int> fds_;  // the streams' descriptors, fixed at construction
   uint64_t next_send_seq_ = 0;
   uint64_t next_recv_seq_ = 0;
   int pending_ = 0;
