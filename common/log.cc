@@ -2,25 +2,27 @@
 
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
+#include <cctype>
 #include <cstring>
 #include <mutex>
 #include <string>
 
+#include "common/env.h"
+
 namespace kolo {
 namespace {
 
-LogLevel parse_level(const char* text) {
-  if (text == nullptr) return LogLevel::kWarn;
-  std::string s(text);
-  if (s == "error" || s == "ERROR" || s == "0") return LogLevel::kError;
-  if (s == "info" || s == "INFO" || s == "2") return LogLevel::kInfo;
-  if (s == "debug" || s == "DEBUG" || s == "3" || s == "trace") return LogLevel::kDebug;
-  return LogLevel::kWarn;
+// KOLO_LOG_LEVEL's value, or kWarn where it is unset or malformed (the
+// malformed case is reported by load_log_settings, which the configuration
+// calls; a log line cannot fail).
+LogLevel level_from_env() {
+  LogLevel level = LogLevel::kWarn;
+  (void)env_log_level(&level);
+  return level;
 }
 
 std::atomic<int>& level_storage() {
-  static std::atomic<int> level{static_cast<int>(parse_level(std::getenv("KOLO_LOG_LEVEL")))};
+  static std::atomic<int> level{static_cast<int>(level_from_env())};
   return level;
 }
 
@@ -49,14 +51,46 @@ std::mutex& subsystems_mutex() {
 }
 // Empty: all. Read from the environment on first use.
 std::string& subsystems_storage() {
-  static std::string list = [] {
-    const char* v = std::getenv("KOLO_LOG_SUBSYSTEMS");
-    return v ? std::string(v) : std::string();
-  }();
+  static std::string list = env_string("KOLO_LOG_SUBSYSTEMS").value_or("");
   return list;
 }
 
 }  // namespace
+
+Status parse_log_level(const std::string& text, LogLevel* out) {
+  static const struct {
+    const char* name;
+    const char* number;
+    LogLevel level;
+  } kLevels[] = {{"error", "0", LogLevel::kError},
+                 {"warn", "1", LogLevel::kWarn},
+                 {"info", "2", LogLevel::kInfo},
+                 {"debug", "3", LogLevel::kDebug}};
+  std::string lower = text;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const auto& l : kLevels) {
+    if (lower == l.name || lower == l.number) {
+      *out = l.level;
+      return Status::ok();
+    }
+  }
+  return invalid_argument("'" + text + "' is not a log level: use error, warn, info or debug (or 0-3)");
+}
+
+Status env_log_level(LogLevel* out) {
+  const auto text = env_string("KOLO_LOG_LEVEL");
+  if (!text) return Status::ok();
+  Status s = parse_log_level(*text, out);
+  return s.is_ok() ? s : invalid_argument("KOLO_LOG_LEVEL=" + s.message());
+}
+
+Status load_log_settings() {
+  LogLevel level = log_level();
+  KOLO_RETURN_IF_ERROR(env_log_level(&level));
+  set_log_level(level);
+  set_log_subsystems(env_string("KOLO_LOG_SUBSYSTEMS").value_or(""));
+  return Status::ok();
+}
 
 void set_log_subsystems(const std::string& list) {
   std::lock_guard<std::mutex> lock(subsystems_mutex());

@@ -1,5 +1,6 @@
 // Leveled logging to stderr. The level comes from KOLO_LOG_LEVEL (error,
-// warn, info, debug; default warn) and is read once; a disabled message costs
+// warn, info, debug; default warn), read at first use and again by
+// load_log_settings; a disabled message costs
 // one integer comparison and never formats its arguments.
 // KOLO_LOG_SUBSYSTEMS (e.g. "runtime,transport") keeps only messages from
 // those source directories (common, transport, collectives, runtime,
@@ -8,6 +9,9 @@
 #pragma once
 
 #include <sstream>
+#include <string>
+
+#include "common/status.h"
 
 namespace kolo {
 
@@ -21,6 +25,17 @@ void log_line(LogLevel level, const char* file, int line, const std::string& tex
 // Comma-separated directory names; "" keeps every subsystem.
 void set_log_subsystems(const std::string& list);
 bool log_subsystem_enabled(const char* file);
+
+// "error", "warn", "info", "debug" (any case) or 0-3; anything else is an
+// error that names the accepted values.
+Status parse_log_level(const std::string& text, LogLevel* out);
+// KOLO_LOG_LEVEL into *out, untouched where unset; malformed: an error
+// naming the variable.
+Status env_log_level(LogLevel* out);
+// Reads KOLO_LOG_LEVEL and KOLO_LOG_SUBSYSTEMS again and applies them (the
+// configuration calls it, so a bad value fails with the variable's name
+// instead of being ignored).
+Status load_log_settings();
 
 }  // namespace kolo
 

@@ -52,6 +52,8 @@ Status check_buffer(const void* p, size_t count, const char* name) {
 
 }  // namespace
 
+Communicator::Communicator(const Config& config) : config_(config) {}
+
 Communicator::~Communicator() {
   stream_queue_.reset();  // runs what callers enqueued (bounded by their deadlines)
   if (transport_) transport_->abort();
@@ -77,8 +79,7 @@ Status Communicator::create_from_env(std::unique_ptr<Communicator>* out) {
 }
 
 Status Communicator::create(const LaunchInfo& info, const Config& config, std::unique_ptr<Communicator>* out) {
-  std::unique_ptr<Communicator> c(new Communicator());
-  c->config_ = config;
+  std::unique_ptr<Communicator> c(new Communicator(config));
   const std::string job_name =
       config.job_id.empty() ? info.master_addr + ":" + std::to_string(info.master_port) : config.job_id;
   const uint64_t job_id = job_id_from_name(job_name);
@@ -91,34 +92,35 @@ Status Communicator::create(const LaunchInfo& info, const Config& config, std::u
   }
   KOLO_RETURN_IF_ERROR(
       StoreClient::connect(info.master_addr, port, job_id, info.rank, config.secret, deadline, &c->client_));
-  if (c->config_.bind_address.empty()) c->config_.bind_address = c->client_->local_address();
-  c->config_.job_id = job_name;
-  KOLO_RETURN_IF_ERROR(c->init(info.rank, info.world_size, c->client_.get(), info.local_rank, info.local_size));
+  Membership& w = c->world_;
+  w.rank = info.rank;
+  w.size = info.world_size;
+  w.store = c->client_.get();
+  w.job_name = job_name;
+  w.bind_address = config.bind_address.empty() ? c->client_->local_address() : config.bind_address;
+  KOLO_RETURN_IF_ERROR(c->init(info.local_rank, info.local_size));
   *out = std::move(c);
   return Status::ok();
 }
 
 Status Communicator::create_with_store(int rank, int size, Store* store, const Config& config,
                                        std::unique_ptr<Communicator>* out) {
-  std::unique_ptr<Communicator> c(new Communicator());
-  c->config_ = config;
-  if (c->config_.bind_address.empty()) c->config_.bind_address = "127.0.0.1";
-  if (c->config_.job_id.empty()) c->config_.job_id = "in-process";
-  KOLO_RETURN_IF_ERROR(c->init(rank, size, store, -1, -1));
+  std::unique_ptr<Communicator> c(new Communicator(config));
+  Membership& w = c->world_;
+  w.rank = rank;
+  w.size = size;
+  w.store = store;
+  w.job_name = config.job_id.empty() ? "in-process" : config.job_id;
+  w.bind_address = config.bind_address.empty() ? "127.0.0.1" : config.bind_address;
+  KOLO_RETURN_IF_ERROR(c->init(-1, -1));
   *out = std::move(c);
   return Status::ok();
 }
 
 Status Communicator::create_sibling(Communicator* parent, const std::string& prefix, bool full_mesh,
                                     std::unique_ptr<Communicator>* out) {
-  std::unique_ptr<Communicator> c(new Communicator());
-  c->config_ = parent->config_;
-  c->rank_ = parent->rank_;
-  c->size_ = parent->size_;
-  c->local_rank_ = parent->local_rank_;
-  c->local_size_ = parent->local_size_;
-  c->machine_ranks_ = parent->machine_ranks_;
-  c->store_ = parent->store_;
+  std::unique_ptr<Communicator> c(new Communicator(parent->config_));
+  c->world_ = parent->world_;
   KOLO_RETURN_IF_ERROR(c->make_transport(prefix));
   c->choose_polling();
   KOLO_RETURN_IF_ERROR(full_mesh ? c->connect_all() : c->connect_ring());
@@ -127,15 +129,15 @@ Status Communicator::create_sibling(Communicator* parent, const std::string& pre
 }
 
 Status Communicator::make_transport(const std::string& store_prefix) {
-  if (size_ == 1) return Status::ok();
-  if (config_.transport == "ib") {
+  if (world_.size == 1) return Status::ok();
+  if (world_.transport == "ib") {
     std::unique_ptr<IbTransport> ib;
     Status s = open_rdma(store_prefix, &ib);
     if (!s.is_ok()) return s.with_context("KOLO_TRANSPORT=ib: the RDMA transport");
     transport_ = std::move(ib);
   } else {
     std::unique_ptr<TcpTransport> tcp;
-    KOLO_RETURN_IF_ERROR(TcpTransport::create(store_, rank_, size_, tcp_options(store_prefix), &tcp));
+    KOLO_RETURN_IF_ERROR(TcpTransport::create(world_.store, world_.rank, world_.size, tcp_options(store_prefix), &tcp));
     transport_ = std::move(tcp);
   }
   host_memory_.attach(transport_.get());
@@ -145,8 +147,8 @@ Status Communicator::make_transport(const std::string& store_prefix) {
 TcpOptions Communicator::tcp_options(const std::string& store_prefix) const {
   TcpOptions topt;
   topt.store_prefix = store_prefix + "tcp/";
-  topt.job_id = job_id_from_name(config_.job_id);
-  topt.bind_address = config_.bind_address;
+  topt.job_id = job_id_from_name(world_.job_name);
+  topt.bind_address = world_.bind_address;
   topt.streams_per_peer = static_cast<int>(config_.sockets_per_peer);
   topt.socket_buffer_bytes = static_cast<int>(config_.socket_buffer_bytes);
   topt.checksum = config_.checksum;
@@ -158,12 +160,12 @@ TcpOptions Communicator::tcp_options(const std::string& store_prefix) const {
 Status Communicator::open_rdma(const std::string& store_prefix, std::unique_ptr<IbTransport>* out) {
   IbOptions iopt;
   iopt.store_prefix = store_prefix + "ib/";
-  iopt.job_id = job_id_from_name(config_.job_id);
+  iopt.job_id = job_id_from_name(world_.job_name);
   iopt.settings.device = config_.ib_device;
   iopt.settings.port = static_cast<int>(config_.ib_port);
   iopt.settings.gid_index = static_cast<int>(config_.ib_gid_index);
   iopt.link = tcp_options(store_prefix);
-  return IbTransport::create(store_, rank_, size_, iopt, out);
+  return IbTransport::create(world_.store, world_.rank, world_.size, iopt, out);
 }
 
 Status Communicator::settle_auto_transport(std::unique_ptr<IbTransport> rdma, const Status& why_not,
@@ -173,7 +175,7 @@ Status Communicator::settle_auto_transport(std::unique_ptr<IbTransport> rdma, co
   static std::once_flag told;
   if (rdma && ranks_without.empty()) {
     std::call_once(told, [&] { KOLO_INFO("RDMA transport on " << rdma->device().describe()); });
-    config_.transport = "ib";
+    world_.transport = "ib";
     transport_ = std::move(rdma);
     host_memory_.attach(transport_.get());
     return Status::ok();
@@ -189,21 +191,18 @@ Status Communicator::settle_auto_transport(std::unique_ptr<IbTransport> rdma, co
     }
   });
   rdma.reset();
-  config_.transport = "tcp";
+  world_.transport = "tcp";
   return make_transport("");
 }
 
-Status Communicator::init(int rank, int size, Store* store, int local_rank, int local_size) {
-  if (size < 1 || rank < 0 || rank >= size) {
-    return invalid_argument("rank " + std::to_string(rank) + " of world size " + std::to_string(size) +
+Status Communicator::init(int local_rank, int local_size) {
+  if (world_.size < 1 || world_.rank < 0 || world_.rank >= world_.size) {
+    return invalid_argument("rank " + std::to_string(world_.rank) + " of world size " + std::to_string(world_.size) +
                             " is impossible");
   }
   install_fingerprint_describer();
-  rank_ = rank;
-  size_ = size;
-  store_ = store;
-  set_log_prefix("rank " + std::to_string(rank));
-  if (config_.transport == "auto" && size_ > 1) {
+  set_log_prefix("rank " + std::to_string(world_.rank));
+  if (config_.transport == "auto" && world_.size > 1) {
     // RDMA where every rank can open it, else TCP: each rank tries, tells
     // the others at the rendezvous, and all take the same decision.
     std::unique_ptr<IbTransport> rdma;
@@ -212,33 +211,34 @@ Status Communicator::init(int rank, int size, Store* store, int local_rank, int 
     KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size, rdma != nullptr, &ranks_without));
     KOLO_RETURN_IF_ERROR(settle_auto_transport(std::move(rdma), why_not, ranks_without));
   } else {
+    world_.transport = config_.transport == "ib" ? "ib" : "tcp";
     KOLO_RETURN_IF_ERROR(make_transport(""));
     std::vector<int> ignored;
     KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size, config_.transport == "ib", &ignored));
   }
   choose_polling();
   KOLO_RETURN_IF_ERROR(connect_ring());
-  KOLO_INFO("communicator ready: rank " << rank_ << " of " << size_ << ", local " << local_rank_ << " of "
-                                        << local_size_);
+  KOLO_INFO("communicator ready: rank " << world_.rank << " of " << world_.size << ", local " << world_.local_rank << " of "
+                                        << world_.local_size);
   return Status::ok();
 }
 
 Status Communicator::learn_local_rank(int given_local_rank, int given_local_size, bool rdma,
                                       std::vector<int>* ranks_without_rdma) {
-  if (size_ == 1) {
-    local_rank_ = 0;
-    local_size_ = 1;
+  if (world_.size == 1) {
+    world_.local_rank = 0;
+    world_.local_size = 1;
     return Status::ok();
   }
   // Every rank publishes its host (and whether it can use RDMA); reading all
   // of them doubles as the check that the whole world has arrived, naming
   // any rank that has not.
   const std::string me = host_identity();
-  KOLO_RETURN_IF_ERROR(store_->set("host/" + std::to_string(rank_), me + (rdma ? "|rdma" : "|tcp")));
+  KOLO_RETURN_IF_ERROR(world_.store->set("host/" + std::to_string(world_.rank), me + (rdma ? "|rdma" : "|tcp")));
   std::vector<std::string> keys;
-  for (int r = 0; r < size_; ++r) keys.push_back("host/" + std::to_string(r));
+  for (int r = 0; r < world_.size; ++r) keys.push_back("host/" + std::to_string(r));
   std::vector<std::string> hosts;
-  Status s = store_->get(keys, Deadline::after_seconds(config_.timeout_s), &hosts);
+  Status s = world_.store->get(keys, Deadline::after_seconds(config_.timeout_s), &hosts);
   if (s.code() == Code::kTimeout) {
     // The store lists the missing keys as "host/N"; turn them into ranks.
     std::string missing = s.message();
@@ -257,25 +257,25 @@ Status Communicator::learn_local_rank(int given_local_rank, int given_local_size
                          std::to_string(config_.timeout_s) + " s");
   }
   KOLO_RETURN_IF_ERROR(s);
-  for (int r = 0; r < size_; ++r) {
+  for (int r = 0; r < world_.size; ++r) {
     const size_t bar = hosts[r].rfind('|');
     if (bar == std::string::npos || hosts[r].substr(bar + 1) != "rdma") ranks_without_rdma->push_back(r);
     if (bar != std::string::npos) hosts[r].resize(bar);
   }
   int lr = 0, ls = 0, machine = 0;
   const std::string kernel = me.substr(me.find('/') + 1);
-  same_host_.assign(size_, false);
-  for (int r = 0; r < size_; ++r) {
+  world_.same_host.assign(world_.size, false);
+  for (int r = 0; r < world_.size; ++r) {
     if (hosts[r] == me) {
-      same_host_[r] = true;
-      if (r < rank_) ++lr;
+      world_.same_host[r] = true;
+      if (r < world_.rank) ++lr;
       ++ls;
     }
     if (hosts[r].substr(hosts[r].find('/') + 1) == kernel) ++machine;
   }
-  machine_ranks_ = machine;
-  local_rank_ = given_local_rank >= 0 ? given_local_rank : lr;
-  local_size_ = given_local_size >= 0 ? given_local_size : ls;
+  world_.machine_ranks = machine;
+  world_.local_rank = given_local_rank >= 0 ? given_local_rank : lr;
+  world_.local_size = given_local_size >= 0 ? given_local_size : ls;
   return Status::ok();
 }
 
@@ -286,24 +286,24 @@ void Communicator::choose_polling() {
   // cores: several emulated "hosts" (network namespaces, containers) on one
   // machine share them even if the launcher calls each a host of its own.
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const bool own_core = machine_ranks_ <= cores;
-  if (config_.spin_us < 0) config_.spin_us = own_core ? 2000 : 50;
-  if (config_.spin_yield < 0) config_.spin_yield = own_core ? 0 : 1;
-  if (transport_) transport_->set_polling(static_cast<int>(config_.spin_us), config_.spin_yield != 0);
-  KOLO_DEBUG("polling: spin " << config_.spin_us << " us, yield " << config_.spin_yield << " (" << machine_ranks_
-                              << " rank(s) on " << cores << " core(s))");
+  const bool own_core = world_.machine_ranks <= cores;
+  const int spin_us = config_.spin_us >= 0 ? static_cast<int>(config_.spin_us) : own_core ? 2000 : 50;
+  const bool yield = config_.spin_yield >= 0 ? config_.spin_yield != 0 : !own_core;
+  if (transport_) transport_->set_polling(spin_us, yield);
+  KOLO_DEBUG("polling: spin " << spin_us << " us, yield " << yield << " (" << world_.machine_ranks << " rank(s) on "
+                              << cores << " core(s))");
 }
 
 Status Communicator::connect_ring() {
-  if (size_ == 1) return Status::ok();
+  if (world_.size == 1) return Status::ok();
   const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
-  std::vector<int> peers = {(rank_ + 1) % size_};
-  if (size_ > 2) peers.push_back((rank_ + size_ - 1) % size_);
+  std::vector<int> peers = {(world_.rank + 1) % world_.size};
+  if (world_.size > 2) peers.push_back((world_.rank + world_.size - 1) % world_.size);
   // The small-message allreduce's partners too: a connection made lazily
   // inside a collective could leave a rank waiting for a peer that has
   // already failed, with no socket to tell it so.
   if (config_.small_allreduce_bytes > 0) {
-    for (int peer : recursive_doubling_peers(rank_, size_)) {
+    for (int peer : recursive_doubling_peers(world_.rank, world_.size)) {
       if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
     }
   }
@@ -313,12 +313,12 @@ Status Communicator::connect_ring() {
 }
 
 Status Communicator::connect_all() {
-  if (size_ == 1) return Status::ok();
+  if (world_.size == 1) return Status::ok();
   const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
   // Any order works: the accepting side's listener takes connections in the
   // background, whatever this rank is doing.
   std::vector<int> peers;
-  for (int k = 1; k < size_; ++k) peers.push_back((rank_ + k) % size_);
+  for (int k = 1; k < world_.size; ++k) peers.push_back((world_.rank + k) % world_.size);
   KOLO_RETURN_IF_ERROR(transport_->prepare(peers));
   for (int peer : peers) KOLO_RETURN_IF_ERROR(transport_->connect(peer, deadline));
   return Status::ok();
@@ -327,10 +327,10 @@ Status Communicator::connect_all() {
 RingContext Communicator::ring_context() {
   RingContext ctx;
   ctx.transport = transport_.get();
-  ctx.rank = rank_;
-  ctx.size = size_;
-  ctx.left = (rank_ + size_ - 1) % size_;
-  ctx.right = (rank_ + 1) % size_;
+  ctx.rank = world_.rank;
+  ctx.size = world_.size;
+  ctx.left = (world_.rank + world_.size - 1) % world_.size;
+  ctx.right = (world_.rank + 1) % world_.size;
   ctx.segment_bytes = static_cast<size_t>(config_.segment_bytes);
   ctx.small_allreduce_bytes = static_cast<size_t>(config_.small_allreduce_bytes);
   ctx.pipeline.staging_slots = static_cast<size_t>(config_.pipeline_depth);
@@ -376,20 +376,20 @@ bool decode_failure(const std::string& text, int* rank, Code* code, std::string*
 
 Status Communicator::fail(Status local) {
   Status final = local;
-  if (store_ && size_ > 1) {
+  if (world_.store && world_.size > 1) {
     // Bounded: the store may be gone with rank 0.
-    const std::string mine = encode_failure(rank_, local);
+    const std::string mine = encode_failure(world_.rank, local);
     std::string first;
-    Status st = store_->set_if_absent(kFailureKey, mine, Deadline::after_seconds(std::min(config_.timeout_s, 2.0)),
+    Status st = world_.store->set_if_absent(kFailureKey, mine, Deadline::after_seconds(std::min(config_.timeout_s, 2.0)),
                                       &first);
     int root_rank = -1;
     Code root_code = Code::kOk;
     std::string root_message;
     if (st.is_ok() && first != mine && decode_failure(first, &root_rank, &root_code, &root_message) &&
-        root_rank != rank_) {
+        root_rank != world_.rank) {
       final = Status(root_code, local.message() + "; the job's first failure was on rank " +
                                     std::to_string(root_rank) + ": " + root_message);
-    } else if (!st.is_ok() && rank_ != 0) {
+    } else if (!st.is_ok() && world_.rank != 0) {
       final = Status(local.code(), local.message() +
                                        "; the rendezvous store on rank 0 is unreachable too, so rank 0 has "
                                        "probably failed or exited");
@@ -411,7 +411,7 @@ Status Communicator::run(const char* what, Fn&& fn) {
   KOLO_RETURN_IF_ERROR(check_healthy());
   Status s = fn(ring_context());
   if (s.is_ok()) return s;
-  s = fail(s.with_context(std::string(what) + " on rank " + std::to_string(rank_)));
+  s = fail(s.with_context(std::string(what) + " on rank " + std::to_string(world_.rank)));
   KOLO_ERROR(s.message());
   return s;
 }
@@ -452,11 +452,11 @@ Status Communicator::allgather(const void* send, void* recv, size_t send_count, 
   KOLO_RETURN_IF_ERROR(check_buffer(send, send_count, "sendbuf"));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, send_count, "recvbuf"));
   const size_t block = send_count * dtype_size(static_cast<DataType>(dtype));
-  const void* own = static_cast<const char*>(recv) + rank_ * block;
-  if (send != recv && send != own && ranges_overlap(send, block, recv, block * size_)) {
+  const void* own = static_cast<const char*>(recv) + world_.rank * block;
+  if (send != recv && send != own && ranges_overlap(send, block, recv, block * world_.size)) {
     return invalid_argument("sendbuf overlaps recvbuf but is neither recvbuf nor this rank's block of it");
   }
-  return dispatch("allgather", {{send, block, "sendbuf"}, {recv, block * size_, "recvbuf"}}, on,
+  return dispatch("allgather", {{send, block, "sendbuf"}, {recv, block * world_.size, "recvbuf"}}, on,
                   [=](const RingContext& ctx) {
                     return ring_allgather(ctx, send, recv, send_count, static_cast<DataType>(dtype));
                   });
@@ -465,9 +465,9 @@ Status Communicator::allgather(const void* send, void* recv, size_t send_count, 
 Status Communicator::broadcast(void* buf, size_t count, int dtype, int root, OnStream on) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_buffer(buf, count, "buf"));
-  if (root < 0 || root >= size_) {
+  if (root < 0 || root >= world_.size) {
     return invalid_argument("root " + std::to_string(root) + " is not a rank of a world of " +
-                            std::to_string(size_));
+                            std::to_string(world_.size));
   }
   const size_t bytes = count * dtype_size(static_cast<DataType>(dtype));
   return dispatch("broadcast", {{buf, bytes, "buf"}}, on, [=](const RingContext& ctx) {
@@ -481,7 +481,7 @@ Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_co
   KOLO_RETURN_IF_ERROR(check_buffer(send, recv_count, "sendbuf"));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, recv_count, "recvbuf"));
   const size_t block = recv_count * dtype_size(static_cast<DataType>(dtype));
-  return dispatch("reduce_scatter", {{send, block * size_, "sendbuf"}, {recv, block, "recvbuf"}}, on,
+  return dispatch("reduce_scatter", {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}}, on,
                   [=](const RingContext& ctx) {
                     return ring_reduce_scatter(ctx, send, recv, recv_count, static_cast<DataType>(dtype),
                                                static_cast<ReduceOp>(op));
@@ -497,7 +497,7 @@ Status Communicator::gpu_ordinal(int* ordinal) {
 }
 
 GpuContext* Communicator::gpu() {
-  if (!gpu_) gpu_ = std::make_unique<GpuContext>(config_.device, local_rank_);
+  if (!gpu_) gpu_ = std::make_unique<GpuContext>(config_.device, world_.local_rank);
   return gpu_.get();
 }
 
@@ -561,7 +561,7 @@ Status Communicator::enqueue_on_stream(const char* what, bool on_device, void* s
 Status Communicator::run_on_device(const char* what, const Collective& fn) {
   return run(what, [&](const RingContext& host_ctx) {
     RingContext ctx = host_ctx;
-    KOLO_RETURN_IF_ERROR(gpu()->adapt(&ctx, transport_.get(), same_host_, config_));
+    KOLO_RETURN_IF_ERROR(gpu()->adapt(&ctx, transport_.get(), world_.same_host, config_));
     Device* device = nullptr;
     KOLO_RETURN_IF_ERROR(gpu()->device(&device));
     const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
@@ -579,7 +579,7 @@ Status Communicator::barrier() {
 
 Status Communicator::allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, int dtype) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
-  if (counts.size() != static_cast<size_t>(size_)) return invalid_argument("allgather_v needs one count per rank");
+  if (counts.size() != static_cast<size_t>(world_.size)) return invalid_argument("allgather_v needs one count per rank");
   return run("allgather", [&](const RingContext& ctx) {
     return ring_allgather_v(ctx, send, recv, counts, static_cast<DataType>(dtype));
   });
@@ -589,7 +589,7 @@ Status Communicator::reduce_scatter_v(const void* send, void* recv, const std::v
                                       int op) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
-  if (counts.size() != static_cast<size_t>(size_)) return invalid_argument("reduce_scatter_v needs one count per rank");
+  if (counts.size() != static_cast<size_t>(world_.size)) return invalid_argument("reduce_scatter_v needs one count per rank");
   return run("reduce_scatter", [&](const RingContext& ctx) {
     return ring_reduce_scatter_v(ctx, send, recv, counts, static_cast<DataType>(dtype), static_cast<ReduceOp>(op));
   });
@@ -598,7 +598,7 @@ Status Communicator::reduce_scatter_v(const void* send, void* recv, const std::v
 Status Communicator::alltoall(const void* send, const std::vector<size_t>& send_counts, void* recv,
                               const std::vector<size_t>& recv_counts, int dtype) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
-  if (send_counts.size() != static_cast<size_t>(size_) || recv_counts.size() != static_cast<size_t>(size_)) {
+  if (send_counts.size() != static_cast<size_t>(world_.size) || recv_counts.size() != static_cast<size_t>(world_.size)) {
     return invalid_argument("alltoall needs one send and one receive count per rank");
   }
   return run("alltoall", [&](const RingContext& ctx) {
@@ -629,7 +629,7 @@ void Communicator::interrupt() {
 void Communicator::abort() {
   if (failed_.load()) return;
   // The resulting error is kept as the sticky one; calls report it.
-  (void)fail(aborted("rank " + std::to_string(rank_) + " aborted its communicator (kolo_comm_abort)"));
+  (void)fail(aborted("rank " + std::to_string(world_.rank) + " aborted its communicator (kolo_comm_abort)"));
 }
 
 }  // namespace kolo

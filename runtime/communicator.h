@@ -47,6 +47,23 @@ struct OnStream {
   void* stream = nullptr;
 };
 
+// What creating a world communicator settled, from its Config and the
+// rendezvous: who this rank is among the others and how it reaches them.
+// Kept apart from the Config, which stays what was asked; a sibling
+// communicator takes it whole, so it cannot be half-copied.
+struct Membership {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int machine_ranks = 1;          // ranks sharing this machine's cores (same kernel), whatever the launcher says
+  std::vector<bool> same_host;    // rank r is on this node
+  Store* store = nullptr;         // the rendezvous store
+  std::string job_name;           // Config::job_id, else the master's address
+  std::string bind_address;       // Config::bind_address, else the address that reaches the master
+  std::string transport = "tcp";  // Config::transport with "auto" settled: "tcp" or "ib"
+};
+
 class Communicator {
  public:
   // Rendezvous from the launcher's environment (see launch_env.h).
@@ -67,11 +84,12 @@ class Communicator {
 
   // "tcp" or "ib": the transport this communicator chose ("none" alone in the world).
   const char* transport_name() const { return transport_ ? transport_->name() : "none"; }
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  int local_rank() const { return local_rank_; }
-  int local_size() const { return local_size_; }
+  int rank() const { return world_.rank; }
+  int size() const { return world_.size; }
+  int local_rank() const { return world_.local_rank; }
+  int local_size() const { return world_.local_size; }
   const Config& config() const { return config_; }
+  const Membership& membership() const { return world_; }
 
   // Buffers are host memory or this rank's GPU's (never both in one call).
   // Blocking calls return when done; with device buffers they first wait
@@ -117,15 +135,15 @@ class Communicator {
   Status async_error() const;
 
  private:
-  Communicator() = default;
-  Status init(int rank, int size, Store* store, int local_rank, int local_size);
+  explicit Communicator(const Config& config);
+  Status init(int local_rank, int local_size);
   // Also tells the others whether this rank can use RDMA, and lists the
   // ranks that cannot.
   Status learn_local_rank(int given_local_rank, int given_local_size, bool rdma,
                           std::vector<int>* ranks_without_rdma);
   Status connect_ring();
   Status connect_all();
-  // The transport config_.transport names ("tcp" or "ib").
+  // The transport world_.transport names ("tcp" or "ib").
   Status make_transport(const std::string& store_prefix);
   TcpOptions tcp_options(const std::string& store_prefix) const;
   Status open_rdma(const std::string& store_prefix, std::unique_ptr<IbTransport>* out);
@@ -153,19 +171,12 @@ class Communicator {
   Status fail(Status local);
   RingContext ring_context();
 
-  int rank_ = 0;
-  int size_ = 1;
-  int local_rank_ = 0;
-  int local_size_ = 1;
-  int machine_ranks_ = 1;  // ranks sharing this machine's cores (same kernel), whatever the launcher says
-  Config config_;
+  const Config config_;  // as asked; what it left open is settled in world_
+  Membership world_;
   std::unique_ptr<StoreServer> server_;   // rank 0 only
   std::unique_ptr<StoreClient> client_;
-  Store* store_ = nullptr;
   std::unique_ptr<Transport> transport_;
   HostMemory host_memory_;
-
-  std::vector<bool> same_host_;  // rank r is on this node
   std::unique_ptr<GpuContext> gpu_;  // created at the first call (gpu())
   std::mutex stream_mutex_;          // orders calls between the caller's threads and the stream queue
   uint64_t stream_ops_ = 0;          // collectives enqueued on streams so far

@@ -1,12 +1,14 @@
 #include "runtime/config.h"
 
 #include "common/env.h"
+#include "common/log.h"
 #include "transport/tcp/address.h"
 
 namespace kolo {
 
 Status load_config(Config* c) {
   Config d;
+  KOLO_RETURN_IF_ERROR(load_log_settings());
   KOLO_RETURN_IF_ERROR(env_double("KOLO_TIMEOUT_S", d.timeout_s, 0.001, 1e7, &c->timeout_s));
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_SEGMENT_BYTES", d.segment_bytes, 64, int64_t{1} << 30, &c->segment_bytes));
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_PIPELINE_DEPTH", d.pipeline_depth, 1, 64, &c->pipeline_depth));
