@@ -40,22 +40,12 @@
 #include "runtime/negotiator.h"
 #include "runtime/op_handle.h"
 #include "runtime/op_request.h"
+#include "runtime/operations.h"
+#include "runtime/stall_inspector.h"
+#include "runtime/submission.h"
 #include "runtime/timeline.h"
 
 namespace kolo {
-
-// One submission: what to agree on, and this rank's buffers.
-//  - allreduce: per tensor, sends[i] -> recvs[i] (equal means in place)
-//  - broadcast: recvs[0] is the buffer (root's data goes out, others' is replaced)
-//  - reduce_scatter: sends[0] holds shape[0] rows; recvs[0] gets this rank's
-//    partition(shape[0], size, rank) rows
-//  - allgather, alltoall: sends[0]; the result is in the handle's output
-//  - barrier: no buffers
-struct Submission {
-  OpRequest request;
-  std::vector<const void*> sends;
-  std::vector<void*> recvs;
-};
 
 struct EngineStats {
   uint64_t rounds = 0;
@@ -108,7 +98,6 @@ class Engine {
     bool join = false;
   };
 
-  Status validate(const Submission& s) const;
   // OK while submissions are taken; else why not. Under mu_.
   Status accepting_locked() const;
   void start_locked();
@@ -120,15 +109,12 @@ class Engine {
   Status idle_wait(Clock::time_point until);
   Status run_round();
   Status exchange_messages(const std::string& mine, std::vector<std::string>* all);
-  Status execute(std::vector<OpResponse>* ready);
-  Status run_allreduce_batch(const std::vector<const OpResponse*>& batch);
-  Status run_single(const OpResponse& r, LocalOp* op);
+  Status execute(const std::vector<OpResponse>& ready);
+  // This rank's submission and handle for an agreed name (none once joined).
+  Participation participation(const std::string& name);
   void finish_op(const std::string& name, Status status);
-  void check_stalls(Clock::time_point now);
-  Clock::time_point next_stall_check() const;
+  void report_stalls(Clock::time_point now);
   void stop_all(Status status);
-  void* scratch(size_t bytes);
-  void* identity(size_t bytes);
 
   Communicator* parent_;
   Config config_;
@@ -159,13 +145,11 @@ class Engine {
   Request token_in_, token_out_;
   bool token_posted_ = false;
   Clock::time_point last_round_start_{};
-  Clock::time_point last_stall_round_{};
-  std::map<std::string, Clock::time_point> stall_reported_;
+  StallInspector stalls_;
   // Declared to comm_'s transport. Members after comm_, so they are
   // destroyed (and undeclared) while its transport still lives.
   RegisteredBuffer fusion_, scratch_;
   std::vector<unsigned char> identity_;
-  alignas(8) unsigned char empty_[8] = {};
   Timeline timeline_;
 };
 

@@ -1,0 +1,172 @@
+// The engine's allreduce: one tensor on the caller's buffers, or a fused
+// batch in one ring pass.
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "collectives/elementwise.h"
+#include "runtime/fusion_plan.h"
+#include "runtime/operations.h"
+
+namespace kolo {
+namespace {
+
+using Clock = SteadyClock;
+
+// dst = src * factor, or a plain copy when the factor is 1.
+void copy_scaled(DataType dtype, void* dst, const void* src, size_t count, double factor) {
+  if (factor != 1) {
+    scale_copy(dtype, dst, src, count, factor);
+  } else if (count) {
+    std::memcpy(dst, src, count * dtype_size(dtype));
+  }
+}
+
+void* identity_of(const OpResources& res, DataType dtype, ReduceOp op, size_t count) {
+  const size_t bytes = count * dtype_size(dtype);
+  if (res.identity->size() < bytes) res.identity->resize(bytes);
+  fill_identity(dtype, op, res.identity->data(), count);
+  return res.identity->data();
+}
+
+// Records where the ring's time went, per tensor: reduce-scatter and
+// allgather phases, or one ALLREDUCE for a small (recursive-doubling) one,
+// which marks no reduce-scatter end.
+class RingTrace {
+ public:
+  RingTrace(const OpResources& res, const std::vector<const OpRequest*>& specs) : res_(res) {
+    if (!res.timeline->active()) return;
+    for (const OpRequest* s : specs) names_.push_back(s->name);
+    res_.comm->set_reduce_scatter_mark(&rs_done_);
+  }
+  ~RingTrace() { res_.comm->set_reduce_scatter_mark(nullptr); }
+  bool active() const { return !names_.empty(); }
+  void ring(Clock::time_point begin, Clock::time_point end) {
+    for (const auto& n : names_) {
+      if (rs_done_ == Clock::time_point{}) {
+        res_.timeline->phase(n, "ALLREDUCE", begin, end);
+      } else {
+        res_.timeline->phase(n, "RING_REDUCE_SCATTER", begin, rs_done_);
+        res_.timeline->phase(n, "RING_ALLGATHER", rs_done_, end);
+      }
+    }
+  }
+  void phase(const char* what, Clock::time_point begin, Clock::time_point end) {
+    for (const auto& n : names_) res_.timeline->phase(n, what, begin, end);
+  }
+
+ private:
+  const OpResources& res_;
+  std::vector<std::string> names_;
+  Clock::time_point rs_done_{};
+};
+
+Status run_single_tensor(const OpResources& res, const OpRequest& spec, Participation part, RingTrace* trace) {
+  const auto dtype = static_cast<DataType>(spec.dtype);
+  const auto op = static_cast<ReduceOp>(spec.op);
+  const size_t count = static_cast<size_t>(element_count(spec.shapes[0]));
+  const void* send;
+  void* recv;
+  if (part.sub) {
+    send = part.sub->sends[0];
+    recv = part.sub->recvs[0];
+    if (spec.prescale != 1) {
+      scale_copy(dtype, recv, send, count, spec.prescale);
+      send = recv;
+    }
+  } else {
+    recv = identity_of(res, dtype, op, count);
+    send = recv;
+  }
+  const auto begin = Clock::now();
+  KOLO_RETURN_IF_ERROR(res.comm->allreduce(send, recv, count, spec.dtype, spec.op));
+  if (trace->active()) trace->ring(begin, Clock::now());
+  if (part.sub && spec.postscale != 1) scale_copy(dtype, recv, recv, count, spec.postscale);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status run_allreduce_batch(const OpResources& res, const std::vector<const OpRequest*>& specs,
+                           const std::vector<Participation>& parts) {
+  RingTrace trace(res, specs);
+  const OpRequest& first = *specs[0];
+  if (specs.size() == 1 && first.shapes.size() == 1) return run_single_tensor(res, first, parts[0], &trace);
+
+  // The batch is one logical buffer, the concatenation of its tensors,
+  // reduced in one ring pass over spans that point into the tensors
+  // themselves; only small tensors go through the fusion buffer. Span
+  // boundaries depend only on the agreed shapes, so every rank cuts the same.
+  const auto dtype = static_cast<DataType>(first.dtype);
+  const auto op = static_cast<ReduceOp>(first.op);
+  const size_t elem = dtype_size(dtype);
+  const std::vector<FusionPiece> pieces = plan_pieces(specs);
+  size_t fusion_bytes = 0;  // a joined rank packs everything
+  for (const FusionPiece& pc : pieces) fusion_bytes += pc.count * elem;
+  res.fusion->get(fusion_bytes);
+
+  const auto copy_in_start = Clock::now();
+  std::vector<Span> spans;
+  bool last_packed = false;
+  size_t offset = 0;  // in the fusion buffer
+  for (const FusionPiece& pc : pieces) {
+    const Submission* sub = parts[pc.member].sub;
+    const double pre = specs[pc.member]->prescale;
+    unsigned char* slot = res.fusion->data() + offset;
+    Span span;
+    if (!sub) {  // joined: the op's identity, all in the fusion buffer
+      fill_identity(dtype, op, slot, pc.count);
+      span = {slot, slot, pc.count};
+      offset += pc.count * elem;
+    } else if (pc.packed) {
+      copy_scaled(dtype, slot, sub->sends[pc.tensor], pc.count, pre);
+      span = {slot, slot, pc.count};
+      offset += pc.count * elem;
+    } else {
+      const void* src = sub->sends[pc.tensor];
+      void* dst = sub->recvs[pc.tensor];
+      if (pre != 1) {
+        scale_copy(dtype, dst, src, pc.count, pre);
+        src = dst;
+      }
+      span = {src, dst, pc.count};
+    }
+    // Neighbouring small tensors make one span (by the size rule alone, not
+    // by where this rank keeps them: a joined rank keeps everything packed).
+    if (pc.packed && last_packed) {
+      spans.back().count += span.count;
+    } else {
+      spans.push_back(span);
+    }
+    last_packed = pc.packed;
+  }
+  const auto copied_in = Clock::now();
+  KOLO_RETURN_IF_ERROR(res.comm->allreduce_spans(spans, first.dtype, first.op));
+  const auto reduced = Clock::now();
+
+  offset = 0;
+  for (const FusionPiece& pc : pieces) {
+    Submission* sub = parts[pc.member].sub;
+    const double post = specs[pc.member]->postscale;
+    if (!sub) {
+      offset += pc.count * elem;
+      continue;
+    }
+    void* dst = sub->recvs[pc.tensor];
+    if (pc.packed) {
+      copy_scaled(dtype, dst, res.fusion->data() + offset, pc.count, post);
+      offset += pc.count * elem;
+    } else if (post != 1) {
+      scale_copy(dtype, dst, dst, pc.count, post);
+    }
+  }
+  if (trace.active()) {
+    trace.phase("MEMCPY_IN_FUSION_BUFFER", copy_in_start, copied_in);
+    trace.ring(copied_in, reduced);
+    trace.phase("MEMCPY_OUT_FUSION_BUFFER", reduced, Clock::now());
+  }
+  return Status::ok();
+}
+
+}  // namespace kolo
