@@ -16,26 +16,22 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "common/deadline.h"
 #include "common/status.h"
-#include "transport/frame.h"
 
 namespace kolo {
 
 // One message in flight. Owned by the caller, who must keep it alive and at a
-// fixed address until `done` is true or the transport has failed.
+// fixed address until `done` is true or the transport has failed. A
+// transport keeps its own progress state for it (TCP: the frame and the
+// bytes moved), in records that point here.
 struct Request {
   void* data = nullptr;  // const for sends
   size_t bytes = 0;
   uint64_t tag = 0;  // fingerprint of the operation this message belongs to
   bool done = false;
-
-  // Transport-private progress state.
-  FrameHeader header{};
-  size_t moved = 0;  // header + payload bytes moved so far
 };
 
 class Transport {

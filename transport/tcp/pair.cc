@@ -85,12 +85,10 @@ void TcpPair::post_send(const void* data, size_t bytes, uint64_t tag, Request* r
   r->bytes = bytes;
   r->tag = tag;
   r->done = false;
-  r->moved = 0;
-  r->header = make_frame_header(next_send_seq_, bytes, tag);
-  if (checksum_) r->header.checksum = crc32c(0, data, bytes);
-  Stream& s = streams_[next_send_seq_ % streams_.size()];
+  Message m{r, next_send_seq_, make_frame_header(next_send_seq_, bytes, tag), 0};
+  if (checksum_) m.header.checksum = crc32c(0, data, bytes);
+  streams_[next_send_seq_ % streams_.size()].sends.push_back(m);
   ++next_send_seq_;
-  s.sends.push_back(r);
   ++pending_;
 }
 
@@ -99,10 +97,7 @@ void TcpPair::post_recv(void* data, size_t bytes, uint64_t tag, Request* r) {
   r->bytes = bytes;
   r->tag = tag;
   r->done = false;
-  r->moved = 0;
-  Stream& s = streams_[next_recv_seq_ % streams_.size()];
-  s.recvs.push_back(r);
-  s.recv_seqs.push_back(next_recv_seq_);
+  streams_[next_recv_seq_ % streams_.size()].recvs.push_back(Message{r, next_recv_seq_, FrameHeader{}, 0});
   ++next_recv_seq_;
   ++pending_;
 }
@@ -114,30 +109,31 @@ Status TcpPair::lost(const std::string& doing, int error) const {
 
 Status TcpPair::pump_sends(Stream& s, int* completed, bool* moved) {
   while (!s.sends.empty()) {
-    Request* r = s.sends.front();
+    Message& m = s.sends.front();
+    Request* r = m.request;
     const size_t total = kHeaderBytes + r->bytes;
     // Header and payload leave in one gather write, so a small message costs
     // one system call.
     iovec iov[2];
     int iovcnt = 1;
-    if (r->moved < kHeaderBytes) {
-      iov[0] = {reinterpret_cast<char*>(&r->header) + r->moved, kHeaderBytes - r->moved};
+    if (m.moved < kHeaderBytes) {
+      iov[0] = {reinterpret_cast<char*>(&m.header) + m.moved, kHeaderBytes - m.moved};
       iov[1] = {r->data, r->bytes};
       iovcnt = r->bytes ? 2 : 1;
     } else {
-      iov[0] = {static_cast<char*>(r->data) + (r->moved - kHeaderBytes), total - r->moved};
+      iov[0] = {static_cast<char*>(r->data) + (m.moved - kHeaderBytes), total - m.moved};
     }
     int error = 0;
     const ssize_t n = move_bytes(s.fd, true, iov, iovcnt, &error);
     if (n < 0 && would_block(error)) return Status::ok();
     if (n < 0) {
-      return lost("sending message " + std::to_string(r->header.seq) + " (" + std::to_string(r->bytes) +
+      return lost("sending message " + std::to_string(m.seq) + " (" + std::to_string(r->bytes) +
                       " bytes, " + describe_tag(r->tag) + ")",
                   error);
     }
     *moved = true;
-    r->moved += static_cast<size_t>(n);
-    if (r->moved < total) return Status::ok();  // socket buffer full
+    m.moved += static_cast<size_t>(n);
+    if (m.moved < total) return Status::ok();  // socket buffer full
     r->done = true;
     s.sends.pop_front();
     --pending_;
@@ -148,22 +144,23 @@ Status TcpPair::pump_sends(Stream& s, int* completed, bool* moved) {
 
 Status TcpPair::pump_recvs(Stream& s, int* completed, bool* moved) {
   while (!s.recvs.empty()) {
-    Request* r = s.recvs.front();
-    const uint64_t seq = s.recv_seqs.front();
+    Message& m = s.recvs.front();
+    Request* r = m.request;
+    const uint64_t seq = m.seq;
     const size_t total = kHeaderBytes + r->bytes;
     iovec iov[2];
     int iovcnt = 1;
-    const bool in_header = r->moved < kHeaderBytes;
+    const bool in_header = m.moved < kHeaderBytes;
     if (in_header) {
       // Read only the header first when the payload is large, so a bad
       // header is caught before any payload byte lands in the user's buffer.
-      iov[0] = {reinterpret_cast<char*>(&r->header) + r->moved, kHeaderBytes - r->moved};
+      iov[0] = {reinterpret_cast<char*>(&m.header) + m.moved, kHeaderBytes - m.moved};
       if (r->bytes > 0 && r->bytes <= 4096) {
         iov[1] = {r->data, r->bytes};
         iovcnt = 2;
       }
     } else {
-      iov[0] = {static_cast<char*>(r->data) + (r->moved - kHeaderBytes), total - r->moved};
+      iov[0] = {static_cast<char*>(r->data) + (m.moved - kHeaderBytes), total - m.moved};
     }
     int error = 0;
     const ssize_t n = move_bytes(s.fd, false, iov, iovcnt, &error);
@@ -174,22 +171,21 @@ Status TcpPair::pump_recvs(Stream& s, int* completed, bool* moved) {
                   error);
     }
     *moved = true;
-    r->moved += static_cast<size_t>(n);
-    if (in_header && r->moved >= kHeaderBytes) {
-      KOLO_RETURN_IF_ERROR(check_frame_header(r->header, seq, r->bytes, r->tag, name()));
+    m.moved += static_cast<size_t>(n);
+    if (in_header && m.moved >= kHeaderBytes) {
+      KOLO_RETURN_IF_ERROR(check_frame_header(m.header, seq, r->bytes, r->tag, name()));
     }
-    if (r->moved < total) {
-      if (in_header && r->moved >= kHeaderBytes) continue;  // header done: go on with the payload
+    if (m.moved < total) {
+      if (in_header && m.moved >= kHeaderBytes) continue;  // header done: go on with the payload
       return Status::ok();
     }
-    if (checksum_ && crc32c(0, r->data, r->bytes) != r->header.checksum) {
+    if (checksum_ && crc32c(0, r->data, r->bytes) != m.header.checksum) {
       return transport_error("corrupt frame from " + name() + ": payload checksum mismatch on message " +
                              std::to_string(seq) + " (" + std::to_string(r->bytes) + " bytes, " +
                              describe_tag(r->tag) + "); the data was not used");
     }
     r->done = true;
     s.recvs.pop_front();
-    s.recv_seqs.pop_front();
     --pending_;
     ++*completed;
   }
@@ -222,10 +218,10 @@ void TcpPair::collect_pollfds(std::vector<struct pollfd>* fds) {
       // been checked, the rest of the message is sure to come (or the
       // connection to end, which wakes us anyway), so ask to be woken only
       // when it is all there, or max_wakeup_bytes_ of it.
-      const Request* r = s.recvs.front();
+      const Message& m = s.recvs.front();
       int want = 1;
-      if (r->moved >= sizeof(FrameHeader)) {
-        const size_t left = sizeof(FrameHeader) + r->bytes - r->moved;
+      if (m.moved >= kHeaderBytes) {
+        const size_t left = kHeaderBytes + m.request->bytes - m.moved;
         want = static_cast<int>(std::min<size_t>(left, max_wakeup_bytes_));
       }
       set_wakeup_threshold(s, std::max(want, 1));
@@ -242,16 +238,16 @@ std::string TcpPair::describe_pending() const {
   std::string out;
   for (const auto& s : streams_) {
     if (!s.recvs.empty()) {
-      const Request* r = s.recvs.front();
+      const Message& m = s.recvs.front();
       if (!out.empty()) out += "; ";
-      out += "receiving message " + std::to_string(s.recv_seqs.front()) + " (" + std::to_string(r->bytes) +
-             " bytes, " + describe_tag(r->tag) + ", " + std::to_string(r->moved) + " bytes in) from " + name();
+      out += "receiving message " + std::to_string(m.seq) + " (" + std::to_string(m.request->bytes) + " bytes, " +
+             describe_tag(m.request->tag) + ", " + std::to_string(m.moved) + " bytes in) from " + name();
     }
     if (!s.sends.empty()) {
-      const Request* r = s.sends.front();
+      const Message& m = s.sends.front();
       if (!out.empty()) out += "; ";
-      out += "sending message " + std::to_string(r->header.seq) + " (" + std::to_string(r->bytes) + " bytes, " +
-             describe_tag(r->tag) + ") to " + name();
+      out += "sending message " + std::to_string(m.seq) + " (" + std::to_string(m.request->bytes) + " bytes, " +
+             describe_tag(m.request->tag) + ") to " + name();
     }
   }
   return out;

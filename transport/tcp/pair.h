@@ -10,7 +10,6 @@
 // with strace: as many epoll_wait returns as messages received).
 #pragma once
 
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +18,8 @@
 #include <poll.h>
 
 #include "common/status.h"
+#include "transport/frame.h"
+#include "transport/tcp/fifo.h"
 #include "transport/transport.h"
 
 namespace kolo {
@@ -63,12 +64,20 @@ class TcpPair {
   std::string name() const;
 
  private:
+  // A posted request and how far it has got on the wire. The caller's
+  // Request holds only what every transport needs; the frame is TCP's.
+  struct Message {
+    Request* request;
+    uint64_t seq;        // its place in its direction's sequence
+    FrameHeader header;  // a send's, written before its payload; a receive's, as read
+    size_t moved;        // header and payload bytes moved so far
+  };
+
   struct Stream {
     int fd = -1;  // owned, non-blocking; fixed at construction, so any thread may read it
-    std::deque<Request*> sends;
-    std::deque<Request*> recvs;
-    std::deque<uint64_t> recv_seqs;  // expected sequence number of each posted receive
-    int rcvlowat = 1;                // SO_RCVLOWAT currently set on the socket
+    Fifo<Message> sends;
+    Fifo<Message> recvs;
+    int rcvlowat = 1;  // SO_RCVLOWAT currently set on the socket
   };
 
   void set_wakeup_threshold(Stream& s, int bytes);
