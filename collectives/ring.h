@@ -1,5 +1,7 @@
 // The ring collectives over any Transport. Each builds the unit lists of its
-// schedule (ring_schedule.h) and hands them to the pipeline executor.
+// schedule (ring_schedule.h) and hands them to the pipeline executor. These
+// are the ring and only the ring: allreduce.h chooses between it and
+// recursive doubling.
 // Arguments are already validated by the caller (runtime/communicator); these
 // functions only move and reduce data.
 #pragma once
@@ -22,13 +24,13 @@ struct RingContext {
   int left;   // rank - 1
   int right;  // rank + 1
   size_t segment_bytes;
-  size_t small_allreduce_bytes;  // at or below: recursive doubling (fewer hops)
+  size_t small_allreduce_bytes;  // allreduce (allreduce.h): at or below, recursive doubling (fewer hops)
   PipelineOptions pipeline;
   // Holds every buffer the call names (host memory, or a GPU's), and the
   // scratch space of the same kind.
   Memory* memory;
-  // Optional: ring_allreduce writes the time its reduce-scatter phase ended
-  // here (left unchanged when recursive doubling runs instead).
+  // Optional: the ring allreduce writes the time its reduce-scatter phase
+  // ended here (left unchanged when recursive doubling runs instead).
   std::chrono::steady_clock::time_point* reduce_scatter_done = nullptr;
 };
 
@@ -40,14 +42,15 @@ struct Span {
   size_t count;
 };
 
-// One allreduce over the concatenation of the spans, without copying them
-// into one buffer (zero-copy tensor fusion). Every rank must pass spans of
-// the same counts in the same order; only the addresses are its own. Wire
-// messages are cut at span boundaries, so the ring moves the same bytes as
-// over one buffer, in a few more messages.
+// The ring allreduce over the concatenation of the spans, without copying
+// them into one buffer (zero-copy tensor fusion). Every rank must pass spans
+// of the same counts in the same order; only the addresses are its own.
+// Wire messages are cut at span boundaries, so the ring moves the same bytes
+// as over one buffer, in a few more messages.
 Status ring_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op);
 
-// recv = reduction of every rank's send (count elements). send == recv is in place.
+// recv = reduction of every rank's send (count elements), by the ring at
+// any size. send == recv is in place.
 Status ring_allreduce(const RingContext& ctx, const void* send, void* recv, size_t count, DataType dtype,
                       ReduceOp op);
 
@@ -74,5 +77,11 @@ Status ring_broadcast(const RingContext& ctx, void* buf, size_t count, DataType 
 
 // Returns on each rank only after every rank has entered.
 Status ring_barrier(const RingContext& ctx);
+
+// One empty frame to the right, one from the left: for calls with nothing
+// to move, so that a rank whose neighbour called something else (another
+// count, collective, dtype, op or root) learns it now, as MISMATCH, instead
+// of waiting for a message that never comes.
+Status ring_fingerprint_exchange(const RingContext& ctx, uint64_t tag);
 
 }  // namespace kolo

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/allreduce.h"
 #include "collectives/alltoall.h"
 #include "collectives/fingerprint.h"
 #include "collectives/recursive_doubling.h"
@@ -442,7 +443,7 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, int d
   }
   return dispatch("allreduce", {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}}, on,
                   [=](const RingContext& ctx) {
-                    return ring_allreduce(ctx, send, recv, count, static_cast<DataType>(dtype),
+                    return kolo::allreduce(ctx, send, recv, count, static_cast<DataType>(dtype),
                                           static_cast<ReduceOp>(op));
                   });
 }
@@ -614,7 +615,7 @@ Status Communicator::allreduce_spans(const std::vector<Span>& spans, int dtype, 
     KOLO_RETURN_IF_ERROR(check_buffer(s.recv, s.count, "span recv"));
   }
   return run("allreduce", [&](const RingContext& ctx) {
-    return ring_allreduce_spans(ctx, spans, static_cast<DataType>(dtype), static_cast<ReduceOp>(op));
+    return kolo::allreduce_spans(ctx, spans, static_cast<DataType>(dtype), static_cast<ReduceOp>(op));
   });
 }
 

@@ -108,7 +108,7 @@ class Communicator {
   // are the same on every rank (the runtime engine negotiated them).
   Status allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, int dtype);
   Status reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, int dtype, int op);
-  // One allreduce over the concatenation of spans (see ring_allreduce_spans).
+  // One allreduce over the concatenation of spans (see allreduce_spans).
   Status allreduce_spans(const std::vector<Span>& spans, int dtype, int op);
   Status alltoall(const void* send, const std::vector<size_t>& send_counts, void* recv,
                   const std::vector<size_t>& recv_counts, int dtype);

@@ -1,0 +1,38 @@
+#include "collectives/allreduce.h"
+
+#include <string>
+
+#include "collectives/recursive_doubling.h"
+
+namespace kolo {
+
+Status allreduce(const RingContext& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
+  return allreduce_spans(ctx, {Span{send, recv, count}}, dtype, op);
+}
+
+Status allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op) {
+  const size_t elem_size = dtype_size(dtype);
+  size_t total = 0;
+  for (const Span& s : spans) total += s.count;
+  const bool small = total * elem_size <= ctx.small_allreduce_bytes;
+  if (total == 0 || ctx.size == 1 || !small) return ring_allreduce_spans(ctx, spans, dtype, op);
+  if (spans.size() == 1) return recursive_doubling_allreduce(ctx, spans[0].send, spans[0].recv, total, dtype, op);
+  // Several small spans: through one contiguous buffer, which costs little
+  // next to the exchanges.
+  auto* buf = static_cast<unsigned char*>(ctx.memory->scratch(total * elem_size));
+  if (!buf) return device_error("cannot allocate " + std::to_string(total * elem_size) + " bytes of scratch memory");
+  size_t at = 0;
+  for (const Span& s : spans) {
+    ctx.memory->copy(buf + at, s.send, s.count * elem_size);
+    at += s.count * elem_size;
+  }
+  KOLO_RETURN_IF_ERROR(recursive_doubling_allreduce(ctx, buf, buf, total, dtype, op));
+  at = 0;
+  for (const Span& s : spans) {
+    ctx.memory->copy(s.recv, buf + at, s.count * elem_size);
+    at += s.count * elem_size;
+  }
+  return Status::ok();
+}
+
+}  // namespace kolo

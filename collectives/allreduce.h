@@ -1,0 +1,19 @@
+// Allreduce as callers want it: the algorithm chosen by size. Small buffers
+// are latency-bound, and recursive doubling's log2(N) exchanges beat the
+// ring's 2(N-1) hops; from RingContext::small_allreduce_bytes up, the
+// bandwidth-optimal ring.
+#pragma once
+
+#include <vector>
+
+#include "collectives/ring.h"
+
+namespace kolo {
+
+// recv = reduction of every rank's send (count elements). send == recv is in place.
+Status allreduce(const RingContext& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
+
+// One allreduce over the concatenation of the spans (see ring_allreduce_spans).
+Status allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op);
+
+}  // namespace kolo
