@@ -7,7 +7,7 @@
 set -uo pipefail
 ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
 KOLORUN="$ROOT/tools/kolorun"
-WORKER="$ROOT/gpu/cuda/gpu_worker"
+WORKER="$ROOT/tests/gpu/gpu_worker"
 export KOLO_TIMEOUT_S=120
 probe=$("$WORKER" probe 2>&1 | head -1)
 if [[ "$probe" == SKIP* ]]; then
