@@ -2,9 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -59,7 +57,9 @@ class IbTransport::VerbsRegistration : public NicRegistration {
 };
 
 IbTransport::IbTransport(Store* store, int rank, int size, const IbOptions& options)
-    : store_(store), rank_(rank), size_(size), options_(options) {}
+    : store_(store), rank_(rank), size_(size), options_(options) {
+  loop_.set_polling(options.spin_us, options.yield_while_spinning);
+}
 
 Status IbTransport::create(Store* store, int rank, int size, const IbOptions& options,
                            std::unique_ptr<IbTransport>* out) {
@@ -82,8 +82,7 @@ Status IbTransport::create(Store* store, int rank, int size, const IbOptions& op
 
 Status IbTransport::open(const IbChoice& choice) {
   choice_ = choice;
-  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0) return errno_error(Code::kInternal, "eventfd", errno);
+  KOLO_RETURN_IF_ERROR(loop_.open());
   int count = 0;
   ibv_device** list = ibv_get_device_list(&count);
   for (int i = 0; list && i < count && !context_; ++i) {
@@ -140,7 +139,6 @@ IbTransport::~IbTransport() {
   if (channel_) ibv_destroy_comp_channel(channel_);
   if (pd_) ibv_dealloc_pd(pd_);
   if (context_) ibv_close_device(context_);
-  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 Status IbTransport::prepare(const std::vector<int>& peers) {
@@ -248,8 +246,8 @@ Status IbTransport::sleep_until_event(Deadline deadline, int* completed) {
   if (ibv_req_notify_cq(cq_, 0) != 0) return fail(transport_error("ibv_req_notify_cq failed"));
   KOLO_RETURN_IF_ERROR(poll_completions(completed));
   if (*completed > 0) return Status::ok();
-  std::vector<pollfd> fds = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}, {context_->async_fd, POLLIN, 0}};
-  std::vector<int> watched;  // the peers of fds[3...]
+  std::vector<pollfd> fds = {{channel_->fd, POLLIN, 0}, {context_->async_fd, POLLIN, 0}};
+  std::vector<int> watched;  // the peers of fds[2...]
   for (const auto& link : link_fds_) {
     fds.push_back({link.second, POLLIN | POLLRDHUP, 0});
     watched.push_back(link.first);
@@ -257,17 +255,17 @@ Status IbTransport::sleep_until_event(Deadline deadline, int* completed) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_point() -
                                                                           std::chrono::steady_clock::now());
   const int timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 1000));
-  int r = ::poll(fds.data(), fds.size(), timeout_ms);
-  if (r < 0 && errno != EINTR) return errno_error(Code::kTransport, "poll(completion channel)", errno);
-  if (r <= 0) return Status::ok();
+  int ready = 0;
+  KOLO_RETURN_IF_ERROR(loop_.wait(&fds, timeout_ms, &ready));
+  if (ready == 0) return Status::ok();
   if (fds[0].revents & POLLIN) {
     ibv_cq* ev_cq = nullptr;
     void* ev_ctx = nullptr;
     if (ibv_get_cq_event(channel_, &ev_cq, &ev_ctx) == 0) ibv_ack_cq_events(ev_cq, 1);
   }
-  if (fds[2].revents & POLLIN) KOLO_RETURN_IF_ERROR(read_async_events());
+  if (fds[1].revents & POLLIN) KOLO_RETURN_IF_ERROR(read_async_events());
   for (size_t i = 0; i < watched.size(); ++i) {
-    if (fds[3 + i].revents && link_ended(watched[i], 0)) KOLO_RETURN_IF_ERROR(on_link_end(watched[i], completed));
+    if (fds[2 + i].revents && link_ended(watched[i], 0)) KOLO_RETURN_IF_ERROR(on_link_end(watched[i], completed));
   }
   return Status::ok();
 }
@@ -374,64 +372,51 @@ void IbTransport::inject_queue_pair_error(int peer) {
   if (it != pairs_.end()) it->second->break_connection();
 }
 
-Status IbTransport::progress(Deadline deadline) {
-  using Clock = std::chrono::steady_clock;
-  const auto spin_until = Clock::now() + std::chrono::microseconds(options_.spin_us);
-  auto next_probe = Clock::now() + std::chrono::seconds(1);
-  for (;;) {
-    if (aborted_.load(std::memory_order_relaxed)) return aborted("communicator aborted");
-    if (!failed_.is_ok()) return failed_;
-    if (interrupted_.load(std::memory_order_relaxed) && interrupted_.exchange(false)) {
-      uint64_t count;
-      ssize_t ignored = ::read(wake_fd_, &count, sizeof(count));
-      (void)ignored;
-      return Status::ok();
-    }
-    int completed = 0;
-    KOLO_RETURN_IF_ERROR(poll_completions(&completed));
-    if (completed > 0) return Status::ok();
-    if (Clock::now() < spin_until) {
-      if (options_.yield_while_spinning) sched_yield();
-      continue;
-    }
-    if (deadline.expired()) {
-      std::string what;
-      std::lock_guard<std::mutex> lock(pairs_mutex_);
-      for (const auto& p : pairs_) {
-        if (!p.second->has_pending()) continue;
-        what += (what.empty() ? "" : "; ") + p.second->describe_pending();
-      }
-      return timeout_error("no progress before the deadline while " + (what.empty() ? "nothing posted" : what));
-    }
-    KOLO_RETURN_IF_ERROR(sleep_until_event(deadline, &completed));
-    if (completed > 0) return Status::ok();
-    if (Clock::now() >= next_probe) {
-      // Waited a second with nothing completing: make sure the peers we
-      // wait on are alive (a dead one fails the probe within ~0.5 s).
-      std::lock_guard<std::mutex> lock(pairs_mutex_);
-      for (auto& p : pairs_) {
-        if (!p.second->has_pending()) continue;
-        Status probed = p.second->probe();
-        if (!probed.is_ok()) return fail(probed);
-      }
-      next_probe = Clock::now() + std::chrono::seconds(1);
-    }
+Status IbTransport::probe_pending_peers() {
+  std::lock_guard<std::mutex> lock(pairs_mutex_);
+  for (auto& p : pairs_) {
+    if (!p.second->has_pending()) continue;
+    Status probed = p.second->probe();
+    if (!probed.is_ok()) return fail(probed);
   }
+  return Status::ok();
+}
+
+std::string IbTransport::describe_pending() {
+  std::string what;
+  std::lock_guard<std::mutex> lock(pairs_mutex_);
+  for (const auto& p : pairs_) {
+    if (!p.second->has_pending()) continue;
+    what += (what.empty() ? "" : "; ") + p.second->describe_pending();
+  }
+  return what;
+}
+
+Status IbTransport::progress(Deadline deadline) {
+  // A failure is sticky (an abort is reported first). Every failure inside
+  // the loop returns at once.
+  if (!failed_.is_ok() && !loop_.aborted()) return failed_;
+  using Clock = std::chrono::steady_clock;
+  auto next_probe = Clock::now() + std::chrono::seconds(1);
+  return loop_.run(
+      deadline, [this](Pumped* pumped) { return poll_completions(&pumped->completed); },
+      [&](Deadline d, Pumped* pumped) {
+        KOLO_RETURN_IF_ERROR(sleep_until_event(d, &pumped->completed));
+        if (pumped->completed > 0 || Clock::now() < next_probe) return Status::ok();
+        // Waited a second with nothing completing: make sure the peers we
+        // wait on are alive (a dead one fails the probe within ~0.5 s).
+        KOLO_RETURN_IF_ERROR(probe_pending_peers());
+        next_probe = Clock::now() + std::chrono::seconds(1);
+        return Status::ok();
+      },
+      [this] { return describe_pending(); });
 }
 
 void IbTransport::abort() {
-  if (aborted_.exchange(true)) return;
+  if (!loop_.abort()) return;
   if (link_) link_->abort();  // the neighbours see their links end
-  uint64_t one = 1;
-  ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
-  (void)ignored;
 }
 
-void IbTransport::interrupt() {
-  interrupted_.store(true);
-  uint64_t one = 1;
-  ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
-  (void)ignored;
-}
+void IbTransport::interrupt() { loop_.interrupt(); }
 
 }  // namespace kolo

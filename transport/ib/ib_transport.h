@@ -22,7 +22,6 @@
 
 #include <infiniband/verbs.h>
 
-#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +31,7 @@
 #include "transport/ib/memory_registrar.h"
 #include "transport/ib/pair.h"
 #include "transport/ib/registration_cache.h"
+#include "transport/progress_loop.h"
 #include "transport/store.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
@@ -83,10 +83,7 @@ class IbTransport final : public Transport {
   Status progress(Deadline deadline) override;
   void abort() override;
   void interrupt() override;
-  void set_polling(int spin_us, bool yield) override {
-    options_.spin_us = spin_us;
-    options_.yield_while_spinning = yield;
-  }
+  void set_polling(int spin_us, bool yield) override { loop_.set_polling(spin_us, yield); }
 
  private:
   class VerbsRegistration;
@@ -96,6 +93,9 @@ class IbTransport final : public Transport {
   std::string address_key(int from, int to) const;
   Status poll_completions(int* completed);
   Status sleep_until_event(Deadline deadline, int* completed);
+  // Sends a probe to every peer this rank waits on (IbPair::probe).
+  Status probe_pending_peers();
+  std::string describe_pending();
   Status read_async_events();
   // The link to `peer` has ended, waiting up to wait_ms for its end.
   bool link_ended(int peer, int wait_ms);
@@ -122,9 +122,7 @@ class IbTransport final : public Transport {
   std::mutex pairs_mutex_;  // guards pairs_ against abort() from another thread
   std::map<int, std::unique_ptr<IbPair>> prepared_;  // published, not yet connected
   std::map<int, std::unique_ptr<IbPair>> pairs_;     // connected
-  int wake_fd_ = -1;  // eventfd: abort and interrupt wake a sleeping progress()
-  std::atomic<bool> aborted_{false};
-  std::atomic<bool> interrupted_{false};
+  ProgressLoop loop_;  // progress(), abort() and interrupt()
   Status failed_;
 };
 

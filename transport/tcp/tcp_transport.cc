@@ -1,9 +1,5 @@
 #include "transport/tcp/tcp_transport.h"
 
-#include <sched.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <future>
 
@@ -21,13 +17,14 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 TcpTransport::TcpTransport(Store* store, int rank, int size, const TcpOptions& options)
-    : store_(store), rank_(rank), size_(size), options_(options) {}
+    : store_(store), rank_(rank), size_(size), options_(options) {
+  loop_.set_polling(options.spin_us, options.yield_while_spinning);
+}
 
 TcpTransport::~TcpTransport() {
   abort();
   pairs_.clear();
   listener_.reset();
-  if (abort_fd_ >= 0) ::close(abort_fd_);
 }
 
 Status TcpTransport::create(Store* store, int rank, int size, const TcpOptions& options,
@@ -42,8 +39,7 @@ Status TcpTransport::create(Store* store, int rank, int size, const TcpOptions& 
 }
 
 Status TcpTransport::start() {
-  abort_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (abort_fd_ < 0) return errno_error(Code::kInternal, "eventfd", errno);
+  KOLO_RETURN_IF_ERROR(loop_.open());
   boost::system::error_code ec;
   auto bind = asio::ip::make_address(options_.bind_address, ec);
   if (ec) return invalid_argument("bad bind address '" + options_.bind_address + "': " + ec.message());
@@ -71,7 +67,7 @@ Status TcpTransport::connect_stream(int peer, const std::string& address, int st
   // refused connection means it is gone; still retry briefly in case its
   // backlog was momentarily full.
   for (int attempt = 0;; ++attempt) {
-    if (aborted_) return aborted("communicator aborted while connecting to " + who);
+    if (loop_.aborted()) return aborted("communicator aborted while connecting to " + who);
     auto socket = std::make_unique<tcp::socket>(io_);
     std::promise<boost::system::error_code> done;
     auto result = done.get_future();
@@ -142,7 +138,7 @@ Status TcpTransport::connect(int peer, Deadline deadline) {
   auto pair = std::make_unique<TcpPair>(peer, address, std::move(sockets), options_.checksum,
                                         options_.socket_buffer_bytes);
   std::lock_guard<std::mutex> lock(pairs_mutex_);
-  if (aborted_) {
+  if (loop_.aborted()) {
     pair->shutdown();  // an abort raced with this connect
     return aborted("communicator aborted while connecting to rank " + std::to_string(peer));
   }
@@ -183,101 +179,49 @@ Status TcpTransport::post_recv(int peer, void* data, size_t bytes, uint64_t tag,
   return Status::ok();
 }
 
+Status TcpTransport::pump(Pumped* pumped) {
+  for (TcpPair* p : active_) {
+    if (p->has_pending()) KOLO_RETURN_IF_ERROR(p->pump(&pumped->completed, &pumped->moved));
+  }
+  return Status::ok();
+}
+
 Status TcpTransport::wait_for_io(Deadline deadline) {
   pollfds_.clear();
   for (TcpPair* p : active_) {
     if (p->has_pending()) p->collect_pollfds(&pollfds_);
   }
-  struct pollfd wake {};
-  wake.fd = abort_fd_;
-  wake.events = POLLIN;
-  pollfds_.push_back(wake);
-  int n = ::poll(pollfds_.data(), pollfds_.size(), deadline.remaining_ms());
-  if (n < 0 && errno != EINTR) return errno_error(Code::kTransport, "poll", errno);
-  // An interrupt's count must be consumed, or every later poll returns at
-  // once and the caller spins; its flag was set before the count, so the
-  // next check in progress() still sees it.
-  if (n > 0 && (pollfds_.back().revents & POLLIN)) drain_wake_fd();
-  return Status::ok();
+  int ready = 0;
+  return loop_.wait(&pollfds_, deadline.remaining_ms(), &ready);
+}
+
+std::string TcpTransport::describe_pending() const {
+  std::string what;
+  for (TcpPair* p : active_) {
+    if (!p->has_pending()) continue;
+    if (!what.empty()) what += "; ";
+    what += p->describe_pending();
+  }
+  return what;
 }
 
 Status TcpTransport::progress(Deadline deadline) {
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point spin_until{};
-  bool spinning = false;
-  for (;;) {
-    if (aborted_.load(std::memory_order_relaxed)) return aborted("communicator aborted");
-    if (interrupted_.load(std::memory_order_relaxed) && interrupted_.exchange(false)) {
-      drain_wake_fd();
-      return Status::ok();
-    }
-    int completed = 0;
-    bool moved = false;
-    for (TcpPair* p : active_) {
-      if (!p->has_pending()) continue;
-      KOLO_RETURN_IF_ERROR(p->pump(&completed, &moved));
-    }
-    if (completed > 0) return Status::ok();
-    if (moved) {
-      spinning = false;
-      continue;
-    }
-    // Nothing could move. Spin a while, because the next bytes usually
-    // arrive within microseconds and waking a sleeping process costs tens of
-    // microseconds (more in a VM); yield while spinning when ranks share
-    // cores. Then sleep until a socket is ready.
-    auto now = Clock::now();
-    if (!spinning) {
-      spinning = true;
-      spin_until = now + std::chrono::microseconds(options_.spin_us);
-    }
-    if (now < spin_until) {
-      if (options_.yield_while_spinning) sched_yield();
-      continue;
-    }
-    if (deadline.expired()) {
-      std::string what;
-      for (TcpPair* p : active_) {
-        if (!p->has_pending()) continue;
-        if (!what.empty()) what += "; ";
-        what += p->describe_pending();
-      }
-      if (what.empty()) what = "nothing posted";
-      return timeout_error("no progress before the deadline while " + what);
-    }
-    KOLO_RETURN_IF_ERROR(wait_for_io(deadline));
-    spinning = false;
-  }
+  return loop_.run(
+      deadline, [this](Pumped* pumped) { return pump(pumped); },
+      [this](Deadline d, Pumped*) { return wait_for_io(d); }, [this] { return describe_pending(); });
 }
 
-void TcpTransport::interrupt() {
-  interrupted_.store(true);
-  uint64_t one = 1;
-  ssize_t ignored = ::write(abort_fd_, &one, sizeof(one));
-  (void)ignored;
-}
-
-void TcpTransport::drain_wake_fd() {
-  // After an abort the eventfd stays readable on purpose (every later poll
-  // returns at once); only an interrupt's count is consumed.
-  if (aborted_.load()) return;
-  uint64_t count;
-  ssize_t ignored = ::read(abort_fd_, &count, sizeof(count));
-  (void)ignored;
-}
+void TcpTransport::interrupt() { loop_.interrupt(); }
 
 void TcpTransport::abort() {
   {
     // Ending the connections is how the neighbours learn of the failure at
     // once rather than at their deadline; they pass it on the same way.
+    // Under the lock, so a pair that connect() adds is either shut here or
+    // sees the abort there.
     std::lock_guard<std::mutex> lock(pairs_mutex_);
-    if (aborted_.exchange(true)) return;
+    if (!loop_.abort()) return;
     for (auto& entry : pairs_) entry.second->shutdown();
-  }
-  if (abort_fd_ >= 0) {
-    uint64_t one = 1;
-    ssize_t ignored = ::write(abort_fd_, &one, sizeof(one));
-    (void)ignored;
   }
   if (listener_) listener_->abort();
 }

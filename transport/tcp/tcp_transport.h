@@ -5,7 +5,6 @@
 // (yielding the core if ranks outnumber cores), then sleeps in poll().
 #pragma once
 
-#include <atomic>
 #include <map>
 #include <mutex>
 #include <memory>
@@ -14,6 +13,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "transport/progress_loop.h"
 #include "transport/store.h"
 #include "transport/tcp/listener.h"
 #include "transport/tcp/pair.h"
@@ -51,10 +51,7 @@ class TcpTransport final : public Transport {
   Status progress(Deadline deadline) override;
   void abort() override;
   void interrupt() override;
-  void set_polling(int spin_us, bool yield) override {
-    options_.spin_us = spin_us;
-    options_.yield_while_spinning = yield;
-  }
+  void set_polling(int spin_us, bool yield) override { loop_.set_polling(spin_us, yield); }
 
   std::string listen_address() const;
 
@@ -70,8 +67,9 @@ class TcpTransport final : public Transport {
   Status connect_stream(int peer, const std::string& address, int stream_index, Deadline deadline,
                         std::unique_ptr<boost::asio::ip::tcp::socket>* out);
   Status pair_for(int peer, TcpPair** pair);
+  Status pump(Pumped* pumped);
   Status wait_for_io(Deadline deadline);
-  void drain_wake_fd();
+  std::string describe_pending() const;
 
   Store* store_;
   int rank_;
@@ -82,9 +80,7 @@ class TcpTransport final : public Transport {
   std::mutex pairs_mutex_;  // guards pairs_ against abort() from another thread
   std::map<int, std::unique_ptr<TcpPair>> pairs_;
   std::vector<TcpPair*> active_;  // pairs, in a vector for the hot loop
-  int abort_fd_ = -1;             // eventfd that wakes poll() on abort or interrupt
-  std::atomic<bool> aborted_{false};
-  std::atomic<bool> interrupted_{false};
+  ProgressLoop loop_;             // progress(), abort() and interrupt()
   std::vector<struct pollfd> pollfds_;
 };
 
