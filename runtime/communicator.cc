@@ -51,6 +51,14 @@ Status check_buffer(const void* p, size_t count, const char* name) {
   return Status::ok();
 }
 
+// A reducing collective's arguments: its dtype, op and both buffers.
+Status check_reduction(int dtype, int op, const void* send, const void* recv, size_t count) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_op(op));
+  KOLO_RETURN_IF_ERROR(check_buffer(send, count, "sendbuf"));
+  return check_buffer(recv, count, "recvbuf");
+}
+
 }  // namespace
 
 Communicator::Communicator(const Config& config) : config_(config) {}
@@ -433,10 +441,7 @@ Status Communicator::deregister_memory(const void* data, size_t bytes) {
 }
 
 Status Communicator::allreduce(const void* send, void* recv, size_t count, int dtype, int op, OnStream on) {
-  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
-  KOLO_RETURN_IF_ERROR(check_op(op));
-  KOLO_RETURN_IF_ERROR(check_buffer(send, count, "sendbuf"));
-  KOLO_RETURN_IF_ERROR(check_buffer(recv, count, "recvbuf"));
+  KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, count));
   const size_t bytes = count * dtype_size(static_cast<DataType>(dtype));
   if (send != recv && ranges_overlap(send, bytes, recv, bytes)) {
     return invalid_argument("sendbuf and recvbuf overlap without being equal");
@@ -477,10 +482,7 @@ Status Communicator::broadcast(void* buf, size_t count, int dtype, int root, OnS
 }
 
 Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op, OnStream on) {
-  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
-  KOLO_RETURN_IF_ERROR(check_op(op));
-  KOLO_RETURN_IF_ERROR(check_buffer(send, recv_count, "sendbuf"));
-  KOLO_RETURN_IF_ERROR(check_buffer(recv, recv_count, "recvbuf"));
+  KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, recv_count));
   const size_t block = recv_count * dtype_size(static_cast<DataType>(dtype));
   return dispatch("reduce_scatter", {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}}, on,
                   [=](const RingContext& ctx) {

@@ -19,57 +19,51 @@ class LaunchEnv : public ::testing::Test {
     for (const char* v : kAll) unsetenv(v);
   }
   void TearDown() override { SetUp(); }
+
+  // Only `vars` set (as a launcher would), then read.
+  static LaunchInfo launched(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const char* v : kAll) unsetenv(v);
+    for (const auto& kv : vars) setenv(kv.first, kv.second, 1);
+    LaunchInfo li;
+    Status s = read_launch_env(&li);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    return li;
+  }
 };
 
+void expect_ranks(const LaunchInfo& li, int rank, int world_size, int local_rank, int local_size) {
+  EXPECT_EQ(li.rank, rank);
+  EXPECT_EQ(li.world_size, world_size);
+  EXPECT_EQ(li.local_rank, local_rank);
+  EXPECT_EQ(li.local_size, local_size);
+}
+
 TEST_F(LaunchEnv, KoloVariables) {
-  setenv("KOLO_RANK", "2", 1);
-  setenv("KOLO_WORLD_SIZE", "4", 1);
-  setenv("KOLO_LOCAL_RANK", "0", 1);
-  setenv("KOLO_LOCAL_WORLD_SIZE", "2", 1);
-  setenv("KOLO_MASTER_ADDR", "10.1.2.3", 1);
-  setenv("KOLO_MASTER_PORT", "29500", 1);
-  LaunchInfo li;
-  ASSERT_TRUE(read_launch_env(&li).is_ok());
-  EXPECT_EQ(li.rank, 2);
-  EXPECT_EQ(li.world_size, 4);
-  EXPECT_EQ(li.local_rank, 0);
-  EXPECT_EQ(li.local_size, 2);
+  LaunchInfo li = launched({{"KOLO_RANK", "2"}, {"KOLO_WORLD_SIZE", "4"}, {"KOLO_LOCAL_RANK", "0"},
+                            {"KOLO_LOCAL_WORLD_SIZE", "2"}, {"KOLO_MASTER_ADDR", "10.1.2.3"},
+                            {"KOLO_MASTER_PORT", "29500"}});
+  expect_ranks(li, 2, 4, 0, 2);
   EXPECT_EQ(li.master_addr, "10.1.2.3");
   EXPECT_EQ(li.master_port, 29500);
 }
 
 TEST_F(LaunchEnv, KoloWinsOverTorchrun) {
-  setenv("KOLO_RANK", "1", 1);
-  setenv("RANK", "0", 1);
-  setenv("WORLD_SIZE", "2", 1);
-  setenv("MASTER_ADDR", "h", 1);
-  setenv("MASTER_PORT", "1", 1);
-  LaunchInfo li;
-  ASSERT_TRUE(read_launch_env(&li).is_ok());
+  LaunchInfo li = launched({{"KOLO_RANK", "1"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"},
+                            {"MASTER_PORT", "1"}});
   EXPECT_EQ(li.rank, 1);
   EXPECT_EQ(li.local_rank, -1) << "no local rank given: derived at rendezvous";
 }
 
-TEST_F(LaunchEnv, TorchrunOpenMpiAndSlurmNames) {
-  setenv("MASTER_ADDR", "m", 1);
-  setenv("MASTER_PORT", "7", 1);
-  setenv("OMPI_COMM_WORLD_RANK", "3", 1);
-  setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
-  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
-  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
-  LaunchInfo li;
-  ASSERT_TRUE(read_launch_env(&li).is_ok());
-  EXPECT_EQ(li.rank, 3);
-  EXPECT_EQ(li.world_size, 8);
-  EXPECT_EQ(li.local_rank, 1);
-  EXPECT_EQ(li.local_size, 4);
-  SetUp();
-  setenv("MASTER_ADDR", "m", 1);
-  setenv("MASTER_PORT", "7", 1);
-  setenv("SLURM_PROCID", "5", 1);
-  setenv("SLURM_NTASKS", "6", 1);
-  setenv("SLURM_LOCALID", "2", 1);
-  ASSERT_TRUE(read_launch_env(&li).is_ok());
+TEST_F(LaunchEnv, OpenMpiNames) {
+  LaunchInfo li = launched({{"MASTER_ADDR", "m"}, {"MASTER_PORT", "7"}, {"OMPI_COMM_WORLD_RANK", "3"},
+                            {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                            {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  expect_ranks(li, 3, 8, 1, 4);
+}
+
+TEST_F(LaunchEnv, SlurmNames) {
+  LaunchInfo li = launched({{"MASTER_ADDR", "m"}, {"MASTER_PORT", "7"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"},
+                            {"SLURM_LOCALID", "2"}});
   EXPECT_EQ(li.rank, 5);
   EXPECT_EQ(li.world_size, 6);
   EXPECT_EQ(li.local_rank, 2);

@@ -120,25 +120,29 @@ Status StoreClient::round_trip(const std::string& request, Deadline deadline, st
   return Status::ok();
 }
 
-Status StoreClient::set(const std::string& key, const std::string& value) {
-  std::lock_guard<std::mutex> lock(mutex_);
+namespace {
+
+std::string key_value_request(StoreOp op, const std::string& key, const std::string& value) {
   MessageWriter w;
-  w.u8(static_cast<uint8_t>(StoreOp::kSet));
+  w.u8(static_cast<uint8_t>(op));
   w.str(key);
   w.str(value);
+  return w.finish();
+}
+
+}  // namespace
+
+Status StoreClient::set(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mutex_);
   std::string reply;
-  return round_trip(w.finish(), Deadline::after_seconds(timeout_s_), &reply);
+  return round_trip(key_value_request(StoreOp::kSet, key, value), Deadline::after_seconds(timeout_s_), &reply);
 }
 
 Status StoreClient::set_if_absent(const std::string& key, const std::string& value, Deadline deadline,
                                   std::string* current) {
   std::lock_guard<std::mutex> lock(mutex_);
-  MessageWriter w;
-  w.u8(static_cast<uint8_t>(StoreOp::kSetIfAbsent));
-  w.str(key);
-  w.str(value);
   std::string reply;
-  KOLO_RETURN_IF_ERROR(round_trip(w.finish(), deadline, &reply));
+  KOLO_RETURN_IF_ERROR(round_trip(key_value_request(StoreOp::kSetIfAbsent, key, value), deadline, &reply));
   MessageReader r(reply.data(), reply.size());
   uint8_t code = 0;
   if (!r.u8(&code) || !r.str(current)) return transport_error("malformed store reply");
