@@ -18,10 +18,15 @@ struct Memory {
   char* page(int i) { return bytes + i * kPage; }
 };
 
-TEST(RegistrationCache, RegistersTheDeclaredBytesOnceAndEveryMessageInsideReusesThem) {
+// Each test: a fake NIC, some pages of memory, and a cache over them.
+class RegistrationCacheTest : public ::testing::Test {
+ protected:
   FakeBackend backend;
   Memory m;
-  RegistrationCache cache(&backend);
+  RegistrationCache cache{&backend};
+};
+
+TEST_F(RegistrationCacheTest, RegistersTheDeclaredBytesOnceAndEveryMessageInsideReusesThem) {
   ASSERT_TRUE(cache.add(m.page(1) + 100, 5000).is_ok());
   ASSERT_TRUE(cache.add(m.page(1) + 100, 5000).is_ok());  // declared twice: registered once
   EXPECT_EQ(cache.stats().registrations, 1u);
@@ -42,10 +47,7 @@ TEST(RegistrationCache, RegistersTheDeclaredBytesOnceAndEveryMessageInsideReuses
   EXPECT_EQ(cache.stats().hits, 101u);
 }
 
-TEST(RegistrationCache, MemoryNotDeclaredIsAMissNotARegistration) {
-  FakeBackend backend;
-  Memory m;
-  RegistrationCache cache(&backend);
+TEST_F(RegistrationCacheTest, MemoryNotDeclaredIsAMissNotARegistration) {
   ASSERT_TRUE(cache.add(m.page(1) + 100, 1000).is_ok());
   RegistrationCache::Pin p;
   // On the registered page but outside the declared bytes: kolo was not
@@ -58,10 +60,7 @@ TEST(RegistrationCache, MemoryNotDeclaredIsAMissNotARegistration) {
   EXPECT_EQ(cache.stats().registrations, 1u);
 }
 
-TEST(RegistrationCache, OverlappingDeclarationsAreBothFound) {
-  FakeBackend backend;
-  Memory m;
-  RegistrationCache cache(&backend);
+TEST_F(RegistrationCacheTest, OverlappingDeclarationsAreBothFound) {
   ASSERT_TRUE(cache.add(m.page(0), 8 * kPage).is_ok());  // large, starts first
   ASSERT_TRUE(cache.add(m.page(2), 10).is_ok());         // small, inside it
   RegistrationCache::Pin p;
@@ -69,10 +68,7 @@ TEST(RegistrationCache, OverlappingDeclarationsAreBothFound) {
   EXPECT_EQ(RegistrationCache::region(p).length, 8 * kPage);
 }
 
-TEST(RegistrationCache, InvalidatedMemoryIsForgottenAndPinsStayValid) {
-  FakeBackend backend;
-  Memory m;
-  RegistrationCache cache(&backend);
+TEST_F(RegistrationCacheTest, InvalidatedMemoryIsForgottenAndPinsStayValid) {
   ASSERT_TRUE(cache.add(m.page(3), 2 * kPage).is_ok());
   ASSERT_TRUE(cache.add(m.page(8), kPage).is_ok());
   RegistrationCache::Pin in_flight, other;
@@ -96,10 +92,7 @@ TEST(RegistrationCache, InvalidatedMemoryIsForgottenAndPinsStayValid) {
   EXPECT_EQ(backend.live.count(RegistrationCache::region(other).lkey), 1u);
 }
 
-TEST(RegistrationCache, AFailedRegistrationCachesNothing) {
-  FakeBackend backend;
-  Memory m;
-  RegistrationCache cache(&backend);
+TEST_F(RegistrationCacheTest, AFailedRegistrationCachesNothing) {
   backend.fail_next = true;
   Status s = cache.add(m.page(0), 10);
   EXPECT_EQ(s.code(), Code::kTransport);
