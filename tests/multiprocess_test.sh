@@ -2,14 +2,11 @@
 # Real multi-process runs: kolorun, every launcher's variable names, and a
 # rank that never arrives. Each case checks exit codes and output.
 set -uo pipefail
-
+# shellcheck source=tests/lib/common.sh
+. "$TEST_SRCDIR/$TEST_WORKSPACE/tests/lib/common.sh"
 KOLORUN="$TEST_SRCDIR/$TEST_WORKSPACE/tools/kolorun"
 WORKER="$TEST_SRCDIR/$TEST_WORKSPACE/tests/mp_worker"
 OUT="${TEST_TMPDIR:-/tmp}/mp_out"
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # 1. kolorun: 3 ranks run every collective and verify; lines carry rank prefixes.
 if timeout 120 "$KOLORUN" -np 3 "$WORKER" check >"$OUT" 2>&1; then
@@ -106,5 +103,4 @@ if grep -q "sekrit" "$OUT.0" "$OUT.1"; then fail "a secret appeared in the outpu
 timeout 60 "$KOLORUN" -np 2 sh -c 'test ${#KOLO_SECRET} -ge 32 && exec "$0" check' "$WORKER" >"$OUT" 2>&1 ||
   fail "kolorun job with its generated secret failed: $(cat "$OUT")"
 
-if [ "$failures" = 0 ]; then echo "multiprocess_test: all cases passed"; exit 0; fi
-echo "multiprocess_test: $failures failure(s)"; exit 1
+finish multiprocess_test

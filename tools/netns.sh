@@ -10,8 +10,12 @@
 #   tools/netns.sh link-down I | link-up I
 #   tools/netns.sh addr I                the address of host I
 #   tools/netns.sh exec I CMD...         run CMD on host I
+#   tools/netns.sh probe                 can it be done here? If not, prints
+#                                        why (one line) and exits 1
 # KOLO_NETNS_PREFIX (default "kolo-") names the namespaces: <prefix>h<I>
-# and <prefix>sw, so concurrent users can keep apart. Needs root.
+# and <prefix>sw, so concurrent users can keep apart. Needs root, or what
+# root has and a container or chroot may lack (CAP_NET_ADMIN, mounts):
+# `probe` tries each piece.
 set -euo pipefail
 P="${KOLO_NETNS_PREFIX:-kolo-}"
 SW="${P}sw"
@@ -54,6 +58,25 @@ up() {
   done
 }
 
+# A throwaway host with one shaped, lossy link: what `up 1 RATE LOSS` does,
+# piece by piece, so that the first piece that fails is named.
+probe() {
+  local ns="${P}probe$$" out
+  command -v ip >/dev/null || { echo "no ip command (iproute2)"; return 1; }
+  out=$(ip netns add "$ns" 2>&1) || { echo "cannot create a network namespace (ip netns add: ${out%%$'\n'*})"; return 1; }
+  if ! out=$(ip -n "$ns" link add eth0 type veth peer name sw0 2>&1 && ip -n "$ns" link add br0 type bridge 2>&1); then
+    out="cannot make veth pairs and bridges in a network namespace (ip link add: ${out%%$'\n'*})"
+  elif ! out=$(ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate 1gbit burst 256kb latency 100ms 2>&1); then
+    out="cannot shape a link with tc in a network namespace (tc qdisc add ... tbf: ${out%%$'\n'*})"
+  elif ! out=$(ip netns exec "$ns" iptables -A INPUT -i eth0 -m statistic --mode random --probability 0.01 -j DROP 2>&1); then
+    out="cannot drop packets with iptables in a network namespace (iptables -m statistic: ${out%%$'\n'*})"
+  else
+    out=""
+  fi
+  ip netns del "$ns" 2>/dev/null || true
+  [[ -z "$out" ]] || { echo "$out"; return 1; }
+}
+
 case "${1:-}" in
   up) shift; up "$@" ;;
   down) down ;;
@@ -61,5 +84,6 @@ case "${1:-}" in
   link-up) ip -n "${P}h$2" link set eth0 up ;;
   addr) addr "$2" ;;
   exec) i=$2; shift 2; exec ip netns exec "${P}h$i" "$@" ;;
-  *) sed -n '2,16p' "$0"; exit 2 ;;
+  probe) probe ;;
+  *) sed -n '2,18p' "$0"; exit 2 ;;
 esac

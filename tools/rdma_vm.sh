@@ -6,6 +6,11 @@
 #   tools/rdma_vm.sh build                   make the VM image (once; cached)
 #   tools/rdma_vm.sh run [OPTIONS] -- CMD...  boot, run CMD, exit with its status
 #   tools/rdma_vm.sh check [OPTIONS]         smoke test: rxe0 ACTIVE, ibv_rc_pingpong
+#   tools/rdma_vm.sh probe                   can the VM run here? Installs the
+#                                            host tools and builds the image if
+#                                            need be, starts QEMU for a moment;
+#                                            if anything fails, prints why (one
+#                                            line) and exits 1
 # OPTIONS: --timeout S (default 900) kills a run that outlives it;
 #          --smp N (default 4) vCPUs: keep more than the processes that
 #          busy-poll, or rxe's kernel work waits for a timer tick (~4 ms a
@@ -20,7 +25,8 @@
 # KOLO_RDMA_NETDEV and KOLO_RDMA_IP. Exit status: CMD's, 124 if the run
 # timed out, 125 if the VM failed to get CMD going (the boot log says why).
 # KOLO_RDMA_VM_CACHE (default /var/cache/kolo-rdma-vm) holds the image;
-# delete it to rebuild. Needs root (debootstrap, and apt for the host tools).
+# delete it to rebuild. Needs root (debootstrap, and apt for the host tools)
+# unless the tools are installed and the image is built.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
@@ -139,6 +145,32 @@ run_vm() {
   exit 125
 }
 
+probe() {
+  local err out rc dir
+  err=$(mktemp)
+  # A script of its own, so that `set -e` holds in it.
+  if ! bash "${BASH_SOURCE[0]}" build 2>"$err"; then
+    cat "$err" >&2
+    out=$(grep -m1 '^E: ' "$err" || grep . "$err" | tail -n1)
+    echo "cannot install the host tools or build the VM image (tools/rdma_vm.sh build: $out)"
+    rm -f "$err"
+    exit 1
+  fi
+  cat "$err" >&2
+  rm -f "$err"
+  # QEMU as run_vm starts it (TCG, its memory, a 9p share), paused (-S):
+  # still running after 3 s means it can start.
+  dir=$(mktemp -d)
+  rc=0
+  out=$(timeout 3 qemu-system-x86_64 -S -accel tcg -cpu max -m 2G -nographic -nodefaults -monitor none \
+    -serial none -virtfs "local,path=$dir,mount_tag=probe,security_model=none" </dev/null 2>&1) || rc=$?
+  rmdir "$dir"
+  if ((rc != 124)); then
+    echo "QEMU cannot start here (exit $rc: $(echo "$out" | grep . | head -n1))"
+    exit 1
+  fi
+}
+
 # The smoke test, run in the guest: the port is up and an RC ping-pong over
 # RoCE v2 between two processes completes.
 # shellcheck disable=SC2016  # expanded in the guest
@@ -153,7 +185,7 @@ wait "$server"
 echo "rdma_vm check: OK"'
 
 usage() {
-  sed -n '2,23p' "$0"
+  sed -n '2,29p' "$0"
   exit 2
 }
 
@@ -173,5 +205,6 @@ case "$cmd" in
   build) build ;;
   run) [[ "${1:-}" == -- ]] && shift; (($#)) || usage; run_vm "$@" ;;
   check) run_vm bash -c "$CHECK" ;;
+  probe) probe ;;
   *) usage ;;
 esac

@@ -1,55 +1,109 @@
 #!/usr/bin/env bash
-# Every test, three ways: the optimized build with CUDA compiled in
-# (--config=cuda, the toolkit at /usr/local/cuda; GPU tests skip without a
-# GPU and say so; KOLO_CUDA=0 builds it without), then AddressSanitizer with
+# Every test, three ways: the optimized build, with CUDA compiled in
+# (--config=cuda) where a CUDA toolkit is at /usr/local/cuda (GPU tests skip
+# without a GPU and say so), then AddressSanitizer with
 # UndefinedBehaviorSanitizer, then ThreadSanitizer (configs in .bazelrc),
-# both without CUDA, which is the default build;
-# then each fuzz target for FUZZ_SECONDS (default 20); then the RDMA
-# conformance suite over soft-RoCE in a VM (tools/rdma_suite.sh, ~10 min,
-# plus a minute or more to build the VM image the first time; needs root;
-# KOLO_RDMA_SUITE=0 leaves it out, and says so).
-# Closes with a plain "N passed, N failed" line counted from Bazel's
-# per-target results, the fuzzers' and the RDMA suite's. Extra arguments go
-# to every `bazel test`.
+# both without CUDA, which is the default build; then each fuzz target for
+# FUZZ_SECONDS (default 20); then the RDMA conformance suite over soft-RoCE
+# in a VM (tools/rdma_suite.sh, ~10 min, plus a minute or more to build the
+# VM image the first time; always the default build, without CUDA).
+#
+#   KOLO_CUDA       unset: CUDA if the toolkit is there, else the optimized
+#                   pass runs without it and the CUDA build counts as
+#                   skipped; 1: CUDA or fail; 0: without CUDA (skipped)
+#   KOLO_RDMA_SUITE=0  leaves the RDMA suite out (counted as skipped)
+#
+# What cannot run here for want of a privilege or a device (network
+# namespaces, tc, iptables; QEMU for the RDMA suite; a CUDA toolkit) is
+# skipped, one line each: "-- NAME: skipped (REASON)". A Bazel test skips by
+# printing "SKIPPED: REASON" and passing (tests/lib/common.sh); it is then
+# counted as skipped, not passed. Closes with a plain
+# "N passed, N failed, N skipped" line counted from Bazel's per-target
+# results, the fuzzers' and the RDMA suite's. Extra arguments go to every
+# `bazel test`.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash tools/setup.sh || exit 1
-LOG="$(mktemp)"
-trap 'rm -f "$LOG"' EXIT
+LOG="$(mktemp)"  # every counted line
+PART="$(mktemp)" # one part's output
+trap 'rm -f "$LOG" "$PART"' EXIT
 status=0
+note() { echo "$*" | tee -a "$LOG"; }
+
+NVCC=/usr/local/cuda/bin/nvcc
 optimized=""
-if [ "${KOLO_CUDA:-1}" != 0 ]; then
-  optimized="--config=cuda"
-  if [ ! -x /usr/local/cuda/bin/nvcc ]; then
-    echo "-- cuda build: FAILED (no CUDA toolkit at /usr/local/cuda; KOLO_CUDA=0 builds without it)" | tee -a "$LOG"
-    status=1
-  fi
-fi
-export KOLO_BAZEL_CONFIG="$optimized"
+case "${KOLO_CUDA:-}" in
+  0) note "-- cuda build: skipped (KOLO_CUDA=0; the optimized pass ran without CUDA)" ;;
+  "" | auto)
+    if [ -x "$NVCC" ]; then
+      optimized="--config=cuda"
+    else
+      note "-- cuda build: skipped (no CUDA toolkit at /usr/local/cuda; the optimized pass ran without CUDA)"
+    fi ;;
+  *)
+    if [ -x "$NVCC" ]; then
+      optimized="--config=cuda"
+    else
+      note "-- cuda build: FAILED (no CUDA toolkit at /usr/local/cuda; KOLO_CUDA=0 builds without it)"
+      status=1
+    fi ;;
+esac
+
+# skip_reason TESTLOGS //pkg:name: the reason a passed test gave for skipping
+# (its line "SKIPPED: REASON"), or nothing.
+skip_reason() {
+  local label=${2#//} file
+  file="$1/${label%%:*}/${label#*:}/test.log"
+  [ -f "$file" ] && grep -m1 '^SKIPPED: ' "$file" | cut -c10-
+}
+
 for config in "$optimized" "--config=asan" "--config=tsan"; do
+  name=${config#--config=}
   echo "== bazel test ${config:-(optimized)} //..."
-  bazel build $config //... || { status=1; continue; }
-  bazel test $config //... --test_summary=short "$@" 2>&1 | tee -a "$LOG"
+  # shellcheck disable=SC2086  # an empty config is no argument
+  if ! bazel build $config //...; then
+    note "-- bazel build ${config:-(optimized)}: FAILED"
+    status=1
+    continue
+  fi
+  # shellcheck disable=SC2086
+  testlogs=$(bazel info $config bazel-testlogs 2>/dev/null)
+  # shellcheck disable=SC2086
+  bazel test $config //... --test_summary=short "$@" 2>&1 | tee "$PART"
   rc=${PIPESTATUS[0]}
   [ "$rc" -ne 0 ] && status=$rc
+  # A test that passed by skipping is counted as skipped, with its reason.
+  while IFS= read -r line; do
+    if [[ "$line" =~ ^(//[^ ]+)\ +(\(cached\)\ )?PASSED ]] &&
+      reason=$(skip_reason "$testlogs" "${BASH_REMATCH[1]}") && [ -n "$reason" ]; then
+      note "-- ${BASH_REMATCH[1]} (${name:-optimized}): skipped ($reason)"
+    else
+      echo "$line" >>"$LOG"
+    fi
+  done <"$PART"
 done
+
 echo "== fuzzing, ${FUZZ_SECONDS:-20} s per target"
 bash tools/fuzz.sh "${FUZZ_SECONDS:-20}" 2>&1 | tee -a "$LOG"
 [ "${PIPESTATUS[0]}" -ne 0 ] && status=1
+
 if [ "${KOLO_RDMA_SUITE:-1}" = 0 ]; then
-  echo "== RDMA suite left out (KOLO_RDMA_SUITE=0)"
+  note "-- rdma suite: skipped (KOLO_RDMA_SUITE=0)"
 else
   echo "== RDMA conformance suite, soft-RoCE in a VM (tools/rdma_suite.sh)"
-  KOLO_RDMA_SUITE_TIMEOUT=${KOLO_RDMA_SUITE_TIMEOUT:-1200} bash tools/rdma_suite.sh 2>&1 | tee -a "$LOG"
+  KOLO_RDMA_SUITE_TIMEOUT=${KOLO_RDMA_SUITE_TIMEOUT:-1200} bash tools/rdma_suite.sh 2>&1 | tee "$PART"
   rc=${PIPESTATUS[0]}
+  cat "$PART" >>"$LOG"
   if [ "$rc" -ne 0 ]; then
     status=1
     # The VM may have failed before any test ran: count that too.
-    grep -qE "^-- .*: FAILED" "$LOG" || echo "-- rdma suite: FAILED (exit $rc before its tests reported)" | tee -a "$LOG"
+    grep -qE "^-- .*: FAILED" "$PART" || note "-- rdma suite: FAILED (exit $rc before its tests reported)"
   fi
 fi
+
 passed=$(grep -cE "^//[^ ]+ +(\(cached\) )?PASSED|^fuzz .*no crash$|^-- .*: passed \(" "$LOG")
 failed=$(grep -cE "^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY)|^fuzz .*CRASH|^-- .*: FAILED" "$LOG")
-echo "kolo tests: $passed passed, $failed failed"
+skipped=$(grep -cE "^-- .*: skipped \(" "$LOG")
+echo "kolo tests: $passed passed, $failed failed, $skipped skipped"
 exit "$status"

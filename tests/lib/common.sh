@@ -1,0 +1,68 @@
+# shellcheck shell=bash
+# What the shell tests share (sourced by tests/*.sh, which Bazel runs and
+# tools/rdma_suite.sh runs again in its VM): counting failures, skipping,
+# free ports, timing, and ranks of tests/mp_worker started by hand.
+#
+# A test that cannot run here (a privilege or a device it needs is missing)
+# calls `skip REASON`: it prints "SKIPPED: REASON" and exits 0, since Bazel
+# 4.2.3 has no skipped status. tools/test.sh finds that line in the test's
+# log and counts the test as skipped, not passed.
+
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+skip() {
+  echo "SKIPPED: $*"
+  exit 0
+}
+
+# finish NAME: the closing line, and the exit status, from the failures.
+finish() {
+  if [ "$failures" = 0 ]; then echo "$1: all cases passed"; exit 0; fi
+  echo "$1: $failures failure(s)"
+  exit 1
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# seconds_since T DIGITS: the time since T (from `date +%s.%N`), rounded.
+seconds_since() { python3 -c "import time; print(round(time.time() - $1, $2))"; }
+
+# start_long_ranks N OUT [VAR=VALUE...]: starts ranks 0..N-1 of "$WORKER long"
+# (allreduces until an error) in the background, with KOLO_RANK,
+# KOLO_WORLD_SIZE and the given variables; rank r writes OUT.r and its pid
+# goes to the array `pids`. If the caller defines rank_wrapper, rank r runs
+# under the command that `rank_wrapper r` prints (e.g. ip netns exec HOST).
+# Returns once every rank is in its loop (or after 10 s) and the
+# collectives have run for a second.
+start_long_ranks() {
+  local n=$1 out=$2 r wrap=()
+  shift 2
+  pids=()
+  for ((r = 0; r < n; r++)); do
+    if declare -F rank_wrapper >/dev/null; then read -ra wrap <<<"$(rank_wrapper "$r")"; fi
+    env KOLO_RANK="$r" KOLO_WORLD_SIZE="$n" "$@" "${wrap[@]}" "$WORKER" long >"$out.$r" 2>&1 &
+    pids+=($!)
+  done
+  for _ in $(seq 1 200); do
+    [ "$(cat "$out".[0-$((n - 1))] 2>/dev/null | grep -c looping)" = "$n" ] && break
+    sleep 0.05
+  done
+  sleep 1
+}
+
+# await_error LABEL PID OUT SINCE LIMIT_S: waits for a rank that must fail
+# with KOLO_ERR_TIMEOUT or KOLO_ERR_PEER_LOST (the worker exits 10 + code:
+# 13, 14) less than LIMIT_S seconds after SINCE; prints how it ended.
+await_error() {
+  local label=$1 pid=$2 out=$3 since=$4 limit=$5 rc took
+  wait "$pid"
+  rc=$?
+  took=$(seconds_since "$since" 2)
+  echo "$label exited $rc after ${took}s: $(grep 'failed' "$out" | head -1 | cut -c1-300)"
+  case $rc in
+    13|14) ;;
+    *) fail "$label exited $rc, expected a timeout or peer-lost error"; cat "$out" ;;
+  esac
+  python3 -c "import sys; sys.exit(0 if $took < $limit else 1)" || fail "$label took ${took}s"
+}
