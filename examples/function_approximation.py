@@ -14,8 +14,8 @@ import math
 import torch
 
 import kolo.torch as hvd
-from seed_common import (StepTimer, column, log, mlp, output_path, parse_args, rank_interval, relative_l2,
-                         save_plot)
+from seed_common import (column, data_parallel, evaluate, log, mlp, output_path, parse_args, rank_interval, save_plot,
+                         train)
 
 
 def target(x):
@@ -33,31 +33,14 @@ def main():
     y_eval = target(x_eval)
 
     model = mlp(args.depth, args.width)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr * hvd.size())
-    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    optimizer = data_parallel(model, args.lr)
 
-    with torch.no_grad():
-        initial_error = relative_l2(model(x_eval), y_eval)
+    _, initial_error = evaluate(model, x_eval, y_eval)
     log("rank slices: %s; %d points each" % (
         ", ".join("[%.2f, %.2f]" % rank_interval(r, hvd.size()) for r in range(hvd.size())), args.points))
-    timer = StepTimer()
-    for step in range(1, args.steps + 1):
-        timer.begin()
-        optimizer.zero_grad()
-        loss = torch.mean((model(x) - y) ** 2)
-        loss.backward()
-        optimizer.step()
-        timer.end()
-        if step % args.log_every == 0 or step == args.steps:
-            # The loss on the union of the slices: the mean of the ranks' losses.
-            union_loss = hvd.allreduce(loss.detach(), name="loss").item()
-            log("step %5d  loss %.3e" % (step, union_loss))
+    timer = train(args, optimizer, lambda: torch.mean((model(x) - y) ** 2))
 
-    with torch.no_grad():
-        prediction = model(x_eval)
-    error = relative_l2(prediction, y_eval)
+    prediction, error = evaluate(model, x_eval, y_eval)
     log("time per step: %.3f ms" % timer.mean_ms())
     log("final error: %.4e (initial %.4e), relative L2 on linspace(-1, 1, 101)" % (error, initial_error))
     slices = hvd.allgather(torch.cat([x, y], dim=1), name="slices")

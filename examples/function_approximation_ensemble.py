@@ -11,7 +11,7 @@ import torch
 
 import kolo.torch as hvd
 from function_approximation import target
-from seed_common import StepTimer, column, log, mlp, output_path, parse_args, rank_interval, relative_l2, save_plot
+from seed_common import column, evaluate, log, mlp, output_path, parse_args, rank_interval, save_plot, train
 
 
 def main():
@@ -26,24 +26,11 @@ def main():
 
     model = mlp(args.depth, args.width)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)  # one rank's data: no scaling
-    with torch.no_grad():
-        initial_error = relative_l2(model(x_own), target(x_own))
-    timer = StepTimer()
-    for step in range(1, args.steps + 1):
-        timer.begin()
-        optimizer.zero_grad()
-        loss = torch.mean((model(x) - y) ** 2)
-        loss.backward()
-        optimizer.step()
-        timer.end()
-        if step % args.log_every == 0 or step == args.steps:
-            losses = hvd.allgather(loss.detach().reshape(1), name="losses")
-            log("step %5d  loss per member %s" % (step, " ".join("%.3e" % v for v in losses.tolist())))
+    _, initial_error = evaluate(model, x_own, target(x_own))
+    timer = train(args, optimizer, lambda: torch.mean((model(x) - y) ** 2), ensemble=True)
 
-    with torch.no_grad():
-        own_error = relative_l2(model(x_own), target(x_own))
-        prediction = model(x_all)
-        whole_error = relative_l2(prediction, target(x_all))
+    _, own_error = evaluate(model, x_own, target(x_own))
+    prediction, whole_error = evaluate(model, x_all, target(x_all))
     # Every member reports; rank 0 prints them in order.
     reports = hvd.allgather_object((hvd.rank(), a, b, own_error, whole_error, initial_error))
     for r, lo, hi, own, whole, initial in reports:

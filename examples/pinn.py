@@ -14,7 +14,21 @@ import math
 import torch
 
 import kolo.torch as hvd
-from seed_common import StepTimer, column, log, mlp, output_path, parse_args, rank_interval, relative_l2, save_plot
+from seed_common import (column, data_parallel, evaluate, log, mlp, output_path, parse_args, rank_interval, save_plot,
+                         train)
+
+
+def pinn_args(description):
+    """The command line of both PINN seeds."""
+    return parse_args(description, steps=3000, lr=2e-3, depth=2, width=32, points=51,
+                      extra=[(("--boundary-weight",), dict(type=float, default=100.0,
+                                                           help="weight of the boundary term (default %(default)s)"))])
+
+
+def sine_problem(k):
+    """-u'' = f with f(x) = k^2 sin(k x) and u(+-1) = 0, for k a multiple of
+    pi: the forcing f and the exact solution sin(k x)."""
+    return (lambda x: k * k * torch.sin(k * x)), (lambda x: torch.sin(k * x))
 
 
 def residual(model, x, forcing):
@@ -33,43 +47,22 @@ def pinn_loss(model, x, forcing, boundary_weight):
 
 
 def main():
-    args = parse_args(__doc__.splitlines()[0], steps=3000, lr=2e-3, depth=2, width=32, points=51,
-                      extra=[(("--boundary-weight",), dict(type=float, default=100.0,
-                                                           help="weight of the boundary term (default %(default)s)"))])
+    args = pinn_args(__doc__.splitlines()[0])
     hvd.init()
     torch.manual_seed(args.seed)
-    k = 2 * math.pi
-
-    def forcing(x):
-        return k * k * torch.sin(k * x)
-
+    forcing, solution = sine_problem(2 * math.pi)
     a, b = rank_interval(hvd.rank(), hvd.size())
     x = column(a, b, args.points)
     x_eval = column(-1, 1, 201)
-    exact = torch.sin(k * x_eval)
+    exact = solution(x_eval)
 
     model = mlp(args.depth, args.width)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr * hvd.size())
-    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    optimizer = data_parallel(model, args.lr)
 
-    with torch.no_grad():
-        initial_error = relative_l2(model(x_eval), exact)
-    timer = StepTimer()
-    for step in range(1, args.steps + 1):
-        timer.begin()
-        optimizer.zero_grad()
-        loss = pinn_loss(model, x, forcing, args.boundary_weight)
-        loss.backward()
-        optimizer.step()
-        timer.end()
-        if step % args.log_every == 0 or step == args.steps:
-            log("step %5d  loss %.3e" % (step, hvd.allreduce(loss.detach(), name="loss").item()))
+    _, initial_error = evaluate(model, x_eval, exact)
+    timer = train(args, optimizer, lambda: pinn_loss(model, x, forcing, args.boundary_weight))
 
-    with torch.no_grad():
-        prediction = model(x_eval)
-    error = relative_l2(prediction, exact)
+    prediction, error = evaluate(model, x_eval, exact)
     log("time per step: %.3f ms on %d ranks" % (timer.mean_ms(), hvd.size()))
     log("final error: %.4e (initial %.4e), relative L2 against sin(2 pi x) on 201 points" % (error, initial_error))
     if hvd.rank() == 0:

@@ -13,8 +13,8 @@ import math
 import torch
 
 import kolo.torch as hvd
-from pinn import pinn_loss
-from seed_common import StepTimer, column, log, mlp, output_path, parse_args, relative_l2, save_plot
+from pinn import pinn_args, pinn_loss, sine_problem
+from seed_common import column, evaluate, log, mlp, output_path, save_plot, train
 
 
 def forcing_text(k):
@@ -23,39 +23,20 @@ def forcing_text(k):
 
 
 def main():
-    args = parse_args(__doc__.splitlines()[0], steps=3000, lr=2e-3, depth=2, width=32, points=51,
-                      extra=[(("--boundary-weight",), dict(type=float, default=100.0,
-                                                           help="weight of the boundary term (default %(default)s)"))])
+    args = pinn_args(__doc__.splitlines()[0])
     hvd.init()
     torch.manual_seed(args.seed + hvd.rank())
-    k = (hvd.rank() + 1) * math.pi
-
-    def forcing(x):
-        return k * k * torch.sin(k * x)
-
+    forcing, solution = sine_problem((hvd.rank() + 1) * math.pi)
     x = column(-1, 1, args.points)
     x_eval = column(-1, 1, 101)
-    exact = torch.sin(k * x_eval)
+    exact = solution(x_eval)
 
     model = mlp(args.depth, args.width)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    with torch.no_grad():
-        initial_error = relative_l2(model(x_eval), exact)
-    timer = StepTimer()
-    for step in range(1, args.steps + 1):
-        timer.begin()
-        optimizer.zero_grad()
-        loss = pinn_loss(model, x, forcing, args.boundary_weight)
-        loss.backward()
-        optimizer.step()
-        timer.end()
-        if step % args.log_every == 0 or step == args.steps:
-            losses = hvd.allgather(loss.detach().reshape(1), name="losses")
-            log("step %5d  loss per member %s" % (step, " ".join("%.3e" % v for v in losses.tolist())))
+    _, initial_error = evaluate(model, x_eval, exact)
+    timer = train(args, optimizer, lambda: pinn_loss(model, x, forcing, args.boundary_weight), ensemble=True)
 
-    with torch.no_grad():
-        prediction = model(x_eval)
-    error = relative_l2(prediction, exact)
+    prediction, error = evaluate(model, x_eval, exact)
     reports = hvd.allgather_object((hvd.rank(), hvd.rank() + 1, error, initial_error))
     for r, kk, err, initial in reports:
         log("member %d (f = %s): error %.4e (initial %.4e)" % (r, forcing_text(kk), err, initial))

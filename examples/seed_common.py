@@ -54,6 +54,14 @@ def relative_l2(pred, truth):
     return (torch.linalg.norm(pred - truth) / torch.linalg.norm(truth)).item()
 
 
+def evaluate(model, x, truth):
+    """The model's prediction on x (no gradients) and its relative L2 error
+    against truth."""
+    with torch.no_grad():
+        prediction = model(x)
+    return prediction, relative_l2(prediction, truth)
+
+
 class StepTimer:
     """Mean wall time per step, leaving out the first few (warm-up)."""
 
@@ -92,6 +100,38 @@ def save_plot(path, title, x, truth, curves, points=()):
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def data_parallel(model, lr):
+    """Horovod's recipe: Adam at `lr` x N (N ranks' data per step), the
+    parameters and optimizer state broadcast from rank 0 so every rank starts
+    alike, and a DistributedOptimizer that averages the gradients."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr * hvd.size())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    return hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+
+
+def train(args, optimizer, loss_fn, ensemble=False):
+    """`args.steps` steps of `optimizer` on `loss_fn()`; returns the StepTimer.
+    Every `args.log_every` steps and at the last, rank 0 logs the loss: the
+    mean of the ranks' losses (data parallel: the loss on the union of their
+    slices), or with `ensemble` each member's. Every rank must call it."""
+    timer = StepTimer()
+    for step in range(1, args.steps + 1):
+        timer.begin()
+        optimizer.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        optimizer.step()
+        timer.end()
+        if step % args.log_every == 0 or step == args.steps:
+            if ensemble:
+                losses = hvd.allgather(loss.detach().reshape(1), name="losses")
+                log("step %5d  loss per member %s" % (step, " ".join("%.3e" % v for v in losses.tolist())))
+            else:
+                log("step %5d  loss %.3e" % (step, hvd.allreduce(loss.detach(), name="loss").item()))
+    return timer
 
 
 def output_path(args, name):
