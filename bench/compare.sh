@@ -7,24 +7,21 @@
 # Usage: bash bench/compare.sh [N ...]   (default 2 4); MAX_BYTES etc. as in
 # bench/peers/run_peers.sh.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
+# shellcheck source=bench/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 NS=("$@")
 [[ ${#NS[@]} -eq 0 ]] && NS=(2 4)
 MAX_BYTES="${MAX_BYTES:-268435456}"
 
-bazel build //bench:kolo_bench //bench/peers:tcp_ceiling >/dev/null 2>&1 || bazel build //bench:kolo_bench //bench/peers:tcp_ceiling
-BIN="$(mktemp -d "${TMPDIR:-/tmp}/kolo-compare.XXXXXX")"
-trap 'rm -rf "$BIN"' EXIT
-cp bazel-bin/bench/kolo_bench bazel-bin/bench/peers/tcp_ceiling "$BIN/"
+build_and_copy compare //bench:kolo_bench //bench/peers:tcp_ceiling
 
 echo "== loopback ceiling"
-"$BIN/tcp_ceiling" | tee "$BIN/ceiling.txt"
-CEILING=$(awk '/tcp_two_streams_GBps/ {print $2}' "$BIN/ceiling.txt")
+"$WORK/tcp_ceiling" | tee "$WORK/ceiling.txt"
+CEILING=$(awk '/tcp_two_streams_GBps/ {print $2}' "$WORK/ceiling.txt")
 
 for n in "${NS[@]}"; do
   echo "== kolo allreduce, N=$n"
-  tools/kolorun -np "$n" --no-prefix "$BIN/kolo_bench" --max-bytes "$MAX_BYTES" --link-gbps "$CEILING"
+  tools/kolorun -np "$n" --no-prefix "$WORK/kolo_bench" --max-bytes "$MAX_BYTES" --link-gbps "$CEILING"
 done
 
 echo "== peers"

@@ -5,18 +5,15 @@
 # peer.   Usage: bash bench/duel.sh [N ...]   (default 2 4)
 #   SIZE (67108864)  ROUNDS (5)  ITERS (16)
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
+# shellcheck source=bench/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 NS=("$@")
 [[ ${#NS[@]} -eq 0 ]] && NS=(2 4)
 SIZE="${SIZE:-67108864}"
 ROUNDS="${ROUNDS:-5}"
 ITERS="${ITERS:-16}"
 
-bazel build //bench:kolo_bench >/dev/null 2>&1 || bazel build //bench:kolo_bench
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/kolo-duel.XXXXXX")"
-trap 'rm -rf "$WORK"' EXIT
-cp bazel-bin/bench/kolo_bench "$WORK/"
+build_and_copy duel //bench:kolo_bench
 RESULTS="$WORK/results"
 
 for ((round = 1; round <= ROUNDS; round++)); do

@@ -9,8 +9,8 @@
 # 1 Gbit/s links the compute is 25x slower. SKIP_GLOO=1, SKIP_SCALING=1
 # leave those parts out; MIN_BYTES/MAX_BYTES bound the sweep.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
+# shellcheck source=bench/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 K="${1:-4}"
 RATE="${2:-1gbit}"
 SCALE="${3:-25}"
@@ -18,10 +18,9 @@ MIN_BYTES="${MIN_BYTES:-1M}"
 MAX_BYTES="${MAX_BYTES:-64M}"
 export KOLO_NETNS_PREFIX="${KOLO_NETNS_PREFIX:-kb-}"
 
-bazel build //bench:kolo_bench //bench/peers:gloo_bench >/dev/null 2>&1 || bazel build //bench:kolo_bench //bench/peers:gloo_bench
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/kolo-netns.XXXXXX")"
+why=$(bash tools/netns.sh probe) || { echo "netns_compare: cannot emulate hosts here: $why" >&2; exit 1; }
+build_and_copy netns //bench:kolo_bench //bench/peers:gloo_bench
 trap 'bash tools/netns.sh down; rm -rf "$WORK"' EXIT
-cp bazel-bin/bench/kolo_bench bazel-bin/bench/peers/gloo_bench "$WORK/"
 bash tools/netns.sh up "$K" "$RATE"
 RATE_GBPS=$(python3 -c "
 r='$RATE'.lower(); m={'kbit':1e3,'mbit':1e6,'gbit':1e9}
