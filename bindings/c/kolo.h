@@ -322,6 +322,13 @@ typedef struct {
 } kolo_engine_stats_t;
 kolo_result_t kolo_engine_get_stats(kolo_comm_t comm, kolo_engine_stats_t* stats);
 
+/* The version of the libkolo loaded at run time: MAJOR changes when the ABI
+ * breaks (it is in the SONAME, libkolo.so.MAJOR), MINOR when the API grows,
+ * PATCH for fixes. Returns KOLO_ERR_INVALID_ARGUMENT if any pointer is NULL.
+ * Needs no communicator. (`pkg-config --modversion kolo` gives the installed
+ * version at build time.) */
+kolo_result_t kolo_get_version(int* major, int* minor, int* patch);
+
 /* A short constant description of a result code. */
 const char* kolo_result_string(kolo_result_t result);
 

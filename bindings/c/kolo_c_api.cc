@@ -194,6 +194,19 @@ kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_e
   });
 }
 
+kolo_result_t kolo_get_version(int* major, int* minor, int* patch) {
+  // KOLO_VERSION_* come from bindings/c/version.bzl through BUILD.bazel.
+  return guarded([&] {
+    if (!major) return kolo::invalid_argument("major output pointer is NULL");
+    if (!minor) return kolo::invalid_argument("minor output pointer is NULL");
+    if (!patch) return kolo::invalid_argument("patch output pointer is NULL");
+    *major = KOLO_VERSION_MAJOR;
+    *minor = KOLO_VERSION_MINOR;
+    *patch = KOLO_VERSION_PATCH;
+    return kolo::Status::ok();
+  });
+}
+
 const char* kolo_result_string(kolo_result_t result) {
   switch (raw_enum(result)) {
     case KOLO_SUCCESS: return "success";
