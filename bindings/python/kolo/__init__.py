@@ -10,11 +10,13 @@ operation of kolo's engine: ranks may issue different names in different
 orders, each runs once all ranks have issued it. Operations given no name
 are numbered per kind, so those must be issued in one order on every rank.
 The `_async` forms return a handle for poll()/synchronize(). PyTorch users
-want `kolo.torch`, which mirrors horovod.torch.
+want `kolo.torch`, which mirrors horovod.torch. `kolo.__version__` is the
+version of the libkolo in use.
 """
 from kolo._collectives import Adasum, Average, Max, Min, Product, Sum
 from kolo._library import (AbortedError, InvalidArgumentError, InvalidUsageError, KoloError, KoloTimeoutError,
                            MismatchError, PeerLostError, UnsupportedError)
+from kolo._library import version as __version__  # the loaded libkolo's, from kolo_get_version
 from kolo._numpy import (allgather, allgather_async, allreduce, allreduce_, allreduce_async, allreduce_async_,
                          alltoall, alltoall_async, broadcast, broadcast_, broadcast_async, broadcast_async_,
                          grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,

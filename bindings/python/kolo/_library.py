@@ -7,6 +7,8 @@ every call, so a rank waiting on a handle never stalls other Python threads.
 """
 import ctypes
 import os
+import re
+import sys
 
 # kolo_result_t, in the order of kolo.h.
 SUCCESS = 0
@@ -114,35 +116,89 @@ _SIGNATURES = {
     "kolo_timeline_start": [ctypes.c_void_p, ctypes.c_char_p],
     "kolo_timeline_stop": [ctypes.c_void_p],
     "kolo_engine_get_stats": [ctypes.c_void_p, ctypes.POINTER(EngineStats)],
+    "kolo_get_version": [_c_int_p, _c_int_p, _c_int_p],
 }
 
 
-def _candidates():
-    # KOLO_LIBRARY wins; then a copy beside the package; then the Bazel
-    # output of the checkout this package lives in (bindings/python/kolo).
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# In a checkout (and in Bazel's runfiles) this package is <repo>/bindings/python/kolo.
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
+_VERSION_FILE = os.path.join(_REPO, "bindings", "c", "version.bzl")
+_IN_CHECKOUT = os.path.isfile(_VERSION_FILE)
+
+
+def _package_version():
+    """The libkolo version this package was made with: an installed package
+    has it in kolo/_version.py (written by tools/install.sh and setup.py); a
+    checkout reads bindings/c/version.bzl, where it is declared."""
+    try:
+        from kolo._version import version
+        return version
+    except ImportError:
+        pass
+    try:
+        with open(_VERSION_FILE) as f:
+            found = re.search(r'^KOLO_VERSION = "(\d+\.\d+\.\d+)"$', f.read(), re.M)
+    except OSError:
+        found = None
+    if not found:
+        raise ImportError("kolo: cannot tell which libkolo this package needs: it has no kolo/_version.py "
+                          "(written when installed) and %s declares no KOLO_VERSION" % _VERSION_FILE)
+    return found.group(1)
+
+
+def _candidates(soname):
+    """Where libkolo may be, in order (KOLO_LIBRARY, when set, replaces them
+    all): the checkout's bazel-bin; beside this package; the lib directory of
+    the prefix the package is installed under (PREFIX/lib/python3.X/
+    dist-packages/kolo: PREFIX/lib); sys.prefix/lib (a virtual environment);
+    last the bare SONAME, for the system loader (ld.so.cache, LD_LIBRARY_PATH)."""
+    places = []
+    if _IN_CHECKOUT:
+        places.append(os.path.join(_REPO, "bazel-bin", "bindings", "c", "libkolo.so"))
+    places.append(os.path.join(_HERE, soname))
+    # Installed as PREFIX/lib/python3.X/{dist,site}-packages/kolo: PREFIX/lib.
+    d = _HERE
+    while os.path.dirname(d) != d:
+        d = os.path.dirname(d)
+        if os.path.basename(d) in ("lib", "lib64"):
+            places.append(os.path.join(d, soname))
+            break
+    places.append(os.path.join(sys.prefix, "lib", soname))  # e.g. a virtual environment
+    unique = []
+    for p in places:
+        if p not in unique:
+            unique.append(p)
+    return unique + [soname]
+
+
+def _open(soname):
     explicit = os.environ.get("KOLO_LIBRARY")
-    if explicit:
-        return [explicit]
-    here = os.path.dirname(os.path.abspath(__file__))
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-    return [os.path.join(here, "libkolo.so"), os.path.join(repo, "bazel-bin", "bindings", "c", "libkolo.so")]
+    if explicit and not os.path.exists(explicit):
+        # Asked for by name: any other library would not be what the user meant.
+        raise ImportError("kolo: KOLO_LIBRARY=%s does not exist" % explicit)
+    tried = []
+    for where in [explicit] if explicit else _candidates(soname):
+        if os.sep in where and not os.path.exists(where):
+            tried.append(where)
+            continue
+        try:
+            return ctypes.CDLL(where), where
+        except OSError as e:
+            if os.sep not in where:
+                tried.append("%s through the system loader (%s)" % (where, e))
+                continue
+            raise ImportError("kolo: cannot load %s (%s). If it is a sanitizer build (a checkout's bazel-bin "
+                              "follows the last --config), preload its runtime or rebuild the plain one with `bazel "
+                              "build //bindings/c:libkolo.so`; KOLO_LIBRARY may name another" % (where, e)) from e
+    raise ImportError("kolo: libkolo not found; looked at %s. Build it with `bazel build //bindings/c:libkolo.so`, "
+                      "install it with tools/install.sh PREFIX, or set KOLO_LIBRARY to its path" % "; ".join(tried))
 
 
 def _load():
-    tried = _candidates()
-    for path in tried:
-        if os.path.exists(path):
-            try:
-                lib = ctypes.CDLL(path)
-            except OSError as e:
-                raise ImportError("kolo: cannot load %s (%s). A sanitizer build of it (bazel-bin follows the last "
-                                  "--config) needs its runtime preloaded; rebuild the plain one with `bazel build "
-                                  "//bindings/c:libkolo.so` or set KOLO_LIBRARY" % (path, e)) from e
-            break
-    else:
-        raise ImportError("kolo: libkolo.so not found (looked at %s); build it with "
-                          "`bazel build //bindings/c:libkolo.so` or set KOLO_LIBRARY to its path"
-                          % ", ".join(tried))
+    wanted = _package_version()
+    major = wanted.split(".")[0]
+    lib, where = _open("libkolo.so." + major)
     for name, argtypes in _SIGNATURES.items():
         fn = getattr(lib, name)
         fn.argtypes = argtypes
@@ -151,10 +207,19 @@ def _load():
     lib.kolo_last_error.restype = ctypes.c_char_p
     lib.kolo_result_string.argtypes = [ctypes.c_int]
     lib.kolo_result_string.restype = ctypes.c_char_p
-    return lib
+    got = [ctypes.c_int() for _ in range(3)]
+    if lib.kolo_get_version(*(ctypes.byref(v) for v in got)) != SUCCESS:
+        raise ImportError("kolo: kolo_get_version failed in %s: %s" % (where, lib.kolo_last_error().decode()))
+    version = ".".join(str(v.value) for v in got)
+    # The major version is libkolo's ABI; this package's signatures are its.
+    if version.split(".")[0] != major:
+        raise ImportError("kolo: %s is libkolo %s, but this package is for %s (major version %s)"
+                          % (where, version, wanted, major))
+    return lib, version
 
 
-lib = _load()
+# The library, and its version (kolo.__version__).
+lib, version = _load()
 
 
 def error_for(code):
