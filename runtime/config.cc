@@ -2,7 +2,7 @@
 
 #include "common/env.h"
 #include "common/log.h"
-#include "transport/tcp/address.h"
+#include "transport/socket/address.h"
 
 namespace kolo {
 

@@ -4,7 +4,7 @@
 #include "gpu/ipc_transport.h"
 #include "gpu/open_device.h"
 #include "gpu/staged_transport.h"
-#include "transport/gpu_driver.h"
+#include "common/gpu_driver.h"
 
 namespace kolo {
 

@@ -5,8 +5,8 @@
 
 #include "common/hmac.h"
 #include "runtime/store_protocol.h"
-#include "transport/tcp/address.h"
-#include "transport/tcp/io.h"
+#include "transport/socket/address.h"
+#include "transport/socket/io.h"
 
 namespace kolo {
 

@@ -12,7 +12,7 @@
 #include "common/hmac.h"
 #include "common/log.h"
 #include "runtime/store_protocol.h"
-#include "transport/tcp/address.h"
+#include "transport/socket/address.h"
 
 namespace kolo {
 

@@ -5,7 +5,7 @@
 
 #include "collectives/dtype.h"
 #include "collectives/ring_schedule.h"
-#include "transport/gpu_driver.h"
+#include "common/gpu_driver.h"
 
 namespace kolo {
 

@@ -14,7 +14,7 @@
 
 #include "tests/thread_world.h"
 #include "transport/handshake.h"
-#include "transport/tcp/address.h"
+#include "transport/socket/address.h"
 
 namespace kolo {
 namespace {

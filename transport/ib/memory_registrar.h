@@ -16,7 +16,7 @@
 #include <cstdint>
 
 #include "common/status.h"
-#include "transport/gpu_driver.h"
+#include "common/gpu_driver.h"
 #include "transport/ib/registration_cache.h"
 
 namespace kolo {

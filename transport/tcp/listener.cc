@@ -8,7 +8,7 @@
 #include <boost/asio/write.hpp>
 
 #include "common/log.h"
-#include "transport/tcp/address.h"
+#include "transport/socket/address.h"
 
 namespace kolo {
 

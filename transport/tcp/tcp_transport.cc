@@ -8,8 +8,8 @@
 
 #include "common/log.h"
 #include "transport/handshake.h"
-#include "transport/tcp/address.h"
-#include "transport/tcp/io.h"
+#include "transport/socket/address.h"
+#include "transport/socket/io.h"
 
 namespace kolo {
 

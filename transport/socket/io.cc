@@ -1,4 +1,4 @@
-#include "transport/tcp/io.h"
+#include "transport/socket/io.h"
 
 #include <poll.h>
 

@@ -1,4 +1,4 @@
-#include "transport/tcp/address.h"
+#include "transport/socket/address.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

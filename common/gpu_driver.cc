@@ -1,4 +1,4 @@
-#include "transport/gpu_driver.h"
+#include "common/gpu_driver.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
