@@ -54,6 +54,18 @@ void set_reduction(kolo::OpRequest* r, kolo_op_t op, double prescale, double pos
   r->postscale = postscale;
 }
 
+// A reducing operation of one tensor (allreduce, reduce-scatter).
+kolo_result_t submit_reduction(kolo::OpKind kind, kolo_comm_t comm, const char* name, const void* sendbuf,
+                               void* recvbuf, int ndim, const int64_t* shape, kolo_dtype_t dtype, kolo_op_t op,
+                               double prescale, double postscale, kolo_handle_t* handle) {
+  std::vector<int64_t> dims;
+  kolo::Status s = read_shape(ndim, shape, &dims);
+  if (!s.is_ok()) return report(s);
+  kolo::Submission sub = single(kind, sendbuf, recvbuf, dims, raw_enum(dtype));
+  set_reduction(&sub.request, op, prescale, postscale);
+  return submit(comm, name, std::move(sub), handle);
+}
+
 }  // namespace
 
 extern "C" {
@@ -61,12 +73,8 @@ extern "C" {
 kolo_result_t kolo_submit_allreduce(kolo_comm_t comm, const char* name, const void* sendbuf, void* recvbuf,
                                     int ndim, const int64_t* shape, kolo_dtype_t dtype, kolo_op_t op,
                                     double prescale, double postscale, kolo_handle_t* handle) {
-  std::vector<int64_t> dims;
-  kolo::Status s = read_shape(ndim, shape, &dims);
-  if (!s.is_ok()) return report(s);
-  kolo::Submission sub = single(kolo::OpKind::kAllreduce, sendbuf, recvbuf, dims, raw_enum(dtype));
-  set_reduction(&sub.request, op, prescale, postscale);
-  return submit(comm, name, std::move(sub), handle);
+  return submit_reduction(kolo::OpKind::kAllreduce, comm, name, sendbuf, recvbuf, ndim, shape, dtype, op, prescale,
+                          postscale, handle);
 }
 
 kolo_result_t kolo_submit_grouped_allreduce(kolo_comm_t comm, const char* name, int num_tensors,
@@ -116,12 +124,8 @@ kolo_result_t kolo_submit_broadcast(kolo_comm_t comm, const char* name, void* bu
 kolo_result_t kolo_submit_reduce_scatter(kolo_comm_t comm, const char* name, const void* sendbuf, void* recvbuf,
                                          int ndim, const int64_t* shape, kolo_dtype_t dtype, kolo_op_t op,
                                          double prescale, double postscale, kolo_handle_t* handle) {
-  std::vector<int64_t> dims;
-  kolo::Status s = read_shape(ndim, shape, &dims);
-  if (!s.is_ok()) return report(s);
-  kolo::Submission sub = single(kolo::OpKind::kReduceScatter, sendbuf, recvbuf, dims, raw_enum(dtype));
-  set_reduction(&sub.request, op, prescale, postscale);
-  return submit(comm, name, std::move(sub), handle);
+  return submit_reduction(kolo::OpKind::kReduceScatter, comm, name, sendbuf, recvbuf, ndim, shape, dtype, op,
+                          prescale, postscale, handle);
 }
 
 kolo_result_t kolo_submit_alltoall(kolo_comm_t comm, const char* name, const void* sendbuf, int ndim,
