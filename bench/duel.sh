@@ -4,6 +4,8 @@
 # them alike. Prints the median busbw of each and kolo's ratio to the best
 # peer.   Usage: bash bench/duel.sh [N ...]   (default 2 4)
 #   SIZE (67108864)  ROUNDS (5)  ITERS (16)
+#   BASELINE: another kolo_bench (e.g. built from an earlier commit) run in
+#   the same rounds as "kolo_baseline", for a before/after ratio.
 set -euo pipefail
 # shellcheck source=bench/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -15,12 +17,20 @@ ITERS="${ITERS:-16}"
 
 build_and_copy duel //bench:kolo_bench
 RESULTS="$WORK/results"
+BENCHES=("kolo $WORK/kolo_bench")
+if [[ -n "${BASELINE:-}" ]]; then
+  cp "$BASELINE" "$WORK/kolo_baseline"
+  BENCHES+=("kolo_baseline $WORK/kolo_baseline")
+fi
 
 for ((round = 1; round <= ROUNDS; round++)); do
   echo "== round $round of $ROUNDS" >&2
   for n in "${NS[@]}"; do
-    tools/kolorun -np "$n" --no-prefix "$WORK/kolo_bench" --min-bytes "$SIZE" --max-bytes "$SIZE" \
-      --iters "$ITERS" --no-check | awk -v n="$n" '/^ +[0-9]/ {print "kolo", n, $6}' >>"$RESULTS"
+    for bench in "${BENCHES[@]}"; do
+      read -r name binary <<<"$bench"
+      tools/kolorun -np "$n" --no-prefix "$binary" --min-bytes "$SIZE" --max-bytes "$SIZE" \
+        --iters "$ITERS" --no-check | awk -v n="$n" -v name="$name" '/^ +[0-9]/ {print name, n, $6}' >>"$RESULTS"
+    done
   done
   # The peers: every Gloo algorithm and Open MPI, in fresh processes.
   MIN_BYTES="$SIZE" MAX_BYTES="$SIZE" ITERS="$ITERS" SKIP_CEILING=1 \
@@ -40,8 +50,10 @@ for n in "${NS[@]}"; do
           m = split(substr(v[k], 2), xs, " ");
           med = (m % 2) ? xs[(m + 1) / 2] : (xs[m / 2] + xs[m / 2 + 1]) / 2;
           printf "N=%s %-24s median %6.3f  all:%s\n", n, k, med, v[k];
-          if (k == "kolo") kolo = med; else if (med > best) { best = med; bestname = k }
+          if (k == "kolo") kolo = med; else if (k == "kolo_baseline") base = med;
+          else if (med > best) { best = med; bestname = k }
         }
         if (best > 0) printf "N=%s kolo/best = %.2fx (best peer: %s)\n", n, kolo / best, bestname;
+        if (base > 0) printf "N=%s kolo/kolo_baseline = %.2fx\n", n, kolo / base;
       }'
 done
