@@ -17,6 +17,7 @@
 #include "gpu/device.h"
 #include "runtime/store_client.h"
 #include "runtime/store_server.h"
+#include "runtime/torch_store_client.h"
 #include "transport/handshake.h"
 #include "transport/ib/ib_transport.h"
 #include "transport/tcp/tcp_transport.h"
@@ -34,6 +35,17 @@ std::string host_identity() {
   std::string boot_id;
   if (boot >> boot_id) id += "/" + boot_id;
   return id;
+}
+
+// The store torchrun's agent serves (TORCHELASTIC_USE_AGENT_STORE), as a client.
+Status join_torch_agent_store(const LaunchInfo& info, const Config& config, Deadline deadline,
+                              std::unique_ptr<TorchStoreClient>* out) {
+  if (!config.secret.empty() && info.rank == 0) {
+    KOLO_INFO("KOLO_SECRET is not used: torchrun's store at " << info.master_addr << ":" << info.master_port
+                                                               << " has no authentication");
+  }
+  return TorchStoreClient::connect(info.master_addr, info.master_port, info.torch_store_prefix, config.timeout_s,
+                                   deadline, out);
 }
 
 Status check_dtype(int dtype) {
@@ -69,6 +81,7 @@ Communicator::~Communicator() {
   host_memory_.attach(nullptr);  // deregisters it while the transport lives
   transport_.reset();
   client_.reset();
+  agent_store_.reset();
   if (server_ && failed_.load()) {
     // The failure record lives in this rank's store: ranks still learning
     // of the failure read it to name the rank that failed first. Stay up
@@ -93,20 +106,31 @@ Status Communicator::create(const LaunchInfo& info, const Config& config, std::u
       config.job_id.empty() ? info.master_addr + ":" + std::to_string(info.master_port) : config.job_id;
   const uint64_t job_id = job_id_from_name(job_name);
   const Deadline deadline = Deadline::after_seconds(config.timeout_s);
-  int port = info.master_port;
-  if (info.rank == 0) {
-    c->server_ = std::make_unique<StoreServer>(job_id, info.world_size, config.secret);
-    KOLO_RETURN_IF_ERROR(c->server_->start(info.master_addr, info.master_port));
-    port = c->server_->port();
+  std::string local_address;
+  Store* store = nullptr;
+  if (info.torch_agent_store) {
+    // torchrun's agent already serves a store on the master port: join it.
+    KOLO_RETURN_IF_ERROR(join_torch_agent_store(info, config, deadline, &c->agent_store_));
+    store = c->agent_store_.get();
+    local_address = c->agent_store_->local_address();
+  } else {
+    int port = info.master_port;
+    if (info.rank == 0) {
+      c->server_ = std::make_unique<StoreServer>(job_id, info.world_size, config.secret);
+      KOLO_RETURN_IF_ERROR(c->server_->start(info.master_addr, info.master_port));
+      port = c->server_->port();
+    }
+    KOLO_RETURN_IF_ERROR(
+        StoreClient::connect(info.master_addr, port, job_id, info.rank, config.secret, deadline, &c->client_));
+    store = c->client_.get();
+    local_address = c->client_->local_address();
   }
-  KOLO_RETURN_IF_ERROR(
-      StoreClient::connect(info.master_addr, port, job_id, info.rank, config.secret, deadline, &c->client_));
   Membership& w = c->world_;
   w.rank = info.rank;
   w.size = info.world_size;
-  w.store = c->client_.get();
+  w.store = store;
   w.job_name = job_name;
-  w.bind_address = config.bind_address.empty() ? c->client_->local_address() : config.bind_address;
+  w.bind_address = config.bind_address.empty() ? local_address : config.bind_address;
   KOLO_RETURN_IF_ERROR(c->init(info.local_rank, info.local_size));
   *out = std::move(c);
   return Status::ok();

@@ -39,6 +39,7 @@ struct TcpOptions;
 
 class StoreServer;
 class StoreClient;
+class TorchStoreClient;
 
 // How a collective is called: blocking (the default), or enqueued on a
 // caller's CUDA stream (given; stream nullptr is the legacy default stream).
@@ -175,6 +176,7 @@ class Communicator {
   Membership world_;
   std::unique_ptr<StoreServer> server_;   // rank 0 only
   std::unique_ptr<StoreClient> client_;
+  std::unique_ptr<TorchStoreClient> agent_store_;  // instead of both, under torchrun's agent store
   std::unique_ptr<Transport> transport_;
   HostMemory host_memory_;
   std::unique_ptr<GpuContext> gpu_;  // created at the first call (gpu())
