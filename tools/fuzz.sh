@@ -18,9 +18,11 @@ declare -A SOURCES=(
   [store_request]="runtime/store_protocol.cc common/status.cc common/hmac.cc"
   [handshake]="transport/handshake.cc common/status.cc common/hmac.cc"
   [frame]="transport/frame.cc collectives/fingerprint.cc collectives/dtype.cc common/status.cc"
+  [torch_reply]="runtime/torch_store_protocol.cc common/status.cc"
+  [hostlist]="runtime/slurm_env.cc common/status.cc"
 )
 status=0
-for target in store_request handshake frame; do
+for target in store_request handshake frame torch_reply hostlist; do
   # shellcheck disable=SC2086
   "$CXX" "${FLAGS[@]}" "tests/fuzz/${target}_fuzz.cc" ${SOURCES[$target]} -o "$WORK/$target"
   mkdir -p "$WORK/corpus-$target"

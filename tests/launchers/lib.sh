@@ -1,0 +1,68 @@
+# shellcheck shell=bash
+# What the launcher tests share: the C worker and the Python script, the
+# environment that lets Python load this build's libkolo (with its sanitizer
+# runtime preloaded into the uninstrumented interpreter, as
+# bindings/python/python_test.sh does), and the check of each rank's line.
+# (tests/lib/common.sh's conventions: "SKIPPED: reason" and exit 0 is a skip
+# that tools/test.sh counts.)
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+skip() {
+  echo "SKIPPED: $*"
+  exit 0
+}
+finish() {
+  if [ "$failures" = 0 ]; then echo "$1: all cases passed"; exit 0; fi
+  echo "$1: $failures failure(s)"
+  exit 1
+}
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+seconds_since() { /usr/bin/python3 -c "import time; print(round(time.time() - $1, $2))"; }
+ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
+WORKER="$ROOT/tests/launchers/launch_worker"
+SCRIPT="$ROOT/tests/launchers/allreduce.py"
+export KOLO_LIBRARY="$ROOT/bindings/c/libkolo.so"
+export PYTHONPATH="$ROOT/bindings/python"
+export PYTHONDONTWRITEBYTECODE=1
+export KOLO_TIMEOUT_S=30
+# The ranks' own sanitizer runtime, for Python ranks only: the launchers
+# (torchrun, mpirun, srun) run as they are.
+SAN_PRELOAD=""
+needed=$(readelf -d "$KOLO_LIBRARY")
+if echo "$needed" | grep -q libasan; then
+  SAN_PRELOAD="$(gcc -print-file-name=libasan.so)"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+elif echo "$needed" | grep -q libtsan; then
+  SAN_PRELOAD="$(gcc -print-file-name=libtsan.so)"
+fi
+# The command line of a Python rank.
+PYRANK=(env "LD_PRELOAD=$SAN_PRELOAD" /usr/bin/python3 "$SCRIPT")
+WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/launch.XXXXXX")"
+
+# expect_ranks LABEL N PATTERN FILE: every rank r < N printed PATTERN with r
+# in place of %r (e.g. "rank %r ok"), else a failure showing FILE's end.
+expect_ranks() {
+  local label=$1 n=$2 pattern=$3 file=$4 r missing=""
+  for ((r = 0; r < n; r++)); do
+    grep -q "${pattern//%r/$r}" "$file" || missing+=" $r"
+  done
+  if [ -z "$missing" ]; then
+    echo "ok: $label: all $n ranks checked their results"
+  else
+    fail "$label: rank(s)$missing did not report '$pattern'"
+    tail -40 "$file"
+  fi
+}
+
+# run_job LABEL N PATTERN LIMIT_S COMMAND...: runs a whole job, its output in
+# $WORK/LABEL.out, and checks every rank's line.
+run_job() {
+  local label=$1 n=$2 pattern=$3 limit=$4 start rc
+  shift 4
+  start=$(date +%s.%N)
+  timeout "$limit" "$@" >"$WORK/$label.out" 2>&1
+  rc=$?
+  echo "$label: exit $rc in $(seconds_since "$start" 1)s"
+  [ "$rc" = 0 ] || fail "$label: exit status $rc"
+  expect_ranks "$label" "$n" "$pattern" "$WORK/$label.out"
+}

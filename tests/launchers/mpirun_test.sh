@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# kolo under Debian's real Open MPI mpirun, with nothing passed: every rank
+# is on this host, so the master is 127.0.0.1 and the port comes from the
+# job id. 2 and 4 ranks of the C worker and of a Python script.
+set -uo pipefail
+# shellcheck source=tests/launchers/lib.sh
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/launchers/lib.sh"
+command -v mpirun >/dev/null || { fail "no mpirun (tools/setup.sh installs openmpi-bin)"; finish mpirun_test; }
+trap 'rm -rf "$WORK"' EXIT
+export TMPDIR="$WORK"  # Open MPI's session directory
+
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
+for n in 2 4; do
+  run_job "mpirun-c-$n" "$n" "rank %r ok" 120 "${MPIRUN[@]}" -np "$n" "$WORKER" "$n"
+  run_job "mpirun-python-$n" "$n" "python rank %r of $n ok" 120 "${MPIRUN[@]}" -np "$n" "${PYRANK[@]}" "$n"
+done
+# The explicit form, for ranks on several hosts: -x KOLO_MASTER_ADDR/PORT.
+run_job "mpirun-c-explicit-2" 2 "rank %r ok" 120 "${MPIRUN[@]}" -np 2 -x KOLO_MASTER_ADDR=127.0.0.1 \
+  -x KOLO_MASTER_PORT="$(free_port)" "$WORKER" 2
+finish mpirun_test
