@@ -57,9 +57,7 @@ class IbTransport::VerbsRegistration : public NicRegistration {
 };
 
 IbTransport::IbTransport(Store* store, int rank, int size, const IbOptions& options)
-    : store_(store), rank_(rank), size_(size), options_(options) {
-  loop_.set_polling(options.spin_us, options.yield_while_spinning);
-}
+    : store_(store), rank_(rank), size_(size), options_(options) {}
 
 Status IbTransport::create(Store* store, int rank, int size, const IbOptions& options,
                            std::unique_ptr<IbTransport>* out) {

@@ -44,8 +44,6 @@ struct IbOptions {
   IbSettings settings;               // KOLO_IB_DEV, KOLO_IB_PORT, KOLO_IB_GID_INDEX
   TcpOptions link;                   // the TCP link beside each queue pair (one stream)
   int window = 64;                   // receive slots (credits) per peer
-  int spin_us = 50;
-  bool yield_while_spinning = true;
 };
 
 class IbTransport final : public Transport {

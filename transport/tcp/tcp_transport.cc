@@ -17,9 +17,7 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 TcpTransport::TcpTransport(Store* store, int rank, int size, const TcpOptions& options)
-    : store_(store), rank_(rank), size_(size), options_(options) {
-  loop_.set_polling(options.spin_us, options.yield_while_spinning);
-}
+    : store_(store), rank_(rank), size_(size), options_(options) {}
 
 TcpTransport::~TcpTransport() {
   abort();

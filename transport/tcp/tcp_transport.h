@@ -27,8 +27,6 @@ struct TcpOptions {
   std::string store_prefix = "tcp/";       // keys this transport owns in the store
   int streams_per_peer = 1;                // parallel sockets to each peer
   int socket_buffer_bytes = 0;             // SO_SNDBUF/SO_RCVBUF; 0 keeps kernel autotuning
-  int spin_us = 50;                        // busy-poll budget before sleeping in poll()
-  bool yield_while_spinning = true;        // give the core away while spinning (ranks share cores)
   double handshake_timeout_s = 10;
   bool checksum = false;                   // CRC-32C on every payload (KOLO_CHECKSUM)
   std::string secret;                      // job secret for the handshake (KOLO_SECRET); may be empty
