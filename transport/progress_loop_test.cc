@@ -33,9 +33,21 @@ struct Idle {
   int sleeps = 0;
 };
 
-TEST(ProgressLoop, ReturnsOnceARequestCompletes) {
+class ProgressLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(loop.open().is_ok()); }
+  // Runs `action` on another thread 50 ms from now, while this one waits.
+  template <typename Action>
+  std::thread soon(Action action) {
+    return std::thread([action] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      action();
+    });
+  }
   ProgressLoop loop;
-  ASSERT_TRUE(loop.open().is_ok());
+};
+
+TEST_F(ProgressLoopTest, ReturnsOnceARequestCompletes) {
   int calls = 0;
   Status s = loop.run(
       Deadline::after_seconds(5),
@@ -48,18 +60,14 @@ TEST(ProgressLoop, ReturnsOnceARequestCompletes) {
   EXPECT_EQ(calls, 3);
 }
 
-TEST(ProgressLoop, ATransportErrorEndsTheWait) {
-  ProgressLoop loop;
-  ASSERT_TRUE(loop.open().is_ok());
+TEST_F(ProgressLoopTest, ATransportErrorEndsTheWait) {
   Status s = loop.run(
       Deadline::after_seconds(5), [](Pumped*) { return peer_lost("rank 1 closed the connection"); },
       [](Deadline, Pumped*) { return Status::ok(); }, [] { return std::string(); });
   EXPECT_EQ(s.code(), Code::kPeerLost);
 }
 
-TEST(ProgressLoop, TimeoutNamesWhatIsPending) {
-  ProgressLoop loop;
-  ASSERT_TRUE(loop.open().is_ok());
+TEST_F(ProgressLoopTest, TimeoutNamesWhatIsPending) {
   loop.set_polling(0, false);
   Idle idle(&loop);
   Status s = idle.run(Deadline::after(std::chrono::milliseconds(20)));
@@ -70,9 +78,7 @@ TEST(ProgressLoop, TimeoutNamesWhatIsPending) {
   EXPECT_GE(idle.sleeps, 1);
 }
 
-TEST(ProgressLoop, NothingPostedIsSaid) {
-  ProgressLoop loop;
-  ASSERT_TRUE(loop.open().is_ok());
+TEST_F(ProgressLoopTest, NothingPostedIsSaid) {
   loop.set_polling(0, false);
   Status s = loop.run(
       Deadline::after(std::chrono::milliseconds(1)), [](Pumped*) { return Status::ok(); },
@@ -81,9 +87,7 @@ TEST(ProgressLoop, NothingPostedIsSaid) {
       << s.message();
 }
 
-TEST(ProgressLoop, InterruptReturnsOkAndIsConsumed) {
-  ProgressLoop loop;
-  ASSERT_TRUE(loop.open().is_ok());
+TEST_F(ProgressLoopTest, InterruptReturnsOkAndIsConsumed) {
   Idle idle(&loop);
   loop.interrupt();  // before the call: the next one returns at once
   EXPECT_TRUE(idle.run(Deadline::after_seconds(5)).is_ok());
@@ -94,15 +98,10 @@ TEST(ProgressLoop, InterruptReturnsOkAndIsConsumed) {
   EXPECT_EQ(idle.run(Deadline::after(std::chrono::milliseconds(20))).code(), Code::kTimeout);
 }
 
-TEST(ProgressLoop, InterruptWakesASleepingWait) {
-  ProgressLoop loop;
-  ASSERT_TRUE(loop.open().is_ok());
+TEST_F(ProgressLoopTest, InterruptWakesASleepingWait) {
   loop.set_polling(0, false);
   Idle idle(&loop);
-  std::thread other([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    loop.interrupt();
-  });
+  std::thread other = soon([this] { loop.interrupt(); });
   const auto start = std::chrono::steady_clock::now();
   EXPECT_TRUE(idle.run(Deadline::after_seconds(30)).is_ok());
   other.join();
@@ -110,15 +109,10 @@ TEST(ProgressLoop, InterruptWakesASleepingWait) {
   EXPECT_FALSE(idle.wake_pending());
 }
 
-TEST(ProgressLoop, AbortIsForeverAndLeavesTheWakeReadable) {
-  ProgressLoop loop;
-  ASSERT_TRUE(loop.open().is_ok());
+TEST_F(ProgressLoopTest, AbortIsForeverAndLeavesTheWakeReadable) {
   loop.set_polling(0, false);
   Idle idle(&loop);
-  std::thread other([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    EXPECT_TRUE(loop.abort());
-  });
+  std::thread other = soon([this] { EXPECT_TRUE(loop.abort()); });
   EXPECT_EQ(idle.run(Deadline::after_seconds(30)).code(), Code::kAborted);
   other.join();
   EXPECT_FALSE(loop.abort()) << "aborted already";
