@@ -180,7 +180,10 @@ Status Communicator::make_transport(const std::string& store_prefix) {
 TcpOptions Communicator::tcp_options(const std::string& store_prefix) const {
   TcpOptions topt;
   topt.store_prefix = store_prefix + "tcp/";
-  topt.job_id = job_id_from_name(world_.job_name);
+  // One id per communicator, the same on all its ranks: the process's TCP
+  // device tells the engine's sibling (prefix "engine/") and the main
+  // communicator (prefix "") apart by it.
+  topt.job_id = job_id_from_name(world_.job_name + store_prefix);
   topt.bind_address = world_.bind_address;
   topt.streams_per_peer = static_cast<int>(config_.sockets_per_peer);
   topt.socket_buffer_bytes = static_cast<int>(config_.socket_buffer_bytes);

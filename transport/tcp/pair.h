@@ -4,8 +4,8 @@
 // stays an ordered byte stream that needs no reassembly.
 //
 // Asio sets the connections up; once handed to a pair they are plain
-// descriptors. A socket left on the transport's io_context stays in its
-// epoll set, and the listener thread running that context was woken by
+// descriptors. A socket left on the device's io_context stays in its
+// epoll set, and the device thread running that context was woken by
 // every message that arrived (one needless wake-up per message, measured
 // with strace: as many epoll_wait returns as messages received).
 #pragma once

@@ -21,8 +21,12 @@ TcpTransport::TcpTransport(Store* store, int rank, int size, const TcpOptions& o
 
 TcpTransport::~TcpTransport() {
   abort();
+  // Sockets live on the device's io_context: close them before letting go
+  // of the device, which may be the last reference.
   pairs_.clear();
-  listener_.reset();
+  if (device_ && endpoint_) device_->unlisten(endpoint_);
+  endpoint_.reset();
+  device_.reset();
 }
 
 Status TcpTransport::create(Store* store, int rank, int size, const TcpOptions& options,
@@ -38,19 +42,16 @@ Status TcpTransport::create(Store* store, int rank, int size, const TcpOptions& 
 
 Status TcpTransport::start() {
   KOLO_RETURN_IF_ERROR(loop_.open());
-  boost::system::error_code ec;
-  auto bind = asio::ip::make_address(options_.bind_address, ec);
-  if (ec) return invalid_argument("bad bind address '" + options_.bind_address + "': " + ec.message());
+  KOLO_RETURN_IF_ERROR(TcpDevice::get(options_.bind_address, &device_));
   HelloExpectation expect{options_.job_id, rank_, size_, options_.streams_per_peer,
                           options_.checksum ? kHelloFlagChecksum : 0u};
-  listener_ = std::make_unique<TcpListener>(io_, expect, options_.secret, options_.handshake_timeout_s);
-  KOLO_RETURN_IF_ERROR(listener_->start(bind));
+  device_->listen(expect, options_.secret, options_.handshake_timeout_s, &endpoint_);
   KOLO_RETURN_IF_ERROR(store_->set(options_.store_prefix + std::to_string(rank_), listen_address()));
   KOLO_DEBUG("tcp transport listening on " << listen_address());
   return Status::ok();
 }
 
-std::string TcpTransport::listen_address() const { return format_endpoint(listener_->endpoint()); }
+std::string TcpTransport::listen_address() const { return format_endpoint(device_->endpoint()); }
 
 Status TcpTransport::connect_stream(int peer, const std::string& address, int stream_index, Deadline deadline,
                                     std::unique_ptr<tcp::socket>* out) {
@@ -66,12 +67,13 @@ Status TcpTransport::connect_stream(int peer, const std::string& address, int st
   // backlog was momentarily full.
   for (int attempt = 0;; ++attempt) {
     if (loop_.aborted()) return aborted("communicator aborted while connecting to " + who);
-    auto socket = std::make_unique<tcp::socket>(io_);
+    asio::io_context& io = device_->io();
+    auto socket = std::make_unique<tcp::socket>(io);
     std::promise<boost::system::error_code> done;
     auto result = done.get_future();
-    asio::post(io_, [&] { socket->async_connect(ep, [&](const boost::system::error_code& ec) { done.set_value(ec); }); });
+    asio::post(io, [&] { socket->async_connect(ep, [&](const boost::system::error_code& ec) { done.set_value(ec); }); });
     if (result.wait_until(deadline.time_point()) == std::future_status::timeout) {
-      asio::post(io_, [&] {
+      asio::post(io, [&] {
         boost::system::error_code ignored;
         socket->cancel(ignored);
       });
@@ -125,7 +127,7 @@ Status TcpTransport::connect(int peer, Deadline deadline) {
     if (rank_ < peer) {
       KOLO_RETURN_IF_ERROR(connect_stream(peer, address, i, deadline, &sockets[i]));
     } else {
-      Status taken = listener_->take(peer, i, deadline, &sockets[i]);
+      Status taken = endpoint_->take(peer, i, deadline, &sockets[i]);
       if (taken.code() == Code::kTimeout) {
         return timeout_error("rank " + std::to_string(peer) + " (" + address + ") did not connect to this rank in time");
       }
@@ -221,7 +223,7 @@ void TcpTransport::abort() {
     if (!loop_.abort()) return;
     for (auto& entry : pairs_) entry.second->shutdown();
   }
-  if (listener_) listener_->abort();
+  if (endpoint_) endpoint_->abort();
 }
 
 }  // namespace kolo

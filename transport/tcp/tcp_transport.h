@@ -1,5 +1,7 @@
 // The TCP transport over Boost.Asio. Connection set-up (listen, accept,
-// handshake) runs on a background Asio thread; the data path runs on the
+// handshake) runs on the background Asio thread of the process's TcpDevice,
+// which every TcpTransport on the same bind address shares (one listening
+// port, one thread); the data path runs on the
 // thread that calls progress(), driving non-blocking sockets directly so a
 // message costs no thread hand-off. When nothing can move it spins briefly
 // (yielding the core if ranks outnumber cores), then sleeps in poll().
@@ -11,17 +13,18 @@
 #include <string>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-
 #include "transport/progress_loop.h"
 #include "transport/store.h"
-#include "transport/tcp/listener.h"
+#include "transport/tcp/device.h"
 #include "transport/tcp/pair.h"
 #include "transport/transport.h"
 
 namespace kolo {
 
 struct TcpOptions {
+  // Identifies the communicator (not only the job) on the process's shared
+  // device: every rank of one communicator has the same; two communicators
+  // of one process (the engine's sibling, a split) differ.
   uint64_t job_id = 0;
   std::string bind_address = "127.0.0.1";  // the address peers reach this rank at
   std::string store_prefix = "tcp/";       // keys this transport owns in the store
@@ -51,6 +54,7 @@ class TcpTransport final : public Transport {
   void interrupt() override;
   void set_polling(int spin_us, bool yield) override { loop_.set_polling(spin_us, yield); }
 
+  // The shared device's address, which this rank publishes.
   std::string listen_address() const;
 
   // The file descriptor of the first socket to `peer`, or -1 before
@@ -73,8 +77,8 @@ class TcpTransport final : public Transport {
   int rank_;
   int size_;
   TcpOptions options_;
-  boost::asio::io_context io_;
-  std::unique_ptr<TcpListener> listener_;
+  std::shared_ptr<TcpDevice> device_;      // shared with the process's other TCP transports
+  std::shared_ptr<TcpEndpoint> endpoint_;  // this rank of this communicator on the device
   std::mutex pairs_mutex_;  // guards pairs_ against abort() from another thread
   std::map<int, std::unique_ptr<TcpPair>> pairs_;
   std::vector<TcpPair*> active_;  // pairs, in a vector for the hot loop
