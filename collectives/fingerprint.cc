@@ -12,6 +12,9 @@ const char* collective_name(CollectiveKind kind) {
     case CollectiveKind::kReduceScatter: return "reduce_scatter";
     case CollectiveKind::kBarrier: return "barrier";
     case CollectiveKind::kAlltoall: return "alltoall";
+    case CollectiveKind::kReduce: return "reduce";
+    case CollectiveKind::kGather: return "gather";
+    case CollectiveKind::kScatter: return "scatter";
   }
   return "unknown collective";
 }
@@ -30,10 +33,14 @@ std::string describe_fingerprint(uint64_t fp) {
   uint64_t count = fp & 0xffffffffull;
   std::string s = std::string(collective_name(kind)) + "(count=" + std::to_string(count);
   if (valid_dtype(static_cast<int>(dtype))) s += std::string(", ") + dtype_name(dtype);
-  if (kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter) {
+  if (kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter ||
+      kind == CollectiveKind::kReduce) {
     s += std::string(", ") + op_name(op);
   }
-  if (kind == CollectiveKind::kBroadcast) s += ", root=" + std::to_string(root);
+  if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce || kind == CollectiveKind::kGather ||
+      kind == CollectiveKind::kScatter) {
+    s += ", root=" + std::to_string(root);
+  }
   return s + ")";
 }
 

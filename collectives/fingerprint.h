@@ -19,6 +19,9 @@ enum class CollectiveKind : uint8_t {
   kReduceScatter,
   kBarrier,
   kAlltoall,
+  kReduce,
+  kGather,
+  kScatter,
 };
 
 const char* collective_name(CollectiveKind kind);

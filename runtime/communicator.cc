@@ -12,6 +12,7 @@
 #include "collectives/alltoall.h"
 #include "collectives/fingerprint.h"
 #include "collectives/recursive_doubling.h"
+#include "collectives/rooted.h"
 #include "common/log.h"
 #include "common/ranges.h"
 #include "gpu/device.h"
@@ -660,6 +661,239 @@ void Communicator::abort() {
   if (failed_.load()) return;
   // The resulting error is kept as the sticky one; calls report it.
   (void)fail(aborted("rank " + std::to_string(world_.rank) + " aborted its communicator (kolo_comm_abort)"));
+}
+
+
+// The checks of the collectives below (kolo.h's kolo_reduce .. kolo_alltoallv).
+namespace {
+
+Status check_root(int root, int size) {
+  if (root < 0 || root >= size) {
+    return invalid_argument("root " + std::to_string(root) + " is not a rank of a world of " + std::to_string(size));
+  }
+  return Status::ok();
+}
+
+Status check_counts(const std::vector<size_t>& counts, int size, const char* name) {
+  if (counts.size() != static_cast<size_t>(size)) {
+    return invalid_argument(std::string(name) + " needs one count per rank (" + std::to_string(size) + "), not " +
+                            std::to_string(counts.size()));
+  }
+  return Status::ok();
+}
+
+// displs: empty means blocks in rank order, one after another.
+std::vector<size_t> packed_or(const std::vector<size_t>& displs, const std::vector<size_t>& counts) {
+  if (!displs.empty()) return displs;
+  std::vector<size_t> d(counts.size(), 0);
+  for (size_t q = 1; q < counts.size(); ++q) d[q] = d[q - 1] + counts[q - 1];
+  return d;
+}
+
+// The blocks [displs[q], displs[q] + counts[q]) of one buffer: one per rank
+// and no two overlapping. Sets *extent to the elements they span.
+Status check_blocks(const std::vector<size_t>& counts, const std::vector<size_t>& displs, int size, const char* name,
+                    size_t* extent) {
+  if (displs.size() != static_cast<size_t>(size)) {
+    return invalid_argument(std::string(name) + " needs one displacement per rank (" + std::to_string(size) +
+                            "), not " + std::to_string(displs.size()));
+  }
+  std::vector<std::pair<size_t, size_t>> blocks;  // (start, end), nonempty only
+  *extent = 0;
+  for (int q = 0; q < size; ++q) {
+    if (counts[q] == 0) continue;
+    blocks.emplace_back(displs[q], displs[q] + counts[q]);
+    *extent = std::max(*extent, displs[q] + counts[q]);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  for (size_t i = 1; i < blocks.size(); ++i) {
+    if (blocks[i].first < blocks[i - 1].second) {
+      return invalid_argument(std::string(name) + " puts two ranks' blocks on the same elements");
+    }
+  }
+  return Status::ok();
+}
+
+size_t total_of(const std::vector<size_t>& counts) {
+  size_t t = 0;
+  for (size_t c : counts) t += c;
+  return t;
+}
+
+}  // namespace
+
+Status Communicator::reduce(const void* send, void* recv, size_t count, int dtype, int op, int root) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_op(op));
+  KOLO_RETURN_IF_ERROR(check_root(root, world_.size));
+  KOLO_RETURN_IF_ERROR(check_buffer(send, count, "sendbuf"));
+  const size_t bytes = count * dtype_size(static_cast<DataType>(dtype));
+  const bool is_root = world_.rank == root;
+  if (is_root) {
+    KOLO_RETURN_IF_ERROR(check_buffer(recv, count, "recvbuf"));
+    if (send != recv && ranges_overlap(send, bytes, recv, bytes)) {
+      return invalid_argument("sendbuf and recvbuf overlap without being equal");
+    }
+  }
+  void* out = is_root ? recv : nullptr;
+  return dispatch("reduce", {{send, bytes, "sendbuf"}, {out, bytes, "recvbuf"}}, {}, [=](const RingContext& ctx) {
+    return ring_reduce(ctx, send, out, count, static_cast<DataType>(dtype), static_cast<ReduceOp>(op), root);
+  });
+}
+
+Status Communicator::gatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
+                             const std::vector<size_t>& displs_or_packed, int dtype, int root) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_root(root, world_.size));
+  KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "recvcounts"));
+  if (counts[world_.rank] != send_count) {
+    return invalid_argument("sendcount " + std::to_string(send_count) + " differs from recvcounts[" +
+                            std::to_string(world_.rank) + "] = " + std::to_string(counts[world_.rank]));
+  }
+  KOLO_RETURN_IF_ERROR(check_buffer(send, send_count, "sendbuf"));
+  const size_t es = dtype_size(static_cast<DataType>(dtype));
+  const bool is_root = world_.rank == root;
+  std::vector<size_t> displs;
+  size_t extent = 0;
+  if (is_root) {
+    displs = packed_or(displs_or_packed, counts);
+    KOLO_RETURN_IF_ERROR(check_blocks(counts, displs, world_.size, "displs", &extent));
+    KOLO_RETURN_IF_ERROR(check_buffer(recv, extent, "recvbuf"));
+    const void* own = static_cast<const char*>(recv) + displs[root] * es;
+    if (send != own && ranges_overlap(send, send_count * es, recv, extent * es)) {
+      return invalid_argument("sendbuf overlaps recvbuf but is not root's block of it");
+    }
+  }
+  void* out = is_root ? recv : nullptr;
+  return dispatch("gather", {{send, send_count * es, "sendbuf"}, {out, extent * es, "recvbuf"}}, {},
+                  [=](const RingContext& ctx) {
+                    return ring_gather_v(ctx, send, out, counts, displs, static_cast<DataType>(dtype), root);
+                  });
+}
+
+Status Communicator::scatterv(const void* send, const std::vector<size_t>& counts,
+                              const std::vector<size_t>& displs_or_packed, void* recv, size_t recv_count, int dtype,
+                              int root) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_root(root, world_.size));
+  KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "sendcounts"));
+  if (counts[world_.rank] != recv_count) {
+    return invalid_argument("recvcount " + std::to_string(recv_count) + " differs from sendcounts[" +
+                            std::to_string(world_.rank) + "] = " + std::to_string(counts[world_.rank]));
+  }
+  KOLO_RETURN_IF_ERROR(check_buffer(recv, recv_count, "recvbuf"));
+  const size_t es = dtype_size(static_cast<DataType>(dtype));
+  const bool is_root = world_.rank == root;
+  std::vector<size_t> displs;
+  size_t extent = 0;
+  if (is_root) {
+    displs = packed_or(displs_or_packed, counts);
+    KOLO_RETURN_IF_ERROR(check_blocks(counts, displs, world_.size, "displs", &extent));
+    KOLO_RETURN_IF_ERROR(check_buffer(send, extent, "sendbuf"));
+    const void* own = static_cast<const char*>(send) + displs[root] * es;
+    if (recv != own && ranges_overlap(send, extent * es, recv, recv_count * es)) {
+      return invalid_argument("recvbuf overlaps sendbuf but is not root's block of it");
+    }
+  }
+  const void* in = is_root ? send : nullptr;
+  return dispatch("scatter", {{in, extent * es, "sendbuf"}, {recv, recv_count * es, "recvbuf"}}, {},
+                  [=](const RingContext& ctx) {
+                    return ring_scatter_v(ctx, in, recv, counts, displs, static_cast<DataType>(dtype), root);
+                  });
+}
+
+Status Communicator::allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
+                                const std::vector<size_t>& displs_or_packed, int dtype) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "recvcounts"));
+  if (counts[world_.rank] != send_count) {
+    return invalid_argument("sendcount " + std::to_string(send_count) + " differs from recvcounts[" +
+                            std::to_string(world_.rank) + "] = " + std::to_string(counts[world_.rank]));
+  }
+  KOLO_RETURN_IF_ERROR(check_buffer(send, send_count, "sendbuf"));
+  const std::vector<size_t> displs = packed_or(displs_or_packed, counts);
+  size_t extent = 0;
+  KOLO_RETURN_IF_ERROR(check_blocks(counts, displs, world_.size, "displs", &extent));
+  KOLO_RETURN_IF_ERROR(check_buffer(recv, extent, "recvbuf"));
+  const size_t es = dtype_size(static_cast<DataType>(dtype));
+  const void* own = static_cast<const char*>(recv) + displs[world_.rank] * es;
+  if (send != own && ranges_overlap(send, send_count * es, recv, extent * es)) {
+    return invalid_argument("sendbuf overlaps recvbuf but is not this rank's block of it");
+  }
+  return dispatch("allgatherv", {{send, send_count * es, "sendbuf"}, {recv, extent * es, "recvbuf"}}, {},
+                  [=](const RingContext& ctx) {
+                    return ring_allgather_displs(ctx, send, recv, counts, displs, static_cast<DataType>(dtype));
+                  });
+}
+
+Status Communicator::reduce_scatterv(const void* send, void* recv, const std::vector<size_t>& counts, int dtype,
+                                     int op) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_op(op));
+  KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "recvcounts"));
+  const size_t total = total_of(counts);
+  KOLO_RETURN_IF_ERROR(check_buffer(send, total, "sendbuf"));
+  KOLO_RETURN_IF_ERROR(check_buffer(recv, counts[world_.rank], "recvbuf"));
+  const size_t es = dtype_size(static_cast<DataType>(dtype));
+  // Any overlap of recvbuf with sendbuf is fine: ring_reduce_scatter_v then
+  // works through scratch.
+  return dispatch("reduce_scatterv", {{send, total * es, "sendbuf"}, {recv, counts[world_.rank] * es, "recvbuf"}},
+                  {}, [=](const RingContext& ctx) {
+                    return ring_reduce_scatter_v(ctx, send, recv, counts, static_cast<DataType>(dtype),
+                                                 static_cast<ReduceOp>(op));
+                  });
+}
+
+Status Communicator::alltoallv(const void* send, const std::vector<size_t>& send_counts,
+                               const std::vector<size_t>& send_displs_or_packed, void* recv,
+                               const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs_or_packed,
+                               int dtype) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_counts(send_counts, world_.size, "sendcounts"));
+  KOLO_RETURN_IF_ERROR(check_counts(recv_counts, world_.size, "recvcounts"));
+  const std::vector<size_t> sdispls = packed_or(send_displs_or_packed, send_counts);
+  const std::vector<size_t> rdispls = packed_or(recv_displs_or_packed, recv_counts);
+  size_t send_extent = 0, recv_extent = 0;
+  // Send blocks may share elements (they are only read); receive blocks may not.
+  KOLO_RETURN_IF_ERROR(check_blocks(std::vector<size_t>(world_.size, 0), sdispls, world_.size, "sdispls",
+                                    &send_extent));
+  for (int q = 0; q < world_.size; ++q) send_extent = std::max(send_extent, sdispls[q] + send_counts[q]);
+  KOLO_RETURN_IF_ERROR(check_blocks(recv_counts, rdispls, world_.size, "rdispls", &recv_extent));
+  if (send_counts[world_.rank] != recv_counts[world_.rank]) {
+    return invalid_argument("sendcounts[" + std::to_string(world_.rank) + "] = " +
+                            std::to_string(send_counts[world_.rank]) + " differs from recvcounts[" +
+                            std::to_string(world_.rank) + "] = " + std::to_string(recv_counts[world_.rank]) +
+                            " (this rank's block to itself)");
+  }
+  KOLO_RETURN_IF_ERROR(check_buffer(send, send_extent, "sendbuf"));
+  KOLO_RETURN_IF_ERROR(check_buffer(recv, recv_extent, "recvbuf"));
+  const size_t es = dtype_size(static_cast<DataType>(dtype));
+  if (ranges_overlap(send, send_extent * es, recv, recv_extent * es)) {
+    return invalid_argument("sendbuf and recvbuf overlap (alltoall is not in place)");
+  }
+  return dispatch("alltoallv", {{send, send_extent * es, "sendbuf"}, {recv, recv_extent * es, "recvbuf"}}, {},
+                  [=](const RingContext& ctx) {
+                    KOLO_RETURN_IF_ERROR(connect_mesh_once());
+                    return pairwise_alltoall_displs(ctx, send, send_counts, sdispls, recv, recv_counts, rdispls,
+                                                    static_cast<DataType>(dtype));
+                  });
+}
+
+// Pairwise alltoall needs every pair connected; a world communicator has
+// connected only its ring and recursive-doubling partners. The rest are
+// connected here, lazily, on the first alltoall: every rank calls it, so
+// both sides of each pair call Transport::connect, in any order (the
+// accepting side's listener takes connections in the background), and
+// already connected peers (a full-mesh sibling's) are no-ops. Lazily and
+// not at creation, because a full mesh costs N-1 connections per rank
+// (sockets or queue pairs) that jobs without alltoall never use. Bounded by
+// KOLO_TIMEOUT_S like connect_ring; a failure is sticky like any other.
+// Under call_mutex_.
+Status Communicator::connect_mesh_once() {
+  if (mesh_connected_) return Status::ok();
+  KOLO_RETURN_IF_ERROR(connect_all());
+  mesh_connected_ = true;
+  return Status::ok();
 }
 
 }  // namespace kolo

@@ -135,6 +135,25 @@ class Communicator {
   // The sticky error, OK while healthy.
   Status async_error() const;
 
+  // The collectives of the C API's kolo_reduce .. kolo_alltoallv (kolo.h
+  // says what each accepts), checked as the calls above are. Blocking, on
+  // host or device buffers. Rooted ones and the "v" forms with
+  // displacements run as chains around the ring (collectives/rooted.h).
+  // counts are elements per rank, significant on every rank; displs
+  // (elements; empty = blocks in rank order, packed) as kolo.h says.
+  Status reduce(const void* send, void* recv, size_t count, int dtype, int op, int root);
+  Status gatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
+                 const std::vector<size_t>& displs, int dtype, int root);
+  Status scatterv(const void* send, const std::vector<size_t>& counts, const std::vector<size_t>& displs, void* recv,
+                  size_t recv_count, int dtype, int root);
+  Status allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
+                    const std::vector<size_t>& displs, int dtype);
+  Status reduce_scatterv(const void* send, void* recv, const std::vector<size_t>& counts, int dtype, int op);
+  // Connects every pair of ranks first, once (see connect_mesh_once).
+  Status alltoallv(const void* send, const std::vector<size_t>& send_counts, const std::vector<size_t>& send_displs,
+                   void* recv, const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
+                   int dtype);
+
  private:
   explicit Communicator(const Config& config);
   Status init(int local_rank, int local_size);
@@ -190,6 +209,9 @@ class Communicator {
   mutable std::mutex error_mutex_;
   Status sticky_;
   std::atomic<bool> failed_{false};
+  // alltoallv has connected every pair (under call_mutex_).
+  bool mesh_connected_ = false;
+  Status connect_mesh_once();
 };
 
 }  // namespace kolo

@@ -44,6 +44,37 @@ int main(void) {
   EXPECT(kolo_comm_deregister_memory(comm, out, sizeof(out)) == KOLO_SUCCESS);
   EXPECT(kolo_comm_register_memory(comm, NULL, 0) == KOLO_SUCCESS);
 
+  /* The rooted and "v" collectives, in a world of one. */
+  {
+    size_t one[1] = {5}, zero[1] = {0}, at2[1] = {2};
+    float wide[8] = {0};
+    EXPECT(kolo_reduce(comm, in, out, 5, KOLO_FLOAT32, KOLO_AVG, 0) == KOLO_SUCCESS);
+    for (i = 0; i < 5; ++i) EXPECT(out[i] == in[i]);
+    EXPECT(kolo_reduce(comm, out, out, 5, KOLO_FLOAT32, KOLO_SUM, 0) == KOLO_SUCCESS); /* in place at root */
+    EXPECT(kolo_gather(comm, in, out, 5, KOLO_FLOAT32, 0) == KOLO_SUCCESS);
+    EXPECT(kolo_gatherv(comm, in, 5, wide, one, at2, KOLO_FLOAT32, 0) == KOLO_SUCCESS);
+    EXPECT(wide[2] == in[0] && wide[6] == in[4]);
+    EXPECT(kolo_scatter(comm, in, out, 5, KOLO_FLOAT32, 0) == KOLO_SUCCESS);
+    EXPECT(kolo_scatterv(comm, wide, one, at2, out, 5, KOLO_FLOAT32, 0) == KOLO_SUCCESS);
+    EXPECT(out[0] == in[0]);
+    EXPECT(kolo_allgatherv(comm, in, 5, out, one, NULL, KOLO_FLOAT32) == KOLO_SUCCESS);
+    EXPECT(kolo_reduce_scatterv(comm, in, out, one, KOLO_FLOAT32, KOLO_MIN) == KOLO_SUCCESS);
+    EXPECT(kolo_alltoall(comm, in, out, 5, KOLO_FLOAT32) == KOLO_SUCCESS);
+    EXPECT(kolo_alltoallv(comm, in, one, NULL, out, one, NULL, KOLO_FLOAT32) == KOLO_SUCCESS);
+    for (i = 0; i < 5; ++i) EXPECT(out[i] == in[i]);
+    EXPECT(kolo_alltoallv(comm, NULL, zero, NULL, NULL, zero, NULL, KOLO_INT8) == KOLO_SUCCESS); /* count 0 */
+    EXPECT(kolo_reduce(comm, in, out, 5, KOLO_FLOAT32, KOLO_SUM, 1) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(kolo_last_error(), "root") != NULL);
+    EXPECT(kolo_gatherv(comm, in, 5, out, NULL, NULL, KOLO_FLOAT32, 0) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(kolo_last_error(), "recvcounts") != NULL);
+    EXPECT(kolo_scatter(comm, NULL, out, 5, KOLO_FLOAT32, 0) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(kolo_last_error(), "sendbuf") != NULL);
+    EXPECT(kolo_alltoall(comm, in, in, 5, KOLO_FLOAT32) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_reduce_scatterv(comm, in, out, one, (kolo_dtype_t)42, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(kolo_last_error(), "dtype") != NULL);
+    EXPECT(kolo_alltoallv(NULL, in, one, NULL, out, one, NULL, KOLO_FLOAT32) == KOLO_ERR_INVALID_ARGUMENT);
+  }
+
   /* Bad arguments: an error code and a message, never a crash. */
   EXPECT(kolo_allreduce(NULL, in, out, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
   EXPECT(strstr(kolo_last_error(), "comm") != NULL);

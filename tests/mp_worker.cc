@@ -75,6 +75,35 @@ int main(int argc, char** argv) {
         std::printf("broadcast wrong\n");
         return 1;
       }
+      // The rooted collectives and alltoall, over real processes.
+      if ((r = kolo_reduce(comm, in.data(), rank == 0 ? out.data() : nullptr, count, KOLO_INT32, KOLO_SUM, 0))) {
+        return fail("reduce", r);
+      }
+      if (rank == 0 && out[count - 1] != static_cast<int32_t>(1000 * n * (n - 1) / 2 + n * static_cast<int>((count - 1) % 977))) {
+        std::printf("reduce wrong\n");
+        return 1;
+      }
+      if ((r = kolo_gather(comm, in.data(), all.data(), count, KOLO_INT32, n - 1))) return fail("gather", r);
+      for (int k = 0; k < n && rank == n - 1; ++k) {
+        if (all[k * count] != k * 1000) {
+          std::printf("gather wrong for block %d\n", k);
+          return 1;
+        }
+      }
+      if ((r = kolo_scatter(comm, all.data(), out.data(), count, KOLO_INT32, n - 1))) return fail("scatter", r);
+      if (out[0] != rank * 1000) {
+        std::printf("scatter wrong\n");
+        return 1;
+      }
+      std::vector<int32_t> to_all(count * n), from_all(count * n);
+      for (int k = 0; k < n; ++k) to_all[k * count] = rank * 100 + k;
+      if ((r = kolo_alltoall(comm, to_all.data(), from_all.data(), count, KOLO_INT32))) return fail("alltoall", r);
+      for (int k = 0; k < n; ++k) {
+        if (from_all[k * count] != k * 100 + rank) {
+          std::printf("alltoall wrong from rank %d\n", k);
+          return 1;
+        }
+      }
     }
     if ((r = kolo_barrier(comm))) return fail("barrier", r);
     std::printf("rank %d ok\n", rank);

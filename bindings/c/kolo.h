@@ -109,6 +109,76 @@ kolo_result_t kolo_reduce_scatter(kolo_comm_t comm, const void* sendbuf, void* r
 /* Returns once every rank has entered the barrier. */
 kolo_result_t kolo_barrier(kolo_comm_t comm);
 
+/* The rooted and "v" collectives, as MPI and NCCL define them. Blocking,
+ * on host or GPU buffers (not mixed). Counts and displacements are in
+ * elements. Every rank passes the same count arrays (kolo's choice: its
+ * rooted collectives relay blocks around the ring, so every rank needs
+ * their sizes; MPI reads gatherv's recvcounts on root only); displacement
+ * arrays are read where MPI reads them, and NULL means blocks in rank
+ * order, one after another. Count 0 is allowed everywhere. Ranks that
+ * disagree about a call (root, counts, dtype, op) all fail with
+ * KOLO_ERR_MISMATCH. Reduce, gather and scatter run as pipelined chains
+ * over the ring's connections; alltoall pairwise, connecting every pair of
+ * ranks on a communicator's first alltoall. */
+
+/* root's recvbuf[i] = op over all ranks of sendbuf[i] (KOLO_AVG divides by
+ * world_size); recvbuf is used on root only (may be NULL elsewhere).
+ * sendbuf == recvbuf at root is in place. */
+kolo_result_t kolo_reduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype,
+                          kolo_op_t op, int root);
+
+/* root's recvbuf (world_size * sendcount elements) gets rank q's sendbuf at
+ * block q; recvbuf is used on root only. In place at root when sendbuf ==
+ * recvbuf + root * sendcount. */
+kolo_result_t kolo_gather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo_dtype_t dtype,
+                          int root);
+
+/* Rank q's sendbuf (sendcount == recvcounts[q] elements) lands at root's
+ * recvbuf + displs[q]. recvcounts (world_size entries) on every rank;
+ * displs (NULL: packed) and recvbuf on root only; blocks may not overlap.
+ * In place at root when sendbuf == recvbuf + displs[root]. */
+kolo_result_t kolo_gatherv(kolo_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                           const size_t* recvcounts, const size_t* displs, kolo_dtype_t dtype, int root);
+
+/* Rank q's recvbuf gets block q (recvcount elements) of root's sendbuf
+ * (world_size * recvcount elements, read on root only). In place at root
+ * when recvbuf == sendbuf + root * recvcount. */
+kolo_result_t kolo_scatter(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount, kolo_dtype_t dtype,
+                           int root);
+
+/* Rank q's recvbuf gets sendcounts[q] (== its recvcount) elements from
+ * root's sendbuf + displs[q]. sendcounts on every rank; displs (NULL:
+ * packed) and sendbuf on root only. In place at root when recvbuf ==
+ * sendbuf + displs[root]. */
+kolo_result_t kolo_scatterv(kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts, const size_t* displs,
+                            void* recvbuf, size_t recvcount, kolo_dtype_t dtype, int root);
+
+/* Every rank's recvbuf gets rank q's sendbuf (sendcount == recvcounts[q])
+ * at recvbuf + displs[q]. recvcounts and displs (NULL: packed) on every
+ * rank; any displs whose blocks do not overlap (packed ones go straight
+ * into recvbuf, others through a scratch buffer and one local copy). In
+ * place when sendbuf == recvbuf + displs[rank]. */
+kolo_result_t kolo_allgatherv(kolo_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                              const size_t* recvcounts, const size_t* displs, kolo_dtype_t dtype);
+
+/* sendbuf holds sum(recvcounts) elements, block q (recvcounts[q] elements)
+ * after blocks 0..q-1; rank r's recvbuf gets the reduction of block r.
+ * recvbuf may overlap sendbuf anyhow (e.g. in place). */
+kolo_result_t kolo_reduce_scatterv(kolo_comm_t comm, const void* sendbuf, void* recvbuf, const size_t* recvcounts,
+                                   kolo_dtype_t dtype, kolo_op_t op);
+
+/* Block q (count elements) of sendbuf goes to rank q, landing at block r
+ * of its recvbuf (r: this rank). Both buffers hold world_size * count
+ * elements and may not overlap (not in place). */
+kolo_result_t kolo_alltoall(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype);
+
+/* sendcounts[q] elements from sendbuf + sdispls[q] go to rank q;
+ * recvcounts[q] elements from rank q land at recvbuf + rdispls[q] (NULL
+ * displs: packed). sendcounts[q] here must equal recvcounts[r] on rank q
+ * (else MISMATCH). Receive blocks may not overlap each other or sendbuf. */
+kolo_result_t kolo_alltoallv(kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                             void* recvbuf, const size_t* recvcounts, const size_t* rdispls, kolo_dtype_t dtype);
+
 /* ------------------------------------------------------------------------
  * GPU buffers
  *
