@@ -23,7 +23,9 @@ using namespace kolo::bench;
 const char kHelp[] = R"(usage: kolo_bench [sweep|scaling|fusion] [flags]     (one process per rank; e.g. kolorun -np 4 kolo_bench)
 
 sweep (default): one collective over a range of sizes, as nccl-tests does.
-  --collective C    allreduce (default), allgather, broadcast, reduce_scatter
+  --collective C    allreduce (default), allgather, broadcast, reduce_scatter, reduce,
+                    gather, scatter, allgatherv, reduce_scatterv, alltoall, alltoallv
+                    (rooted ones at root 0; the v forms with equal counts)
   --min-bytes N     smallest size (default 4K; K/M/G suffixes)
   --max-bytes N     largest size (default 256M)
   --step-factor F   size multiplier between rows (default 4)

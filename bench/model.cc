@@ -9,6 +9,13 @@ bool parse_collective(const std::string& name, Collective* out) {
   else if (name == "allgather") *out = Collective::kAllgather;
   else if (name == "broadcast") *out = Collective::kBroadcast;
   else if (name == "reduce_scatter") *out = Collective::kReduceScatter;
+  else if (name == "reduce") *out = Collective::kReduce;
+  else if (name == "gather") *out = Collective::kGather;
+  else if (name == "scatter") *out = Collective::kScatter;
+  else if (name == "allgatherv") *out = Collective::kAllgatherv;
+  else if (name == "reduce_scatterv") *out = Collective::kReduceScatterv;
+  else if (name == "alltoall") *out = Collective::kAlltoall;
+  else if (name == "alltoallv") *out = Collective::kAlltoallv;
   else return false;
   return true;
 }
@@ -19,6 +26,13 @@ const char* collective_name(Collective c) {
     case Collective::kAllgather: return "allgather";
     case Collective::kBroadcast: return "broadcast";
     case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kReduce: return "reduce";
+    case Collective::kGather: return "gather";
+    case Collective::kScatter: return "scatter";
+    case Collective::kAllgatherv: return "allgatherv";
+    case Collective::kReduceScatterv: return "reduce_scatterv";
+    case Collective::kAlltoall: return "alltoall";
+    case Collective::kAlltoallv: return "alltoallv";
   }
   return "?";
 }
@@ -26,9 +40,18 @@ const char* collective_name(Collective c) {
 double bus_factor(Collective c, int n) {
   switch (c) {
     case Collective::kAllreduce: return 2.0 * (n - 1) / n;
+    // nccl-tests' conventions: gather's and scatter's size is root's whole
+    // buffer, alltoall's one rank's send buffer.
     case Collective::kAllgather:
-    case Collective::kReduceScatter: return 1.0 * (n - 1) / n;
-    case Collective::kBroadcast: return 1.0;
+    case Collective::kReduceScatter:
+    case Collective::kAllgatherv:
+    case Collective::kReduceScatterv:
+    case Collective::kGather:
+    case Collective::kScatter:
+    case Collective::kAlltoall:
+    case Collective::kAlltoallv: return 1.0 * (n - 1) / n;
+    case Collective::kBroadcast:
+    case Collective::kReduce: return 1.0;
   }
   return 1.0;
 }
@@ -39,8 +62,16 @@ double bytes_on_links(Collective c, int n, double bytes) {
     // allgather's size is its output; reduce-scatter's its input: every
     // rank receives (N-1)/N of it.
     case Collective::kAllgather:
-    case Collective::kReduceScatter: return 1.0 * (n - 1) * bytes;
-    case Collective::kBroadcast: return 1.0 * (n - 1) * bytes;
+    case Collective::kReduceScatter:
+    case Collective::kAllgatherv:
+    case Collective::kReduceScatterv: return 1.0 * (n - 1) * bytes;
+    case Collective::kBroadcast:
+    case Collective::kReduce: return 1.0 * (n - 1) * bytes;  // a chain: N-1 links carry the buffer
+    // Relayed around the ring: the block k hops from root crosses k links.
+    case Collective::kGather:
+    case Collective::kScatter: return bytes / n * n * (n - 1) / 2.0;
+    case Collective::kAlltoall:
+    case Collective::kAlltoallv: return 1.0 * (n - 1) * bytes;  // each rank sends (N-1)/N of its buffer
   }
   return bytes;
 }

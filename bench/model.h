@@ -9,7 +9,19 @@
 
 namespace kolo::bench {
 
-enum class Collective { kAllreduce, kAllgather, kBroadcast, kReduceScatter };
+enum class Collective {
+  kAllreduce,
+  kAllgather,
+  kBroadcast,
+  kReduceScatter,
+  kReduce,
+  kGather,
+  kScatter,
+  kAllgatherv,
+  kReduceScatterv,
+  kAlltoall,
+  kAlltoallv,
+};
 
 bool parse_collective(const std::string& name, Collective* out);
 const char* collective_name(Collective c);

@@ -14,6 +14,9 @@ TEST(BusBandwidth, NcclTestsFactors) {
   EXPECT_DOUBLE_EQ(bus_factor(Collective::kAllgather, 4), 0.75);
   EXPECT_DOUBLE_EQ(bus_factor(Collective::kReduceScatter, 8), 0.875);
   EXPECT_DOUBLE_EQ(bus_factor(Collective::kBroadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kReduce, 8), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::kAlltoall, 2), 0.5);
   EXPECT_DOUBLE_EQ(algbw_gbps(2e9, 1.0), 2.0);
   // A 64 MiB allreduce at N=4 moves 6 x 64 MiB over the links in all.
   EXPECT_DOUBLE_EQ(bytes_on_links(Collective::kAllreduce, 4, 64.0 * (1 << 20)), 6.0 * 64 * (1 << 20));
@@ -25,7 +28,10 @@ TEST(BusBandwidth, MedianAndParsing) {
   Collective c;
   EXPECT_TRUE(parse_collective("reduce_scatter", &c));
   EXPECT_EQ(c, Collective::kReduceScatter);
-  EXPECT_FALSE(parse_collective("alltoall", &c));
+  EXPECT_TRUE(parse_collective("alltoallv", &c));
+  EXPECT_EQ(c, Collective::kAlltoallv);
+  EXPECT_STREQ(collective_name(Collective::kReduceScatterv), "reduce_scatterv");
+  EXPECT_FALSE(parse_collective("alltoallw", &c));
 }
 
 TEST(RingModel, FitRecoversTheParameters) {

@@ -81,6 +81,9 @@ kolo_result_t run_sweep(kolo_comm_t comm, const SweepOptions& o, std::vector<Swe
     const size_t count = bytes / es;
     const size_t block = count / n;
     std::vector<unsigned char> send(bytes), recv(bytes);
+    // The v forms' arguments: equal blocks, packed.
+    std::vector<size_t> blocks(n, block), displs(n);
+    for (int q = 0; q < n; ++q) displs[q] = q * block;
     Declared declared_send(comm, send, o.declare_buffers), declared_recv(comm, recv, o.declare_buffers);
     auto run_once = [&]() -> kolo_result_t {
       switch (o.collective) {
@@ -89,6 +92,17 @@ kolo_result_t run_sweep(kolo_comm_t comm, const SweepOptions& o, std::vector<Swe
         case Collective::kBroadcast: return kolo_broadcast(comm, recv.data(), count, o.dtype, 0);
         case Collective::kReduceScatter:
           return kolo_reduce_scatter(comm, send.data(), recv.data(), block, o.dtype, o.op);
+        case Collective::kReduce: return kolo_reduce(comm, send.data(), recv.data(), count, o.dtype, o.op, 0);
+        case Collective::kGather: return kolo_gather(comm, send.data(), recv.data(), block, o.dtype, 0);
+        case Collective::kScatter: return kolo_scatter(comm, send.data(), recv.data(), block, o.dtype, 0);
+        case Collective::kAllgatherv:
+          return kolo_allgatherv(comm, send.data(), block, recv.data(), blocks.data(), displs.data(), o.dtype);
+        case Collective::kReduceScatterv:
+          return kolo_reduce_scatterv(comm, send.data(), recv.data(), blocks.data(), o.dtype, o.op);
+        case Collective::kAlltoall: return kolo_alltoall(comm, send.data(), recv.data(), block, o.dtype);
+        case Collective::kAlltoallv:
+          return kolo_alltoallv(comm, send.data(), blocks.data(), displs.data(), recv.data(), blocks.data(),
+                                displs.data(), o.dtype);
       }
       return KOLO_ERR_INVALID_ARGUMENT;
     };
@@ -98,14 +112,19 @@ kolo_result_t run_sweep(kolo_comm_t comm, const SweepOptions& o, std::vector<Swe
     bool ok = true;
     if (o.check) {
       // Allgather sends one block; broadcast's root sends everything.
-      const size_t fill = o.collective == Collective::kAllgather ? block : count;
-      const kolo_op_t fill_op = o.collective == Collective::kAllreduce || o.collective == Collective::kReduceScatter
-                                    ? o.op
-                                    : KOLO_SUM;
+      const Collective c = o.collective;
+      const bool one_block = c == Collective::kAllgather || c == Collective::kAllgatherv || c == Collective::kGather;
+      const bool reducing = c == Collective::kAllreduce || c == Collective::kReduceScatter ||
+                            c == Collective::kReduceScatterv || c == Collective::kReduce;
+      const size_t fill = one_block ? block : count;
+      const kolo_op_t fill_op = reducing ? o.op : KOLO_SUM;
       for (size_t i = 0; i < fill; ++i) set_value(o.dtype, send.data(), i, input(fill_op, rank, n, i));
       if (o.collective == Collective::kBroadcast) std::memcpy(recv.data(), send.data(), bytes);
       if (kolo_result_t r = run_once()) return r;
-      const size_t out = o.collective == Collective::kReduceScatter ? block : count;
+      size_t out = c == Collective::kReduceScatter || c == Collective::kReduceScatterv || c == Collective::kScatter
+                       ? block
+                       : count;
+      if ((c == Collective::kReduce || c == Collective::kGather) && rank != 0) out = 0;  // root's result only
       for (size_t i = 0; i < out && ok; ++i) {
         double want = 0;
         switch (o.collective) {
@@ -113,6 +132,15 @@ kolo_result_t run_sweep(kolo_comm_t comm, const SweepOptions& o, std::vector<Swe
           case Collective::kReduceScatter: want = reduced(o.op, o.dtype, n, rank * block + i); break;
           case Collective::kAllgather: want = input(KOLO_SUM, static_cast<int>(i / block), n, i % block); break;
           case Collective::kBroadcast: want = input(KOLO_SUM, 0, n, i); break;
+          case Collective::kReduce: want = reduced(o.op, o.dtype, n, i); break;
+          case Collective::kReduceScatterv: want = reduced(o.op, o.dtype, n, rank * block + i); break;
+          case Collective::kAllgatherv:
+          case Collective::kGather: want = input(KOLO_SUM, static_cast<int>(i / block), n, i % block); break;
+          case Collective::kScatter: want = input(KOLO_SUM, 0, n, rank * block + i); break;
+          case Collective::kAlltoall:
+          case Collective::kAlltoallv:
+            want = input(KOLO_SUM, static_cast<int>(i / block), n, rank * block + i % block);
+            break;
         }
         ok = close_enough(o.dtype, get_value(o.dtype, recv.data(), i), want);
       }

@@ -663,7 +663,6 @@ void Communicator::abort() {
   (void)fail(aborted("rank " + std::to_string(world_.rank) + " aborted its communicator (kolo_comm_abort)"));
 }
 
-
 // The checks of the collectives below (kolo.h's kolo_reduce .. kolo_alltoallv).
 namespace {
 
