@@ -9,9 +9,11 @@
 // (reduce), and with segments overlapping along the chain the relay costs
 // about that link's time plus N-1 segment latencies; it needs no
 // connections beyond the ring's, so a world communicator can run it as
-// connected. Every chain ends with an empty token making one lap of the
-// ring (as ring_broadcast's does), so that ranks that disagree about the
-// call (root, counts, collective) all fail with MISMATCH instead of some
+// connected. Every chain starts with an empty frame each way between
+// neighbours (ranks that disagree about the root could otherwise all wait
+// to receive) and ends with an empty token making one lap of the ring (as
+// ring_broadcast's does), so that ranks that disagree about the call
+// (root, counts, collective) all fail with MISMATCH instead of some
 // finishing.
 //
 // Arguments are already validated by the caller (runtime/communicator).

@@ -872,6 +872,14 @@ Status Communicator::alltoallv(const void* send, const std::vector<size_t>& send
   }
   return dispatch("alltoallv", {{send, send_extent * es, "sendbuf"}, {recv, recv_extent * es, "recvbuf"}}, {},
                   [=](const RingContext& ctx) {
+                    if (!mesh_connected_) {
+                      // First over the ring's connections, so that a rank
+                      // whose neighbour runs another collective learns it
+                      // (MISMATCH) instead of waiting to be connected.
+                      KOLO_RETURN_IF_ERROR(ring_fingerprint_exchange(
+                          ctx, fingerprint(CollectiveKind::kAlltoall, static_cast<DataType>(dtype), ReduceOp::kSum,
+                                           0, 0)));
+                    }
                     KOLO_RETURN_IF_ERROR(connect_mesh_once());
                     return pairwise_alltoall_displs(ctx, send, send_counts, sdispls, recv, recv_counts, rdispls,
                                                     static_cast<DataType>(dtype));

@@ -387,6 +387,27 @@ TEST(MoreMismatch, DifferentRootOrCount) {
       const size_t cnt = r == 0 ? 500 : 600;
       return c.alltoallv(A[r].data(), Counts(n, cnt), {}, B[r].data(), Counts(n, cnt), {}, kF32);
     });
+    // The same total, split differently: frames of other sizes.
+    Counts split_a(n, 100), split_b(n, 100);
+    split_a[0] = 150;
+    split_a[n - 1] -= 50;
+    split_b[0] = 50;
+    split_b[n - 1] += 50;
+    expect_all_mismatch(n, [&](Communicator& c, int r) {
+      const Counts& k = r == 0 ? split_a : split_b;
+      return c.gatherv(A[r].data(), k[r], B[r].data(), k, {}, kF32, n - 1);
+    });
+    expect_all_mismatch(n, [&](Communicator& c, int r) {
+      const Counts& k = r == n - 1 ? split_a : split_b;
+      return c.scatterv(A[r].data(), k, {}, B[r].data(), k[r], kF32, 0);
+    });
+    expect_all_mismatch(n, [&](Communicator& c, int r) {
+      return c.reduce_scatterv(A[r].data(), B[r].data(), r == 0 ? split_a : split_b, kF32, kSum);
+    });
+    expect_all_mismatch(n, [&](Communicator& c, int r) {  // a first alltoall against a reduce
+      if (r == 0) return c.alltoallv(A[r].data(), Counts(n, 10), {}, B[r].data(), Counts(n, 10), {}, kF32);
+      return c.reduce(A[r].data(), B[r].data(), 10, kF32, kSum, 0);
+    });
     expect_all_mismatch(n, [&](Communicator& c, int r) {  // one collective against another
       if (r == 0) return c.gatherv(A[r].data(), 100, B[r].data(), Counts(n, 100), {}, kF32, 0);
       return c.scatterv(A[r].data(), Counts(n, 100), {}, B[r].data(), 100, kF32, 0);
