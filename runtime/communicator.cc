@@ -719,6 +719,15 @@ size_t total_of(const std::vector<size_t>& counts) {
   return t;
 }
 
+// A buffer as dispatch() classifies it: by its address even when empty, so
+// that a rank with nothing to send or receive in a collective whose other
+// ranks move data (a gatherv's zero block) runs it on the same path as
+// they do (host or device; the two must match between neighbours). NULL is
+// host.
+NamedBuffer named(const void* data, size_t bytes, const char* name) {
+  return {data, data ? std::max<size_t>(bytes, 1) : 0, name};
+}
+
 }  // namespace
 
 Status Communicator::reduce(const void* send, void* recv, size_t count, int dtype, int op, int root) {
@@ -735,9 +744,11 @@ Status Communicator::reduce(const void* send, void* recv, size_t count, int dtyp
     }
   }
   void* out = is_root ? recv : nullptr;
-  return dispatch("reduce", {{send, bytes, "sendbuf"}, {out, bytes, "recvbuf"}}, {}, [=](const RingContext& ctx) {
-    return ring_reduce(ctx, send, out, count, static_cast<DataType>(dtype), static_cast<ReduceOp>(op), root);
-  });
+  return dispatch("reduce", {named(send, bytes, "sendbuf"), named(out, bytes, "recvbuf")}, {},
+                  [=](const RingContext& ctx) {
+                    return ring_reduce(ctx, send, out, count, static_cast<DataType>(dtype), static_cast<ReduceOp>(op),
+                                       root);
+                  });
 }
 
 Status Communicator::gatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
@@ -764,7 +775,7 @@ Status Communicator::gatherv(const void* send, size_t send_count, void* recv, co
     }
   }
   void* out = is_root ? recv : nullptr;
-  return dispatch("gather", {{send, send_count * es, "sendbuf"}, {out, extent * es, "recvbuf"}}, {},
+  return dispatch("gather", {named(send, send_count * es, "sendbuf"), named(out, extent * es, "recvbuf")}, {},
                   [=](const RingContext& ctx) {
                     return ring_gather_v(ctx, send, out, counts, displs, static_cast<DataType>(dtype), root);
                   });
@@ -795,7 +806,7 @@ Status Communicator::scatterv(const void* send, const std::vector<size_t>& count
     }
   }
   const void* in = is_root ? send : nullptr;
-  return dispatch("scatter", {{in, extent * es, "sendbuf"}, {recv, recv_count * es, "recvbuf"}}, {},
+  return dispatch("scatter", {named(in, extent * es, "sendbuf"), named(recv, recv_count * es, "recvbuf")}, {},
                   [=](const RingContext& ctx) {
                     return ring_scatter_v(ctx, in, recv, counts, displs, static_cast<DataType>(dtype), root);
                   });
@@ -819,7 +830,8 @@ Status Communicator::allgatherv(const void* send, size_t send_count, void* recv,
   if (send != own && ranges_overlap(send, send_count * es, recv, extent * es)) {
     return invalid_argument("sendbuf overlaps recvbuf but is not this rank's block of it");
   }
-  return dispatch("allgatherv", {{send, send_count * es, "sendbuf"}, {recv, extent * es, "recvbuf"}}, {},
+  return dispatch("allgatherv",
+                  {named(send, send_count * es, "sendbuf"), named(recv, extent * es, "recvbuf")}, {},
                   [=](const RingContext& ctx) {
                     return ring_allgather_displs(ctx, send, recv, counts, displs, static_cast<DataType>(dtype));
                   });
@@ -836,8 +848,9 @@ Status Communicator::reduce_scatterv(const void* send, void* recv, const std::ve
   const size_t es = dtype_size(static_cast<DataType>(dtype));
   // Any overlap of recvbuf with sendbuf is fine: ring_reduce_scatter_v then
   // works through scratch.
-  return dispatch("reduce_scatterv", {{send, total * es, "sendbuf"}, {recv, counts[world_.rank] * es, "recvbuf"}},
-                  {}, [=](const RingContext& ctx) {
+  return dispatch("reduce_scatterv",
+                  {named(send, total * es, "sendbuf"), named(recv, counts[world_.rank] * es, "recvbuf")}, {},
+                  [=](const RingContext& ctx) {
                     return ring_reduce_scatter_v(ctx, send, recv, counts, static_cast<DataType>(dtype),
                                                  static_cast<ReduceOp>(op));
                   });
@@ -870,7 +883,8 @@ Status Communicator::alltoallv(const void* send, const std::vector<size_t>& send
   if (ranges_overlap(send, send_extent * es, recv, recv_extent * es)) {
     return invalid_argument("sendbuf and recvbuf overlap (alltoall is not in place)");
   }
-  return dispatch("alltoallv", {{send, send_extent * es, "sendbuf"}, {recv, recv_extent * es, "recvbuf"}}, {},
+  return dispatch("alltoallv",
+                  {named(send, send_extent * es, "sendbuf"), named(recv, recv_extent * es, "recvbuf")}, {},
                   [=](const RingContext& ctx) {
                     if (!mesh_connected_) {
                       // First over the ring's connections, so that a rank

@@ -119,7 +119,9 @@ kolo_result_t kolo_barrier(kolo_comm_t comm);
  * disagree about a call (root, counts, dtype, op) all fail with
  * KOLO_ERR_MISMATCH. Reduce, gather and scatter run as pipelined chains
  * over the ring's connections; alltoall pairwise, connecting every pair of
- * ranks on a communicator's first alltoall. */
+ * ranks on a communicator's first alltoall. With GPU buffers, a rank whose
+ * block is empty still passes a device pointer (NULL counts as host memory,
+ * and neighbours must agree on host or device). */
 
 /* root's recvbuf[i] = op over all ranks of sendbuf[i] (KOLO_AVG divides by
  * world_size); recvbuf is used on root only (may be NULL elsewhere).
