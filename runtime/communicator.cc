@@ -16,9 +16,6 @@
 #include "common/log.h"
 #include "common/ranges.h"
 #include "gpu/device.h"
-#include "runtime/store_client.h"
-#include "runtime/store_server.h"
-#include "runtime/torch_store_client.h"
 #include "transport/handshake.h"
 #include "transport/ib/ib_transport.h"
 #include "transport/tcp/tcp_transport.h"
@@ -36,17 +33,6 @@ std::string host_identity() {
   std::string boot_id;
   if (boot >> boot_id) id += "/" + boot_id;
   return id;
-}
-
-// The store torchrun's agent serves (TORCHELASTIC_USE_AGENT_STORE), as a client.
-Status join_torch_agent_store(const LaunchInfo& info, const Config& config, Deadline deadline,
-                              std::unique_ptr<TorchStoreClient>* out) {
-  if (!config.secret.empty() && info.rank == 0) {
-    KOLO_INFO("KOLO_SECRET is not used: torchrun's store at " << info.master_addr << ":" << info.master_port
-                                                               << " has no authentication");
-  }
-  return TorchStoreClient::connect(info.master_addr, info.master_port, info.torch_store_prefix, config.timeout_s,
-                                   deadline, out);
 }
 
 Status check_dtype(int dtype) {
@@ -81,16 +67,6 @@ Communicator::~Communicator() {
   if (transport_) transport_->abort();
   host_memory_.attach(nullptr);  // deregisters it while the transport lives
   transport_.reset();
-  client_.reset();
-  agent_store_.reset();
-  if (server_ && failed_.load()) {
-    // The failure record lives in this rank's store: ranks still learning
-    // of the failure read it to name the rank that failed first. Stay up
-    // until they have gone (bounded), rather than leaving them only "rank 0
-    // closed the connection".
-    server_->wait_for_clients_to_leave(std::chrono::seconds(2));
-  }
-  server_.reset();
 }
 
 Status Communicator::create_from_env(std::unique_ptr<Communicator>* out) {
@@ -105,33 +81,15 @@ Status Communicator::create(const LaunchInfo& info, const Config& config, std::u
   std::unique_ptr<Communicator> c(new Communicator(config));
   const std::string job_name =
       config.job_id.empty() ? info.master_addr + ":" + std::to_string(info.master_port) : config.job_id;
-  const uint64_t job_id = job_id_from_name(job_name);
-  const Deadline deadline = Deadline::after_seconds(config.timeout_s);
-  std::string local_address;
-  Store* store = nullptr;
-  if (info.torch_agent_store) {
-    // torchrun's agent already serves a store on the master port: join it.
-    KOLO_RETURN_IF_ERROR(join_torch_agent_store(info, config, deadline, &c->agent_store_));
-    store = c->agent_store_.get();
-    local_address = c->agent_store_->local_address();
-  } else {
-    int port = info.master_port;
-    if (info.rank == 0) {
-      c->server_ = std::make_unique<StoreServer>(job_id, info.world_size, config.secret);
-      KOLO_RETURN_IF_ERROR(c->server_->start(info.master_addr, info.master_port));
-      port = c->server_->port();
-    }
-    KOLO_RETURN_IF_ERROR(
-        StoreClient::connect(info.master_addr, port, job_id, info.rank, config.secret, deadline, &c->client_));
-    store = c->client_.get();
-    local_address = c->client_->local_address();
-  }
+  std::shared_ptr<Rendezvous> rendezvous;
+  KOLO_RETURN_IF_ERROR(Rendezvous::open(info, config, job_id_from_name(job_name), &rendezvous));
   Membership& w = c->world_;
   w.rank = info.rank;
   w.size = info.world_size;
-  w.store = store;
+  w.rendezvous = rendezvous;
+  w.store = std::shared_ptr<Store>(rendezvous, rendezvous->store());
   w.job_name = job_name;
-  w.bind_address = config.bind_address.empty() ? local_address : config.bind_address;
+  w.bind_address = config.bind_address.empty() ? rendezvous->local_address() : config.bind_address;
   KOLO_RETURN_IF_ERROR(c->init(info.local_rank, info.local_size));
   *out = std::move(c);
   return Status::ok();
@@ -143,7 +101,8 @@ Status Communicator::create_with_store(int rank, int size, Store* store, const C
   Membership& w = c->world_;
   w.rank = rank;
   w.size = size;
-  w.store = store;
+  w.rendezvous = Rendezvous::borrow(store);
+  w.store = std::shared_ptr<Store>(w.rendezvous, store);
   w.job_name = config.job_id.empty() ? "in-process" : config.job_id;
   w.bind_address = config.bind_address.empty() ? "127.0.0.1" : config.bind_address;
   KOLO_RETURN_IF_ERROR(c->init(-1, -1));
@@ -162,6 +121,55 @@ Status Communicator::create_sibling(Communicator* parent, const std::string& pre
   return Status::ok();
 }
 
+Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* out) {
+  *out = nullptr;
+  if (color < 0 && color != kSplitNoColor) {
+    return invalid_argument("color " + std::to_string(color) + " is negative (KOLO_SPLIT_NOCOLOR is " +
+                            std::to_string(kSplitNoColor) + ")");
+  }
+  // Every rank's (color, key), over this communicator itself: a rank that
+  // calls another collective meanwhile makes both fail with MISMATCH.
+  const int64_t mine[2] = {color, key};
+  std::vector<int64_t> all(2 * static_cast<size_t>(world_.size));
+  KOLO_RETURN_IF_ERROR(allgather(mine, all.data(), 2, static_cast<int>(DataType::kInt64)));
+  const uint64_t sequence = splits_++;
+  if (color == kSplitNoColor) return Status::ok();
+  std::vector<int> members;  // parent ranks, in the new communicator's order
+  for (int r = 0; r < world_.size; ++r) {
+    if (all[2 * r] == color) members.push_back(r);
+  }
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+
+  const std::string name = "split" + std::to_string(sequence) + "." + std::to_string(color) + "/";
+  std::unique_ptr<Communicator> c(new Communicator(config_));
+  Membership& w = c->world_;
+  w = world_;  // bind address, settled transport, rendezvous, machine ranks, device_local_rank
+  w.size = static_cast<int>(members.size());
+  w.same_host.assign(members.size(), false);
+  w.local_rank = 0;
+  w.local_size = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const bool here = world_.same_host.empty() ? members[i] == world_.rank : world_.same_host[members[i]];
+    if (members[i] == world_.rank) w.rank = static_cast<int>(i);
+    w.same_host[i] = here;
+    if (here) {
+      if (members[i] < world_.rank) ++w.local_rank;
+      ++w.local_size;
+    }
+  }
+  w.store = std::make_shared<PrefixStore>(world_.store, name);
+  w.job_name = world_.job_name + "/" + name;
+  w.description = " of " + name.substr(0, name.size() - 1) + " (whose ranks are ranks ";
+  for (size_t i = 0; i < members.size() && i < 16; ++i) w.description += (i ? ", " : "") + std::to_string(members[i]);
+  w.description += std::string(members.size() > 16 ? ", ..." : "") + " of its parent)";
+  KOLO_RETURN_IF_ERROR(c->make_transport(""));
+  c->choose_polling();
+  KOLO_RETURN_IF_ERROR(c->connect_ring());
+  KOLO_DEBUG("split " << name << ": rank " << w.rank << " of " << w.size);
+  *out = std::move(c);
+  return Status::ok();
+}
+
 Status Communicator::make_transport(const std::string& store_prefix) {
   if (world_.size == 1) return Status::ok();
   if (world_.transport == "ib") {
@@ -171,7 +179,7 @@ Status Communicator::make_transport(const std::string& store_prefix) {
     transport_ = std::move(ib);
   } else {
     std::unique_ptr<TcpTransport> tcp;
-    KOLO_RETURN_IF_ERROR(TcpTransport::create(world_.store, world_.rank, world_.size, tcp_options(store_prefix), &tcp));
+    KOLO_RETURN_IF_ERROR(TcpTransport::create(world_.store.get(), world_.rank, world_.size, tcp_options(store_prefix), &tcp));
     transport_ = std::move(tcp);
   }
   host_memory_.attach(transport_.get());
@@ -202,7 +210,7 @@ Status Communicator::open_rdma(const std::string& store_prefix, std::unique_ptr<
   iopt.settings.port = static_cast<int>(config_.ib_port);
   iopt.settings.gid_index = static_cast<int>(config_.ib_gid_index);
   iopt.link = tcp_options(store_prefix);
-  return IbTransport::create(world_.store, world_.rank, world_.size, iopt, out);
+  return IbTransport::create(world_.store.get(), world_.rank, world_.size, iopt, out);
 }
 
 Status Communicator::settle_auto_transport(std::unique_ptr<IbTransport> rdma, const Status& why_not,
@@ -313,6 +321,7 @@ Status Communicator::learn_local_rank(int given_local_rank, int given_local_size
   world_.machine_ranks = machine;
   world_.local_rank = given_local_rank >= 0 ? given_local_rank : lr;
   world_.local_size = given_local_size >= 0 ? given_local_size : ls;
+  world_.device_local_rank = world_.local_rank;
   return Status::ok();
 }
 
@@ -438,6 +447,7 @@ Status Communicator::fail(Status local) {
     final = sticky_;
   }
   failed_.store(true);
+  if (world_.rendezvous) world_.rendezvous->mark_failed();
   if (transport_) transport_->abort();
   return final;
 }
@@ -448,7 +458,7 @@ Status Communicator::run(const char* what, Fn&& fn) {
   KOLO_RETURN_IF_ERROR(check_healthy());
   Status s = fn(ring_context());
   if (s.is_ok()) return s;
-  s = fail(s.with_context(std::string(what) + " on rank " + std::to_string(world_.rank)));
+  s = fail(s.with_context(std::string(what) + " on rank " + std::to_string(world_.rank) + world_.description));
   KOLO_ERROR(s.message());
   return s;
 }
@@ -528,7 +538,7 @@ Status Communicator::gpu_ordinal(int* ordinal) {
 }
 
 GpuContext* Communicator::gpu() {
-  if (!gpu_) gpu_ = std::make_unique<GpuContext>(config_.device, world_.local_rank);
+  if (!gpu_) gpu_ = std::make_unique<GpuContext>(config_.device, world_.device_local_rank);
   return gpu_.get();
 }
 

@@ -28,6 +28,7 @@
 #include "runtime/gpu_context.h"
 #include "runtime/stream_queue.h"
 #include "runtime/launch_env.h"
+#include "runtime/rendezvous.h"
 #include "transport/registered_buffer.h"
 #include "transport/store.h"
 #include "transport/transport.h"
@@ -37,9 +38,6 @@ namespace kolo {
 class IbTransport;
 struct TcpOptions;
 
-class StoreServer;
-class StoreClient;
-class TorchStoreClient;
 
 // How a collective is called: blocking (the default), or enqueued on a
 // caller's CUDA stream (given; stream nullptr is the legacy default stream).
@@ -59,10 +57,15 @@ struct Membership {
   int local_size = 1;
   int machine_ranks = 1;          // ranks sharing this machine's cores (same kernel), whatever the launcher says
   std::vector<bool> same_host;    // rank r is on this node
-  Store* store = nullptr;         // the rendezvous store
+  int device_local_rank = 0;      // picks this process's GPU: the world's local rank (a split keeps it)
+  std::shared_ptr<Rendezvous> rendezvous;  // keeps the store up
+  std::shared_ptr<Store> store;   // the rendezvous store; a split's keys are under a prefix of its own
   std::string job_name;           // Config::job_id, else the master's address
   std::string bind_address;       // Config::bind_address, else the address that reaches the master
   std::string transport = "tcp";  // Config::transport with "auto" settled: "tcp" or "ib"
+  // "" for a world communicator; for a split, which one and its parent's
+  // ranks (errors name ranks in the split's numbering).
+  std::string description;
 };
 
 class Communicator {
@@ -81,6 +84,14 @@ class Communicator {
   // full_mesh connects every pair of ranks (needed by alltoall).
   static Status create_sibling(Communicator* parent, const std::string& prefix, bool full_mesh,
                                std::unique_ptr<Communicator>* out);
+  // MPI_Comm_split / ncclCommSplit: the ranks that pass the same color form
+  // a new communicator, ordered by key, then by rank here; kSplitNoColor
+  // takes part and gets none (*out stays null). Collective over this
+  // communicator, in the order of its other collectives. The new one has
+  // connections and store keys of its own, and needs nothing of this one
+  // afterwards: either may be destroyed first.
+  static constexpr int kSplitNoColor = -1;
+  Status split(int color, int key, std::unique_ptr<Communicator>* out);
   ~Communicator();
 
   // "tcp" or "ib": the transport this communicator chose ("none" alone in the world).
@@ -193,9 +204,7 @@ class Communicator {
 
   const Config config_;  // as asked; what it left open is settled in world_
   Membership world_;
-  std::unique_ptr<StoreServer> server_;   // rank 0 only
-  std::unique_ptr<StoreClient> client_;
-  std::unique_ptr<TorchStoreClient> agent_store_;  // instead of both, under torchrun's agent store
+  uint64_t splits_ = 0;  // split() calls so far: the same on every rank, since splits are collective
   std::unique_ptr<Transport> transport_;
   HostMemory host_memory_;
   std::unique_ptr<GpuContext> gpu_;  // created at the first call (gpu())

@@ -77,8 +77,24 @@ kolo_result_t kolo_comm_init_from_env(kolo_comm_t* comm);
 kolo_result_t kolo_comm_init(kolo_comm_t* comm, int rank, int world_size, const char* master_addr, int master_port);
 
 /* Releases the communicator's sockets, threads and memory. Not collective;
- * NULL is accepted and ignored. */
+ * NULL is accepted and ignored. A communicator and those split from it may
+ * be destroyed in any order. */
 kolo_result_t kolo_comm_destroy(kolo_comm_t comm);
+
+/* Passed as the color by a rank that takes part in a split but joins no
+ * new communicator. */
+#define KOLO_SPLIT_NOCOLOR (-1)
+
+/* Splits comm as MPI_Comm_split and ncclCommSplit do: the ranks that pass
+ * the same color (>= 0) form a new communicator, ranked by key, then by
+ * their rank in comm; KOLO_SPLIT_NOCOLOR gets *newcomm = NULL. Collective
+ * over comm (every rank calls it, in the same order as comm's other
+ * collectives). The new communicator has every feature of a world one
+ * (collectives, named operations, faults, abort, timeouts, GPU buffers)
+ * with connections of its own; it reuses comm's rendezvous store, so no
+ * new server is started. A failure of comm is not one of newcomm's, nor
+ * the other way round, unless a rank they share is lost. */
+kolo_result_t kolo_comm_split(kolo_comm_t comm, int color, int key, kolo_comm_t* newcomm);
 
 kolo_result_t kolo_comm_rank(kolo_comm_t comm, int* rank);
 kolo_result_t kolo_comm_size(kolo_comm_t comm, int* size);

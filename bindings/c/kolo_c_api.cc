@@ -96,6 +96,19 @@ kolo_result_t kolo_comm_destroy(kolo_comm_t comm) {
   });
 }
 
+kolo_result_t kolo_comm_split(kolo_comm_t comm, int color, int key, kolo_comm_t* newcomm) {
+  return guarded([&] {
+    if (!comm) return kolo::invalid_argument("comm is NULL");
+    if (!newcomm) return kolo::invalid_argument("newcomm output pointer is NULL");
+    *newcomm = nullptr;
+    static_assert(KOLO_SPLIT_NOCOLOR == kolo::Communicator::kSplitNoColor, "one no-color value");
+    auto c = std::make_unique<kolo_comm>();
+    KOLO_RETURN_IF_ERROR(comm->impl->split(color, key, &c->impl));
+    if (c->impl) *newcomm = c.release();
+    return kolo::Status::ok();
+  });
+}
+
 kolo_result_t kolo_comm_rank(kolo_comm_t comm, int* rank) {
   return get_int(comm, rank, "rank", &kolo::Communicator::rank);
 }

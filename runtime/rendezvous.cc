@@ -1,0 +1,75 @@
+#include "runtime/rendezvous.h"
+
+#include <chrono>
+
+#include "common/log.h"
+#include "runtime/store_client.h"
+#include "runtime/store_server.h"
+#include "runtime/torch_store_client.h"
+
+namespace kolo {
+
+Status Rendezvous::open(const LaunchInfo& info, const Config& config, uint64_t job_id,
+                        std::shared_ptr<Rendezvous>* out) {
+  std::shared_ptr<Rendezvous> r(new Rendezvous());
+  const Deadline deadline = Deadline::after_seconds(config.timeout_s);
+  if (info.torch_agent_store) {
+    // torchrun's agent already serves a store on the master port: join it.
+    if (!config.secret.empty() && info.rank == 0) {
+      KOLO_INFO("KOLO_SECRET is not used: torchrun's store at " << info.master_addr << ":" << info.master_port
+                                                                 << " has no authentication");
+    }
+    KOLO_RETURN_IF_ERROR(TorchStoreClient::connect(info.master_addr, info.master_port, info.torch_store_prefix,
+                                                   config.timeout_s, deadline, &r->agent_store_));
+    r->store_ = r->agent_store_.get();
+    r->local_address_ = r->agent_store_->local_address();
+  } else {
+    int port = info.master_port;
+    if (info.rank == 0) {
+      r->server_ = std::make_unique<StoreServer>(job_id, info.world_size, config.secret);
+      KOLO_RETURN_IF_ERROR(r->server_->start(info.master_addr, info.master_port));
+      port = r->server_->port();
+    }
+    KOLO_RETURN_IF_ERROR(
+        StoreClient::connect(info.master_addr, port, job_id, info.rank, config.secret, deadline, &r->client_));
+    r->store_ = r->client_.get();
+    r->local_address_ = r->client_->local_address();
+  }
+  *out = std::move(r);
+  return Status::ok();
+}
+
+std::shared_ptr<Rendezvous> Rendezvous::borrow(Store* store) {
+  std::shared_ptr<Rendezvous> r(new Rendezvous());
+  r->store_ = store;
+  return r;
+}
+
+Rendezvous::~Rendezvous() {
+  client_.reset();
+  agent_store_.reset();
+  if (server_ && failed_.load()) {
+    // Ranks still learning of the failure read the record here to name the
+    // rank that failed first: stay up until they have gone (bounded),
+    // rather than leaving them only "rank 0 closed the connection".
+    server_->wait_for_clients_to_leave(std::chrono::seconds(2));
+  }
+  server_.reset();
+}
+
+Status PrefixStore::get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) {
+  std::vector<std::string> full;
+  full.reserve(keys.size());
+  for (const auto& k : keys) full.push_back(prefix_ + k);
+  Status s = base_->get(full, deadline, values);
+  if (s.is_ok() || prefix_.empty()) return s;
+  // The missing keys are named as the caller knows them (callers parse
+  // "host/N" out of the message to name ranks that never arrived).
+  std::string message = s.message();
+  for (size_t at = message.find(prefix_); at != std::string::npos; at = message.find(prefix_, at)) {
+    message.erase(at, prefix_.size());
+  }
+  return Status(s.code(), message);
+}
+
+}  // namespace kolo

@@ -1,0 +1,71 @@
+// The store the ranks of a job meet through, and what keeps it up: rank 0's
+// server when kolo serves it, this rank's client of it, or a client of the
+// store torchrun's agent serves. Shared by a world communicator, its
+// siblings and every communicator split from it: whichever is destroyed
+// last closes it, so they may be destroyed in any order.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "runtime/config.h"
+#include "runtime/launch_env.h"
+#include "transport/store.h"
+
+namespace kolo {
+
+class StoreServer;
+class StoreClient;
+class TorchStoreClient;
+
+class Rendezvous {
+ public:
+  // Serves kolo's store on rank 0 and joins it, or joins torchrun's agent
+  // store (TORCHELASTIC_USE_AGENT_STORE) without binding anything.
+  static Status open(const LaunchInfo& info, const Config& config, uint64_t job_id,
+                     std::shared_ptr<Rendezvous>* out);
+  // A store the caller owns and keeps alive longer (tests run ranks as
+  // threads over an in-memory store).
+  static std::shared_ptr<Rendezvous> borrow(Store* store);
+  ~Rendezvous();
+
+  Store* store() const { return store_; }
+  // The local address that reached the master ("" for a borrowed store).
+  const std::string& local_address() const { return local_address_; }
+  // A communicator over this store failed: the failure record lives in rank
+  // 0's server, so the server stays up a moment at the end for ranks still
+  // learning of it to read it (bounded).
+  void mark_failed() { failed_.store(true); }
+
+ private:
+  Rendezvous() = default;
+
+  std::unique_ptr<StoreServer> server_;  // rank 0, when kolo serves the store
+  std::unique_ptr<StoreClient> client_;
+  std::unique_ptr<TorchStoreClient> agent_store_;  // instead of both, under torchrun's agent store
+  Store* store_ = nullptr;
+  std::string local_address_;
+  std::atomic<bool> failed_{false};
+};
+
+// Another store's keys under a prefix: what a split communicator sees, so
+// that its addresses, hosts and failure record never meet its parent's.
+class PrefixStore final : public Store {
+ public:
+  PrefixStore(std::shared_ptr<Store> base, std::string prefix) : base_(std::move(base)), prefix_(std::move(prefix)) {}
+
+  Status set(const std::string& key, const std::string& value) override { return base_->set(prefix_ + key, value); }
+  Status set_if_absent(const std::string& key, const std::string& value, Deadline deadline,
+                       std::string* current) override {
+    return base_->set_if_absent(prefix_ + key, value, deadline, current);
+  }
+  Status get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) override;
+
+ private:
+  std::shared_ptr<Store> base_;
+  std::string prefix_;
+};
+
+}  // namespace kolo
