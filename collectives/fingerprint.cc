@@ -15,6 +15,7 @@ const char* collective_name(CollectiveKind kind) {
     case CollectiveKind::kReduce: return "reduce";
     case CollectiveKind::kGather: return "gather";
     case CollectiveKind::kScatter: return "scatter";
+    case CollectiveKind::kSendRecv: return "send/recv";
   }
   return "unknown collective";
 }

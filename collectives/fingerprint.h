@@ -22,6 +22,7 @@ enum class CollectiveKind : uint8_t {
   kReduce,
   kGather,
   kScatter,
+  kSendRecv,  // point-to-point: a send and its receive
 };
 
 const char* collective_name(CollectiveKind kind);

@@ -542,7 +542,7 @@ GpuContext* Communicator::gpu() {
   return gpu_.get();
 }
 
-Status Communicator::dispatch(const char* what, std::initializer_list<NamedBuffer> buffers, OnStream on,
+Status Communicator::dispatch(const char* what, const std::vector<NamedBuffer>& buffers, OnStream on,
                               Collective fn) {
   std::lock_guard<std::mutex> order(stream_mutex_);
   bool on_device = false;
@@ -925,6 +925,50 @@ Status Communicator::connect_mesh_once() {
   KOLO_RETURN_IF_ERROR(connect_all());
   mesh_connected_ = true;
   return Status::ok();
+}
+
+Status Communicator::send(const void* buf, size_t count, int dtype, int peer) {
+  return point_to_point({{PointToPoint::kSend, peer, const_cast<void*>(buf), count, static_cast<DataType>(dtype)}});
+}
+
+Status Communicator::recv(void* buf, size_t count, int dtype, int peer) {
+  return point_to_point({{PointToPoint::kRecv, peer, buf, count, static_cast<DataType>(dtype)}});
+}
+
+Status Communicator::check_point_to_point(const PointToPoint& op) const {
+  const bool sending = op.direction == PointToPoint::kSend;
+  KOLO_RETURN_IF_ERROR(check_dtype(static_cast<int>(op.dtype)));
+  KOLO_RETURN_IF_ERROR(check_buffer(op.data, op.count, sending ? "send buffer" : "receive buffer"));
+  if (op.peer < 0 || op.peer >= world_.size) {
+    return invalid_argument(std::string(sending ? "send to" : "receive from") + " rank " + std::to_string(op.peer) +
+                            ", which is not a rank of a communicator of " + std::to_string(world_.size));
+  }
+  return Status::ok();
+}
+
+Status Communicator::point_to_point(const std::vector<PointToPoint>& ops) {
+  std::vector<NamedBuffer> buffers;
+  std::vector<int> peers;  // to connect: every peer but this rank, once
+  for (const PointToPoint& op : ops) {
+    KOLO_RETURN_IF_ERROR(check_point_to_point(op));
+    buffers.push_back({op.data, op.count * dtype_size(op.dtype),
+                       op.direction == PointToPoint::kSend ? "send buffer" : "receive buffer"});
+    if (op.peer != world_.rank && std::find(peers.begin(), peers.end(), op.peer) == peers.end()) {
+      peers.push_back(op.peer);
+    }
+  }
+  return dispatch("send/recv", buffers, OnStream{}, [this, ops, peers](const RingContext& ctx) {
+    // Connected on first use: both ranks of a pair post to each other, so
+    // both connect; the listening side accepts in the background, so the
+    // order of the peers does not matter. Through the host transport, which
+    // the GPU transports send through.
+    if (!peers.empty()) {
+      KOLO_RETURN_IF_ERROR(transport_->prepare(peers));
+      const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
+      for (int peer : peers) KOLO_RETURN_IF_ERROR(transport_->connect(peer, deadline));
+    }
+    return run_point_to_point(ctx, ops);
+  });
 }
 
 }  // namespace kolo

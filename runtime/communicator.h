@@ -22,6 +22,7 @@
 
 #include "collectives/dtype.h"
 #include "collectives/pipeline.h"
+#include "collectives/point_to_point.h"
 #include "collectives/ring.h"
 #include "common/status.h"
 #include "runtime/config.h"
@@ -165,6 +166,18 @@ class Communicator {
                    void* recv, const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
                    int dtype);
 
+  // Point-to-point (kolo_send, kolo_recv): messages between a pair match in
+  // call order, per direction. point_to_point posts a batch (a group) at
+  // once and returns when all of it is done, so any pattern of sends and
+  // receives in one batch completes without deadlock. Peers are connected
+  // on first use.
+  Status send(const void* buf, size_t count, int dtype, int peer);
+  Status recv(void* buf, size_t count, int dtype, int peer);
+  Status point_to_point(const std::vector<PointToPoint>& ops);
+  // One operation's arguments (dtype, buffer, peer), as point_to_point
+  // checks them: for callers that queue operations first (groups).
+  Status check_point_to_point(const PointToPoint& op) const;
+
  private:
   explicit Communicator(const Config& config);
   Status init(int local_rank, int local_size);
@@ -191,7 +204,7 @@ class Communicator {
   Status run_on_device(const char* what, const Collective& fn);
   // A collective of the public API: tells host from device buffers, and
   // runs it now or enqueues it on a stream.
-  Status dispatch(const char* what, std::initializer_list<NamedBuffer> buffers, OnStream on, Collective fn);
+  Status dispatch(const char* what, const std::vector<NamedBuffer>& buffers, OnStream on, Collective fn);
   Status enqueue_on_stream(const char* what, bool on_device, void* stream, Collective fn);
   GpuContext* gpu();
   Status check_healthy() const;

@@ -35,7 +35,7 @@ class GpuContext {
   // (false). Mixing the two in one call, memory of another GPU, and device
   // memory where no GPU can be used (a build without CUDA) are errors that
   // name the buffers.
-  Status classify(std::initializer_list<NamedBuffer> buffers, bool* on_device);
+  Status classify(const std::vector<NamedBuffer>& buffers, bool* on_device);
 
   // The GPU, opened on first use; UNSUPPORTED saying why when there is none.
   Status device(Device** out);

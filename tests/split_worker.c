@@ -1,7 +1,8 @@
 /* A rank of the multi-process split tests, in C through the C API only.
  * Every rank splits the world by the parity of its rank, keys reversed.
  *   check  checks ranks and sizes, allreduces in the split and in the
- *          world, and destroys the world before the split
+ *          world, a grouped all-to-all of sends and receives in the world
+ *          and a ring shift in the split, and destroys the world first
  *   long   allreduces in the split for SPLIT_RUN_S seconds (default 6),
  *          for the test that kills a rank of the other split midway
  * Exits 0 on success; on a kolo failure prints kolo_last_error() and exits
@@ -81,6 +82,36 @@ int main(int argc, char** argv) {
     printf("rank %d: world sum %lld\n", rank, sum);
     return 1;
   }
+  /* Point-to-point in a group: an all-to-all over the world (a block to
+   * and from every rank, itself included) and a ring shift in the split. */
+  long long* out = malloc(sizeof(long long) * (size_t)n);
+  long long* in = malloc(sizeof(long long) * (size_t)n);
+  kolo_group_start();
+  for (int q = 0; q < n; ++q) {
+    out[q] = rank * 100 + q;
+    in[q] = -1;
+    kolo_send(world, &out[q], 1, KOLO_INT64, q);
+    kolo_recv(world, &in[q], 1, KOLO_INT64, q);
+  }
+  long long shift_out = rank, shift_in = -1;
+  kolo_send(half, &shift_out, 1, KOLO_INT64, (sub_rank + 1) % sub_size);
+  kolo_recv(half, &shift_in, 1, KOLO_INT64, (sub_rank + sub_size - 1) % sub_size);
+  if ((r = kolo_group_end())) return fail("grouped send/recv", r);
+  for (int q = 0; q < n; ++q) {
+    if (in[q] != q * 100 + rank) {
+      printf("rank %d: all-to-all block from %d is %lld\n", rank, q, in[q]);
+      return 1;
+    }
+  }
+  /* The split's left neighbour (keys reversed: the next parent rank of my
+   * parity, wrapping to the lowest). */
+  int left = rank + 2 < n ? rank + 2 : rank % 2;
+  if (shift_in != left) {
+    printf("rank %d: ring shift in the split got %lld, expected %d\n", rank, shift_in, left);
+    return 1;
+  }
+  free(out);
+  free(in);
   kolo_comm_destroy(world); /* the parent first: the split needs nothing of it */
   if ((r = kolo_barrier(half))) return fail("barrier in the split after the world was destroyed", r);
   kolo_comm_destroy(half);

@@ -19,7 +19,8 @@ for f in kolo_comm_init_from_env kolo_comm_init kolo_comm_destroy kolo_comm_spli
          kolo_handle_test kolo_handle_wait kolo_handle_set_callback kolo_handle_output kolo_handle_output_rows \
          kolo_handle_join_rank kolo_handle_release kolo_timeline_start kolo_timeline_stop kolo_engine_get_stats \
          kolo_reduce kolo_gather kolo_gatherv kolo_scatter kolo_scatterv kolo_allgatherv kolo_reduce_scatterv \
-         kolo_alltoall kolo_alltoallv; do
+         kolo_alltoall kolo_alltoallv \
+         kolo_send kolo_recv kolo_group_start kolo_group_end; do
   # A here-string, not `echo | grep -q`: grep -q may exit before echo has
   # written everything, and pipefail would count echo's SIGPIPE as a miss.
   grep -qx "$f" <<< "$exported" || { echo "libkolo.so does not export $f"; exit 1; }

@@ -417,6 +417,31 @@ kolo_result_t kolo_engine_get_stats(kolo_comm_t comm, kolo_engine_stats_t* stats
  * version at build time.) */
 kolo_result_t kolo_get_version(int* major, int* minor, int* patch);
 
+/* Point-to-point, as ncclSend/ncclRecv: count elements of dtype to or from
+ * rank peer of comm (this rank itself too). A send and its receive must
+ * agree on dtype and count: else the receive fails with KOLO_ERR_MISMATCH
+ * (the communicator's sticky error), and the sender, whose bytes may have
+ * left already, gets it at its next call on comm at the latest; messages
+ * between two ranks match in call order, per direction; count 0 is
+ * allowed. Blocking: outside a group each call returns when its message
+ * is done (a send may wait for its receive). Peers are connected on first
+ * use. Host or GPU buffers. */
+kolo_result_t kolo_send(kolo_comm_t comm, const void* sendbuf, size_t count, kolo_dtype_t dtype, int peer);
+kolo_result_t kolo_recv(kolo_comm_t comm, void* recvbuf, size_t count, kolo_dtype_t dtype, int peer);
+
+/* Groups, as ncclGroupStart/ncclGroupEnd: between them (per thread, and
+ * nestable) kolo_send and kolo_recv only queue, after checking their
+ * arguments; the outermost kolo_group_end posts every queued message of a
+ * communicator at once and returns when all are done, so any pattern (a
+ * ring shift, an all-to-all, a pipeline stage) completes without deadlock.
+ * Buffers must stay valid until then. Communicators mixed in one group run
+ * one after another, in the order each first appears in it (give every
+ * rank the same order). Collectives are not grouped: inside a group they
+ * run at once. The first failure is returned; every communicator's queue
+ * is run or, after a failure of its own, dropped. */
+kolo_result_t kolo_group_start(void);
+kolo_result_t kolo_group_end(void);
+
 /* A short constant description of a result code. */
 const char* kolo_result_string(kolo_result_t result);
 
