@@ -47,6 +47,37 @@ struct Config {
   double stall_shutdown_s = 0;       // KOLO_STALL_SHUTDOWN_S: a stall this long fails every rank; 0 = never
 };
 
+// The accepted range of each numeric setting, shared by the environment
+// reader (load_config) and the C API's kolo_config_t, so both refuse the
+// same values.
+struct Limit {
+  double min;
+  double max;
+};
+namespace limits {
+constexpr Limit timeout_s{0.001, 1e7};
+constexpr Limit segment_bytes{64, double(int64_t{1} << 30)};
+constexpr Limit pipeline_depth{1, 64};
+constexpr Limit small_allreduce_bytes{0, double(int64_t{1} << 30)};
+constexpr Limit sockets_per_peer{1, 64};
+constexpr Limit socket_buffer_bytes{0, double(int64_t{1} << 30)};
+constexpr Limit spin_us{-1, 1000000};
+constexpr Limit spin_yield{-1, 1};
+constexpr Limit boolean{0, 1};
+constexpr Limit ib_port{0, 255};
+constexpr Limit ib_gid_index{-1, 1 << 16};
+constexpr Limit fusion_threshold_bytes{0, double(int64_t{1} << 34)};
+constexpr Limit cycle_time_ms{0, 1e6};
+constexpr Limit cache_capacity{0, 1 << 20};
+constexpr Limit stall_warning_s{0.001, 1e7};
+constexpr Limit stall_shutdown_s{0, 1e7};
+}  // namespace limits
+
+// The checks of a value set in code (name is how the caller knows it, e.g.
+// "config.segment_bytes"): out of range is invalid_argument naming it.
+Status check_limit(const std::string& name, double value, Limit limit);
+Status check_transport(const std::string& name, const std::string& value);
+
 Status load_config(Config* config);
 
 }  // namespace kolo

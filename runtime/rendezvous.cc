@@ -1,6 +1,10 @@
 #include "runtime/rendezvous.h"
 
 #include <chrono>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "common/log.h"
 #include "runtime/store_client.h"
@@ -8,6 +12,51 @@
 #include "runtime/torch_store_client.h"
 
 namespace kolo {
+namespace {
+
+struct ReservedServers {
+  std::mutex mu;
+  std::map<std::pair<int, uint64_t>, std::unique_ptr<StoreServer>> servers;  // by (port, job id)
+};
+
+ReservedServers& reserved() {
+  static ReservedServers* r = new ReservedServers();  // outlives every static destructor that might touch it
+  return *r;
+}
+
+// Closes the servers never taken when the process exits.
+struct CloseReservedAtExit {
+  ~CloseReservedAtExit() {
+    std::map<std::pair<int, uint64_t>, std::unique_ptr<StoreServer>> servers;
+    {
+      std::lock_guard<std::mutex> lock(reserved().mu);
+      servers.swap(reserved().servers);
+    }
+  }
+};
+
+std::unique_ptr<StoreServer> take_reserved(int port, uint64_t job_id) {
+  std::lock_guard<std::mutex> lock(reserved().mu);
+  auto it = reserved().servers.find({port, job_id});
+  if (it == reserved().servers.end()) return nullptr;
+  std::unique_ptr<StoreServer> s = std::move(it->second);
+  reserved().servers.erase(it);
+  return s;
+}
+
+}  // namespace
+
+Status Rendezvous::reserve_server(const std::string& host, uint64_t job_id, const std::string& secret, int* port) {
+  static CloseReservedAtExit close_at_exit;
+  // The world size is not known yet: the server takes any rank (the
+  // communicator checks ranks against its own size).
+  auto server = std::make_unique<StoreServer>(job_id, std::numeric_limits<int>::max(), secret);
+  KOLO_RETURN_IF_ERROR(server->start(host, 0));
+  *port = server->port();
+  std::lock_guard<std::mutex> lock(reserved().mu);
+  reserved().servers[{*port, job_id}] = std::move(server);
+  return Status::ok();
+}
 
 Status Rendezvous::open(const LaunchInfo& info, const Config& config, uint64_t job_id,
                         std::shared_ptr<Rendezvous>* out) {
@@ -25,11 +74,12 @@ Status Rendezvous::open(const LaunchInfo& info, const Config& config, uint64_t j
     r->local_address_ = r->agent_store_->local_address();
   } else {
     int port = info.master_port;
-    if (info.rank == 0) {
+    if (info.rank == 0 && info.master_port != 0) r->server_ = take_reserved(info.master_port, job_id);
+    if (info.rank == 0 && !r->server_) {
       r->server_ = std::make_unique<StoreServer>(job_id, info.world_size, config.secret);
       KOLO_RETURN_IF_ERROR(r->server_->start(info.master_addr, info.master_port));
-      port = r->server_->port();
     }
+    if (r->server_) port = r->server_->port();
     KOLO_RETURN_IF_ERROR(
         StoreClient::connect(info.master_addr, port, job_id, info.rank, config.secret, deadline, &r->client_));
     r->store_ = r->client_.get();

@@ -29,6 +29,11 @@ class Rendezvous {
   // A store the caller owns and keeps alive longer (tests run ranks as
   // threads over an in-memory store).
   static std::shared_ptr<Rendezvous> borrow(Store* store);
+  // kolo_get_unique_id: serves a job's store before its size is known. The
+  // server waits in a process-wide registry until rank 0 of that job (same
+  // port and job id) opens the rendezvous and takes it over; one never
+  // taken is closed at process exit.
+  static Status reserve_server(const std::string& host, uint64_t job_id, const std::string& secret, int* port);
   ~Rendezvous();
 
   Store* store() const { return store_; }

@@ -76,6 +76,91 @@ kolo_result_t kolo_comm_init_from_env(kolo_comm_t* comm);
  * host identity. */
 kolo_result_t kolo_comm_init(kolo_comm_t* comm, int rank, int world_size, const char* master_addr, int master_port);
 
+/* Per-communicator settings in code (NCCL's ncclConfig_t): every setting
+ * that is otherwise an environment variable (see the README's Configuration
+ * table). Start from KOLO_CONFIG_INITIALIZER, which leaves every field
+ * unset, and set the ones you want:
+ *
+ *   kolo_config_t config = KOLO_CONFIG_INITIALIZER;
+ *   config.segment_bytes = 1 << 20;
+ *
+ * Precedence: a field that is set wins over its environment variable; an
+ * unset one (KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_DOUBLE, NULL) takes
+ * the variable's value, else the default. Values are checked against the
+ * same ranges as the variables; a bad one is KOLO_ERR_INVALID_ARGUMENT
+ * naming the field ("config.segment_bytes = 3: must be at least 64").
+ * size and version let a program built against an older kolo.h run with a
+ * newer library: the fields beyond an older version's size are unset. A
+ * version newer than the library's, or a size smaller than the version
+ * implies, is KOLO_ERR_INVALID_ARGUMENT. Strings are copied. */
+#define KOLO_CONFIG_VERSION 1
+#define KOLO_CONFIG_UNSET_INT (-9223372036854775807LL - 1)
+#define KOLO_CONFIG_UNSET_DOUBLE (-1.0e300)
+typedef struct kolo_config {
+  size_t size;                    /* sizeof(kolo_config_t) */
+  unsigned int version;           /* KOLO_CONFIG_VERSION */
+  double timeout_s;               /* KOLO_TIMEOUT_S */
+  int64_t segment_bytes;          /* KOLO_SEGMENT_BYTES */
+  int64_t pipeline_depth;         /* KOLO_PIPELINE_DEPTH */
+  int64_t small_allreduce_bytes;  /* KOLO_SMALL_ALLREDUCE_BYTES */
+  int64_t sockets_per_peer;       /* KOLO_SOCKETS_PER_PEER */
+  int64_t socket_buffer_bytes;    /* KOLO_SOCKET_BUFFER */
+  int64_t spin_us;                /* KOLO_SPIN_US (-1 = automatic) */
+  int64_t spin_yield;             /* KOLO_SPIN_YIELD: 0, 1, or -1 = automatic */
+  int64_t checksum;               /* KOLO_CHECKSUM: 0 or 1 */
+  const char* bind_address;       /* KOLO_BIND_ADDR */
+  const char* secret;             /* KOLO_SECRET (refused by kolo_comm_init_rank: the id carries one) */
+  const char* transport;          /* KOLO_TRANSPORT: "auto", "tcp" or "ib" */
+  const char* ib_device;          /* KOLO_IB_DEV */
+  int64_t ib_port;                /* KOLO_IB_PORT */
+  int64_t ib_gid_index;           /* KOLO_IB_GID_INDEX (-1 = RoCE v2 IPv4 first) */
+  int64_t cuda_ipc;               /* KOLO_CUDA_IPC: 0 or 1 */
+  int64_t fusion_threshold_bytes; /* KOLO_FUSION_THRESHOLD */
+  double cycle_time_ms;           /* KOLO_CYCLE_TIME_MS */
+  int64_t cache_capacity;         /* KOLO_CACHE_CAPACITY */
+  const char* timeline_path;      /* KOLO_TIMELINE */
+  double stall_warning_s;         /* KOLO_STALL_WARNING_S */
+  double stall_shutdown_s;        /* KOLO_STALL_SHUTDOWN_S */
+  const char* job_id;             /* KOLO_JOB_ID (refused by kolo_comm_init_rank: the id carries one) */
+} kolo_config_t;
+#define KOLO_CONFIG_INITIALIZER                                                                         \
+  {                                                                                                     \
+    sizeof(kolo_config_t), KOLO_CONFIG_VERSION, KOLO_CONFIG_UNSET_DOUBLE, KOLO_CONFIG_UNSET_INT,        \
+        KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT,     \
+        KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, NULL, NULL, NULL, NULL,    \
+        KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT,     \
+        KOLO_CONFIG_UNSET_DOUBLE, KOLO_CONFIG_UNSET_INT, NULL, KOLO_CONFIG_UNSET_DOUBLE,                \
+        KOLO_CONFIG_UNSET_DOUBLE, NULL                                                                  \
+  }
+
+/* A job's rendezvous in 128 opaque bytes (NCCL's ncclUniqueId): the
+ * address and port of the store rank 0 serves, a job id and a random
+ * secret that authenticates every connection of the job. */
+#define KOLO_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[KOLO_UNIQUE_ID_BYTES];
+} kolo_unique_id_t;
+
+/* Called once, by the process of rank 0, before kolo_comm_init_rank: starts
+ * the job's rendezvous store on a free port and describes it in *id, which
+ * the caller hands to every rank by its own means (a file, MPI_Bcast, its
+ * framework's store). The store listens on KOLO_BIND_ADDR, else the address
+ * of KOLO_IFNAME, else the address of the interface of the default route
+ * (else the first non-loopback IPv4, else 127.0.0.1): the address other
+ * hosts reach. It stays up until this process's kolo_comm_init_rank with the
+ * id takes it over (closed at exit if never). */
+kolo_result_t kolo_get_unique_id(kolo_unique_id_t* id);
+
+/* Every rank: joins the job of *id as `rank` of `nranks` (NCCL's
+ * ncclCommInitRank). config NULL = the environment and the defaults. The
+ * id's secret authenticates the job as KOLO_SECRET does, and its job id
+ * names it; a config that sets secret or job_id is refused
+ * (KOLO_ERR_INVALID_ARGUMENT), and KOLO_SECRET/KOLO_JOB_ID are ignored.
+ * Local rank and size are derived from host identity. A wrong id fails
+ * with KOLO_ERR_AUTH or KOLO_ERR_TIMEOUT. */
+kolo_result_t kolo_comm_init_rank(kolo_comm_t* comm, int nranks, const kolo_unique_id_t* id, int rank,
+                                  const kolo_config_t* config);
+
 /* Releases the communicator's sockets, threads and memory. Not collective;
  * NULL is accepted and ignored. A communicator and those split from it may
  * be destroyed in any order. */

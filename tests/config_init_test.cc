@@ -1,0 +1,178 @@
+// kolo_config_t (config over environment, field errors, size and version)
+// and kolo_get_unique_id / kolo_comm_init_rank with ranks as threads.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "bindings/c/config_from_c.h"
+#include "bindings/c/kolo.h"
+
+namespace {
+
+TEST(ConfigTest, ConfigWinsOverEnvironmentAndUnsetFieldsTakeIt) {
+  ::setenv("KOLO_SEGMENT_BYTES", "4096", 1);
+  ::setenv("KOLO_PIPELINE_DEPTH", "7", 1);
+  ::setenv("KOLO_TRANSPORT", "tcp", 1);
+  kolo_config_t config = KOLO_CONFIG_INITIALIZER;
+  config.segment_bytes = 8192;
+  config.timeout_s = 12.5;
+  config.bind_address = "127.0.0.1";
+  kolo::Config c;
+  ASSERT_TRUE(kolo_c::config_from_c(&config, &c).is_ok());
+  EXPECT_EQ(c.segment_bytes, 8192);      // config over KOLO_SEGMENT_BYTES
+  EXPECT_EQ(c.pipeline_depth, 7);        // unset: the environment's
+  EXPECT_EQ(c.transport, "tcp");         // unset: the environment's
+  EXPECT_EQ(c.timeout_s, 12.5);
+  EXPECT_EQ(c.bind_address, "127.0.0.1");
+  EXPECT_EQ(c.sockets_per_peer, kolo::Config().sockets_per_peer);  // neither: the default
+  kolo::Config from_null;
+  ASSERT_TRUE(kolo_c::config_from_c(nullptr, &from_null).is_ok());
+  EXPECT_EQ(from_null.segment_bytes, 4096);
+  ::unsetenv("KOLO_SEGMENT_BYTES");
+  ::unsetenv("KOLO_PIPELINE_DEPTH");
+  ::unsetenv("KOLO_TRANSPORT");
+}
+
+std::string error_of(const kolo_config_t& config) {
+  kolo::Config c;
+  kolo::Status s = kolo_c::config_from_c(&config, &c);
+  EXPECT_EQ(s.code(), kolo::Code::kInvalidArgument) << s.to_string();
+  return s.message();
+}
+
+TEST(ConfigTest, BadFieldIsNamed) {
+  kolo_config_t config = KOLO_CONFIG_INITIALIZER;
+  config.segment_bytes = 3;
+  EXPECT_NE(error_of(config).find("config.segment_bytes = 3: must be at least 64"), std::string::npos);
+  config = KOLO_CONFIG_INITIALIZER;
+  config.pipeline_depth = 65;
+  EXPECT_NE(error_of(config).find("config.pipeline_depth = 65: must be at most 64"), std::string::npos);
+  config = KOLO_CONFIG_INITIALIZER;
+  config.checksum = 2;
+  EXPECT_NE(error_of(config).find("config.checksum"), std::string::npos);
+  config = KOLO_CONFIG_INITIALIZER;
+  config.timeout_s = 0;
+  EXPECT_NE(error_of(config).find("config.timeout_s = 0: must be at least 0.001"), std::string::npos);
+  config = KOLO_CONFIG_INITIALIZER;
+  config.transport = "udp";
+  EXPECT_NE(error_of(config).find("config.transport='udp'"), std::string::npos);
+  // The environment's check uses the same limits.
+  ::setenv("KOLO_SEGMENT_BYTES", "3", 1);
+  kolo::Config c;
+  EXPECT_FALSE(kolo::load_config(&c).is_ok());
+  ::unsetenv("KOLO_SEGMENT_BYTES");
+}
+
+TEST(ConfigTest, SizeAndVersionAreChecked) {
+  kolo_config_t config = KOLO_CONFIG_INITIALIZER;
+  config.version = KOLO_CONFIG_VERSION + 1;
+  EXPECT_NE(error_of(config).find("config.version"), std::string::npos);
+  config = KOLO_CONFIG_INITIALIZER;
+  config.version = 0;
+  EXPECT_NE(error_of(config).find("config.version"), std::string::npos);
+  config = KOLO_CONFIG_INITIALIZER;
+  config.size = offsetof(kolo_config_t, segment_bytes);
+  EXPECT_NE(error_of(config).find("config.size"), std::string::npos);
+}
+
+TEST(ConfigTest, InitRankRefusesSecretAndBadIds) {
+  kolo_unique_id_t id;
+  ASSERT_EQ(kolo_get_unique_id(&id), KOLO_SUCCESS);
+  kolo_config_t config = KOLO_CONFIG_INITIALIZER;
+  config.secret = "mine";
+  kolo_comm_t comm = nullptr;
+  EXPECT_EQ(kolo_comm_init_rank(&comm, 1, &id, 0, &config), KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kolo_last_error()).find("config.secret"), std::string::npos);
+  kolo_unique_id_t zero;
+  std::memset(&zero, 0, sizeof(zero));
+  EXPECT_EQ(kolo_comm_init_rank(&comm, 1, &zero, 0, nullptr), KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(kolo_comm_init_rank(&comm, 1, &id, 1, nullptr), KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(comm, nullptr);
+  // The reserved server is still there: a valid init now succeeds.
+  ASSERT_EQ(kolo_comm_init_rank(&comm, 1, &id, 0, nullptr), KOLO_SUCCESS);
+  kolo_comm_destroy(comm);
+}
+
+// N ranks as threads: ids passed in memory, an allreduce checked.
+double run_world(int n) {
+  const auto start = std::chrono::steady_clock::now();
+  kolo_unique_id_t id;
+  EXPECT_EQ(kolo_get_unique_id(&id), KOLO_SUCCESS);
+  std::vector<kolo_comm_t> comms(n, nullptr);
+  std::vector<kolo_result_t> results(n, KOLO_ERR_INTERNAL);
+  std::vector<std::thread> threads;
+  kolo_config_t config = KOLO_CONFIG_INITIALIZER;
+  config.timeout_s = 60;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] { results[r] = kolo_comm_init_rank(&comms[r], n, &id, r, &config); });
+  }
+  for (auto& t : threads) t.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(results[r], KOLO_SUCCESS) << "rank " << r;
+  threads.clear();
+  std::vector<std::vector<float>> out(n, std::vector<float>(1000));
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      if (!comms[r]) return;
+      std::vector<float> in(1000, static_cast<float>(r + 1));
+      results[r] = kolo_allreduce(comms[r], in.data(), out[r].data(), in.size(), KOLO_FLOAT32, KOLO_SUM);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(results[r], KOLO_SUCCESS) << "rank " << r;
+    EXPECT_EQ(out[r][999], n * (n + 1) / 2.0f) << "rank " << r;
+    int size = 0;
+    if (comms[r]) {
+      kolo_comm_size(comms[r], &size);
+      EXPECT_EQ(size, n);
+    }
+    kolo_comm_destroy(comms[r]);
+  }
+  return seconds;
+}
+
+TEST(UniqueIdTest, ThreadsOneToEight) {
+  for (int n = 1; n <= 8; ++n) {
+    const double s = run_world(n);
+    std::printf("kolo_comm_init_rank: %d ranks as threads started in %.3f s\n", n, s);
+  }
+}
+
+TEST(UniqueIdTest, SixteenThreadsStartFast) {
+  const double s = run_world(16);
+  std::printf("kolo_comm_init_rank: 16 ranks as threads started in %.3f s\n", s);
+}
+
+TEST(UniqueIdTest, WrongSecretFailsWithoutHanging) {
+  kolo_unique_id_t id;
+  ASSERT_EQ(kolo_get_unique_id(&id), KOLO_SUCCESS);
+  kolo_unique_id_t other;
+  ASSERT_EQ(kolo_get_unique_id(&other), KOLO_SUCCESS);
+  // Rank 1 has rank 0's address, port and job but another secret.
+  kolo_unique_id_t wrong = other;
+  std::memcpy(wrong.internal, id.internal, 88);  // magic, port, address, job: rank 0's
+  kolo_config_t config = KOLO_CONFIG_INITIALIZER;
+  config.timeout_s = 3;
+  kolo_comm_t comms[2] = {nullptr, nullptr};
+  kolo_result_t results[2];
+  const auto start = std::chrono::steady_clock::now();
+  std::thread t0([&] { results[0] = kolo_comm_init_rank(&comms[0], 2, &id, 0, &config); });
+  std::thread t1([&] { results[1] = kolo_comm_init_rank(&comms[1], 2, &wrong, 1, &config); });
+  t0.join();
+  t1.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(results[1] == KOLO_ERR_AUTH || results[1] == KOLO_ERR_TIMEOUT) << results[1];
+  EXPECT_TRUE(results[0] == KOLO_ERR_AUTH || results[0] == KOLO_ERR_TIMEOUT) << results[0];
+  EXPECT_LT(seconds, 20);
+  kolo_comm_destroy(comms[0]);
+  kolo_comm_destroy(comms[1]);
+}
+
+}  // namespace
