@@ -1,27 +1,39 @@
 #include "collectives/alltoall.h"
 
-#include <cstring>
 #include <memory>
+#include <string>
 
 #include "collectives/fingerprint.h"
 
 namespace kolo {
+namespace {
+
+// Blocks one after another in rank order.
+std::vector<size_t> packed(const std::vector<size_t>& counts) {
+  std::vector<size_t> displs(counts.size(), 0);
+  for (size_t q = 1; q < counts.size(); ++q) displs[q] = displs[q - 1] + counts[q - 1];
+  return displs;
+}
+
+}  // namespace
 
 Status pairwise_alltoall(const RingContext& ctx, const void* send, const std::vector<size_t>& send_counts,
                          void* recv, const std::vector<size_t>& recv_counts, DataType dtype) {
+  return pairwise_alltoall_displs(ctx, send, send_counts, packed(send_counts), recv, recv_counts, packed(recv_counts),
+                                  dtype);
+}
+
+Status pairwise_alltoall_displs(const RingContext& ctx, const void* send, const std::vector<size_t>& send_counts,
+                                const std::vector<size_t>& send_displs, void* recv,
+                                const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
+                                DataType dtype) {
   const int n = ctx.size, r = ctx.rank;
   const size_t es = dtype_size(dtype);
-  std::vector<size_t> send_off(n + 1, 0), recv_off(n + 1, 0);
-  for (int q = 0; q < n; ++q) {
-    send_off[q + 1] = send_off[q] + send_counts[q];
-    recv_off[q + 1] = recv_off[q] + recv_counts[q];
-  }
-  const auto* in = static_cast<const unsigned char*>(send);
-  auto* out = static_cast<unsigned char*>(recv);
   if (send_counts[r] != recv_counts[r]) {
-    return internal_error("alltoall: this rank's block to itself has two sizes");
+    return invalid_argument("alltoall: sendcounts[" + std::to_string(r) + "] = " + std::to_string(send_counts[r]) +
+                            " differs from recvcounts[" + std::to_string(r) + "] = " + std::to_string(recv_counts[r]));
   }
-  ctx.memory->copy(out + recv_off[r] * es, in + send_off[r] * es, send_counts[r] * es);
+  ctx.memory->copy(element(recv, recv_displs[r], es), element(send, send_displs[r], es), send_counts[r] * es);
   if (n == 1) return Status::ok();
   // Partner k steps away on each side: send to r + k, receive from r - k.
   // Every message is posted (even empty ones, so each pair checks the
@@ -32,10 +44,10 @@ Status pairwise_alltoall(const RingContext& ctx, const void* send, const std::ve
     const int to = (r + k) % n, from = (r - k + n) % n;
     const uint64_t send_tag = fingerprint(CollectiveKind::kAlltoall, dtype, ReduceOp::kSum, 0, send_counts[to]);
     const uint64_t recv_tag = fingerprint(CollectiveKind::kAlltoall, dtype, ReduceOp::kSum, 0, recv_counts[from]);
-    KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(from, out + recv_off[from] * es, recv_counts[from] * es, recv_tag,
-                                                  &recvs[k - 1]));
-    KOLO_RETURN_IF_ERROR(
-        ctx.transport->post_send(to, in + send_off[to] * es, send_counts[to] * es, send_tag, &sends[k - 1]));
+    KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(from, element(recv, recv_displs[from], es), recv_counts[from] * es,
+                                                  recv_tag, &recvs[k - 1]));
+    KOLO_RETURN_IF_ERROR(ctx.transport->post_send(to, element(send, send_displs[to], es), send_counts[to] * es, send_tag,
+                                                  &sends[k - 1]));
   }
   for (;;) {
     bool all = true;

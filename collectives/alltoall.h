@@ -18,4 +18,12 @@ namespace kolo {
 Status pairwise_alltoall(const RingContext& ctx, const void* send, const std::vector<size_t>& send_counts,
                          void* recv, const std::vector<size_t>& recv_counts, DataType dtype);
 
+// The same with displacements: send_counts[q] elements from
+// send + send_displs[q] go to rank q, recv_counts[q] from rank q land at
+// recv + recv_displs[q].
+Status pairwise_alltoall_displs(const RingContext& ctx, const void* send, const std::vector<size_t>& send_counts,
+                                const std::vector<size_t>& send_displs, void* recv,
+                                const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
+                                DataType dtype);
+
 }  // namespace kolo

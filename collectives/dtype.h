@@ -25,6 +25,14 @@ enum class ReduceOp : int { kSum = 0, kProd, kMin, kMax, kAvg };
 constexpr int kNumReduceOps = 5;
 
 inline bool valid_dtype(int d) { return d >= 0 && d < kNumDataTypes; }
+
+// The address of element `index` of a buffer of elem_size-byte elements.
+inline unsigned char* element(void* base, size_t index, size_t elem_size) {
+  return static_cast<unsigned char*>(base) + index * elem_size;
+}
+inline const unsigned char* element(const void* base, size_t index, size_t elem_size) {
+  return static_cast<const unsigned char*>(base) + index * elem_size;
+}
 inline bool valid_op(int o) { return o >= 0 && o < kNumReduceOps; }
 
 size_t dtype_size(DataType d);

@@ -12,22 +12,6 @@
 namespace kolo {
 namespace {
 
-unsigned char* element(void* base, size_t index, size_t elem_size) {
-  return static_cast<unsigned char*>(base) + index * elem_size;
-}
-const unsigned char* element(const void* base, size_t index, size_t elem_size) {
-  return static_cast<const unsigned char*>(base) + index * elem_size;
-}
-
-Pipeline make_pipeline(const RingContext& ctx, uint64_t tag) {
-  Pipeline p;
-  p.transport = ctx.transport;
-  p.left = ctx.left;
-  p.right = ctx.right;
-  p.tag = tag;
-  return p;
-}
-
 // The verbs of one ring step on one segment, as NCCL's runRing reads:
 // send to the right neighbour, receive from the left and reduce, receive
 // and copy. Each call appends one message to the pipeline. The k-th send
@@ -126,9 +110,18 @@ class SpanCutter {
 
 }  // namespace
 
+Pipeline ring_pipeline(const RingContext& ctx, uint64_t tag) {
+  Pipeline p;
+  p.transport = ctx.transport;
+  p.left = ctx.left;
+  p.right = ctx.right;
+  p.tag = tag;
+  return p;
+}
+
 Status ring_fingerprint_exchange(const RingContext& ctx, uint64_t tag) {
   if (ctx.size == 1) return Status::ok();
-  Pipeline p = make_pipeline(ctx, tag);
+  Pipeline p = ring_pipeline(ctx, tag);
   p.sends.push_back({nullptr, 0, -1});
   p.recvs.push_back({nullptr, 0, nullptr, 0, false});
   return run_pipeline(p, ctx.pipeline, ctx.memory);
@@ -150,7 +143,7 @@ Status ring_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spa
     return Status::ok();
   }
   const RingLayout layout(total, ctx.size, elem_size, ctx.segment_bytes);
-  Pipeline p = make_pipeline(ctx, tag);
+  Pipeline p = ring_pipeline(ctx, tag);
   p.dtype = dtype;
   p.op = op;
   p.divisor = ctx.size;
@@ -201,7 +194,7 @@ Status ring_reduce_scatter_v(const RingContext& ctx, const void* send, void* rec
     ctx.memory->finalize(dtype, op, recv, mine.count, 1);
     return Status::ok();
   }
-  Pipeline p = make_pipeline(ctx, tag);
+  Pipeline p = ring_pipeline(ctx, tag);
   p.dtype = dtype;
   p.op = op;
   p.divisor = ctx.size;
@@ -256,7 +249,7 @@ Status ring_allgather_v(const RingContext& ctx, const void* send, void* recv, co
     ctx.memory->copy(own, source, block);
     return Status::ok();
   }
-  Pipeline p = make_pipeline(ctx, tag);
+  Pipeline p = ring_pipeline(ctx, tag);
   // Step 0 sends chunk r from `source`; later steps forward what arrived in recv.
   const int n = ctx.size, r = ctx.rank;
   build_wavefront(n - 1, layout.segments(), elem_size, &p, [&](int st, size_t j, RingStep& v) {
@@ -278,7 +271,7 @@ Status ring_broadcast(const RingContext& ctx, void* buf, size_t count, DataType 
   const uint64_t tag = fingerprint(CollectiveKind::kBroadcast, dtype, ReduceOp::kSum, root, count);
   if (ctx.size == 1) return Status::ok();
   if (count == 0) return ring_fingerprint_exchange(ctx, tag);
-  Pipeline p = make_pipeline(ctx, tag);
+  Pipeline p = ring_pipeline(ctx, tag);
   const int n = ctx.size;
   const int position = ring_mod(ctx.rank - root, n);  // hops from root
   const size_t segments = segments_per_chunk(count, elem_size, ctx.segment_bytes);
@@ -310,7 +303,7 @@ Status ring_barrier(const RingContext& ctx) {
   if (ctx.size == 1) return Status::ok();
   // A token goes around the ring twice: after the first lap every rank has
   // entered; the second lap tells every rank so.
-  Pipeline p = make_pipeline(ctx, fingerprint(CollectiveKind::kBarrier, DataType::kUint8, ReduceOp::kSum, 0, 0));
+  Pipeline p = ring_pipeline(ctx, fingerprint(CollectiveKind::kBarrier, DataType::kUint8, ReduceOp::kSum, 0, 0));
   for (int lap = 0; lap < 2; ++lap) {
     if (ctx.rank == 0) {
       p.sends.push_back({nullptr, 0, lap == 0 ? -1 : static_cast<long>(p.recvs.size()) - 1});

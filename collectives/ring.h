@@ -78,6 +78,10 @@ Status ring_broadcast(const RingContext& ctx, void* buf, size_t count, DataType 
 // Returns on each rank only after every rank has entered.
 Status ring_barrier(const RingContext& ctx);
 
+// An empty pipeline between this rank's ring neighbours, its messages
+// tagged `tag`: what every ring and chain algorithm starts from.
+Pipeline ring_pipeline(const RingContext& ctx, uint64_t tag);
+
 // One empty frame to the right, one from the left: for calls with nothing
 // to move, so that a rank whose neighbour called something else (another
 // count, collective, dtype, op or root) learns it now, as MISMATCH, instead

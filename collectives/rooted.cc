@@ -10,22 +10,6 @@
 namespace kolo {
 namespace {
 
-unsigned char* at(void* base, size_t index, size_t elem_size) {
-  return static_cast<unsigned char*>(base) + index * elem_size;
-}
-const unsigned char* at(const void* base, size_t index, size_t elem_size) {
-  return static_cast<const unsigned char*>(base) + index * elem_size;
-}
-
-Pipeline make_pipeline(const RingContext& ctx, uint64_t tag) {
-  Pipeline p;
-  p.transport = ctx.transport;
-  p.left = ctx.left;
-  p.right = ctx.right;
-  p.tag = tag;
-  return p;
-}
-
 // Every chain starts with an empty frame each way between neighbours
 // (ring_fingerprint_exchange): otherwise ranks that disagree about the root
 // could all wait to receive, none sending, until the deadline. One hop of
@@ -67,7 +51,7 @@ Status ring_reduce(const RingContext& ctx, const void* send, void* recv, size_t 
   }
   const uint64_t tag = fingerprint(CollectiveKind::kReduce, dtype, op, root, count);
   KOLO_RETURN_IF_ERROR(ring_fingerprint_exchange(ctx, tag));
-  Pipeline p = make_pipeline(ctx, tag);
+  Pipeline p = ring_pipeline(ctx, tag);
   p.dtype = dtype;
   p.op = op;
   p.divisor = n;
@@ -86,11 +70,11 @@ Status ring_reduce(const RingContext& ctx, const void* send, void* recv, size_t 
   for (size_t j = 0; j < segments; ++j) {
     const Range seg = partition(count, segments, j);
     if (!head) {
-      p.recvs.push_back({at(work, seg.offset, es), seg.count * es, at(send, seg.offset, es), seg.count,
+      p.recvs.push_back({element(work, seg.offset, es), seg.count * es, element(send, seg.offset, es), seg.count,
                          tail && average});
     }
     if (!tail) {
-      p.sends.push_back({head ? at(send, seg.offset, es) : at(static_cast<const void*>(work), seg.offset, es),
+      p.sends.push_back({head ? element(send, seg.offset, es) : element(static_cast<const void*>(work), seg.offset, es),
                          seg.count * es, head ? -1 : static_cast<long>(j)});
     }
   }
@@ -104,13 +88,13 @@ Status ring_gather_v(const RingContext& ctx, const void* send, void* recv, const
   const int n = ctx.size, r = ctx.rank;
   const bool is_root = r == root;
   if (is_root) {
-    void* own = at(recv, displs[r], es);
+    void* own = element(recv, displs[r], es);
     if (own != send) ctx.memory->copy(own, send, counts[r] * es);
   }
   if (n == 1) return Status::ok();
   const uint64_t tag = fingerprint(CollectiveKind::kGather, dtype, ReduceOp::kSum, root, sum(counts));
   KOLO_RETURN_IF_ERROR(ring_fingerprint_exchange(ctx, tag));
-  Pipeline p = make_pipeline(ctx, tag);
+  Pipeline p = ring_pipeline(ctx, tag);
   // Positions along the chain: 0 is root + 1 (the head), n - 1 the root.
   // The rank at position p sends its own block, then forwards the blocks of
   // positions p - 1, p - 2, ..., 0 in the order they arrive (which is that
@@ -128,7 +112,7 @@ Status ring_gather_v(const RingContext& ctx, const void* send, void* recv, const
     const size_t segments = segments_per_chunk(counts[r], es, ctx.segment_bytes);
     for (size_t j = 0; j < segments; ++j) {
       const Range seg = partition(counts[r], segments, j);
-      p.sends.push_back({at(send, seg.offset, es), seg.count * es, -1});
+      p.sends.push_back({element(send, seg.offset, es), seg.count * es, -1});
     }
   }
   size_t relay_at = 0;
@@ -137,7 +121,7 @@ Status ring_gather_v(const RingContext& ctx, const void* send, void* recv, const
     const size_t segments = segments_per_chunk(counts[q], es, ctx.segment_bytes);
     for (size_t j = 0; j < segments; ++j) {
       const Range seg = partition(counts[q], segments, j);
-      void* dest = is_root ? at(recv, displs[q] + seg.offset, es) : at(relay, relay_at + seg.offset, es);
+      void* dest = is_root ? element(recv, displs[q] + seg.offset, es) : element(relay, relay_at + seg.offset, es);
       const long received = static_cast<long>(p.recvs.size());
       p.recvs.push_back({dest, seg.count * es, nullptr, seg.count, false});
       if (!is_root) p.sends.push_back({dest, seg.count * es, received});
@@ -154,13 +138,13 @@ Status ring_scatter_v(const RingContext& ctx, const void* send, void* recv, cons
   const int n = ctx.size, r = ctx.rank;
   const bool is_root = r == root;
   if (is_root) {
-    const void* own = at(send, displs[r], es);
+    const void* own = element(send, displs[r], es);
     if (own != recv) ctx.memory->copy(recv, own, counts[r] * es);
   }
   if (n == 1) return Status::ok();
   const uint64_t tag = fingerprint(CollectiveKind::kScatter, dtype, ReduceOp::kSum, root, sum(counts));
   KOLO_RETURN_IF_ERROR(ring_fingerprint_exchange(ctx, tag));
-  Pipeline p = make_pipeline(ctx, tag);
+  Pipeline p = ring_pipeline(ctx, tag);
   // Positions along the chain: 0 is the root (the head), n - 1 is root - 1.
   // The root sends the blocks of positions n - 1, n - 2, ..., 1, farthest
   // first; the rank at position p receives those of n - 1 down to p,
@@ -173,7 +157,7 @@ Status ring_scatter_v(const RingContext& ctx, const void* send, void* recv, cons
       const size_t segments = segments_per_chunk(counts[q], es, ctx.segment_bytes);
       for (size_t j = 0; j < segments; ++j) {
         const Range seg = partition(counts[q], segments, j);
-        p.sends.push_back({at(send, displs[q] + seg.offset, es), seg.count * es, -1});
+        p.sends.push_back({element(send, displs[q] + seg.offset, es), seg.count * es, -1});
       }
     }
   } else {
@@ -192,9 +176,9 @@ Status ring_scatter_v(const RingContext& ctx, const void* send, void* recv, cons
         const Range seg = partition(counts[q], segments, j);
         const long received = static_cast<long>(p.recvs.size());
         if (pos == position) {
-          p.recvs.push_back({at(recv, seg.offset, es), seg.count * es, nullptr, seg.count, false});
+          p.recvs.push_back({element(recv, seg.offset, es), seg.count * es, nullptr, seg.count, false});
         } else {
-          void* dest = at(relay, relay_at + seg.offset, es);
+          void* dest = element(relay, relay_at + seg.offset, es);
           p.recvs.push_back({dest, seg.count * es, nullptr, seg.count, false});
           p.sends.push_back({dest, seg.count * es, received});
         }
@@ -225,46 +209,12 @@ Status ring_allgather_displs(const RingContext& ctx, const void* send, void* rec
   KOLO_RETURN_IF_ERROR(ring_allgather_v(ctx, send, work, counts, dtype));
   offset = 0;
   for (int q = 0; q < n; ++q) {
-    if (q != r || at(static_cast<const void*>(recv), displs[q], es) != send) {
-      ctx.memory->copy(at(recv, displs[q], es), at(static_cast<const void*>(work), offset, es), counts[q] * es);
+    if (q != r || element(static_cast<const void*>(recv), displs[q], es) != send) {
+      ctx.memory->copy(element(recv, displs[q], es), element(static_cast<const void*>(work), offset, es), counts[q] * es);
     }
     offset += counts[q];
   }
   return Status::ok();
-}
-
-Status pairwise_alltoall_displs(const RingContext& ctx, const void* send, const std::vector<size_t>& send_counts,
-                                const std::vector<size_t>& send_displs, void* recv,
-                                const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
-                                DataType dtype) {
-  const int n = ctx.size, r = ctx.rank;
-  const size_t es = dtype_size(dtype);
-  if (send_counts[r] != recv_counts[r]) {
-    return invalid_argument("alltoallv: sendcounts[" + std::to_string(r) + "] = " + std::to_string(send_counts[r]) +
-                            " differs from recvcounts[" + std::to_string(r) + "] = " + std::to_string(recv_counts[r]));
-  }
-  ctx.memory->copy(at(recv, recv_displs[r], es), at(send, send_displs[r], es), send_counts[r] * es);
-  if (n == 1) return Status::ok();
-  // As pairwise_alltoall: partner k steps away on each side, every message
-  // posted (empty ones too, so each pair checks the other's fingerprint),
-  // then all progressed together.
-  std::unique_ptr<Request[]> sends(new Request[n - 1]);
-  std::unique_ptr<Request[]> recvs(new Request[n - 1]);
-  for (int k = 1; k < n; ++k) {
-    const int to = (r + k) % n, from = (r - k + n) % n;
-    const uint64_t send_tag = fingerprint(CollectiveKind::kAlltoall, dtype, ReduceOp::kSum, 0, send_counts[to]);
-    const uint64_t recv_tag = fingerprint(CollectiveKind::kAlltoall, dtype, ReduceOp::kSum, 0, recv_counts[from]);
-    KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(from, at(recv, recv_displs[from], es), recv_counts[from] * es,
-                                                  recv_tag, &recvs[k - 1]));
-    KOLO_RETURN_IF_ERROR(ctx.transport->post_send(to, at(send, send_displs[to], es), send_counts[to] * es, send_tag,
-                                                  &sends[k - 1]));
-  }
-  for (;;) {
-    bool all = true;
-    for (int i = 0; i < n - 1 && all; ++i) all = sends[i].done && recvs[i].done;
-    if (all) return Status::ok();
-    KOLO_RETURN_IF_ERROR(ctx.transport->progress(Deadline::after_seconds(ctx.pipeline.timeout_s)));
-  }
 }
 
 }  // namespace kolo

@@ -54,12 +54,4 @@ Status ring_scatter_v(const RingContext& ctx, const void* send, void* recv, cons
 Status ring_allgather_displs(const RingContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
                              const std::vector<size_t>& displs, DataType dtype);
 
-// pairwise_alltoall with displacements: send_counts[q] elements from
-// send + send_displs[q] go to rank q, recv_counts[q] from rank q land at
-// recv + recv_displs[q]. Needs a connection to every peer.
-Status pairwise_alltoall_displs(const RingContext& ctx, const void* send, const std::vector<size_t>& send_counts,
-                                const std::vector<size_t>& send_displs, void* recv,
-                                const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
-                                DataType dtype);
-
 }  // namespace kolo

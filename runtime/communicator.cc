@@ -738,6 +738,45 @@ NamedBuffer named(const void* data, size_t bytes, const char* name) {
   return {data, data ? std::max<size_t>(bytes, 1) : 0, name};
 }
 
+// gatherv and scatterv mirror each other: every rank has a block of its own
+// (`own`, own_count elements), the root a buffer holding every rank's block
+// at its displacement (`blocks`). Checks both and gives the root's
+// displacements and the elements its buffer spans.
+struct RootedBlocks {
+  int dtype, root, rank, size;
+  const std::vector<size_t>& counts;
+  const char* counts_name;
+  const std::vector<size_t>& displs_or_packed;
+  const void* own;
+  size_t own_count;
+  const char* own_name;   // "sendbuf" in a gather
+  const char* own_count_name;
+  const void* blocks;
+  const char* blocks_name;
+};
+
+Status check_rooted_blocks(const RootedBlocks& a, std::vector<size_t>* displs, size_t* extent) {
+  KOLO_RETURN_IF_ERROR(check_dtype(a.dtype));
+  KOLO_RETURN_IF_ERROR(check_root(a.root, a.size));
+  KOLO_RETURN_IF_ERROR(check_counts(a.counts, a.size, a.counts_name));
+  if (a.counts[a.rank] != a.own_count) {
+    return invalid_argument(std::string(a.own_count_name) + " " + std::to_string(a.own_count) + " differs from " +
+                            a.counts_name + "[" + std::to_string(a.rank) + "] = " + std::to_string(a.counts[a.rank]));
+  }
+  KOLO_RETURN_IF_ERROR(check_buffer(a.own, a.own_count, a.own_name));
+  *extent = 0;
+  if (a.rank != a.root) return Status::ok();
+  const size_t es = dtype_size(static_cast<DataType>(a.dtype));
+  *displs = packed_or(a.displs_or_packed, a.counts);
+  KOLO_RETURN_IF_ERROR(check_blocks(a.counts, *displs, a.size, "displs", extent));
+  KOLO_RETURN_IF_ERROR(check_buffer(a.blocks, *extent, a.blocks_name));
+  const void* roots_block = static_cast<const char*>(a.blocks) + (*displs)[a.root] * es;
+  if (a.own != roots_block && ranges_overlap(a.own, a.own_count * es, a.blocks, *extent * es)) {
+    return invalid_argument(std::string(a.own_name) + " overlaps " + a.blocks_name + " but is not root's block of it");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status Communicator::reduce(const void* send, void* recv, size_t count, int dtype, int op, int root) {
@@ -763,27 +802,14 @@ Status Communicator::reduce(const void* send, void* recv, size_t count, int dtyp
 
 Status Communicator::gatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
                              const std::vector<size_t>& displs_or_packed, int dtype, int root) {
-  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
-  KOLO_RETURN_IF_ERROR(check_root(root, world_.size));
-  KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "recvcounts"));
-  if (counts[world_.rank] != send_count) {
-    return invalid_argument("sendcount " + std::to_string(send_count) + " differs from recvcounts[" +
-                            std::to_string(world_.rank) + "] = " + std::to_string(counts[world_.rank]));
-  }
-  KOLO_RETURN_IF_ERROR(check_buffer(send, send_count, "sendbuf"));
-  const size_t es = dtype_size(static_cast<DataType>(dtype));
-  const bool is_root = world_.rank == root;
   std::vector<size_t> displs;
   size_t extent = 0;
-  if (is_root) {
-    displs = packed_or(displs_or_packed, counts);
-    KOLO_RETURN_IF_ERROR(check_blocks(counts, displs, world_.size, "displs", &extent));
-    KOLO_RETURN_IF_ERROR(check_buffer(recv, extent, "recvbuf"));
-    const void* own = static_cast<const char*>(recv) + displs[root] * es;
-    if (send != own && ranges_overlap(send, send_count * es, recv, extent * es)) {
-      return invalid_argument("sendbuf overlaps recvbuf but is not root's block of it");
-    }
-  }
+  KOLO_RETURN_IF_ERROR(check_rooted_blocks({dtype, root, world_.rank, world_.size, counts, "recvcounts",
+                                            displs_or_packed, send, send_count, "sendbuf", "sendcount", recv,
+                                            "recvbuf"},
+                                           &displs, &extent));
+  const size_t es = dtype_size(static_cast<DataType>(dtype));
+  const bool is_root = world_.rank == root;
   void* out = is_root ? recv : nullptr;
   return dispatch("gather", {named(send, send_count * es, "sendbuf"), named(out, extent * es, "recvbuf")}, {},
                   [=](const RingContext& ctx) {
@@ -794,27 +820,14 @@ Status Communicator::gatherv(const void* send, size_t send_count, void* recv, co
 Status Communicator::scatterv(const void* send, const std::vector<size_t>& counts,
                               const std::vector<size_t>& displs_or_packed, void* recv, size_t recv_count, int dtype,
                               int root) {
-  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
-  KOLO_RETURN_IF_ERROR(check_root(root, world_.size));
-  KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "sendcounts"));
-  if (counts[world_.rank] != recv_count) {
-    return invalid_argument("recvcount " + std::to_string(recv_count) + " differs from sendcounts[" +
-                            std::to_string(world_.rank) + "] = " + std::to_string(counts[world_.rank]));
-  }
-  KOLO_RETURN_IF_ERROR(check_buffer(recv, recv_count, "recvbuf"));
-  const size_t es = dtype_size(static_cast<DataType>(dtype));
-  const bool is_root = world_.rank == root;
   std::vector<size_t> displs;
   size_t extent = 0;
-  if (is_root) {
-    displs = packed_or(displs_or_packed, counts);
-    KOLO_RETURN_IF_ERROR(check_blocks(counts, displs, world_.size, "displs", &extent));
-    KOLO_RETURN_IF_ERROR(check_buffer(send, extent, "sendbuf"));
-    const void* own = static_cast<const char*>(send) + displs[root] * es;
-    if (recv != own && ranges_overlap(send, extent * es, recv, recv_count * es)) {
-      return invalid_argument("recvbuf overlaps sendbuf but is not root's block of it");
-    }
-  }
+  KOLO_RETURN_IF_ERROR(check_rooted_blocks({dtype, root, world_.rank, world_.size, counts, "sendcounts",
+                                            displs_or_packed, recv, recv_count, "recvbuf", "recvcount", send,
+                                            "sendbuf"},
+                                           &displs, &extent));
+  const size_t es = dtype_size(static_cast<DataType>(dtype));
+  const bool is_root = world_.rank == root;
   const void* in = is_root ? send : nullptr;
   return dispatch("scatter", {named(in, extent * es, "sendbuf"), named(recv, recv_count * es, "recvbuf")}, {},
                   [=](const RingContext& ctx) {

@@ -23,28 +23,6 @@ namespace {
 using Bytes = std::vector<unsigned char>;
 using Counts = std::vector<size_t>;
 
-Bytes make_input(DataType d, ReduceOp op, int rank, size_t count) {
-  const size_t es = dtype_size(d);
-  Bytes b(count * es);
-  const size_t head = std::min(count, ref::kPeriod);
-  for (size_t i = 0; i < head; ++i) ref::store(d, b.data(), i, ref::input_value(rank, i, op, ref::is_signed(d)));
-  for (size_t i = head; i < count; i += ref::kPeriod) {
-    std::memcpy(b.data() + i * es, b.data(), std::min(ref::kPeriod, count - i) * es);
-  }
-  return b;
-}
-
-Bytes make_expected(DataType d, ReduceOp op, int n, size_t count) {
-  const size_t es = dtype_size(d);
-  Bytes b(count * es);
-  const size_t head = std::min(count, ref::kPeriod);
-  for (size_t i = 0; i < head; ++i) ref::expected(d, op, n, i, b.data(), i);
-  for (size_t i = head; i < count; i += ref::kPeriod) {
-    std::memcpy(b.data() + i * es, b.data(), std::min(ref::kPeriod, count - i) * es);
-  }
-  return b;
-}
-
 // Bytes that name their owner and position: rank `from`'s block for rank `to`.
 Bytes pattern(int from, int to, size_t bytes) {
   Bytes b(bytes);
@@ -100,9 +78,9 @@ class More : public ::testing::TestWithParam<int> {};
 void check_reduce(ThreadWorld& w, DataType d, ReduceOp op, size_t count, int root, bool in_place) {
   const int n = w.size();
   const size_t es = dtype_size(d);
-  const Bytes want = make_expected(d, op, n, count);
+  const Bytes want = ref::expected_buffer(d, op, n, count);
   w.run([&](int r) {
-    Bytes in = make_input(d, op, r, count);
+    Bytes in = ref::input_buffer(d, op, r, count);
     Bytes out(count * es, 0xAB);
     const bool use_in_place = in_place && r == root;
     void* recv = r == root ? (use_in_place ? in.data() : out.data()) : nullptr;
@@ -261,10 +239,10 @@ TEST_P(More, ReduceScattervEveryDtypeOp) {
       for (const Counts& counts : {Counts(n, 0), uneven(n, 700 + 300 * (o % 2))}) {
         const Counts off = packed(counts);
         const size_t total = off.back() + counts.back();
-        const Bytes want = make_expected(dt, op, n, total);
+        const Bytes want = ref::expected_buffer(dt, op, n, total);
         const bool in_place = o == 1;
         w.run([&](int r) {
-          Bytes in = make_input(dt, op, r, total);
+          Bytes in = ref::input_buffer(dt, op, r, total);
           Bytes out(counts[r] * es + 1, 0xCD);
           // In place as NCCL's: recvbuf is this rank's block of sendbuf.
           void* recv = in_place ? in.data() + off[r] * es : out.data();

@@ -18,28 +18,6 @@ namespace {
 
 using Bytes = std::vector<unsigned char>;
 
-Bytes make_input(DataType d, ReduceOp op, int rank, size_t count) {
-  const size_t es = dtype_size(d);
-  Bytes b(count * es);
-  const size_t head = std::min(count, ref::kPeriod);
-  for (size_t i = 0; i < head; ++i) ref::store(d, b.data(), i, ref::input_value(rank, i, op, ref::is_signed(d)));
-  for (size_t i = head; i < count; i += ref::kPeriod) {
-    std::memcpy(b.data() + i * es, b.data(), std::min(ref::kPeriod, count - i) * es);
-  }
-  return b;
-}
-
-Bytes make_expected(DataType d, ReduceOp op, int n, size_t count) {
-  const size_t es = dtype_size(d);
-  Bytes b(count * es);
-  const size_t head = std::min(count, ref::kPeriod);
-  for (size_t i = 0; i < head; ++i) ref::expected(d, op, n, i, b.data(), i);
-  for (size_t i = head; i < count; i += ref::kPeriod) {
-    std::memcpy(b.data() + i * es, b.data(), std::min(ref::kPeriod, count - i) * es);
-  }
-  return b;
-}
-
 // Index of the first differing element, or -1.
 long first_difference(const Bytes& got, const Bytes& want, size_t es) {
   if (got.size() != want.size()) return 0;
@@ -66,9 +44,9 @@ class Collectives : public ::testing::TestWithParam<int> {};
 
 void check_allreduce(ThreadWorld& w, DataType d, ReduceOp op, size_t count, bool in_place) {
   const int n = w.size();
-  const Bytes want = make_expected(d, op, n, count);
+  const Bytes want = ref::expected_buffer(d, op, n, count);
   w.run([&](int r) {
-    Bytes in = make_input(d, op, r, count);
+    Bytes in = ref::input_buffer(d, op, r, count);
     Bytes out(in.size(), 0xAB);
     Status s = in_place ? w.comm(r).allreduce(in.data(), in.data(), count, static_cast<int>(d), static_cast<int>(op))
                         : w.comm(r).allreduce(in.data(), out.data(), count, static_cast<int>(d), static_cast<int>(op));
@@ -122,9 +100,9 @@ TEST_P(Collectives, ReduceScatterEveryDtypeOp) {
       const size_t es = dtype_size(dt);
       for (size_t recv_count : {size_t{0}, size_t{1}, size_t{7}, size_t{5000}}) {
         for (bool in_place : {false, true}) {
-          const Bytes want = make_expected(dt, op, n, recv_count * n);
+          const Bytes want = ref::expected_buffer(dt, op, n, recv_count * n);
           w.run([&](int r) {
-            Bytes in = make_input(dt, op, r, recv_count * n);
+            Bytes in = ref::input_buffer(dt, op, r, recv_count * n);
             Bytes out(recv_count * es, 0xCD);
             Status s = in_place ? w.comm(r).reduce_scatter(in.data(), in.data(), recv_count, d, o)
                                 : w.comm(r).reduce_scatter(in.data(), out.data(), recv_count, d, o);
@@ -150,12 +128,12 @@ TEST_P(Collectives, AllgatherEveryDtypeInAndOutOfPlace) {
       // Every rank's block is distinct: rank r contributes input_value(r, i).
       Bytes want;
       for (int r = 0; r < n; ++r) {
-        Bytes b = make_input(dt, ReduceOp::kSum, r, count);
+        Bytes b = ref::input_buffer(dt, ReduceOp::kSum, r, count);
         want.insert(want.end(), b.begin(), b.end());
       }
       for (int mode = 0; mode < 3; ++mode) {  // 0: separate, 1: send == recv, 2: send == own block
         w.run([&](int r) {
-          Bytes mine = make_input(dt, ReduceOp::kSum, r, count);
+          Bytes mine = ref::input_buffer(dt, ReduceOp::kSum, r, count);
           Bytes out(count * es * n, 0xEF);
           const void* send = mine.data();
           if (mode > 0 && count > 0) {
@@ -179,7 +157,7 @@ TEST_P(Collectives, BroadcastFromEveryRoot) {
     const DataType dt = static_cast<DataType>(d);
     for (size_t count : {size_t{0}, size_t{1}, size_t{97}, size_t{100000}}) {
       for (int root = 0; root < n; ++root) {
-        const Bytes want = make_input(dt, ReduceOp::kSum, root, count);
+        const Bytes want = ref::input_buffer(dt, ReduceOp::kSum, root, count);
         w.run([&](int r) {
           Bytes buf = r == root ? want : Bytes(want.size(), 0x11);
           Status s = w.comm(r).broadcast(buf.data(), count, d, root);

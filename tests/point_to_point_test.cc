@@ -19,11 +19,8 @@ namespace {
 
 using Bytes = std::vector<unsigned char>;
 
-Bytes data_of(DataType d, int rank, size_t count) {
-  Bytes b(count * dtype_size(d));
-  for (size_t i = 0; i < count; ++i) ref::store(d, b.data(), i, ref::input_value(rank, i, ReduceOp::kSum, ref::is_signed(d)));
-  return b;
-}
+// Rank `rank`'s data: the reference inputs.
+Bytes data_of(DataType d, int rank, size_t count) { return ref::input_buffer(d, ReduceOp::kSum, rank, count); }
 
 PointToPoint send_op(int peer, Bytes* b, size_t count, DataType d) {
   return {PointToPoint::kSend, peer, b->data(), count, d};

@@ -116,5 +116,29 @@ inline void expected(DataType d, ReduceOp op, int n, size_t i, void* base, size_
   }
 }
 
+// Whole buffers of the above, built a period at a time: rank `rank`'s
+// input of `count` elements, and the reduction over ranks 0..n-1 of theirs.
+inline std::vector<unsigned char> input_buffer(DataType d, ReduceOp op, int rank, size_t count) {
+  const size_t es = dtype_size(d);
+  std::vector<unsigned char> b(count * es);
+  const size_t head = count < kPeriod ? count : kPeriod;
+  for (size_t i = 0; i < head; ++i) store(d, b.data(), i, input_value(rank, i, op, is_signed(d)));
+  for (size_t i = head; i < count; i += kPeriod) {
+    std::memcpy(b.data() + i * es, b.data(), (count - i < kPeriod ? count - i : kPeriod) * es);
+  }
+  return b;
+}
+
+inline std::vector<unsigned char> expected_buffer(DataType d, ReduceOp op, int n, size_t count) {
+  const size_t es = dtype_size(d);
+  std::vector<unsigned char> b(count * es);
+  const size_t head = count < kPeriod ? count : kPeriod;
+  for (size_t i = 0; i < head; ++i) expected(d, op, n, i, b.data(), i);
+  for (size_t i = head; i < count; i += kPeriod) {
+    std::memcpy(b.data() + i * es, b.data(), (count - i < kPeriod ? count - i : kPeriod) * es);
+  }
+  return b;
+}
+
 }  // namespace ref
 }  // namespace kolo

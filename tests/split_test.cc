@@ -22,18 +22,6 @@ namespace {
 using Bytes = std::vector<unsigned char>;
 using Comms = std::vector<std::unique_ptr<Communicator>>;
 
-Bytes input(DataType d, ReduceOp op, int rank, size_t count) {
-  Bytes b(count * dtype_size(d));
-  for (size_t i = 0; i < count; ++i) ref::store(d, b.data(), i, ref::input_value(rank, i, op, ref::is_signed(d)));
-  return b;
-}
-
-Bytes expected(DataType d, ReduceOp op, int n, size_t count) {
-  Bytes b(count * dtype_size(d));
-  for (size_t i = 0; i < count; ++i) ref::expected(d, op, n, i, b.data(), i);
-  return b;
-}
-
 // Every rank of `parent` splits by color_of(rank), key -rank (so the new
 // ranks run in reverse). Returns each rank's new communicator (null for
 // kSplitNoColor) and checks its rank and size against the coloring.
@@ -87,8 +75,8 @@ void check_every_collective(const Comms& subs) {
       for (int oi = 0; oi < kNumReduceOps; ++oi) {
         const auto op = static_cast<ReduceOp>(oi);
         for (size_t count : {size_t{0}, size_t{1}, size_t{97}, size_t{3000}}) {
-          const Bytes want = expected(d, op, n, count);
-          Bytes in = input(d, op, me, count), out(in.size(), 0xAB);
+          const Bytes want = ref::expected_buffer(d, op, n, count);
+          Bytes in = ref::input_buffer(d, op, me, count), out(in.size(), 0xAB);
           const bool in_place = count == 97;
           Status s = c.allreduce(in.data(), in_place ? in.data() : out.data(), count, di, oi);
           ASSERT_TRUE(s.is_ok()) << where << ": " << s.to_string();
@@ -99,24 +87,24 @@ void check_every_collective(const Comms& subs) {
     }
     // Allgather: block q is rank q's data.
     const size_t block = 1000;
-    Bytes mine = input(DataType::kInt32, ReduceOp::kSum, me, block), all(block * 4 * n);
+    Bytes mine = ref::input_buffer(DataType::kInt32, ReduceOp::kSum, me, block), all(block * 4 * n);
     ASSERT_TRUE(c.allgather(mine.data(), all.data(), block, static_cast<int>(DataType::kInt32)).is_ok()) << where;
     for (int q = 0; q < n; ++q) {
-      EXPECT_TRUE(std::memcmp(all.data() + q * block * 4, input(DataType::kInt32, ReduceOp::kSum, q, block).data(),
+      EXPECT_TRUE(std::memcmp(all.data() + q * block * 4, ref::input_buffer(DataType::kInt32, ReduceOp::kSum, q, block).data(),
                               block * 4) == 0)
           << where << " allgather block " << q;
     }
     // Broadcast from the last rank.
-    Bytes buf = input(DataType::kFloat64, ReduceOp::kSum, me, 777);
+    Bytes buf = ref::input_buffer(DataType::kFloat64, ReduceOp::kSum, me, 777);
     ASSERT_TRUE(c.broadcast(buf.data(), 777, static_cast<int>(DataType::kFloat64), n - 1).is_ok()) << where;
-    EXPECT_TRUE(buf == input(DataType::kFloat64, ReduceOp::kSum, n - 1, 777)) << where << " broadcast";
+    EXPECT_TRUE(buf == ref::input_buffer(DataType::kFloat64, ReduceOp::kSum, n - 1, 777)) << where << " broadcast";
     // Reduce-scatter: this rank's block of the sum.
-    Bytes rs_in = input(DataType::kInt64, ReduceOp::kSum, me, 50 * n), rs_out(50 * 8);
+    Bytes rs_in = ref::input_buffer(DataType::kInt64, ReduceOp::kSum, me, 50 * n), rs_out(50 * 8);
     ASSERT_TRUE(c.reduce_scatter(rs_in.data(), rs_out.data(), 50, static_cast<int>(DataType::kInt64),
                                  static_cast<int>(ReduceOp::kSum))
                     .is_ok())
         << where;
-    const Bytes rs_want = expected(DataType::kInt64, ReduceOp::kSum, n, 50 * n);
+    const Bytes rs_want = ref::expected_buffer(DataType::kInt64, ReduceOp::kSum, n, 50 * n);
     EXPECT_EQ(std::memcmp(rs_out.data(), rs_want.data() + me * 50 * 8, 50 * 8), 0) << where << " reduce_scatter";
     EXPECT_TRUE(c.barrier().is_ok()) << where;
   });
