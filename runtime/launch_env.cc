@@ -44,6 +44,10 @@ Status slurm_master(LaunchInfo* li) {
   }
   Status s = first_host(*nodes, &li->master_addr);
   if (!s.is_ok()) return invalid_argument(std::string(nodes_var) + ": " + s.message());
+  // A step on one node needs no name at all: its node name need not
+  // resolve on the node itself (a container, a minimal image), loopback does.
+  std::vector<std::string> hosts;
+  if (expand_hostlist(*nodes, 2, &hosts).is_ok() && hosts.size() == 1) li->master_addr = "127.0.0.1";
   if (li->master_port < 0) {
     auto job = env_string("SLURM_JOB_ID");
     if (!job) job = env_string("SLURM_JOBID");

@@ -4,8 +4,9 @@
 // Where the launcher names no master:
 //   torchrun  MASTER_ADDR/MASTER_PORT, where its agent already serves a c10d
 //             TCPStore (TORCHELASTIC_USE_AGENT_STORE): kolo joins it.
-//   srun      the first host of SLURM_STEP_NODELIST, a port derived from
-//             SLURM_JOB_ID and SLURM_STEP_ID.
+//   srun      the first host of SLURM_STEP_NODELIST (127.0.0.1 when the
+//             step has one node), a port derived from SLURM_JOB_ID and
+//             SLURM_STEP_ID.
 //   mpirun    127.0.0.1 and a port derived from the job id when every rank
 //             is on this host (OMPI_COMM_WORLD_SIZE == _LOCAL_SIZE); across
 //             hosts, `-x KOLO_MASTER_ADDR=... -x KOLO_MASTER_PORT=...`.

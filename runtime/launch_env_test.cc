@@ -140,6 +140,11 @@ TEST_F(LaunchEnv, SrunNeedsNoConfiguration) {
   EXPECT_EQ(li.master_addr, "a1");
   EXPECT_EQ(li.master_port, 1234);
   EXPECT_EQ(li.local_size, 2);
+  // One node: loopback, whether or not the node's name resolves.
+  li = launched({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_STEP_NODELIST", "vm"}, {"SLURM_JOB_ID", "7"}});
+  EXPECT_EQ(li.master_addr, "127.0.0.1");
+  li = launched({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_STEP_NODELIST", "n[3-3]"}, {"SLURM_JOB_ID", "7"}});
+  EXPECT_EQ(li.master_addr, "127.0.0.1");
 }
 
 TEST_F(LaunchEnv, SrunErrorsNameTheVariable) {
