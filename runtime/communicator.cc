@@ -478,20 +478,20 @@ Status Communicator::deregister_memory(const void* data, size_t bytes) {
   return Status::ok();
 }
 
-Status Communicator::allreduce(const void* send, void* recv, size_t count, int dtype, int op, OnStream on) {
+Status Communicator::allreduce(const void* send, void* recv, size_t count, int dtype, int op, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, count));
   const size_t bytes = count * dtype_size(static_cast<DataType>(dtype));
   if (send != recv && ranges_overlap(send, bytes, recv, bytes)) {
     return invalid_argument("sendbuf and recvbuf overlap without being equal");
   }
-  return dispatch("allreduce", {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}}, on,
+  return dispatch("allreduce", {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}}, std::move(launch),
                   [=](const RingContext& ctx) {
                     return kolo::allreduce(ctx, send, recv, count, static_cast<DataType>(dtype),
                                           static_cast<ReduceOp>(op));
                   });
 }
 
-Status Communicator::allgather(const void* send, void* recv, size_t send_count, int dtype, OnStream on) {
+Status Communicator::allgather(const void* send, void* recv, size_t send_count, int dtype, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_buffer(send, send_count, "sendbuf"));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, send_count, "recvbuf"));
@@ -500,13 +500,13 @@ Status Communicator::allgather(const void* send, void* recv, size_t send_count, 
   if (send != recv && send != own && ranges_overlap(send, block, recv, block * world_.size)) {
     return invalid_argument("sendbuf overlaps recvbuf but is neither recvbuf nor this rank's block of it");
   }
-  return dispatch("allgather", {{send, block, "sendbuf"}, {recv, block * world_.size, "recvbuf"}}, on,
+  return dispatch("allgather", {{send, block, "sendbuf"}, {recv, block * world_.size, "recvbuf"}}, std::move(launch),
                   [=](const RingContext& ctx) {
                     return ring_allgather(ctx, send, recv, send_count, static_cast<DataType>(dtype));
                   });
 }
 
-Status Communicator::broadcast(void* buf, size_t count, int dtype, int root, OnStream on) {
+Status Communicator::broadcast(void* buf, size_t count, int dtype, int root, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_buffer(buf, count, "buf"));
   if (root < 0 || root >= world_.size) {
@@ -514,15 +514,15 @@ Status Communicator::broadcast(void* buf, size_t count, int dtype, int root, OnS
                             std::to_string(world_.size));
   }
   const size_t bytes = count * dtype_size(static_cast<DataType>(dtype));
-  return dispatch("broadcast", {{buf, bytes, "buf"}}, on, [=](const RingContext& ctx) {
+  return dispatch("broadcast", {{buf, bytes, "buf"}}, std::move(launch), [=](const RingContext& ctx) {
     return ring_broadcast(ctx, buf, count, static_cast<DataType>(dtype), root);
   });
 }
 
-Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op, OnStream on) {
+Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, recv_count));
   const size_t block = recv_count * dtype_size(static_cast<DataType>(dtype));
-  return dispatch("reduce_scatter", {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}}, on,
+  return dispatch("reduce_scatter", {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}}, std::move(launch),
                   [=](const RingContext& ctx) {
                     return ring_reduce_scatter(ctx, send, recv, recv_count, static_cast<DataType>(dtype),
                                                static_cast<ReduceOp>(op));
@@ -542,12 +542,13 @@ GpuContext* Communicator::gpu() {
   return gpu_.get();
 }
 
-Status Communicator::dispatch(const char* what, const std::vector<NamedBuffer>& buffers, OnStream on,
+Status Communicator::dispatch(const char* what, const std::vector<NamedBuffer>& buffers, Launch launch,
                               Collective fn) {
   std::lock_guard<std::mutex> order(stream_mutex_);
   bool on_device = false;
   KOLO_RETURN_IF_ERROR(gpu()->classify(buffers, &on_device));
-  if (on.given) return enqueue_on_stream(what, on_device, on.stream, std::move(fn));
+  if (launch.on_stream) return enqueue_on_stream(what, on_device, launch.stream, std::move(fn));
+  if (!launch.done.empty()) return enqueue_async(what, on_device, std::move(launch.done), std::move(fn));
   // Collectives reach the ring in the order they were called: what is
   // still queued on streams goes first.
   if (!stream_queue_->drain(Deadline::after_seconds(config_.timeout_s))) {
@@ -599,6 +600,35 @@ Status Communicator::enqueue_on_stream(const char* what, bool on_device, void* s
   return Status::ok();
 }
 
+Status Communicator::enqueue_async(const char* what, bool on_device, std::vector<std::shared_ptr<OpHandle>> done,
+                                   Collective fn) {
+  KOLO_RETURN_IF_ERROR(check_healthy());
+  // Device buffers: after the work already on the legacy default stream at
+  // the time of the call, as the blocking call would be.
+  Device* device = nullptr;
+  StreamPoint point;
+  if (on_device) {
+    KOLO_RETURN_IF_ERROR(gpu()->device(&device));
+    KOLO_RETURN_IF_ERROR(device->capture(nullptr, &point));
+  }
+  auto result = std::make_shared<Status>();
+  stream_queue_->push(
+      [this, what, device, point, on_device, result, fn = std::move(fn)] {
+        if (!on_device) {
+          *result = run(what, fn);
+          return;
+        }
+        device->wait(point);
+        *result = run_on_device(what, fn);
+      },
+      // After the job: a callback may enqueue more, and a blocking call
+      // draining the queue need not wait for it.
+      [result, done = std::move(done)] {
+        for (const auto& handle : done) handle->complete(*result);
+      });
+  return Status::ok();
+}
+
 Status Communicator::run_on_device(const char* what, const Collective& fn) {
   return run(what, [&](const RingContext& host_ctx) {
     RingContext ctx = host_ctx;
@@ -614,8 +644,8 @@ Status Communicator::run_on_device(const char* what, const Collective& fn) {
   });
 }
 
-Status Communicator::barrier() {
-  return run("barrier", [&](const RingContext& ctx) { return ring_barrier(ctx); });
+Status Communicator::barrier(Launch launch) {
+  return dispatch("barrier", {}, std::move(launch), [](const RingContext& ctx) { return ring_barrier(ctx); });
 }
 
 Status Communicator::allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, int dtype) {
@@ -779,7 +809,7 @@ Status check_rooted_blocks(const RootedBlocks& a, std::vector<size_t>* displs, s
 
 }  // namespace
 
-Status Communicator::reduce(const void* send, void* recv, size_t count, int dtype, int op, int root) {
+Status Communicator::reduce(const void* send, void* recv, size_t count, int dtype, int op, int root, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
   KOLO_RETURN_IF_ERROR(check_root(root, world_.size));
@@ -793,7 +823,7 @@ Status Communicator::reduce(const void* send, void* recv, size_t count, int dtyp
     }
   }
   void* out = is_root ? recv : nullptr;
-  return dispatch("reduce", {named(send, bytes, "sendbuf"), named(out, bytes, "recvbuf")}, {},
+  return dispatch("reduce", {named(send, bytes, "sendbuf"), named(out, bytes, "recvbuf")}, std::move(launch),
                   [=](const RingContext& ctx) {
                     return ring_reduce(ctx, send, out, count, static_cast<DataType>(dtype), static_cast<ReduceOp>(op),
                                        root);
@@ -801,7 +831,7 @@ Status Communicator::reduce(const void* send, void* recv, size_t count, int dtyp
 }
 
 Status Communicator::gatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                             const std::vector<size_t>& displs_or_packed, int dtype, int root) {
+                             const std::vector<size_t>& displs_or_packed, int dtype, int root, Launch launch) {
   std::vector<size_t> displs;
   size_t extent = 0;
   KOLO_RETURN_IF_ERROR(check_rooted_blocks({dtype, root, world_.rank, world_.size, counts, "recvcounts",
@@ -811,7 +841,7 @@ Status Communicator::gatherv(const void* send, size_t send_count, void* recv, co
   const size_t es = dtype_size(static_cast<DataType>(dtype));
   const bool is_root = world_.rank == root;
   void* out = is_root ? recv : nullptr;
-  return dispatch("gather", {named(send, send_count * es, "sendbuf"), named(out, extent * es, "recvbuf")}, {},
+  return dispatch("gather", {named(send, send_count * es, "sendbuf"), named(out, extent * es, "recvbuf")}, std::move(launch),
                   [=](const RingContext& ctx) {
                     return ring_gather_v(ctx, send, out, counts, displs, static_cast<DataType>(dtype), root);
                   });
@@ -819,7 +849,7 @@ Status Communicator::gatherv(const void* send, size_t send_count, void* recv, co
 
 Status Communicator::scatterv(const void* send, const std::vector<size_t>& counts,
                               const std::vector<size_t>& displs_or_packed, void* recv, size_t recv_count, int dtype,
-                              int root) {
+                              int root, Launch launch) {
   std::vector<size_t> displs;
   size_t extent = 0;
   KOLO_RETURN_IF_ERROR(check_rooted_blocks({dtype, root, world_.rank, world_.size, counts, "sendcounts",
@@ -829,14 +859,14 @@ Status Communicator::scatterv(const void* send, const std::vector<size_t>& count
   const size_t es = dtype_size(static_cast<DataType>(dtype));
   const bool is_root = world_.rank == root;
   const void* in = is_root ? send : nullptr;
-  return dispatch("scatter", {named(in, extent * es, "sendbuf"), named(recv, recv_count * es, "recvbuf")}, {},
+  return dispatch("scatter", {named(in, extent * es, "sendbuf"), named(recv, recv_count * es, "recvbuf")}, std::move(launch),
                   [=](const RingContext& ctx) {
                     return ring_scatter_v(ctx, in, recv, counts, displs, static_cast<DataType>(dtype), root);
                   });
 }
 
 Status Communicator::allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                                const std::vector<size_t>& displs_or_packed, int dtype) {
+                                const std::vector<size_t>& displs_or_packed, int dtype, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "recvcounts"));
   if (counts[world_.rank] != send_count) {
@@ -854,14 +884,14 @@ Status Communicator::allgatherv(const void* send, size_t send_count, void* recv,
     return invalid_argument("sendbuf overlaps recvbuf but is not this rank's block of it");
   }
   return dispatch("allgatherv",
-                  {named(send, send_count * es, "sendbuf"), named(recv, extent * es, "recvbuf")}, {},
+                  {named(send, send_count * es, "sendbuf"), named(recv, extent * es, "recvbuf")}, std::move(launch),
                   [=](const RingContext& ctx) {
                     return ring_allgather_displs(ctx, send, recv, counts, displs, static_cast<DataType>(dtype));
                   });
 }
 
 Status Communicator::reduce_scatterv(const void* send, void* recv, const std::vector<size_t>& counts, int dtype,
-                                     int op) {
+                                     int op, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
   KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "recvcounts"));
@@ -872,7 +902,7 @@ Status Communicator::reduce_scatterv(const void* send, void* recv, const std::ve
   // Any overlap of recvbuf with sendbuf is fine: ring_reduce_scatter_v then
   // works through scratch.
   return dispatch("reduce_scatterv",
-                  {named(send, total * es, "sendbuf"), named(recv, counts[world_.rank] * es, "recvbuf")}, {},
+                  {named(send, total * es, "sendbuf"), named(recv, counts[world_.rank] * es, "recvbuf")}, std::move(launch),
                   [=](const RingContext& ctx) {
                     return ring_reduce_scatter_v(ctx, send, recv, counts, static_cast<DataType>(dtype),
                                                  static_cast<ReduceOp>(op));
@@ -882,7 +912,7 @@ Status Communicator::reduce_scatterv(const void* send, void* recv, const std::ve
 Status Communicator::alltoallv(const void* send, const std::vector<size_t>& send_counts,
                                const std::vector<size_t>& send_displs_or_packed, void* recv,
                                const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs_or_packed,
-                               int dtype) {
+                               int dtype, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_counts(send_counts, world_.size, "sendcounts"));
   KOLO_RETURN_IF_ERROR(check_counts(recv_counts, world_.size, "recvcounts"));
@@ -907,7 +937,7 @@ Status Communicator::alltoallv(const void* send, const std::vector<size_t>& send
     return invalid_argument("sendbuf and recvbuf overlap (alltoall is not in place)");
   }
   return dispatch("alltoallv",
-                  {named(send, send_extent * es, "sendbuf"), named(recv, recv_extent * es, "recvbuf")}, {},
+                  {named(send, send_extent * es, "sendbuf"), named(recv, recv_extent * es, "recvbuf")}, std::move(launch),
                   [=](const RingContext& ctx) {
                     if (!mesh_connected_) {
                       // First over the ring's connections, so that a rank
@@ -959,7 +989,7 @@ Status Communicator::check_point_to_point(const PointToPoint& op) const {
   return Status::ok();
 }
 
-Status Communicator::point_to_point(const std::vector<PointToPoint>& ops) {
+Status Communicator::point_to_point(const std::vector<PointToPoint>& ops, Launch launch) {
   std::vector<NamedBuffer> buffers;
   std::vector<int> peers;  // to connect: every peer but this rank, once
   for (const PointToPoint& op : ops) {
@@ -970,7 +1000,7 @@ Status Communicator::point_to_point(const std::vector<PointToPoint>& ops) {
       peers.push_back(op.peer);
     }
   }
-  return dispatch("send/recv", buffers, OnStream{}, [this, ops, peers](const RingContext& ctx) {
+  return dispatch("send/recv", buffers, std::move(launch), [this, ops, peers](const RingContext& ctx) {
     // Connected on first use: both ranks of a pair post to each other, so
     // both connect; the listening side accepts in the background, so the
     // order of the peers does not matter. Through the host transport, which

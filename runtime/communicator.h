@@ -29,6 +29,7 @@
 #include "runtime/gpu_context.h"
 #include "runtime/stream_queue.h"
 #include "runtime/launch_env.h"
+#include "runtime/op_handle.h"
 #include "runtime/rendezvous.h"
 #include "transport/registered_buffer.h"
 #include "transport/store.h"
@@ -40,11 +41,22 @@ class IbTransport;
 struct TcpOptions;
 
 
-// How a collective is called: blocking (the default), or enqueued on a
-// caller's CUDA stream (given; stream nullptr is the legacy default stream).
-struct OnStream {
-  bool given = false;
+// How a collective of the public API is launched: blocking (the default);
+// enqueued on a caller's CUDA stream (on_stream; stream nullptr is the
+// legacy default stream); or asynchronously (done not empty): queued on the
+// communicator's thread in call order, completing every handle in `done`
+// with its result.
+struct Launch {
+  bool on_stream = false;
   void* stream = nullptr;
+  std::vector<std::shared_ptr<OpHandle>> done;
+
+  static Launch on(void* stream) {
+    Launch launch;
+    launch.on_stream = true;
+    launch.stream = stream;
+    return launch;
+  }
 };
 
 // What creating a world communicator settled, from its Config and the
@@ -110,11 +122,15 @@ class Communicator {
   // return at once: the collective runs after the work the stream has
   // before it, and the stream's later work waits for it. A failure then
   // turns sticky (async_error()); the stream is released all the same.
-  Status allreduce(const void* send, void* recv, size_t count, int dtype, int op, OnStream on = {});
-  Status allgather(const void* send, void* recv, size_t send_count, int dtype, OnStream on = {});
-  Status broadcast(void* buf, size_t count, int dtype, int root, OnStream on = {});
-  Status reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op, OnStream on = {});
-  Status barrier();
+  // Asynchronous calls (Launch::done) return at once too, after checking
+  // their arguments: they run on the communicator's thread in call order,
+  // with the stream-ordered ones, and complete their handles (a failure is
+  // sticky as well). A blocking call first waits for everything queued.
+  Status allreduce(const void* send, void* recv, size_t count, int dtype, int op, Launch launch = {});
+  Status allgather(const void* send, void* recv, size_t send_count, int dtype, Launch launch = {});
+  Status broadcast(void* buf, size_t count, int dtype, int root, Launch launch = {});
+  Status reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op, Launch launch = {});
+  Status barrier(Launch launch = {});
   // Opens this rank's GPU (gpu_context.h) and gives its CUDA device number.
   Status gpu_ordinal(int* ordinal);
   // Block sizes per rank (elements); the caller guarantees the arguments
@@ -148,32 +164,34 @@ class Communicator {
   Status async_error() const;
 
   // The collectives of the C API's kolo_reduce .. kolo_alltoallv (kolo.h
-  // says what each accepts), checked as the calls above are. Blocking, on
-  // host or device buffers. Rooted ones and the "v" forms with
+  // says what each accepts), checked as the calls above are. Blocking or
+  // asynchronous, on host or device buffers. Rooted ones and the "v" forms with
   // displacements run as chains around the ring (collectives/rooted.h).
   // counts are elements per rank, significant on every rank; displs
   // (elements; empty = blocks in rank order, packed) as kolo.h says.
-  Status reduce(const void* send, void* recv, size_t count, int dtype, int op, int root);
+  Status reduce(const void* send, void* recv, size_t count, int dtype, int op, int root, Launch launch = {});
   Status gatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                 const std::vector<size_t>& displs, int dtype, int root);
+                 const std::vector<size_t>& displs, int dtype, int root, Launch launch = {});
   Status scatterv(const void* send, const std::vector<size_t>& counts, const std::vector<size_t>& displs, void* recv,
-                  size_t recv_count, int dtype, int root);
+                  size_t recv_count, int dtype, int root, Launch launch = {});
   Status allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                    const std::vector<size_t>& displs, int dtype);
-  Status reduce_scatterv(const void* send, void* recv, const std::vector<size_t>& counts, int dtype, int op);
+                    const std::vector<size_t>& displs, int dtype, Launch launch = {});
+  Status reduce_scatterv(const void* send, void* recv, const std::vector<size_t>& counts, int dtype, int op,
+                         Launch launch = {});
   // Connects every pair of ranks first, once (see connect_mesh_once).
   Status alltoallv(const void* send, const std::vector<size_t>& send_counts, const std::vector<size_t>& send_displs,
                    void* recv, const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
-                   int dtype);
+                   int dtype, Launch launch = {});
 
   // Point-to-point (kolo_send, kolo_recv): messages between a pair match in
   // call order, per direction. point_to_point posts a batch (a group) at
   // once and returns when all of it is done, so any pattern of sends and
-  // receives in one batch completes without deadlock. Peers are connected
-  // on first use.
+  // receives in one batch completes without deadlock (asynchronously: the
+  // batch is queued, and completes its handles when all of it is done).
+  // Peers are connected on first use.
   Status send(const void* buf, size_t count, int dtype, int peer);
   Status recv(void* buf, size_t count, int dtype, int peer);
-  Status point_to_point(const std::vector<PointToPoint>& ops);
+  Status point_to_point(const std::vector<PointToPoint>& ops, Launch launch = {});
   // One operation's arguments (dtype, buffer, peer), as point_to_point
   // checks them: for callers that queue operations first (groups).
   Status check_point_to_point(const PointToPoint& op) const;
@@ -203,9 +221,10 @@ class Communicator {
   // and done once the GPU's work for it has run.
   Status run_on_device(const char* what, const Collective& fn);
   // A collective of the public API: tells host from device buffers, and
-  // runs it now or enqueues it on a stream.
-  Status dispatch(const char* what, const std::vector<NamedBuffer>& buffers, OnStream on, Collective fn);
+  // runs it now or enqueues it (on a stream, or asynchronously).
+  Status dispatch(const char* what, const std::vector<NamedBuffer>& buffers, Launch launch, Collective fn);
   Status enqueue_on_stream(const char* what, bool on_device, void* stream, Collective fn);
+  Status enqueue_async(const char* what, bool on_device, std::vector<std::shared_ptr<OpHandle>> done, Collective fn);
   GpuContext* gpu();
   Status check_healthy() const;
   // Makes `local` the sticky error, reconciled with the job's first failure:

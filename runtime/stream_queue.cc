@@ -13,9 +13,9 @@ StreamQueue::~StreamQueue() {
   if (thread_.joinable()) thread_.join();
 }
 
-void StreamQueue::push(std::function<void()> job) {
+void StreamQueue::push(std::function<void()> job, std::function<void()> then) {
   std::lock_guard<std::mutex> lock(mutex_);
-  jobs_.push_back(std::move(job));
+  jobs_.push_back(Job{std::move(job), std::move(then)});
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   cv_.notify_all();
 }
@@ -34,14 +34,19 @@ void StreamQueue::loop() {
   for (;;) {
     cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
     if (jobs_.empty()) return;  // stopping, and nothing left
-    std::function<void()> job = std::move(jobs_.front());
+    Job job = std::move(jobs_.front());
     jobs_.pop_front();
     running_job_ = true;
     lock.unlock();
-    job();
+    job.run();
     lock.lock();
     running_job_ = false;
     cv_.notify_all();
+    if (job.then) {
+      lock.unlock();
+      job.then();
+      lock.lock();
+    }
   }
 }
 

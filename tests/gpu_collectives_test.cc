@@ -182,7 +182,7 @@ TEST_P(GpuCollectives, OnStreamReturnsAtOnceAndOrdersTheStream) {
     });
     const auto start = std::chrono::steady_clock::now();
     Status s = g.comm(r).allreduce(buf, buf, count, static_cast<int>(d), static_cast<int>(ReduceOp::kSum),
-                                   OnStream{true, stream});
+                                   Launch::on(stream));
     const auto took = std::chrono::steady_clock::now() - start;
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     EXPECT_LT(took, std::chrono::milliseconds(150)) << "an enqueued collective must not wait for its stream";
@@ -214,7 +214,7 @@ TEST_P(GpuCollectives, StreamAndBlockingCallsKeepTheirOrder) {
         std::memcpy(in.data() + i * 4, &v, 4);
       }
       bufs.push_back(g.upload(r, in));
-      OnStream on = k < 3 ? OnStream{true, stream} : OnStream{};
+      Launch on = k < 3 ? Launch::on(stream) : Launch{};
       Status s = g.comm(r).allreduce(bufs[k], bufs[k], count, static_cast<int>(d), static_cast<int>(ReduceOp::kSum), on);
       ASSERT_TRUE(s.is_ok()) << s.to_string();
     }
@@ -254,7 +254,7 @@ TEST(GpuBuffers, AFailingGpuFailsTheCollectiveAndReleasesTheStream) {
     void* stream = g.device(r).create_stream();
     void* buf = g.upload(r, Bytes(40000, 1));
     if (r == 0) g.device(r).fail_next(device_error("emulated launch failure"));
-    Status s = g.comm(r).allreduce(buf, buf, 10000, static_cast<int>(DataType::kFloat32), 0, OnStream{true, stream});
+    Status s = g.comm(r).allreduce(buf, buf, 10000, static_cast<int>(DataType::kFloat32), 0, Launch::on(stream));
     ASSERT_TRUE(s.is_ok()) << "enqueueing succeeds; the failure comes later: " << s.to_string();
     std::atomic<bool> after{false};
     g.device(r).run_on(stream, [&] { after = true; });
@@ -317,7 +317,7 @@ TEST(GpuBuffers, WithoutAGpuAStreamCallSaysWhy) {
   EXPECT_TRUE(s.message().find("without CUDA") != std::string::npos || s.message().find("no GPU") != std::string::npos)
       << s.message();
   float x = 1;
-  s = w.comm(0).allreduce(&x, &x, 1, static_cast<int>(DataType::kFloat32), 0, OnStream{true, nullptr});
+  s = w.comm(0).allreduce(&x, &x, 1, static_cast<int>(DataType::kFloat32), 0, Launch::on(nullptr));
   EXPECT_EQ(s.code(), Code::kUnsupported) << s.to_string();
   // Host collectives are unaffected.
   EXPECT_TRUE(w.comm(0).allreduce(&x, &x, 1, static_cast<int>(DataType::kFloat32), 0).is_ok());

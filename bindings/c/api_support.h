@@ -8,6 +8,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "bindings/c/kolo.h"
 #include "runtime/communicator.h"
@@ -70,6 +71,38 @@ kolo_result_t guarded(Fn&& fn) noexcept {
   } catch (...) {
     return report(kolo::internal_error("unexpected exception"));
   }
+}
+
+// The three ways the C API launches a collective (kolo::Launch): `call`
+// takes the Launch, checks the arguments and runs or queues the operation.
+template <typename Call>
+kolo_result_t blocking(kolo_comm_t comm, Call&& call) noexcept {
+  if (!comm) return null_comm();
+  return guarded([&] { return call(kolo::Launch{}); });
+}
+
+template <typename Call>
+kolo_result_t on_stream(kolo_comm_t comm, void* stream, Call&& call) noexcept {
+  if (!comm) return null_comm();
+  return guarded([&] { return call(kolo::Launch::on(stream)); });
+}
+
+// kolo_*_async: *handle is set only when the operation was queued (a bad
+// argument or a failed communicator is returned at once, with no handle).
+template <typename Call>
+kolo_result_t asynchronous(kolo_comm_t comm, kolo_handle_t* handle, Call&& call) noexcept {
+  if (!comm) return null_comm();
+  return guarded([&] {
+    if (!handle) return kolo::invalid_argument("handle output pointer is NULL");
+    *handle = nullptr;
+    auto h = std::make_unique<kolo_handle>();
+    h->impl = std::make_shared<kolo::OpHandle>();
+    kolo::Launch launch;
+    launch.done.push_back(h->impl);
+    KOLO_RETURN_IF_ERROR(call(std::move(launch)));
+    *handle = h.release();
+    return kolo::Status::ok();
+  });
 }
 
 }  // namespace kolo_c

@@ -463,8 +463,9 @@ kolo_result_t kolo_handle_test(kolo_handle_t handle, int* done);
  * handle stays valid). timeout_s < 0 means KOLO_TIMEOUT_S. */
 kolo_result_t kolo_handle_wait(kolo_handle_t handle, double timeout_s);
 
-/* Runs callback(result, user_data) on completion: on the engine's thread,
- * or at once on this thread if already complete. At most one per handle. */
+/* Runs callback(result, user_data) on completion: on the engine's thread
+ * (kolo's ordered thread for kolo_*_async), or at once on this thread if
+ * already complete. At most one per handle. */
 kolo_result_t kolo_handle_set_callback(kolo_handle_t handle, kolo_callback_t callback, void* user_data);
 
 /* After completion: the output of an allgather or alltoall (owned by the
@@ -526,6 +527,82 @@ kolo_result_t kolo_recv(kolo_comm_t comm, void* recvbuf, size_t count, kolo_dtyp
  * is run or, after a failure of its own, dropped. */
 kolo_result_t kolo_group_start(void);
 kolo_result_t kolo_group_end(void);
+
+/* ------------------------------------------------------------------------
+ * Ordered asynchronous calls
+ *
+ * Every collective and point-to-point call above also exists as
+ * kolo_<call>_async, with the same arguments and a kolo_handle_t* last
+ * (the handle API of the named operations below: test, wait with a
+ * deadline, callback, release). It checks its arguments and returns at
+ * once; the operations of one communicator then run on a thread of kolo's,
+ * one after another in the order they were called (NCCL's stream
+ * semantics, for host memory too), whichever threads call. Collectives on
+ * a CUDA stream (the _stream calls) share that order. A blocking call
+ * first waits for every operation queued on its communicator before it
+ * (and an _async call made meanwhile from another thread waits for that
+ * blocking call, which comes first in the order).
+ *
+ * Buffers belong to kolo until the handle completes: send buffers stay
+ * unchanged, receive buffers are not read. Count and displacement arrays
+ * are copied by the call. Device buffers are used after the work already
+ * on the legacy default stream when the call was made.
+ *
+ * Errors: a bad argument, or a communicator already failed, is returned by
+ * the call itself, with no handle. A failure while running becomes the
+ * communicator's sticky error and the result of this handle and of every
+ * later one. kolo_comm_abort fails what is queued promptly.
+ * kolo_comm_destroy waits for queued operations (each bounded by
+ * KOLO_TIMEOUT_S); the handles stay valid until released.
+ *
+ * Callbacks (kolo_handle_set_callback) run on kolo's thread, after the
+ * operation and before the next one; they may queue more operations but
+ * must not block on this communicator.
+ *
+ * In a group, kolo_send_async and kolo_recv_async queue like kolo_send and
+ * kolo_recv; kolo_group_end then returns at once when every call queued
+ * for a communicator was _async (the handles complete together, when the
+ * whole batch is done), else it waits for the batch as usual.
+ *
+ * None of these calls takes a lock a caller might hold (a framework may
+ * call them from any thread with its interpreter lock released).
+ * ------------------------------------------------------------------------ */
+kolo_result_t kolo_allreduce_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                   kolo_dtype_t dtype, kolo_op_t op, kolo_handle_t* handle);
+kolo_result_t kolo_allgather_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                                   kolo_dtype_t dtype, kolo_handle_t* handle);
+kolo_result_t kolo_broadcast_async(kolo_comm_t comm, void* buf, size_t count, kolo_dtype_t dtype, int root,
+                                   kolo_handle_t* handle);
+kolo_result_t kolo_reduce_scatter_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
+                                        kolo_dtype_t dtype, kolo_op_t op, kolo_handle_t* handle);
+kolo_result_t kolo_barrier_async(kolo_comm_t comm, kolo_handle_t* handle);
+kolo_result_t kolo_reduce_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                kolo_dtype_t dtype, kolo_op_t op, int root, kolo_handle_t* handle);
+kolo_result_t kolo_gather_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                                kolo_dtype_t dtype, int root, kolo_handle_t* handle);
+kolo_result_t kolo_gatherv_async(kolo_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                                 const size_t* recvcounts, const size_t* displs, kolo_dtype_t dtype, int root,
+                                 kolo_handle_t* handle);
+kolo_result_t kolo_scatter_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
+                                 kolo_dtype_t dtype, int root, kolo_handle_t* handle);
+kolo_result_t kolo_scatterv_async(kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts,
+                                  const size_t* displs, void* recvbuf, size_t recvcount, kolo_dtype_t dtype,
+                                  int root, kolo_handle_t* handle);
+kolo_result_t kolo_allgatherv_async(kolo_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
+                                    const size_t* recvcounts, const size_t* displs, kolo_dtype_t dtype,
+                                    kolo_handle_t* handle);
+kolo_result_t kolo_reduce_scatterv_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf,
+                                         const size_t* recvcounts, kolo_dtype_t dtype, kolo_op_t op,
+                                         kolo_handle_t* handle);
+kolo_result_t kolo_alltoall_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                  kolo_dtype_t dtype, kolo_handle_t* handle);
+kolo_result_t kolo_alltoallv_async(kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts,
+                                   const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                   const size_t* rdispls, kolo_dtype_t dtype, kolo_handle_t* handle);
+kolo_result_t kolo_send_async(kolo_comm_t comm, const void* sendbuf, size_t count, kolo_dtype_t dtype, int peer,
+                              kolo_handle_t* handle);
+kolo_result_t kolo_recv_async(kolo_comm_t comm, void* recvbuf, size_t count, kolo_dtype_t dtype, int peer,
+                              kolo_handle_t* handle);
 
 /* A short constant description of a result code. */
 const char* kolo_result_string(kolo_result_t result);

@@ -32,18 +32,6 @@ kolo_result_t get_int(kolo_comm_t comm, int* out, const char* name, int (kolo::C
   return KOLO_SUCCESS;
 }
 
-// A C array of one entry per rank, copied; NULL is an error unless
-// `optional` (then *out stays empty: blocks packed in rank order).
-kolo::Status per_rank(kolo_comm_t comm, const size_t* values, const char* name, bool optional,
-                      std::vector<size_t>* out) {
-  if (!values) {
-    if (optional) return kolo::Status::ok();
-    return kolo::invalid_argument(std::string(name) + " is NULL");
-  }
-  out->assign(values, values + comm->impl->size());
-  return kolo::Status::ok();
-}
-
 }  // namespace
 
 extern "C" {
@@ -122,154 +110,10 @@ kolo_result_t kolo_comm_local_size(kolo_comm_t comm, int* local_size) {
   return get_int(comm, local_size, "local_size", &kolo::Communicator::local_size);
 }
 
-kolo_result_t kolo_allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype,
-                             kolo_op_t op) {
-  if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->allreduce(sendbuf, recvbuf, count, raw_enum(dtype), raw_enum(op)); });
-}
-
-kolo_result_t kolo_allgather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
-                             kolo_dtype_t dtype) {
-  if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->allgather(sendbuf, recvbuf, sendcount, raw_enum(dtype)); });
-}
-
-kolo_result_t kolo_broadcast(kolo_comm_t comm, void* buf, size_t count, kolo_dtype_t dtype, int root) {
-  if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->broadcast(buf, count, raw_enum(dtype), root); });
-}
-
-kolo_result_t kolo_reduce_scatter(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
-                                  kolo_dtype_t dtype, kolo_op_t op) {
-  if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->reduce_scatter(sendbuf, recvbuf, recvcount, raw_enum(dtype), raw_enum(op)); });
-}
-
-kolo_result_t kolo_allreduce_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
-                                    kolo_dtype_t dtype, kolo_op_t op, void* stream) {
-  if (!comm) return null_comm();
-  return guarded([&] {
-    return comm->impl->allreduce(sendbuf, recvbuf, count, raw_enum(dtype), raw_enum(op), {true, stream});
-  });
-}
-
-kolo_result_t kolo_allgather_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
-                                    kolo_dtype_t dtype, void* stream) {
-  if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->allgather(sendbuf, recvbuf, sendcount, raw_enum(dtype), {true, stream}); });
-}
-
-kolo_result_t kolo_broadcast_stream(kolo_comm_t comm, void* buf, size_t count, kolo_dtype_t dtype, int root,
-                                    void* stream) {
-  if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->broadcast(buf, count, raw_enum(dtype), root, {true, stream}); });
-}
-
-kolo_result_t kolo_reduce_scatter_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
-                                         kolo_dtype_t dtype, kolo_op_t op, void* stream) {
-  if (!comm) return null_comm();
-  return guarded([&] {
-    return comm->impl->reduce_scatter(sendbuf, recvbuf, recvcount, raw_enum(dtype), raw_enum(op), {true, stream});
-  });
-}
-
 kolo_result_t kolo_comm_gpu(kolo_comm_t comm, int* device) {
   if (!comm) return null_comm();
   if (!device) return kolo_c::report(kolo::invalid_argument("device is NULL"));
   return guarded([&] { return comm->impl->gpu_ordinal(device); });
-}
-
-kolo_result_t kolo_barrier(kolo_comm_t comm) {
-  if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->barrier(); });
-}
-
-kolo_result_t kolo_reduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype,
-                          kolo_op_t op, int root) {
-  if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->reduce(sendbuf, recvbuf, count, raw_enum(dtype), raw_enum(op), root); });
-}
-
-kolo_result_t kolo_gather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo_dtype_t dtype,
-                          int root) {
-  if (!comm) return null_comm();
-  return guarded([&] {
-    const std::vector<size_t> counts(comm->impl->size(), sendcount);
-    return comm->impl->gatherv(sendbuf, sendcount, recvbuf, counts, {}, raw_enum(dtype), root);
-  });
-}
-
-kolo_result_t kolo_gatherv(kolo_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
-                           const size_t* recvcounts, const size_t* displs, kolo_dtype_t dtype, int root) {
-  if (!comm) return null_comm();
-  return guarded([&] {
-    std::vector<size_t> counts, offsets;
-    KOLO_RETURN_IF_ERROR(per_rank(comm, recvcounts, "recvcounts", false, &counts));
-    if (comm->impl->rank() == root) KOLO_RETURN_IF_ERROR(per_rank(comm, displs, "displs", true, &offsets));
-    return comm->impl->gatherv(sendbuf, sendcount, recvbuf, counts, offsets, raw_enum(dtype), root);
-  });
-}
-
-kolo_result_t kolo_scatter(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount, kolo_dtype_t dtype,
-                           int root) {
-  if (!comm) return null_comm();
-  return guarded([&] {
-    const std::vector<size_t> counts(comm->impl->size(), recvcount);
-    return comm->impl->scatterv(sendbuf, counts, {}, recvbuf, recvcount, raw_enum(dtype), root);
-  });
-}
-
-kolo_result_t kolo_scatterv(kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts, const size_t* displs,
-                            void* recvbuf, size_t recvcount, kolo_dtype_t dtype, int root) {
-  if (!comm) return null_comm();
-  return guarded([&] {
-    std::vector<size_t> counts, offsets;
-    KOLO_RETURN_IF_ERROR(per_rank(comm, sendcounts, "sendcounts", false, &counts));
-    if (comm->impl->rank() == root) KOLO_RETURN_IF_ERROR(per_rank(comm, displs, "displs", true, &offsets));
-    return comm->impl->scatterv(sendbuf, counts, offsets, recvbuf, recvcount, raw_enum(dtype), root);
-  });
-}
-
-kolo_result_t kolo_allgatherv(kolo_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
-                              const size_t* recvcounts, const size_t* displs, kolo_dtype_t dtype) {
-  if (!comm) return null_comm();
-  return guarded([&] {
-    std::vector<size_t> counts, offsets;
-    KOLO_RETURN_IF_ERROR(per_rank(comm, recvcounts, "recvcounts", false, &counts));
-    KOLO_RETURN_IF_ERROR(per_rank(comm, displs, "displs", true, &offsets));
-    return comm->impl->allgatherv(sendbuf, sendcount, recvbuf, counts, offsets, raw_enum(dtype));
-  });
-}
-
-kolo_result_t kolo_reduce_scatterv(kolo_comm_t comm, const void* sendbuf, void* recvbuf, const size_t* recvcounts,
-                                   kolo_dtype_t dtype, kolo_op_t op) {
-  if (!comm) return null_comm();
-  return guarded([&] {
-    std::vector<size_t> counts;
-    KOLO_RETURN_IF_ERROR(per_rank(comm, recvcounts, "recvcounts", false, &counts));
-    return comm->impl->reduce_scatterv(sendbuf, recvbuf, counts, raw_enum(dtype), raw_enum(op));
-  });
-}
-
-kolo_result_t kolo_alltoall(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype) {
-  if (!comm) return null_comm();
-  return guarded([&] {
-    const std::vector<size_t> counts(comm->impl->size(), count);
-    return comm->impl->alltoallv(sendbuf, counts, {}, recvbuf, counts, {}, raw_enum(dtype));
-  });
-}
-
-kolo_result_t kolo_alltoallv(kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
-                             void* recvbuf, const size_t* recvcounts, const size_t* rdispls, kolo_dtype_t dtype) {
-  if (!comm) return null_comm();
-  return guarded([&] {
-    std::vector<size_t> scounts, rcounts, soffsets, roffsets;
-    KOLO_RETURN_IF_ERROR(per_rank(comm, sendcounts, "sendcounts", false, &scounts));
-    KOLO_RETURN_IF_ERROR(per_rank(comm, recvcounts, "recvcounts", false, &rcounts));
-    KOLO_RETURN_IF_ERROR(per_rank(comm, sdispls, "sdispls", true, &soffsets));
-    KOLO_RETURN_IF_ERROR(per_rank(comm, rdispls, "rdispls", true, &roffsets));
-    return comm->impl->alltoallv(sendbuf, scounts, soffsets, recvbuf, rcounts, roffsets, raw_enum(dtype));
-  });
 }
 
 kolo_result_t kolo_comm_register_memory(kolo_comm_t comm, const void* buf, size_t bytes) {

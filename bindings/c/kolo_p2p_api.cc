@@ -1,7 +1,9 @@
-// kolo_send, kolo_recv and groups (kolo.h). A group is per thread, as
-// NCCL's: between kolo_group_start and the outermost kolo_group_end, sends
-// and receives are checked and queued; the end posts each communicator's
-// queue as one batch.
+// kolo_send, kolo_recv, their _async forms, and groups (kolo.h). A group
+// is per thread, as NCCL's: between kolo_group_start and the outermost
+// kolo_group_end, sends and receives are checked and queued; the end posts
+// each communicator's queue as one batch, and waits for it unless every
+// call queued for that communicator was an _async one.
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -14,33 +16,72 @@ using kolo_c::raw_enum;
 
 namespace {
 
+struct Batch {
+  std::vector<kolo::PointToPoint> ops;
+  std::vector<std::shared_ptr<kolo::OpHandle>> done;  // the handles of its _async calls
+  bool blocking = false;                              // one of its calls was not _async
+};
+
 struct Group {
   int depth = 0;
   // Per communicator, in the order each first appeared.
-  std::vector<std::pair<kolo_comm_t, std::vector<kolo::PointToPoint>>> queues;
+  std::vector<std::pair<kolo_comm_t, Batch>> batches;
+
+  Batch& of(kolo_comm_t comm) {
+    for (auto& b : batches) {
+      if (b.first == comm) return b.second;
+    }
+    batches.push_back({comm, Batch{}});
+    return batches.back().second;
+  }
 };
 
 thread_local Group group;
 
+// handle NULL: the blocking call; else the _async one.
 kolo_result_t point_to_point(kolo_comm_t comm, kolo::PointToPoint::Direction direction, void* buf, size_t count,
-                             kolo_dtype_t dtype, int peer) {
+                             kolo_dtype_t dtype, int peer, kolo_handle_t* handle) {
+  const int d = raw_enum(dtype);
+  // An invalid dtype is reported as such before it is ever cast.
+  auto op = [&] { return kolo::PointToPoint{direction, peer, buf, count, static_cast<kolo::DataType>(d)}; };
+  auto check_dtype = [&] {
+    return kolo::valid_dtype(d) ? kolo::Status::ok() : kolo::invalid_argument("unknown dtype " + std::to_string(d));
+  };
+  if (group.depth == 0) {
+    auto call = [&](kolo::Launch launch) {
+      KOLO_RETURN_IF_ERROR(check_dtype());
+      return comm->impl->point_to_point({op()}, std::move(launch));
+    };
+    return handle ? kolo_c::asynchronous(comm, handle, call) : kolo_c::blocking(comm, call);
+  }
   if (!comm) return null_comm();
   return guarded([&] {
-    const int d = raw_enum(dtype);
-    // An invalid dtype is reported as such before it is ever cast.
-    if (!kolo::valid_dtype(d)) return kolo::invalid_argument("unknown dtype " + std::to_string(d));
-    const kolo::PointToPoint op{direction, peer, buf, count, static_cast<kolo::DataType>(d)};
-    if (group.depth == 0) return comm->impl->point_to_point({op});
-    KOLO_RETURN_IF_ERROR(comm->impl->check_point_to_point(op));
-    for (auto& q : group.queues) {
-      if (q.first == comm) {
-        q.second.push_back(op);
-        return kolo::Status::ok();
-      }
+    if (handle) *handle = nullptr;
+    KOLO_RETURN_IF_ERROR(check_dtype());
+    KOLO_RETURN_IF_ERROR(comm->impl->check_point_to_point(op()));
+    auto h = handle ? std::make_unique<kolo_handle>() : nullptr;
+    Batch& batch = group.of(comm);
+    batch.ops.push_back(op());
+    if (h) {
+      h->impl = std::make_shared<kolo::OpHandle>();
+      batch.done.push_back(h->impl);
+      *handle = h.release();
+    } else {
+      batch.blocking = true;
     }
-    group.queues.push_back({comm, {op}});
     return kolo::Status::ok();
   });
+}
+
+kolo::Status post(kolo_comm_t comm, Batch batch) {
+  kolo::Launch launch;
+  if (!batch.blocking) launch.done = batch.done;
+  kolo::Status s = comm->impl->point_to_point(batch.ops, std::move(launch));
+  // Blocking, or not queued at all: the handles learn the result here.
+  if (batch.blocking || !s.is_ok()) {
+    for (const auto& h : batch.done) h->complete(s);
+  }
+  return s;
 }
 
 }  // namespace
@@ -48,11 +89,23 @@ kolo_result_t point_to_point(kolo_comm_t comm, kolo::PointToPoint::Direction dir
 extern "C" {
 
 kolo_result_t kolo_send(kolo_comm_t comm, const void* sendbuf, size_t count, kolo_dtype_t dtype, int peer) {
-  return point_to_point(comm, kolo::PointToPoint::kSend, const_cast<void*>(sendbuf), count, dtype, peer);
+  return point_to_point(comm, kolo::PointToPoint::kSend, const_cast<void*>(sendbuf), count, dtype, peer, nullptr);
 }
 
 kolo_result_t kolo_recv(kolo_comm_t comm, void* recvbuf, size_t count, kolo_dtype_t dtype, int peer) {
-  return point_to_point(comm, kolo::PointToPoint::kRecv, recvbuf, count, dtype, peer);
+  return point_to_point(comm, kolo::PointToPoint::kRecv, recvbuf, count, dtype, peer, nullptr);
+}
+
+kolo_result_t kolo_send_async(kolo_comm_t comm, const void* sendbuf, size_t count, kolo_dtype_t dtype, int peer,
+                              kolo_handle_t* handle) {
+  if (!handle) return kolo_c::report(kolo::invalid_argument("handle output pointer is NULL"));
+  return point_to_point(comm, kolo::PointToPoint::kSend, const_cast<void*>(sendbuf), count, dtype, peer, handle);
+}
+
+kolo_result_t kolo_recv_async(kolo_comm_t comm, void* recvbuf, size_t count, kolo_dtype_t dtype, int peer,
+                              kolo_handle_t* handle) {
+  if (!handle) return kolo_c::report(kolo::invalid_argument("handle output pointer is NULL"));
+  return point_to_point(comm, kolo::PointToPoint::kRecv, recvbuf, count, dtype, peer, handle);
 }
 
 kolo_result_t kolo_group_start(void) {
@@ -64,11 +117,11 @@ kolo_result_t kolo_group_end(void) {
   return guarded([&] {
     if (group.depth == 0) return kolo::invalid_usage("kolo_group_end without kolo_group_start");
     if (--group.depth > 0) return kolo::Status::ok();
-    auto queues = std::move(group.queues);
-    group.queues.clear();
+    auto batches = std::move(group.batches);
+    group.batches.clear();
     kolo::Status first = kolo::Status::ok();
-    for (auto& q : queues) {
-      kolo::Status s = q.first->impl->point_to_point(q.second);
+    for (auto& b : batches) {
+      kolo::Status s = post(b.first, std::move(b.second));
       if (first.is_ok()) first = s;
     }
     return first;
