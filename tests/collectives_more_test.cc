@@ -166,7 +166,9 @@ void check_scatter(ThreadWorld& w, DataType d, const Counts& counts, bool scatte
     ASSERT_TRUE(s.is_ok()) << label << ": " << s.to_string();
     const Bytes b = pattern(root, r, counts[r] * es);
     EXPECT_TRUE(same(recvp, b.data(), b.size())) << label;
-    if (recvp == recv.data()) EXPECT_EQ(recv.back(), 0xEE) << label << ": wrote past the block";
+    if (recvp == recv.data()) {
+      EXPECT_EQ(recv.back(), 0xEE) << label << ": wrote past the block";
+    }
   });
 }
 
@@ -250,7 +252,9 @@ TEST_P(More, ReduceScattervEveryDtypeOp) {
           const std::string label = what("reduce_scatterv", dt, counts[r], n, 0, in_place) + " " + op_name(op);
           ASSERT_TRUE(s.is_ok()) << label << ": " << s.to_string();
           EXPECT_TRUE(same(recv, want.data() + off[r] * es, counts[r] * es)) << label << " rank " << r;
-          if (!in_place) EXPECT_EQ(out.back(), 0xCD) << label;
+          if (!in_place) {
+            EXPECT_EQ(out.back(), 0xCD) << label;
+          }
         });
       }
     }
@@ -422,7 +426,9 @@ TEST(MoreArguments, RejectedLocallyNamingTheArgument) {
   w.run([&](int r) {
     std::vector<float> x(4, 1.0f), y(4, 0.0f);
     ASSERT_TRUE(w.comm(r).reduce(x.data(), y.data(), 4, kF32, kSum, 1).is_ok());
-    if (r == 1) EXPECT_EQ(y[3], 2.0f);
+    if (r == 1) {
+      EXPECT_EQ(y[3], 2.0f);
+    }
   });
 }
 

@@ -9,8 +9,10 @@
 //    a fatal transfer error leaves it, fails every rank promptly: the rank
 //    that owns it with TRANSPORT naming the peer and the verbs status, the
 //    others with that failure or the loss of a peer, never at the deadline.
+//  - Sharing: every communicator of a process uses one device context.
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -154,6 +156,46 @@ void expect_prompt_failures_after_forcing(int n, int victim, int towards) {
 TEST(IbFault, ForcedQueuePairErrorFailsBothRanks) { expect_prompt_failures_after_forcing(2, 0, 1); }
 
 TEST(IbFault, ForcedQueuePairErrorFailsTheWholeRing) { expect_prompt_failures_after_forcing(4, 2, 3); }
+
+// Every communicator of a process (here the ranks as threads and their
+// splits) uses the process's one device context and protection domain,
+// closed with the last of them; a queue pair failing in one split fails
+// that split only.
+TEST(IbDevice, CommunicatorsOfAProcessShareOneDeviceContext) {
+  {
+    ThreadWorld w(4, ib_config());
+    ASSERT_STREQ(w.comm(0).transport_name(), "ib");
+    std::vector<std::unique_ptr<Communicator>> halves(4);
+    w.run([&](int r) { ASSERT_TRUE(w.comm(r).split(r % 2, r, &halves[r]).is_ok()); });
+    EXPECT_EQ(IbDeviceContext::open_count(), 1);
+    const IbDeviceContext* shared = ib_of(w.comm(0))->device_context();
+    ASSERT_NE(shared, nullptr);
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(ib_of(w.comm(r))->device_context(), shared) << "rank " << r;
+      EXPECT_EQ(ib_of(*halves[r])->device_context(), shared) << "rank " << r << "'s split";
+    }
+    ib_of(*halves[0])->inject_queue_pair_error(1);  // world ranks 0 -> 2, in the even split
+    std::vector<Status> got(4);
+    w.run([&](int r) {
+      std::vector<float> x(1 << 16, 1.0f);
+      got[r] = halves[r]->allreduce(x.data(), x.data(), x.size(), kF32, kSum);
+      if (r % 2 == 1) {
+        EXPECT_EQ(x[0], 2.0f);
+      }
+    });
+    EXPECT_FALSE(got[0].is_ok());
+    EXPECT_FALSE(got[2].is_ok());
+    EXPECT_TRUE(got[1].is_ok()) << got[1].to_string();
+    EXPECT_TRUE(got[3].is_ok()) << got[3].to_string();
+    w.run([&](int r) {
+      float x = 1.0f;
+      Status s = w.comm(r).allreduce(&x, &x, 1, kF32, kSum);
+      EXPECT_TRUE(s.is_ok()) << "the world, rank " << r << ": " << s.to_string();
+      EXPECT_EQ(x, 4.0f);
+    });
+  }
+  EXPECT_EQ(IbDeviceContext::open_count(), 0);
+}
 
 }  // namespace
 }  // namespace kolo

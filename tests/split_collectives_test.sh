@@ -9,15 +9,7 @@ ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
 WORKER="$ROOT/tests/split_collectives_worker"
 
 for n in 3 5; do
-  out=$(python3 "$ROOT/tools/kolorun" -np "$n" --timeout 240 "$WORKER" 2>&1)
-  rc=$?
-  oks=$(echo "$out" | grep -cE "rank [0-9]+ ok$")
-  if [ "$rc" -ne 0 ] || [ "$oks" -ne "$n" ]; then
-    fail "$n ranks: exit $rc, $oks of $n ranks ok"
-    echo "$out" | tail -30
-  else
-    echo "-- $n ranks: every rank ok"
-  fi
+  kolorun_job "$n" 240 "$WORKER"
 done
 
 finish split_collectives_test

@@ -11,15 +11,7 @@ WORKER="$ROOT/tests/split_worker"
 OUT="${TEST_TMPDIR:-/tmp}/split_out"
 
 for n in 3 4; do
-  out=$(python3 "$ROOT/tools/kolorun" -np "$n" --timeout 120 "$WORKER" check 2>&1)
-  rc=$?
-  oks=$(echo "$out" | grep -cE "rank [0-9]+ ok$")
-  if [ "$rc" -ne 0 ] || [ "$oks" -ne "$n" ]; then
-    fail "$n ranks: exit $rc, $oks of $n ranks ok"
-    echo "$out" | tail -20
-  else
-    echo "-- $n ranks: every rank ok"
-  fi
+  kolorun_job "$n" 120 "$WORKER" check
 done
 
 # Rank 3 (the odd split with rank 1) dies; ranks 0 and 2 (the even split)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The transport conformance suite over RDMA: the tests TCP passes (every
-# collective, dtype and count on 2..4 ranks as threads; multi-process runs
-# through kolorun; faults: a killed rank, an aborted communicator, a
-# mismatch), the RDMA transport's own tests (memory registration and
+# collective, blocking and asynchronous, dtype and count on 2..4 ranks as
+# threads, point-to-point, split communicators; multi-process runs through
+# kolorun, splits included; faults: a killed rank, an aborted communicator,
+# a mismatch), the RDMA transport's own tests (memory registration and
 # staging, a queue pair forced into error) and the transport choice, with
 # KOLO_TRANSPORT=ib so that nothing silently falls back to TCP.
 #
@@ -80,19 +81,24 @@ for t in transport/ib/device_test tests/transport_choice_test tests/ib_transport
          tests/engine_test; do
   run "$t" "$BIN/$t" --gtest_brief=1
 done
-# Every collective, dtype, op and count on 2..4 ranks. (N=1 moves nothing;
+# Every collective, dtype, op and count on 2..4 ranks, blocking and
+# asynchronous; point-to-point; split communicators. (N=1 moves nothing;
 # 5..8 ranks, which the host runs over TCP, would put 8 threads on the VM's
 # 4 emulated CPUs and more than double the suite's time.)
-run tests/collectives_test "$BIN/tests/collectives_test" --gtest_brief=1 \
-  --gtest_filter='-*/N1:*/N5:*/N6:*/N7:*/N8'
+for t in collectives_test collectives_more_test async_test point_to_point_test split_test; do
+  run "tests/$t" "$BIN/tests/$t" --gtest_brief=1 --gtest_filter='-*/N1:*/N5:*/N6:*/N7:*/N8'
+done
 
 # Shell tests: real processes through kolorun, as Bazel runs them. (The
 # engine's C test compiles its worker at run time; the VM has no compiler,
 # and engine_test above runs the engine over RDMA already.)
-for t in multiprocess_test kill_test; do
+# (Bazel target:script.)
+for t in multiprocess_test:multiprocess_test kill_test:kill_test split_process_test:split_test \
+         split_collectives_test:split_collectives_test; do
+  target=${t%%:*} script=${t#*:}
   tmp=$(mktemp -d)
-  run "tests/$t.sh" env TEST_SRCDIR="$BIN/tests/$t.runfiles" TEST_WORKSPACE=kolo TEST_TMPDIR="$tmp" \
-    bash "$ROOT/tests/$t.sh"
+  run "tests/$script.sh" env TEST_SRCDIR="$BIN/tests/$target.runfiles" TEST_WORKSPACE=kolo TEST_TMPDIR="$tmp" \
+    bash "$ROOT/tests/$script.sh"
 done
 
 echo "rdma suite (KOLO_TRANSPORT=ib): $passed passed, $failed failed"

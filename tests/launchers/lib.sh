@@ -2,22 +2,10 @@
 # What the launcher tests share: the C worker and the Python script, the
 # environment that lets Python load this build's libkolo (with its sanitizer
 # runtime preloaded into the uninstrumented interpreter, as
-# bindings/python/python_test.sh does), and the check of each rank's line.
-# (tests/lib/common.sh's conventions: "SKIPPED: reason" and exit 0 is a skip
-# that tools/test.sh counts.)
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-skip() {
-  echo "SKIPPED: $*"
-  exit 0
-}
-finish() {
-  if [ "$failures" = 0 ]; then echo "$1: all cases passed"; exit 0; fi
-  echo "$1: $failures failure(s)"
-  exit 1
-}
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-seconds_since() { /usr/bin/python3 -c "import time; print(round(time.time() - $1, $2))"; }
+# bindings/python/python_test.sh does), and the check of each rank's line;
+# on top of tests/lib/common.sh (failures, skips, free ports).
+# shellcheck source=tests/lib/common.sh
+. "$TEST_SRCDIR/$TEST_WORKSPACE/tests/lib/common.sh"
 ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
 WORKER="$ROOT/tests/launchers/launch_worker"
 SCRIPT="$ROOT/tests/launchers/allreduce.py"

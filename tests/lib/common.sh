@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # What the shell tests share (sourced by tests/*.sh, which Bazel runs and
 # tools/rdma_suite.sh runs again in its VM): counting failures, skipping,
-# free ports, timing, and ranks of tests/mp_worker started by hand.
+# free ports, timing, kolorun jobs, and ranks of tests/mp_worker started by
+# hand.
 #
 # A test that cannot run here (a privilege or a device it needs is missing)
 # calls `skip REASON`: it prints "SKIPPED: REASON" and exits 0, since Bazel
@@ -27,6 +28,23 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 # seconds_since T DIGITS: the time since T (from `date +%s.%N`), rounded.
 seconds_since() { python3 -c "import time; print(round(time.time() - $1, $2))"; }
+
+# kolorun_job N TIMEOUT PROGRAM [ARG...]: runs PROGRAM on N ranks under
+# tools/kolorun (ROOT is the runfiles' workspace); passes when it exits 0 and
+# every rank printed "rank R ok", else fails showing the output's end.
+kolorun_job() {
+  local n=$1 timeout=$2 out rc oks
+  shift 2
+  out=$(python3 "$ROOT/tools/kolorun" -np "$n" --timeout "$timeout" "$@" 2>&1)
+  rc=$?
+  oks=$(echo "$out" | grep -cE "rank [0-9]+ ok$")
+  if [ "$rc" -ne 0 ] || [ "$oks" -ne "$n" ]; then
+    fail "$n ranks: exit $rc, $oks of $n ranks ok"
+    echo "$out" | tail -30
+  else
+    echo "-- $n ranks: every rank ok"
+  fi
+}
 
 # start_long_ranks N OUT [VAR=VALUE...]: starts ranks 0..N-1 of "$WORKER long"
 # (allreduces until an error) in the background, with KOLO_RANK,

@@ -81,37 +81,30 @@ Status IbTransport::create(Store* store, int rank, int size, const IbOptions& op
 Status IbTransport::open(const IbChoice& choice) {
   choice_ = choice;
   KOLO_RETURN_IF_ERROR(loop_.open());
-  int count = 0;
-  ibv_device** list = ibv_get_device_list(&count);
-  for (int i = 0; list && i < count && !context_; ++i) {
-    if (choice.device == ibv_get_device_name(list[i])) context_ = ibv_open_device(list[i]);
-  }
-  if (list) ibv_free_device_list(list);
-  if (!context_) return transport_error("cannot open RDMA device " + choice.device + ": " + std::strerror(errno));
-  pd_ = ibv_alloc_pd(context_);
-  if (!pd_) return transport_error("ibv_alloc_pd on " + choice.device + ": " + std::strerror(errno));
-  channel_ = ibv_create_comp_channel(context_);
+  KOLO_RETURN_IF_ERROR(IbDeviceContext::get(choice.device, &device_));
+  device_->add_listener(this);
+  ibv_context* context = device_->context();
+  channel_ = ibv_create_comp_channel(context);
   if (!channel_) return transport_error("ibv_create_comp_channel: " + std::string(std::strerror(errno)));
-  for (int fd : {channel_->fd, context_->async_fd}) {
-    int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-      return errno_error(Code::kTransport, "fcntl(verbs event channel)", errno);
-    }
+  int flags = ::fcntl(channel_->fd, F_GETFL);
+  if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return errno_error(Code::kTransport, "fcntl(verbs completion channel)", errno);
   }
   ibv_device_attr attr{};
-  if (ibv_query_device(context_, &attr) != 0) return transport_error("ibv_query_device failed");
+  if (ibv_query_device(context, &attr) != 0) return transport_error("ibv_query_device failed");
   // Room for every completion that can be outstanding: each peer's receive
   // slots and send queue.
   const int wanted = std::max(1, size_ - 1) * (options_.window + kMaxSendWr) + 16;
-  cq_ = ibv_create_cq(context_, std::min(wanted, attr.max_cqe), nullptr, channel_, 0);
+  cq_ = ibv_create_cq(context, std::min(wanted, attr.max_cqe), nullptr, channel_, 0);
   if (!cq_) return transport_error("ibv_create_cq: " + std::string(std::strerror(errno)));
-  verbs_ = std::make_unique<VerbsRegistration>(pd_);
+  verbs_ = std::make_unique<VerbsRegistration>(device_->pd());
   registrar_ = std::make_unique<MemoryRegistrar>(verbs_.get(), cuda_driver());
   cache_ = std::make_unique<RegistrationCache>(registrar_.get());
   return Status::ok();
 }
 
 IbTransport::~IbTransport() {
+  if (device_) device_->remove_listener(this);
   abort();  // ends the links: the peers learn this rank is gone
   for (auto& p : pairs_) p.second->break_connection();
   prepared_.clear();
@@ -135,8 +128,7 @@ IbTransport::~IbTransport() {
   verbs_.reset();
   if (cq_) ibv_destroy_cq(cq_);
   if (channel_) ibv_destroy_comp_channel(channel_);
-  if (pd_) ibv_dealloc_pd(pd_);
-  if (context_) ibv_close_device(context_);
+  device_.reset();  // the last transport on the device closes it
 }
 
 Status IbTransport::prepare(const std::vector<int>& peers) {
@@ -152,7 +144,7 @@ Status IbTransport::prepare(const std::vector<int>& peers) {
     popt.gid_index = choice_.gid_index;
     popt.mtu = choice_.mtu;
     popt.ethernet = choice_.ethernet;
-    auto pair = std::make_unique<IbPair>(rank_, peer, pd_, cq_, cache_.get(), registrar_.get(), popt);
+    auto pair = std::make_unique<IbPair>(rank_, peer, device_->pd(), cq_, cache_.get(), registrar_.get(), popt);
     IbAddress mine{};
     mine.job_id = options_.job_id;
     mine.from_rank = rank_;
@@ -224,6 +216,7 @@ Status IbTransport::fail(Status s) {
 }
 
 Status IbTransport::poll_completions(int* completed) {
+  KOLO_RETURN_IF_ERROR(take_event_failure());
   ibv_wc wcs[32];
   for (;;) {
     int n = ibv_poll_cq(cq_, 32, wcs);
@@ -244,7 +237,7 @@ Status IbTransport::sleep_until_event(Deadline deadline, int* completed) {
   if (ibv_req_notify_cq(cq_, 0) != 0) return fail(transport_error("ibv_req_notify_cq failed"));
   KOLO_RETURN_IF_ERROR(poll_completions(completed));
   if (*completed > 0) return Status::ok();
-  std::vector<pollfd> fds = {{channel_->fd, POLLIN, 0}, {context_->async_fd, POLLIN, 0}};
+  std::vector<pollfd> fds = {{channel_->fd, POLLIN, 0}, {device_->async_fd(), POLLIN, 0}};
   std::vector<int> watched;  // the peers of fds[2...]
   for (const auto& link : link_fds_) {
     fds.push_back({link.second, POLLIN | POLLRDHUP, 0});
@@ -261,7 +254,10 @@ Status IbTransport::sleep_until_event(Deadline deadline, int* completed) {
     void* ev_ctx = nullptr;
     if (ibv_get_cq_event(channel_, &ev_cq, &ev_ctx) == 0) ibv_ack_cq_events(ev_cq, 1);
   }
-  if (fds[1].revents & POLLIN) KOLO_RETURN_IF_ERROR(read_async_events());
+  if (fds[1].revents & POLLIN) {
+    device_->read_async_events();
+    KOLO_RETURN_IF_ERROR(take_event_failure());
+  }
   for (size_t i = 0; i < watched.size(); ++i) {
     if (fds[2 + i].revents && link_ended(watched[i], 0)) KOLO_RETURN_IF_ERROR(on_link_end(watched[i], completed));
   }
@@ -308,39 +304,48 @@ Status IbTransport::explain_failure(int peer, Status s) {
   return s;
 }
 
-Status IbTransport::read_async_events() {
-  ibv_async_event event;
-  while (ibv_get_async_event(context_, &event) == 0) {
-    Status s;
-    switch (event.event_type) {
-      case IBV_EVENT_PORT_ERR:
-        if (event.element.port_num == choice_.port) {
-          s = transport_error("port " + std::to_string(choice_.port) + " of RDMA device " + choice_.device +
-                              " went down (IBV_EVENT_PORT_ERR)");
-        }
-        break;
-      case IBV_EVENT_QP_FATAL:
-      case IBV_EVENT_QP_REQ_ERR:
-      case IBV_EVENT_QP_ACCESS_ERR: {
-        std::string whose = "a queue pair";
-        std::lock_guard<std::mutex> lock(pairs_mutex_);
-        for (const auto& p : pairs_) {
-          if (p.second->qp() == event.element.qp) whose = "the queue pair to rank " + std::to_string(p.first);
-        }
-        s = transport_error(whose + " failed: " + ibv_event_type_str(event.event_type));
-        break;
+void IbTransport::on_async_event(const ibv_async_event& event) {
+  Status s;
+  switch (event.event_type) {
+    case IBV_EVENT_PORT_ERR:
+      if (event.element.port_num == choice_.port) {
+        s = transport_error("port " + std::to_string(choice_.port) + " of RDMA device " + choice_.device +
+                            " went down (IBV_EVENT_PORT_ERR)");
       }
-      case IBV_EVENT_DEVICE_FATAL:
-        s = transport_error("RDMA device " + choice_.device + " failed (IBV_EVENT_DEVICE_FATAL)");
-        break;
-      default:
-        KOLO_DEBUG("RDMA event: " << ibv_event_type_str(event.event_type));
-        break;
+      break;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR: {
+      // Only this transport's own queue pairs: the device is shared.
+      std::lock_guard<std::mutex> lock(pairs_mutex_);
+      for (const auto& p : pairs_) {
+        if (p.second->qp() == event.element.qp) {
+          s = transport_error("the queue pair to rank " + std::to_string(p.first) +
+                              " failed: " + ibv_event_type_str(event.event_type));
+        }
+      }
+      break;
     }
-    ibv_ack_async_event(&event);
-    if (!s.is_ok()) return fail(s);
+    case IBV_EVENT_DEVICE_FATAL:
+      s = transport_error("RDMA device " + choice_.device + " failed (IBV_EVENT_DEVICE_FATAL)");
+      break;
+    default:
+      KOLO_DEBUG("RDMA event: " << ibv_event_type_str(event.event_type));
+      break;
   }
-  return Status::ok();
+  if (s.is_ok()) return;
+  {
+    std::lock_guard<std::mutex> lock(event_mutex_);
+    if (event_failure_.is_ok()) event_failure_ = s;
+  }
+  event_failed_.store(true);
+  loop_.interrupt();  // a progress() asleep on another descriptor looks again
+}
+
+Status IbTransport::take_event_failure() {
+  if (!event_failed_.load(std::memory_order_relaxed)) return Status::ok();
+  std::lock_guard<std::mutex> lock(event_mutex_);
+  return fail(event_failure_);
 }
 
 Status IbTransport::register_memory(const void* data, size_t bytes) {

@@ -18,16 +18,22 @@
 // kernel. An abort ends the links too, which tells the neighbours at once.
 // Asynchronous device events (a port going down, a queue pair or the device
 // failing) fail the transport naming the event.
+//
+// The device context and protection domain are the process's, shared with
+// every other communicator's transport (device_context.h); the completion
+// channel and queue are this transport's own.
 #pragma once
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "transport/ib/device.h"
+#include "transport/ib/device_context.h"
 #include "transport/ib/memory_registrar.h"
 #include "transport/ib/pair.h"
 #include "transport/ib/registration_cache.h"
@@ -46,7 +52,7 @@ struct IbOptions {
   int window = 64;                   // receive slots (credits) per peer
 };
 
-class IbTransport final : public Transport {
+class IbTransport final : public Transport, private IbEventListener {
  public:
   // UNSUPPORTED when there is no usable RDMA device (the caller falls back to TCP).
   static Status create(Store* store, int rank, int size, const IbOptions& options,
@@ -57,6 +63,8 @@ class IbTransport final : public Transport {
   int size() const override { return size_; }
   const char* name() const override { return "ib"; }
   const IbChoice& device() const { return choice_; }
+  // The process's shared context on that device (tests compare them).
+  const IbDeviceContext* device_context() const { return device_.get(); }
 
   // Registered once (RegistrationCache); messages inside move without staging.
   Status register_memory(const void* data, size_t bytes) override;
@@ -94,7 +102,10 @@ class IbTransport final : public Transport {
   // Sends a probe to every peer this rank waits on (IbPair::probe).
   Status probe_pending_peers();
   std::string describe_pending();
-  Status read_async_events();
+  // IbEventListener: keeps the events that concern this transport, for
+  // poll_completions() to fail on (and wakes a sleeping progress()).
+  void on_async_event(const ibv_async_event& event) override;
+  Status take_event_failure();
   // The link to `peer` has ended, waiting up to wait_ms for its end.
   bool link_ended(int peer, int wait_ms);
   // A peer's link ended: what it still owed this rank is lost.
@@ -108,8 +119,7 @@ class IbTransport final : public Transport {
   int size_;
   IbOptions options_;
   IbChoice choice_;
-  ibv_context* context_ = nullptr;
-  ibv_pd* pd_ = nullptr;
+  std::shared_ptr<IbDeviceContext> device_;
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
   std::unique_ptr<VerbsRegistration> verbs_;
@@ -122,6 +132,9 @@ class IbTransport final : public Transport {
   std::map<int, std::unique_ptr<IbPair>> pairs_;     // connected
   ProgressLoop loop_;  // progress(), abort() and interrupt()
   Status failed_;
+  std::mutex event_mutex_;
+  Status event_failure_;                  // from on_async_event, under event_mutex_
+  std::atomic<bool> event_failed_{false};  // event_failure_ is set
 };
 
 }  // namespace kolo
