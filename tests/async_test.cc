@@ -49,13 +49,13 @@ Bytes slice(const Bytes& b, size_t from, size_t bytes) {
   return Bytes(b.begin() + static_cast<std::ptrdiff_t>(from), b.begin() + static_cast<std::ptrdiff_t>(from + bytes));
 }
 
-class Async : public ::testing::TestWithParam<int> {};
+class Async : public ::testing::TestWithParam<WorldParam> {};
 
 // Every call of the public API queued at once on each rank, then waited
 // for: the results equal what the blocking calls are specified to give.
 TEST_P(Async, EveryCallQueuedBeforeAnyIsWaitedFor) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam());
   const size_t count = 1500;  // several 4 KiB segments in the wider dtypes
   w.run([&](int r) {
     Communicator& c = w.comm(r);
@@ -156,8 +156,8 @@ TEST_P(Async, EveryCallQueuedBeforeAnyIsWaitedFor) {
 // on kolo's thread the callbacks see them in the order they were queued
 // (a different order on one rank would also be a MISMATCH with the others).
 TEST_P(Async, CallsFromSeveralThreadsRunInCallOrder) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam());
   const int threads = 3, calls = 30;
   w.run([&](int r) {
     Communicator& c = w.comm(r);
@@ -204,8 +204,7 @@ TEST_P(Async, CallsFromSeveralThreadsRunInCallOrder) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, Async, ::testing::Range(1, 9),
-                         [](const ::testing::TestParamInfo<int>& i) { return "N" + std::to_string(i.param); });
+INSTANTIATE_TEST_SUITE_P(Worlds, Async, worlds_up_to(8), world_name);
 
 TEST(AsyncOrder, ABlockingCallRunsAfterWhatIsQueued) {
   ThreadWorld w(3, test_config());

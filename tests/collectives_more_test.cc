@@ -1,8 +1,9 @@
 // The rooted and "v" collectives (reduce, gather(v), scatter(v),
 // allgatherv, reduce_scatterv, alltoall(v)) for worlds of 1 to 8 ranks as
-// threads over real TCP loopback: every dtype (and op, for the reducing
-// ones), counts 0, 1, small, not divisible by N and spanning several 4 KiB
-// segments, in place where allowed, roots 0 and N-1, uneven counts with
+// threads over real TCP loopback, and on split communicators of as many
+// (keys reversed, beside a rank without color): every dtype (and op, for
+// the reducing ones), counts 0, 1, small, not divisible by N and spanning
+// several 4 KiB segments, in place where allowed, roots 0 and N-1, uneven counts with
 // zeros and non-packed displacements. Expected values come from
 // tests/reference.h (reductions) or from the inputs themselves (data
 // movement), compared byte for byte. Then mismatched calls (MISMATCH on
@@ -73,7 +74,7 @@ void put(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 
-class More : public ::testing::TestWithParam<int> {};
+class More : public ::testing::TestWithParam<WorldParam> {};
 
 void check_reduce(ThreadWorld& w, DataType d, ReduceOp op, size_t count, int root, bool in_place) {
   const int n = w.size();
@@ -95,8 +96,8 @@ void check_reduce(ThreadWorld& w, DataType d, ReduceOp op, size_t count, int roo
 }
 
 TEST_P(More, ReduceEveryDtypeOp) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam());
   for (int d = 0; d < kNumDataTypes; ++d) {
     for (int o = 0; o < kNumReduceOps; ++o) {
       const DataType dt = static_cast<DataType>(d);
@@ -173,8 +174,8 @@ void check_scatter(ThreadWorld& w, DataType d, const Counts& counts, bool scatte
 }
 
 TEST_P(More, GatherAndScatterEveryDtype) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam());
   for (int d = 0; d < kNumDataTypes; ++d) {
     const DataType dt = static_cast<DataType>(d);
     // Equal counts (kolo_gather / kolo_scatter): 0, 1, several segments.
@@ -219,8 +220,8 @@ void check_allgatherv(ThreadWorld& w, DataType d, const Counts& counts, bool sca
 }
 
 TEST_P(More, AllgathervEveryDtype) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam());
   for (int d = 0; d < kNumDataTypes; ++d) {
     const DataType dt = static_cast<DataType>(d);
     check_allgatherv(w, dt, Counts(n, 0), false, false);
@@ -231,8 +232,8 @@ TEST_P(More, AllgathervEveryDtype) {
 }
 
 TEST_P(More, ReduceScattervEveryDtypeOp) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam());
   for (int d = 0; d < kNumDataTypes; ++d) {
     for (int o = 0; o < kNumReduceOps; ++o) {
       const DataType dt = static_cast<DataType>(d);
@@ -298,8 +299,8 @@ void check_alltoallv(ThreadWorld& w, DataType d, const std::function<size_t(int,
 }
 
 TEST_P(More, AlltoallEveryDtype) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam());
   for (int d = 0; d < kNumDataTypes; ++d) {
     const DataType dt = static_cast<DataType>(d);
     for (size_t c : {size_t{0}, size_t{1}, size_t{2049}}) {
@@ -311,8 +312,7 @@ TEST_P(More, AlltoallEveryDtype) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, More, ::testing::Range(1, 9),
-                         [](const ::testing::TestParamInfo<int>& i) { return "N" + std::to_string(i.param); });
+INSTANTIATE_TEST_SUITE_P(Worlds, More, worlds_up_to(8), world_name);
 
 // Ranks that disagree about a call all fail with MISMATCH, promptly.
 void expect_all_mismatch(int n, const std::function<Status(Communicator&, int)>& call) {

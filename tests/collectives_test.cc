@@ -1,6 +1,7 @@
 // Every collective, every dtype x op, over counts that hit the edge cases
 // (0, 1, N-1, N, N+1, a prime, many segments, several megabytes), for worlds
-// of 1 to 8 ranks running as threads over real TCP loopback. Expected values
+// of 1 to 8 ranks running as threads over real TCP loopback, and on split
+// communicators of as many (ThreadWorld::AsSplit). Expected values
 // come from tests/reference.h, computed without kolo's kernels; every rank's
 // result is compared with them byte for byte, which also proves the ranks
 // agree bitwise.
@@ -40,7 +41,7 @@ std::vector<size_t> edge_counts(int n) {
   return c;
 }
 
-class Collectives : public ::testing::TestWithParam<int> {};
+class Collectives : public ::testing::TestWithParam<WorldParam> {};
 
 void check_allreduce(ThreadWorld& w, DataType d, ReduceOp op, size_t count, bool in_place) {
   const int n = w.size();
@@ -70,18 +71,18 @@ void sweep_allreduce(ThreadWorld& w) {
 }
 
 TEST_P(Collectives, AllreduceEveryDtypeOpAndEdgeCount) {
-  ThreadWorld w(GetParam(), test_config());  // the ring, for every size
+  ThreadWorld w = make_world(GetParam(), test_config());  // the ring, for every size
   sweep_allreduce(w);
 }
 
 TEST_P(Collectives, RecursiveDoublingAllreduceEveryDtypeOp) {
-  ThreadWorld w(GetParam(), test_config(4096, int64_t{1} << 30));  // small-message algorithm for every size
+  ThreadWorld w = make_world(GetParam(), test_config(4096, int64_t{1} << 30));  // small-message algorithm for every size
   sweep_allreduce(w);
 }
 
 TEST_P(Collectives, AllreduceSeveralMegabytesEveryDtypeOp) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config(256 << 10));
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam(), test_config(256 << 10));
   for (int d = 0; d < kNumDataTypes; ++d) {
     const size_t count = (3u << 20) / dtype_size(static_cast<DataType>(d)) + 5;
     for (int o = 0; o < kNumReduceOps; ++o) {
@@ -91,8 +92,8 @@ TEST_P(Collectives, AllreduceSeveralMegabytesEveryDtypeOp) {
 }
 
 TEST_P(Collectives, ReduceScatterEveryDtypeOp) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam(), test_config());
   for (int d = 0; d < kNumDataTypes; ++d) {
     for (int o = 0; o < kNumReduceOps; ++o) {
       const DataType dt = static_cast<DataType>(d);
@@ -119,8 +120,8 @@ TEST_P(Collectives, ReduceScatterEveryDtypeOp) {
 }
 
 TEST_P(Collectives, AllgatherEveryDtypeInAndOutOfPlace) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam(), test_config());
   for (int d = 0; d < kNumDataTypes; ++d) {
     const DataType dt = static_cast<DataType>(d);
     const size_t es = dtype_size(dt);
@@ -150,8 +151,8 @@ TEST_P(Collectives, AllgatherEveryDtypeInAndOutOfPlace) {
 }
 
 TEST_P(Collectives, BroadcastFromEveryRoot) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam(), test_config());
   for (int d : {static_cast<int>(DataType::kUint8), static_cast<int>(DataType::kFloat16),
                 static_cast<int>(DataType::kFloat64)}) {
     const DataType dt = static_cast<DataType>(d);
@@ -170,8 +171,8 @@ TEST_P(Collectives, BroadcastFromEveryRoot) {
 }
 
 TEST_P(Collectives, BarrierAndRandomFloatsAgreeBitwise) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config(8192));
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam(), test_config(8192));
   w.run([&](int r) { ASSERT_TRUE(w.comm(r).barrier().is_ok()); });
   // Random floats: sums depend on order, so check closeness to a double
   // reference and exact agreement across ranks.
@@ -199,8 +200,8 @@ TEST_P(Collectives, BarrierAndRandomFloatsAgreeBitwise) {
 // a segment, ones spanning chunks), some in place, with each rank's spans at
 // different addresses, give exactly the per-span allreduce results.
 TEST_P(Collectives, AllreduceOverSpansEqualsEachSpanReduced) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config(1024));
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam(), test_config(1024));
   const std::vector<size_t> counts = {0, 1, 700, 3, 0, 5000, 257, 1, 12000, 64};
   for (int op : {static_cast<int>(ReduceOp::kSum), static_cast<int>(ReduceOp::kAvg), static_cast<int>(ReduceOp::kMax)}) {
     w.run([&](int r) {
@@ -234,10 +235,10 @@ TEST_P(Collectives, AllreduceOverSpansEqualsEachSpanReduced) {
 }
 
 TEST_P(Collectives, SeveralSocketsPerPeer) {
-  const int n = GetParam();
+  const int n = std::get<0>(GetParam());
   Config c = test_config(4096);
   c.sockets_per_peer = 3;  // messages striped over three streams per neighbour
-  ThreadWorld w(n, c);
+  ThreadWorld w = make_world(GetParam(), c);
   for (int d : {static_cast<int>(DataType::kInt32), static_cast<int>(DataType::kBfloat16)}) {
     for (size_t count : {size_t{1}, size_t{97}, size_t{200003}}) {
       check_allreduce(w, static_cast<DataType>(d), ReduceOp::kSum, count, false);
@@ -246,8 +247,7 @@ TEST_P(Collectives, SeveralSocketsPerPeer) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, Collectives, ::testing::Range(1, 9),
-                         [](const ::testing::TestParamInfo<int>& i) { return "N" + std::to_string(i.param); });
+INSTANTIATE_TEST_SUITE_P(Worlds, Collectives, worlds_up_to(8), world_name);
 
 }  // namespace
 }  // namespace kolo

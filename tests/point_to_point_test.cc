@@ -29,11 +29,11 @@ PointToPoint recv_op(int peer, Bytes* b, size_t count, DataType d) {
   return {PointToPoint::kRecv, peer, b->data(), count, d};
 }
 
-class P2P : public ::testing::TestWithParam<int> {};
+class P2P : public ::testing::TestWithParam<WorldParam> {};
 
 TEST_P(P2P, RingShiftInOneBatchEveryDtypeAndCount) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam());
   w.run([&](int r) {
     Communicator& c = w.comm(r);
     for (int di = 0; di < kNumDataTypes; ++di) {
@@ -51,8 +51,8 @@ TEST_P(P2P, RingShiftInOneBatchEveryDtypeAndCount) {
 }
 
 TEST_P(P2P, AllToAllAsOneBatchWithSelf) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam());
   const size_t block = 3001;  // float32: a few 4 KiB segments each
   w.run([&](int r) {
     std::vector<Bytes> out(n), in(n);
@@ -72,8 +72,8 @@ TEST_P(P2P, AllToAllAsOneBatchWithSelf) {
 }
 
 TEST_P(P2P, PipelineOfStagesWithBlockingCallsInOrder) {
-  const int n = GetParam();
-  ThreadWorld w(n, test_config());
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam());
   const int micro_batches = 5;
   const size_t count = 2000;
   w.run([&](int r) {
@@ -98,8 +98,7 @@ TEST_P(P2P, PipelineOfStagesWithBlockingCallsInOrder) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, P2P, ::testing::Range(1, 9),
-                         [](const ::testing::TestParamInfo<int>& i) { return "N" + std::to_string(i.param); });
+INSTANTIATE_TEST_SUITE_P(Worlds, P2P, worlds_up_to(8), world_name);
 
 TEST(P2P, MessagesBetweenAPairKeepTheirOrder) {
   ThreadWorld w(2, test_config());

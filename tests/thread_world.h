@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -32,6 +33,24 @@ class ThreadWorld {
     for (int r = 0; r < n; ++r) EXPECT_TRUE(status[r].is_ok()) << "rank " << r << ": " << status[r].to_string();
   }
 
+  // The same n ranks as a split communicator: a world of n + 1 ranks
+  // splits with one color and keys reversed (split rank r is world rank
+  // n - 1 - r) while its last rank passes no color; comm() and run() then
+  // use the split (the world stays, unused).
+  struct AsSplit {};
+  ThreadWorld(int n, Config config, AsSplit) : ThreadWorld(n + 1, config) {
+    std::vector<std::unique_ptr<Communicator>> splits(n + 1);
+    run([&](int r) {
+      const int color = r < n ? 0 : Communicator::kSplitNoColor;
+      Status s = comms_[r]->split(color, -r, &splits[r]);
+      EXPECT_TRUE(s.is_ok()) << "rank " << r << ": " << s.to_string();
+    });
+    EXPECT_EQ(splits[n], nullptr);
+    parents_ = std::move(comms_);
+    comms_.clear();
+    for (int r = n - 1; r >= 0; --r) comms_.push_back(std::move(splits[r]));
+  }
+
   int size() const { return static_cast<int>(comms_.size()); }
   Store& store() { return store_; }
   // Destroys rank r's communicator, as if that rank had died.
@@ -47,6 +66,7 @@ class ThreadWorld {
 
  private:
   MemoryStore store_;
+  std::vector<std::unique_ptr<Communicator>> parents_;  // AsSplit: the world split
   std::vector<std::unique_ptr<Communicator>> comms_;
 };
 
@@ -64,6 +84,24 @@ inline Config test_config(int64_t segment_bytes = 4096, int64_t small_allreduce_
   // tests in a soft-RoCE VM with KOLO_TRANSPORT=ib); else auto, as users get.
   if (const char* t = std::getenv("KOLO_TRANSPORT")) c.transport = t;
   return c;
+}
+
+// For suites run on worlds of several sizes, each also as a split
+// (ThreadWorld::AsSplit): the world a (ranks, on_split) parameter names, and
+// the parameter's test name ("N3", "N3_split").
+using WorldParam = std::tuple<int, bool>;
+
+inline ThreadWorld make_world(const WorldParam& p, Config config = test_config()) {
+  if (std::get<1>(p)) return ThreadWorld(std::get<0>(p), config, ThreadWorld::AsSplit{});
+  return ThreadWorld(std::get<0>(p), config);
+}
+
+inline auto worlds_up_to(int max_ranks) {
+  return ::testing::Combine(::testing::Range(1, max_ranks + 1), ::testing::Bool());
+}
+
+inline std::string world_name(const ::testing::TestParamInfo<WorldParam>& info) {
+  return "N" + std::to_string(std::get<0>(info.param)) + (std::get<1>(info.param) ? "_split" : "");
 }
 
 }  // namespace kolo
