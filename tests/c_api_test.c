@@ -73,6 +73,17 @@ int main(void) {
     EXPECT(kolo_reduce_scatterv(comm, in, out, one, (kolo_dtype_t)42, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
     EXPECT(strstr(kolo_last_error(), "dtype") != NULL);
     EXPECT(kolo_alltoallv(NULL, in, one, NULL, out, one, NULL, KOLO_FLOAT32) == KOLO_ERR_INVALID_ARGUMENT);
+    /* Asynchronous calls and point-to-point: a handle only when queued. */
+    kolo_handle_t h = (kolo_handle_t)1;
+    EXPECT(kolo_allreduce_async(comm, in, out, 5, (kolo_dtype_t)42, KOLO_SUM, &h) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(h == NULL && strstr(kolo_last_error(), "dtype") != NULL);
+    EXPECT(kolo_barrier_async(comm, NULL) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_send(comm, in, 5, (kolo_dtype_t)42, 0) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_recv_async(comm, out, 5, KOLO_FLOAT32, 0, NULL) == KOLO_ERR_INVALID_ARGUMENT);
+    for (i = 0; i < 5; ++i) out[i] = -1;
+    EXPECT(kolo_alltoall_async(comm, in, out, 5, KOLO_FLOAT32, &h) == KOLO_SUCCESS && h != NULL);
+    EXPECT(kolo_handle_wait(h, 10) == KOLO_SUCCESS && kolo_handle_release(h) == KOLO_SUCCESS);
+    for (i = 0; i < 5; ++i) EXPECT(out[i] == in[i]);
   }
 
   /* Bad arguments: an error code and a message, never a crash. */

@@ -39,9 +39,9 @@ struct Group {
 thread_local Group group;
 
 // handle NULL: the blocking call; else the _async one.
-kolo_result_t point_to_point(kolo_comm_t comm, kolo::PointToPoint::Direction direction, void* buf, size_t count,
-                             kolo_dtype_t dtype, int peer, kolo_handle_t* handle) {
-  const int d = raw_enum(dtype);
+// d: the dtype as the C caller's int (any value may come).
+kolo_result_t point_to_point(kolo_comm_t comm, kolo::PointToPoint::Direction direction, void* buf, size_t count, int d,
+                             int peer, kolo_handle_t* handle) {
   // An invalid dtype is reported as such before it is ever cast.
   auto op = [&] { return kolo::PointToPoint{direction, peer, buf, count, static_cast<kolo::DataType>(d)}; };
   auto check_dtype = [&] {
@@ -89,23 +89,25 @@ kolo::Status post(kolo_comm_t comm, Batch batch) {
 extern "C" {
 
 kolo_result_t kolo_send(kolo_comm_t comm, const void* sendbuf, size_t count, kolo_dtype_t dtype, int peer) {
-  return point_to_point(comm, kolo::PointToPoint::kSend, const_cast<void*>(sendbuf), count, dtype, peer, nullptr);
+  return point_to_point(comm, kolo::PointToPoint::kSend, const_cast<void*>(sendbuf), count, raw_enum(dtype), peer,
+                        nullptr);
 }
 
 kolo_result_t kolo_recv(kolo_comm_t comm, void* recvbuf, size_t count, kolo_dtype_t dtype, int peer) {
-  return point_to_point(comm, kolo::PointToPoint::kRecv, recvbuf, count, dtype, peer, nullptr);
+  return point_to_point(comm, kolo::PointToPoint::kRecv, recvbuf, count, raw_enum(dtype), peer, nullptr);
 }
 
 kolo_result_t kolo_send_async(kolo_comm_t comm, const void* sendbuf, size_t count, kolo_dtype_t dtype, int peer,
                               kolo_handle_t* handle) {
   if (!handle) return kolo_c::report(kolo::invalid_argument("handle output pointer is NULL"));
-  return point_to_point(comm, kolo::PointToPoint::kSend, const_cast<void*>(sendbuf), count, dtype, peer, handle);
+  return point_to_point(comm, kolo::PointToPoint::kSend, const_cast<void*>(sendbuf), count, raw_enum(dtype), peer,
+                        handle);
 }
 
 kolo_result_t kolo_recv_async(kolo_comm_t comm, void* recvbuf, size_t count, kolo_dtype_t dtype, int peer,
                               kolo_handle_t* handle) {
   if (!handle) return kolo_c::report(kolo::invalid_argument("handle output pointer is NULL"));
-  return point_to_point(comm, kolo::PointToPoint::kRecv, recvbuf, count, dtype, peer, handle);
+  return point_to_point(comm, kolo::PointToPoint::kRecv, recvbuf, count, raw_enum(dtype), peer, handle);
 }
 
 kolo_result_t kolo_group_start(void) {
