@@ -18,6 +18,7 @@
 #include "gpu/device.h"
 #include "transport/handshake.h"
 #include "transport/ib/ib_transport.h"
+#include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace kolo {
@@ -177,6 +178,13 @@ Status Communicator::make_transport(const std::string& store_prefix) {
     Status s = open_rdma(store_prefix, &ib);
     if (!s.is_ok()) return s.with_context("KOLO_TRANSPORT=ib: the RDMA transport");
     transport_ = std::move(ib);
+  } else if (world_.transport == "shm") {
+    std::unique_ptr<ShmTransport> shm;
+    ShmOptions sopt;
+    sopt.store_prefix = store_prefix + "shm/";
+    sopt.job_id = job_id_from_name(world_.job_name + store_prefix);
+    KOLO_RETURN_IF_ERROR(ShmTransport::create(world_.store.get(), world_.rank, world_.size, sopt, &shm));
+    transport_ = std::move(shm);
   } else {
     std::unique_ptr<TcpTransport> tcp;
     KOLO_RETURN_IF_ERROR(TcpTransport::create(world_.store.get(), world_.rank, world_.size, tcp_options(store_prefix), &tcp));
@@ -256,10 +264,18 @@ Status Communicator::init(int local_rank, int local_size) {
     KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size, rdma != nullptr, &ranks_without));
     KOLO_RETURN_IF_ERROR(settle_auto_transport(std::move(rdma), why_not, ranks_without));
   } else {
-    world_.transport = config_.transport == "ib" ? "ib" : "tcp";
+    world_.transport = config_.transport;
     KOLO_RETURN_IF_ERROR(make_transport(""));
     std::vector<int> ignored;
     KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size, config_.transport == "ib", &ignored));
+    if (world_.transport == "shm") {
+      for (int r = 0; r < static_cast<int>(world_.same_host.size()); ++r) {
+        if (!world_.same_host[r]) {
+          return invalid_usage("KOLO_TRANSPORT=shm needs every rank on this machine, and rank " + std::to_string(r) +
+                               " is on another");
+        }
+      }
+    }
   }
   choose_polling();
   KOLO_RETURN_IF_ERROR(connect_ring());

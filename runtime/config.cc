@@ -21,8 +21,8 @@ Status check_limit(const std::string& name, double value, Limit limit) {
 }
 
 Status check_transport(const std::string& name, const std::string& value) {
-  if (value != "auto" && value != "tcp" && value != "ib") {
-    return invalid_argument(name + "='" + value + "': use auto, tcp or ib");
+  if (value != "auto" && value != "tcp" && value != "ib" && value != "shm") {
+    return invalid_argument(name + "='" + value + "': use auto, tcp, ib or shm");
   }
   return Status::ok();
 }

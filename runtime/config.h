@@ -29,7 +29,7 @@ struct Config {
                                      // the address this rank uses to reach the master
   std::string job_id;                // KOLO_JOB_ID: set by kolorun; empty = derived from the master address
   std::string secret;                // KOLO_SECRET: authenticates every connection; set by kolorun
-  std::string transport = "auto";    // KOLO_TRANSPORT: auto (RDMA where every rank has it, else TCP), tcp, ib
+  std::string transport = "auto";    // KOLO_TRANSPORT: auto (RDMA where every rank has it, else TCP), tcp, ib, shm (one machine)
   std::string ib_device;             // KOLO_IB_DEV: RDMA device; empty = the first with an active port
   int64_t ib_port = 0;               // KOLO_IB_PORT: 0 = the device's first active port
   int64_t ib_gid_index = -1;         // KOLO_IB_GID_INDEX: -1 = RoCE v2 IPv4 GID first

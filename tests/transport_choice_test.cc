@@ -104,7 +104,7 @@ TEST(TransportChoice, UnknownTransportsAreRejected) {
   Status s = load_config(&c);
   unsetenv("KOLO_TRANSPORT");
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("KOLO_TRANSPORT='carrier-pigeon': use auto, tcp or ib"), std::string::npos);
+  EXPECT_NE(s.message().find("KOLO_TRANSPORT='carrier-pigeon': use auto, tcp, ib or shm"), std::string::npos);
 }
 
 }  // namespace

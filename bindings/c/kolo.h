@@ -110,7 +110,7 @@ typedef struct kolo_config {
   int64_t checksum;               /* KOLO_CHECKSUM: 0 or 1 */
   const char* bind_address;       /* KOLO_BIND_ADDR */
   const char* secret;             /* KOLO_SECRET (refused by kolo_comm_init_rank: the id carries one) */
-  const char* transport;          /* KOLO_TRANSPORT: "auto", "tcp" or "ib" */
+  const char* transport;          /* KOLO_TRANSPORT: "auto", "tcp", "ib" or "shm" */
   const char* ib_device;          /* KOLO_IB_DEV */
   int64_t ib_port;                /* KOLO_IB_PORT */
   int64_t ib_gid_index;           /* KOLO_IB_GID_INDEX (-1 = RoCE v2 IPv4 first) */

@@ -1,0 +1,157 @@
+// The shared-memory transport on its own, two ranks as threads of one
+// process over an in-memory store (the conformance suites run every
+// collective over it with KOLO_TRANSPORT=shm; the process tests kill a
+// rank): messages of every size around the slot size keep their order and
+// bytes; a size or tag that disagrees is MISMATCH; an abort ends a waiting
+// progress() at once; a peer that closes is PEER_LOST within a second; and
+// no segment is left in /dev/shm once the pair is connected.
+#include "transport/shm/shm_transport.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/memory_store.h"
+
+namespace kolo {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ShmOptions small_rings(uint64_t job_id) {
+  ShmOptions o;
+  o.job_id = job_id;
+  o.ring.slots = 4;
+  o.ring.slot_bytes = 1024;
+  return o;
+}
+
+// Two connected transports.
+struct Pair {
+  MemoryStore store;
+  std::unique_ptr<ShmTransport> t[2];
+
+  explicit Pair(uint64_t job_id) {
+    for (int r = 0; r < 2; ++r) {
+      Status s = ShmTransport::create(&store, r, 2, small_rings(job_id), &t[r]);
+      EXPECT_TRUE(s.is_ok()) << s.to_string();
+    }
+    Status s[2];
+    std::thread other([&] { s[1] = t[1]->connect(0, Deadline::after_seconds(10)); });
+    s[0] = t[0]->connect(1, Deadline::after_seconds(10));
+    other.join();
+    EXPECT_TRUE(s[0].is_ok()) << s[0].to_string();
+    EXPECT_TRUE(s[1].is_ok()) << s[1].to_string();
+  }
+};
+
+Status wait_for(Transport* t, const std::vector<Request*>& requests, double seconds) {
+  const Deadline deadline = Deadline::after_seconds(seconds);
+  for (;;) {
+    bool all = true;
+    for (Request* r : requests) all = all && r->done;
+    if (all) return Status::ok();
+    KOLO_RETURN_IF_ERROR(t->progress(deadline));
+  }
+}
+
+std::vector<std::string> kolo_segments(uint64_t job_id) {
+  std::vector<std::string> names;
+  char prefix[64];
+  std::snprintf(prefix, sizeof(prefix), "kolo-%llx-", static_cast<unsigned long long>(job_id));
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) {
+      if (std::strncmp(e->d_name, prefix, std::strlen(prefix)) == 0) names.push_back(e->d_name);
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+TEST(ShmTransport, MessagesAroundTheSlotSizeKeepOrderAndBytes) {
+  Pair pair(0x5a11);
+  EXPECT_TRUE(kolo_segments(0x5a11).empty()) << "a connected pair leaves no name in /dev/shm";
+  const std::vector<size_t> sizes = {0, 1, 1023, 1024, 1025, 4096, 4097, 100000, 0, 7};
+  std::vector<std::vector<unsigned char>> out(sizes.size()), in(sizes.size());
+  std::vector<Request> sends(sizes.size()), recvs(sizes.size());
+  std::vector<Request*> s_ptrs, r_ptrs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    out[i].resize(sizes[i]);
+    for (size_t j = 0; j < sizes[i]; ++j) out[i][j] = static_cast<unsigned char>(i * 31 + j * 7);
+    in[i].assign(sizes[i], 0xEE);
+    ASSERT_TRUE(pair.t[0]->post_send(1, out[i].data(), sizes[i], 100 + i, &sends[i]).is_ok());
+    ASSERT_TRUE(pair.t[1]->post_recv(0, in[i].data(), sizes[i], 100 + i, &recvs[i]).is_ok());
+    s_ptrs.push_back(&sends[i]);
+    r_ptrs.push_back(&recvs[i]);
+  }
+  Status s0, s1;
+  // Both sides progress at once: the rings hold only 4 KiB.
+  std::thread receiver([&] { s1 = wait_for(pair.t[1].get(), r_ptrs, 30); });
+  s0 = wait_for(pair.t[0].get(), s_ptrs, 30);
+  receiver.join();
+  ASSERT_TRUE(s0.is_ok()) << s0.to_string();
+  ASSERT_TRUE(s1.is_ok()) << s1.to_string();
+  for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(in[i], out[i]) << "message " << i;
+}
+
+TEST(ShmTransport, ASizeOrTagThatDisagreesIsAMismatch) {
+  Pair pair(0x5a12);
+  std::vector<unsigned char> out(10000, 1), in(2000, 0);  // more than the ring holds
+  Request send, recv;
+  ASSERT_TRUE(pair.t[0]->post_send(1, out.data(), out.size(), 7, &send).is_ok());
+  ASSERT_TRUE(pair.t[1]->post_recv(0, in.data(), in.size(), 7, &recv).is_ok());
+  Status t;  // the sender, still writing when the receiver finds out, learns it too
+  std::thread sender([&] { t = wait_for(pair.t[0].get(), {&send}, 10); });
+  Status s = wait_for(pair.t[1].get(), {&recv}, 10);
+  sender.join();
+  EXPECT_EQ(s.code(), Code::kMismatch) << s.to_string();
+  EXPECT_NE(s.message().find("10000 bytes"), std::string::npos) << s.message();
+  EXPECT_EQ(t.code(), Code::kMismatch) << t.to_string();
+}
+
+TEST(ShmTransport, AbortEndsAWaitingProgressAtOnce) {
+  Pair pair(0x5a13);
+  std::vector<unsigned char> in(10);
+  Request recv;
+  ASSERT_TRUE(pair.t[1]->post_recv(0, in.data(), in.size(), 1, &recv).is_ok());
+  Status s;
+  const auto start = Clock::now();
+  std::thread waiter([&] { s = wait_for(pair.t[1].get(), {&recv}, 60); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  pair.t[1]->abort();
+  waiter.join();
+  EXPECT_EQ(s.code(), Code::kAborted) << s.to_string();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  // The peer, waiting on the aborted rank, learns it within a second.
+  Request recv0;
+  ASSERT_TRUE(pair.t[0]->post_recv(1, in.data(), in.size(), 1, &recv0).is_ok());
+  const auto t0 = Clock::now();
+  Status lost = wait_for(pair.t[0].get(), {&recv0}, 60);
+  EXPECT_EQ(lost.code(), Code::kPeerLost) << lost.to_string();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+}
+
+TEST(ShmTransport, APeerThatGoesAwayIsLostWithinASecond) {
+  Pair pair(0x5a14);
+  std::vector<unsigned char> in(10);
+  Request recv;
+  ASSERT_TRUE(pair.t[0]->post_recv(1, in.data(), in.size(), 1, &recv).is_ok());
+  std::thread closer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    pair.t[1].reset();
+  });
+  const auto start = Clock::now();
+  Status s = wait_for(pair.t[0].get(), {&recv}, 60);
+  closer.join();
+  EXPECT_EQ(s.code(), Code::kPeerLost) << s.to_string();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+}
+
+}  // namespace
+}  // namespace kolo
