@@ -36,7 +36,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
   MIN_BYTES="$SIZE" MAX_BYTES="$SIZE" ITERS="$ITERS" SKIP_CEILING=1 \
     bash bench/peers/run_peers.sh "${NS[@]}" 2>/dev/null |
     awk '/^== gloo algo=/ {split($3, a, "="); name = "gloo_" a[2]; split($4, b, "="); n = b[2]}
-         /^== MPI_Allreduce/ {name = "mpi"; n = substr($NF, 3)}
+         /^== MPI_Allreduce.*btl tcp/ {name = "mpi_tcp"; n = substr($NF, 3)}
+         /^== MPI_Allreduce.*btl vader/ {name = "mpi_shm"; n = substr($NF, 3)}
          /^ +[0-9]/ && name != "" {print name, n, $5; name = ""}' >>"$RESULTS"
 done
 

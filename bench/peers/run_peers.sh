@@ -74,20 +74,22 @@ run_gloo() {
 }
 
 # --- mpi -------------------------------------------------------------------
-# TCP only (pml ob1 + btl tcp,self), so MPI crosses the same loopback TCP
-# that Gloo and kolo use instead of shared memory.
+# Over TCP only (pml ob1 + btl tcp,self), so MPI crosses the same loopback
+# TCP that Gloo and kolo's TCP transport use; and over its shared memory
+# (btl vader,self: Open MPI's default on one machine), the peer of kolo's.
 run_mpi() {
-  local n="$1"
+  local n="$1" btl="$2"
   echo
-  echo "== MPI_Allreduce (Open MPI, pml ob1, btl tcp,self) N=$n"
+  echo "== MPI_Allreduce (Open MPI, pml ob1, btl $btl) N=$n"
   timeout "$RUN_TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np "$n" \
-    --mca pml ob1 --mca btl tcp,self "$WORK/mpi_bench" "${SWEEP[@]}" \
-    || die "MPI N=$n failed (a FAIL row or a crash)"
+    --mca pml ob1 --mca btl "$btl" "$WORK/mpi_bench" "${SWEEP[@]}" \
+    || die "MPI ($btl) N=$n failed (a FAIL row or a crash)"
 }
 
 for n in "${NS[@]}"; do
   for algo in $ALGOS; do run_gloo "$n" "$algo"; done
-  run_mpi "$n"
+  run_mpi "$n" tcp,self
+  run_mpi "$n" vader,self
 done
 
 if [[ "${SKIP_CEILING:-0}" != 1 ]]; then
