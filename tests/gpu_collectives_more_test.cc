@@ -1,6 +1,7 @@
 // The rooted and "v" collectives (collectives_more_test's) on GPU buffers,
 // without a GPU: each rank (a thread) has an emulated GPU of its own
-// (gpu/emulated_device.h), over CUDA IPC and over pinned-host staging.
+// (gpu/emulated_device.h), over CUDA IPC and over pinned-host staging;
+// and asynchronous calls on device buffers.
 // Results are compared byte for byte with tests/reference.h or the inputs.
 #include <cstring>
 #include <memory>
@@ -199,6 +200,51 @@ TEST_P(GpuMore, ReduceScattervUneven) {
         << "rank " << r;
     g.release(r, send);
     g.release(r, recv);
+  });
+}
+
+// kolo_*_async on device buffers: queued on kolo's thread after the work
+// the default stream had when called, every op's allreduce and reduce in
+// flight at once, then waited for and checked.
+TEST_P(GpuMore, AsyncCallsOnDeviceBuffers) {
+  GpuWorld g(GetParam());
+  const int n = g.size();
+  const size_t count = 3001, es = 4;
+  g.world().run([&](int r) {
+    std::vector<void*> sends, alls, roots;
+    std::vector<std::shared_ptr<OpHandle>> handles;
+    for (int o = 0; o < kNumReduceOps; ++o) {
+      Bytes in(count * es);
+      for (size_t i = 0; i < count; ++i) {
+        ref::store(kF, in.data(), i, ref::input_value(r, i, static_cast<ReduceOp>(o), true));
+      }
+      sends.push_back(g.upload(r, in));
+      alls.push_back(g.upload(r, Bytes(count * es, 0xAB)));
+      roots.push_back(r == 0 ? g.upload(r, Bytes(count * es, 0xAB)) : nullptr);
+      for (void* out : {alls.back(), roots.back()}) {
+        Launch launch;
+        launch.done.push_back(std::make_shared<OpHandle>());
+        handles.push_back(launch.done.back());
+        Status s = out == alls.back() ? g.comm(r).allreduce(sends.back(), out, count, kFi, o, launch)
+                                      : g.comm(r).reduce(sends.back(), out, count, kFi, o, 0, launch);
+        ASSERT_TRUE(s.is_ok()) << "rank " << r << ": " << s.to_string();
+      }
+    }
+    for (const auto& h : handles) {
+      Status s = h->wait(Deadline::after_seconds(60));
+      ASSERT_TRUE(s.is_ok()) << "rank " << r << ": " << s.to_string();
+    }
+    for (int o = 0; o < kNumReduceOps; ++o) {
+      Bytes want(count * es);
+      for (size_t i = 0; i < count; ++i) ref::expected(kF, static_cast<ReduceOp>(o), n, i, want.data(), i);
+      EXPECT_EQ(g.download(alls[o], want.size()), want) << "allreduce " << op_name(static_cast<ReduceOp>(o));
+      if (r == 0) {
+        EXPECT_EQ(g.download(roots[o], want.size()), want) << "reduce " << op_name(static_cast<ReduceOp>(o));
+        g.release(r, roots[o]);
+      }
+      g.release(r, alls[o]);
+      g.release(r, sends[o]);
+    }
   });
 }
 
