@@ -5,7 +5,25 @@ set -uo pipefail
 KOLORUN="$TEST_SRCDIR/$TEST_WORKSPACE/tools/kolorun"
 PROG="$TEST_SRCDIR/$TEST_WORKSPACE/examples/recovery"
 OUT="${TEST_TMPDIR:-/tmp}/recovery_out"
-KOLO_TIMEOUT_S=30 timeout 120 "$KOLORUN" -np 3 "$PROG" >"$OUT" 2>&1
+# The survivors re-form at the next port up: two free ports in a row, below
+# the kernel's ephemeral range, where another test's connection could take
+# the second one meanwhile (it did once: "Address already in use").
+PORT=$(python3 -c '
+import random, socket
+for _ in range(500):
+    p = random.randint(20000, 32000)
+    try:
+        for q in (p, p + 1):
+            s = socket.socket()
+            s.bind(("127.0.0.1", q))
+            s.close()
+    except OSError:
+        continue
+    print(p)
+    break
+')
+[ -n "$PORT" ] || { echo "FAIL: no two free ports in a row"; exit 1; }
+KOLO_TIMEOUT_S=30 timeout 120 "$KOLORUN" -np 3 --master-port "$PORT" "$PROG" >"$OUT" 2>&1
 rc=$?
 cat "$OUT"
 [ "$rc" = 0 ] || { echo "FAIL: the job exited $rc"; exit 1; }
