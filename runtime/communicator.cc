@@ -538,7 +538,8 @@ Status Communicator::broadcast(void* buf, size_t count, int dtype, int root, Lau
 Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, recv_count));
   const size_t block = recv_count * dtype_size(static_cast<DataType>(dtype));
-  return dispatch("reduce_scatter", {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}}, std::move(launch),
+  return dispatch("reduce_scatter", {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}},
+                  std::move(launch),
                   [=](const RingContext& ctx) {
                     return ring_reduce_scatter(ctx, send, recv, recv_count, static_cast<DataType>(dtype),
                                                static_cast<ReduceOp>(op));
@@ -857,7 +858,8 @@ Status Communicator::gatherv(const void* send, size_t send_count, void* recv, co
   const size_t es = dtype_size(static_cast<DataType>(dtype));
   const bool is_root = world_.rank == root;
   void* out = is_root ? recv : nullptr;
-  return dispatch("gather", {named(send, send_count * es, "sendbuf"), named(out, extent * es, "recvbuf")}, std::move(launch),
+  return dispatch("gather", {named(send, send_count * es, "sendbuf"), named(out, extent * es, "recvbuf")},
+                  std::move(launch),
                   [=](const RingContext& ctx) {
                     return ring_gather_v(ctx, send, out, counts, displs, static_cast<DataType>(dtype), root);
                   });
@@ -875,7 +877,8 @@ Status Communicator::scatterv(const void* send, const std::vector<size_t>& count
   const size_t es = dtype_size(static_cast<DataType>(dtype));
   const bool is_root = world_.rank == root;
   const void* in = is_root ? send : nullptr;
-  return dispatch("scatter", {named(in, extent * es, "sendbuf"), named(recv, recv_count * es, "recvbuf")}, std::move(launch),
+  return dispatch("scatter", {named(in, extent * es, "sendbuf"), named(recv, recv_count * es, "recvbuf")},
+                  std::move(launch),
                   [=](const RingContext& ctx) {
                     return ring_scatter_v(ctx, in, recv, counts, displs, static_cast<DataType>(dtype), root);
                   });

@@ -101,7 +101,6 @@ Status ShmRing::open_and_unlink(const std::string& name, uint64_t job_id, int fr
                            std::to_string(to) + " of this communicator");
   }
   h->receiver_attached.store(1);
-  futex_wake_all(&h->receiver_attached);
   *out = std::move(ring);
   return Status::ok();
 }
