@@ -185,8 +185,10 @@ int main(int argc, char** argv) {
     std::vector<SweepRow> rows;
     r = run_sweep(comm, sw, &rows);
     if (r == KOLO_SUCCESS && rank == 0) {
-      print_sweep(sw, n, rows);
-      text = sweep_json(sw, n, rows);
+      const char* transport = "?";
+      kolo_comm_get_transport(comm, &transport);
+      print_sweep(sw, n, transport, rows);
+      text = sweep_json(sw, n, transport, rows);
       if (!plot.empty() && !plot_sweep(sw, n, rows, plot)) status = 1;
     }
     for (const auto& row : rows) {

@@ -24,25 +24,30 @@ bool write_file(const std::string& path, const std::string& text) {
   return static_cast<bool>(f);
 }
 
-void print_sweep(const SweepOptions& o, int n, const std::vector<SweepRow>& rows) {
-  std::printf("# kolo_bench %s %s %s, %d ranks; time = max over ranks of each rank's median; "
+void print_sweep(const SweepOptions& o, int n, const std::string& transport, const std::vector<SweepRow>& rows) {
+  std::printf("# kolo_bench %s %s %s, %d ranks over %s; time = max over ranks of each rank's median; "
               "busbw = algbw x %.4g\n",
-              collective_name(o.collective), kDtypeNames[o.dtype], kOpNames[o.op], n, bus_factor(o.collective, n));
-  std::printf("%12s %12s %11s %8s %11s %11s%s%s\n", "size(B)", "count", "time(us)", "spread", "algbw(GB/s)",
-              "busbw(GB/s)", o.link_gbps > 0 ? "   ideal%" : "", o.check ? "  check" : "");
+              collective_name(o.collective), kDtypeNames[o.dtype], kOpNames[o.op], n, transport.c_str(),
+              bus_factor(o.collective, n));
+  const bool algorithms = !rows.empty() && !rows[0].algorithm.empty();
+  std::printf("%12s %12s %11s %8s %11s %11s%s%s%s\n", "size(B)", "count", "time(us)", "spread", "algbw(GB/s)",
+              "busbw(GB/s)", o.link_gbps > 0 ? "   ideal%" : "", o.check ? "  check" : "",
+              algorithms ? "  algorithm" : "");
   for (const auto& r : rows) {
     std::printf("%12zu %12zu %11.1f %7.0f%% %11.3f %11.3f", r.bytes, r.count, r.time_s * 1e6, r.spread * 100, r.algbw,
                 r.busbw);
     if (o.link_gbps > 0) std::printf(" %8.1f%%", r.ideal_pct);
     if (o.check) std::printf("  %s", r.ok ? "OK" : "FAIL");
+    if (algorithms) std::printf("  %s", r.algorithm.c_str());
     std::printf("\n");
   }
   std::fflush(stdout);
 }
 
-std::string sweep_json(const SweepOptions& o, int n, const std::vector<SweepRow>& rows) {
+std::string sweep_json(const SweepOptions& o, int n, const std::string& transport, const std::vector<SweepRow>& rows) {
   std::ostringstream j;
   j << "{\"mode\": \"sweep\", \"collective\": \"" << collective_name(o.collective) << "\", \"ranks\": " << n
+    << ", \"transport\": \"" << transport << "\""
     << ", \"dtype\": \"" << kDtypeNames[o.dtype] << "\", \"op\": \"" << kOpNames[o.op]
     << "\", \"bus_factor\": " << num(bus_factor(o.collective, n)) << ", \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -52,6 +57,7 @@ std::string sweep_json(const SweepOptions& o, int n, const std::vector<SweepRow>
       << ", \"algbw_gbps\": " << num(r.algbw) << ", \"busbw_gbps\": " << num(r.busbw);
     if (o.link_gbps > 0) j << ", \"ideal_pct\": " << num(r.ideal_pct);
     if (r.checked) j << ", \"check\": " << (r.ok ? "true" : "false");
+    if (!r.algorithm.empty()) j << ", \"algorithm\": \"" << r.algorithm << "\"";
     j << "}";
   }
   j << "]}\n";

@@ -9,8 +9,10 @@
 
 namespace kolo::bench {
 
-void print_sweep(const SweepOptions& o, int ranks, const std::vector<SweepRow>& rows);
-std::string sweep_json(const SweepOptions& o, int ranks, const std::vector<SweepRow>& rows);
+// transport: what kolo_comm_get_transport says.
+void print_sweep(const SweepOptions& o, int ranks, const std::string& transport, const std::vector<SweepRow>& rows);
+std::string sweep_json(const SweepOptions& o, int ranks, const std::string& transport,
+                       const std::vector<SweepRow>& rows);
 // Draws busbw against size with gnuplot; false (and a message) if it cannot.
 bool plot_sweep(const SweepOptions& o, int ranks, const std::vector<SweepRow>& rows, const std::string& png);
 

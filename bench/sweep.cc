@@ -109,6 +109,10 @@ kolo_result_t run_sweep(kolo_comm_t comm, const SweepOptions& o, std::vector<Swe
     SweepRow row;
     row.bytes = bytes;
     row.count = count;
+    const char* algorithm = nullptr;
+    if (o.collective == Collective::kAllreduce && kolo_comm_get_allreduce_algorithm(comm, bytes, &algorithm) == 0) {
+      row.algorithm = algorithm;
+    }
     bool ok = true;
     if (o.check) {
       // Allgather sends one block; broadcast's root sends everything.

@@ -35,6 +35,7 @@ struct SweepRow {
   double ideal_pct = 0;   // 0 when no --link-gbps
   bool checked = false;
   bool ok = true;
+  std::string algorithm;  // allreduce's schedule at this size; empty for the other collectives
 };
 
 // Runs the sweep on every rank; rows are complete (max over ranks) on all.

@@ -2,9 +2,27 @@
 
 #include <string>
 
+#include "collectives/hierarchical.h"
 #include "collectives/recursive_doubling.h"
 
 namespace kolo {
+
+const char* algorithm_name(AllreduceAlgorithm a) {
+  switch (a) {
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      return "recursive_doubling";
+    case AllreduceAlgorithm::kHierarchical:
+      return "hierarchical";
+    default:
+      return "ring";
+  }
+}
+
+AllreduceAlgorithm choose_allreduce(const RingContext& ctx, size_t bytes) {
+  if (bytes == 0 || ctx.size == 1) return AllreduceAlgorithm::kRing;
+  if (ctx.hosts && bytes >= ctx.hierarchical_bytes) return AllreduceAlgorithm::kHierarchical;
+  return bytes <= ctx.small_allreduce_bytes ? AllreduceAlgorithm::kRecursiveDoubling : AllreduceAlgorithm::kRing;
+}
 
 Status allreduce(const RingContext& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
   return allreduce_spans(ctx, {Span{send, recv, count}}, dtype, op);
@@ -14,8 +32,9 @@ Status allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, D
   const size_t elem_size = dtype_size(dtype);
   size_t total = 0;
   for (const Span& s : spans) total += s.count;
-  const bool small = total * elem_size <= ctx.small_allreduce_bytes;
-  if (total == 0 || ctx.size == 1 || !small) return ring_allreduce_spans(ctx, spans, dtype, op);
+  const AllreduceAlgorithm algorithm = choose_allreduce(ctx, total * elem_size);
+  if (algorithm == AllreduceAlgorithm::kHierarchical) return hierarchical_allreduce_spans(ctx, spans, dtype, op);
+  if (algorithm == AllreduceAlgorithm::kRing) return ring_allreduce_spans(ctx, spans, dtype, op);
   if (spans.size() == 1) return recursive_doubling_allreduce(ctx, spans[0].send, spans[0].recv, total, dtype, op);
   // Several small spans: through one contiguous buffer, which costs little
   // next to the exchanges.

@@ -1,7 +1,9 @@
-// Allreduce as callers want it: the algorithm chosen by size. Small buffers
-// are latency-bound, and recursive doubling's log2(N) exchanges beat the
-// ring's 2(N-1) hops; from RingContext::small_allreduce_bytes up, the
-// bandwidth-optimal ring.
+// Allreduce as callers want it: the algorithm chosen by size and topology.
+// Small buffers are latency-bound, and recursive doubling's log2(N)
+// exchanges beat the ring's 2(N-1) hops; from RingContext::small_allreduce_bytes
+// up, the bandwidth-optimal ring; with ranks on several hosts
+// (RingContext::hosts), from RingContext::hierarchical_bytes up, the
+// hierarchical schedule, which sends fewer bytes between hosts.
 #pragma once
 
 #include <vector>
@@ -9,6 +11,12 @@
 #include "collectives/ring.h"
 
 namespace kolo {
+
+enum class AllreduceAlgorithm { kRing, kRecursiveDoubling, kHierarchical };
+const char* algorithm_name(AllreduceAlgorithm a);  // "ring", "recursive_doubling", "hierarchical"
+
+// What allreduce runs for `bytes` in ctx.
+AllreduceAlgorithm choose_allreduce(const RingContext& ctx, size_t bytes);
 
 // recv = reduction of every rank's send (count elements). send == recv is in place.
 Status allreduce(const RingContext& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);

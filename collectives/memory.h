@@ -34,6 +34,9 @@ class Memory {
   // that much cannot be had.
   virtual void* staging(size_t bytes) = 0;
   virtual void* scratch(size_t bytes) = 0;
+  // A third, for an algorithm that packs its input into one buffer and then
+  // runs others that use the two above (hierarchical.h).
+  virtual void* packing(size_t bytes) = 0;
 };
 
 // Host memory, with the reduction kernels of reduce_kernels.h. Its scratch
@@ -47,6 +50,7 @@ class HostMemory : public Memory {
   void attach(Transport* transport) {
     staging_.attach(transport);
     scratch_.attach(transport);
+    packing_.attach(transport);
   }
 
   void copy(void* dst, const void* src, size_t bytes) override;
@@ -54,10 +58,12 @@ class HostMemory : public Memory {
   void finalize(DataType dtype, ReduceOp op, void* buf, size_t count, int divisor) override;
   void* staging(size_t bytes) override { return staging_.get(bytes); }
   void* scratch(size_t bytes) override { return scratch_.get(bytes); }
+  void* packing(size_t bytes) override { return packing_.get(bytes); }
 
  private:
   RegisteredBuffer staging_;
   RegisteredBuffer scratch_;
+  RegisteredBuffer packing_;
 };
 
 }  // namespace kolo

@@ -17,6 +17,8 @@
 
 namespace kolo {
 
+struct HostLayout;
+
 struct RingContext {
   Transport* transport;
   int rank;
@@ -29,6 +31,11 @@ struct RingContext {
   // Holds every buffer the call names (host memory, or a GPU's), and the
   // scratch space of the same kind.
   Memory* memory;
+  // Where the ranks run, when they are spread over hosts the hierarchical
+  // allreduce can use (hierarchical.h): from hierarchical_bytes up, allreduce
+  // runs it. nullptr: the flat algorithms only.
+  const HostLayout* hosts = nullptr;
+  size_t hierarchical_bytes = 0;
   // Optional: the ring allreduce writes the time its reduce-scatter phase
   // ended here (left unchanged when recursive doubling runs instead).
   std::chrono::steady_clock::time_point* reduce_scatter_done = nullptr;

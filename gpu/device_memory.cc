@@ -5,6 +5,7 @@ namespace kolo {
 DeviceMemory::~DeviceMemory() {
   if (staging_.data) device_->release(staging_.data);
   if (scratch_.data) device_->release(scratch_.data);
+  if (packing_.data) device_->release(packing_.data);
 }
 
 void DeviceMemory::copy(void* dst, const void* src, size_t bytes) {

@@ -23,6 +23,7 @@ class DeviceMemory : public Memory {
   void finalize(DataType dtype, ReduceOp op, void* buf, size_t count, int divisor) override;
   void* staging(size_t bytes) override { return grow(&staging_, bytes); }
   void* scratch(size_t bytes) override { return grow(&scratch_, bytes); }
+  void* packing(size_t bytes) override { return grow(&packing_, bytes); }
 
  private:
   struct Buffer {
@@ -35,6 +36,7 @@ class DeviceMemory : public Memory {
   Device* device_;
   Buffer staging_;
   Buffer scratch_;
+  Buffer packing_;
 };
 
 }  // namespace kolo

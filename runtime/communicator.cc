@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -16,25 +16,12 @@
 #include "common/log.h"
 #include "common/ranges.h"
 #include "gpu/device.h"
+#include "runtime/transport_registry.h"
 #include "transport/handshake.h"
-#include "transport/ib/ib_transport.h"
-#include "transport/shm/shm_transport.h"
-#include "transport/tcp/tcp_transport.h"
+#include "transport/per_peer_transport.h"
 
 namespace kolo {
 namespace {
-
-// What makes two ranks "on the same host": the host name plus the kernel's
-// boot id, so two containers sharing a name are still told apart.
-std::string host_identity() {
-  char name[256] = {0};
-  ::gethostname(name, sizeof(name) - 1);
-  std::string id = name;
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string boot_id;
-  if (boot >> boot_id) id += "/" + boot_id;
-  return id;
-}
 
 Status check_dtype(int dtype) {
   if (!valid_dtype(dtype)) return invalid_argument("unknown dtype " + std::to_string(dtype));
@@ -117,6 +104,7 @@ Status Communicator::create_sibling(Communicator* parent, const std::string& pre
   c->world_ = parent->world_;
   KOLO_RETURN_IF_ERROR(c->make_transport(prefix));
   c->choose_polling();
+  c->choose_algorithm();
   KOLO_RETURN_IF_ERROR(full_mesh ? c->connect_all() : c->connect_ring());
   *out = std::move(c);
   return Status::ok();
@@ -147,12 +135,14 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
   w = world_;  // bind address, settled transport, rendezvous, machine ranks, device_local_rank
   w.size = static_cast<int>(members.size());
   w.same_host.assign(members.size(), false);
+  w.facts.assign(world_.facts.empty() ? 0 : members.size(), RankFacts{});
   w.local_rank = 0;
   w.local_size = 0;
   for (size_t i = 0; i < members.size(); ++i) {
     const bool here = world_.same_host.empty() ? members[i] == world_.rank : world_.same_host[members[i]];
     if (members[i] == world_.rank) w.rank = static_cast<int>(i);
     w.same_host[i] = here;
+    if (!world_.facts.empty()) w.facts[i] = world_.facts[members[i]];
     if (here) {
       if (members[i] < world_.rank) ++w.local_rank;
       ++w.local_size;
@@ -165,33 +155,60 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
   w.description += std::string(members.size() > 16 ? ", ..." : "") + " of its parent)";
   KOLO_RETURN_IF_ERROR(c->make_transport(""));
   c->choose_polling();
+  c->choose_algorithm();
   KOLO_RETURN_IF_ERROR(c->connect_ring());
   KOLO_DEBUG("split " << name << ": rank " << w.rank << " of " << w.size);
   *out = std::move(c);
   return Status::ok();
 }
 
-Status Communicator::make_transport(const std::string& store_prefix) {
+Status Communicator::make_transport(const std::string& store_prefix, std::unique_ptr<IbTransport> opened_rdma) {
   if (world_.size == 1) return Status::ok();
-  if (world_.transport == "ib") {
-    std::unique_ptr<IbTransport> ib;
-    Status s = open_rdma(store_prefix, &ib);
-    if (!s.is_ok()) return s.with_context("KOLO_TRANSPORT=ib: the RDMA transport");
-    transport_ = std::move(ib);
-  } else if (world_.transport == "shm") {
-    std::unique_ptr<ShmTransport> shm;
-    ShmOptions sopt;
-    sopt.store_prefix = store_prefix + "shm/";
-    sopt.job_id = job_id_from_name(world_.job_name + store_prefix);
-    KOLO_RETURN_IF_ERROR(ShmTransport::create(world_.store.get(), world_.rank, world_.size, sopt, &shm));
-    transport_ = std::move(shm);
+  Routes routes;
+  KOLO_RETURN_IF_ERROR(choose_routes(world_.facts, world_.rank, world_.transport, &routes));
+  TransportSetup setup = transport_setup(store_prefix);
+  setup.opened_rdma = std::move(opened_rdma);
+  // Each kind of transport in use opened once, in the registry's order;
+  // every peer routed to its own.
+  const auto& kinds = transport_registry();
+  std::vector<std::unique_ptr<DirectTransport>> opened;
+  std::vector<int> routed(world_.size, 0);
+  for (int k = 0; k < static_cast<int>(kinds.size()); ++k) {
+    if (std::find(routes.kind.begin(), routes.kind.end(), k) == routes.kind.end()) continue;
+    std::unique_ptr<DirectTransport> t;
+    KOLO_RETURN_IF_ERROR(kinds[k].open(&setup, &t));
+    for (int peer = 0; peer < world_.size; ++peer) {
+      if (routes.kind[peer] == k) routed[peer] = static_cast<int>(opened.size());
+    }
+    opened.push_back(std::move(t));
+  }
+  // Said once per process, for the first communicator (the world).
+  static std::once_flag told;
+  std::call_once(told, [&] { KOLO_INFO("transports: " << routes.summary); });
+  KOLO_DEBUG("transports" << world_.description << ": " << routes.summary);
+  if (opened.size() == 1) {
+    transport_ = std::move(opened[0]);
   } else {
-    std::unique_ptr<TcpTransport> tcp;
-    KOLO_RETURN_IF_ERROR(TcpTransport::create(world_.store.get(), world_.rank, world_.size, tcp_options(store_prefix), &tcp));
-    transport_ = std::move(tcp);
+    std::unique_ptr<PerPeerTransport> per_peer;
+    KOLO_RETURN_IF_ERROR(PerPeerTransport::create(std::move(opened), std::move(routed), &per_peer));
+    transport_ = std::move(per_peer);
   }
   host_memory_.attach(transport_.get());
   return Status::ok();
+}
+
+TransportSetup Communicator::transport_setup(const std::string& store_prefix) const {
+  TransportSetup setup;
+  setup.store = world_.store.get();
+  setup.rank = world_.rank;
+  setup.size = world_.size;
+  setup.store_prefix = store_prefix;
+  setup.job_name = world_.job_name;
+  setup.tcp = tcp_options(store_prefix);
+  setup.ib.device = config_.ib_device;
+  setup.ib.port = static_cast<int>(config_.ib_port);
+  setup.ib.gid_index = static_cast<int>(config_.ib_gid_index);
+  return setup;
 }
 
 TcpOptions Communicator::tcp_options(const std::string& store_prefix) const {
@@ -210,44 +227,6 @@ TcpOptions Communicator::tcp_options(const std::string& store_prefix) const {
   return topt;
 }
 
-Status Communicator::open_rdma(const std::string& store_prefix, std::unique_ptr<IbTransport>* out) {
-  IbOptions iopt;
-  iopt.store_prefix = store_prefix + "ib/";
-  iopt.job_id = job_id_from_name(world_.job_name);
-  iopt.settings.device = config_.ib_device;
-  iopt.settings.port = static_cast<int>(config_.ib_port);
-  iopt.settings.gid_index = static_cast<int>(config_.ib_gid_index);
-  iopt.link = tcp_options(store_prefix);
-  return IbTransport::create(world_.store.get(), world_.rank, world_.size, iopt, out);
-}
-
-Status Communicator::settle_auto_transport(std::unique_ptr<IbTransport> rdma, const Status& why_not,
-                                           const std::vector<int>& ranks_without) {
-  // Every rank decides from the same list, so all agree; say what was
-  // decided once per process (the engine's sibling communicator inherits it).
-  static std::once_flag told;
-  if (rdma && ranks_without.empty()) {
-    std::call_once(told, [&] { KOLO_INFO("RDMA transport on " << rdma->device().describe()); });
-    world_.transport = "ib";
-    transport_ = std::move(rdma);
-    host_memory_.attach(transport_.get());
-    return Status::ok();
-  }
-  std::call_once(told, [&] {
-    if (!rdma) {
-      KOLO_INFO(why_not.message() << "; using TCP");
-    } else {
-      std::string list;
-      for (int r : ranks_without) list += (list.empty() ? "" : ", ") + std::to_string(r);
-      KOLO_INFO("RDMA device " << rdma->device().describe() << " found, but rank(s) " << list
-                               << " cannot use RDMA; using TCP");
-    }
-  });
-  rdma.reset();
-  world_.transport = "tcp";
-  return make_transport("");
-}
-
 Status Communicator::init(int local_rank, int local_size) {
   if (world_.size < 1 || world_.rank < 0 || world_.rank >= world_.size) {
     return invalid_argument("rank " + std::to_string(world_.rank) + " of world size " + std::to_string(world_.size) +
@@ -255,47 +234,36 @@ Status Communicator::init(int local_rank, int local_size) {
   }
   install_fingerprint_describer();
   set_log_prefix("rank " + std::to_string(world_.rank));
-  if (config_.transport == "auto" && world_.size > 1) {
-    // RDMA where every rank can open it, else TCP: each rank tries, tells
-    // the others at the rendezvous, and all take the same decision.
-    std::unique_ptr<IbTransport> rdma;
-    Status why_not = open_rdma("", &rdma);
-    std::vector<int> ranks_without;
-    KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size, rdma != nullptr, &ranks_without));
-    KOLO_RETURN_IF_ERROR(settle_auto_transport(std::move(rdma), why_not, ranks_without));
-  } else {
-    world_.transport = config_.transport;
-    KOLO_RETURN_IF_ERROR(make_transport(""));
-    std::vector<int> ignored;
-    KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size, config_.transport == "ib", &ignored));
-    if (world_.transport == "shm") {
-      for (int r = 0; r < static_cast<int>(world_.same_host.size()); ++r) {
-        if (!world_.same_host[r]) {
-          return invalid_usage("KOLO_TRANSPORT=shm needs every rank on this machine, and rank " + std::to_string(r) +
-                               " is on another");
-        }
-      }
-    }
+  world_.transport = config_.transport;
+  // Whether this rank can use RDMA is known only by opening a device; the
+  // transport opened then is kept for the peers it will reach.
+  std::unique_ptr<IbTransport> rdma;
+  if (world_.size > 1 && (config_.transport == "auto" || config_.transport == "ib")) {
+    Status why_not = open_rdma(transport_setup(""), &rdma);
+    if (!why_not.is_ok() && config_.transport == "ib") return why_not.with_context("KOLO_TRANSPORT=ib: the RDMA transport");
+    if (!why_not.is_ok()) KOLO_DEBUG("no RDMA: " << why_not.message());
   }
+  KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size, rdma != nullptr));
+  KOLO_RETURN_IF_ERROR(make_transport("", std::move(rdma)));
   choose_polling();
+  choose_algorithm();
   KOLO_RETURN_IF_ERROR(connect_ring());
   KOLO_INFO("communicator ready: rank " << world_.rank << " of " << world_.size << ", local " << world_.local_rank << " of "
                                         << world_.local_size);
   return Status::ok();
 }
 
-Status Communicator::learn_local_rank(int given_local_rank, int given_local_size, bool rdma,
-                                      std::vector<int>* ranks_without_rdma) {
+Status Communicator::learn_local_rank(int given_local_rank, int given_local_size, bool rdma) {
   if (world_.size == 1) {
     world_.local_rank = 0;
     world_.local_size = 1;
     return Status::ok();
   }
-  // Every rank publishes its host (and whether it can use RDMA); reading all
-  // of them doubles as the check that the whole world has arrived, naming
-  // any rank that has not.
-  const std::string me = host_identity();
-  KOLO_RETURN_IF_ERROR(world_.store->set("host/" + std::to_string(world_.rank), me + (rdma ? "|rdma" : "|tcp")));
+  // Every rank publishes its host and the transports it can use; reading
+  // all of them doubles as the check that the whole world has arrived,
+  // naming any rank that has not.
+  const RankFacts mine = local_rank_facts(config_.host_name, rdma);
+  KOLO_RETURN_IF_ERROR(world_.store->set("host/" + std::to_string(world_.rank), encode_rank_facts(mine)));
   std::vector<std::string> keys;
   for (int r = 0; r < world_.size; ++r) keys.push_back("host/" + std::to_string(r));
   std::vector<std::string> hosts;
@@ -318,21 +286,18 @@ Status Communicator::learn_local_rank(int given_local_rank, int given_local_size
                          std::to_string(config_.timeout_s) + " s");
   }
   KOLO_RETURN_IF_ERROR(s);
-  for (int r = 0; r < world_.size; ++r) {
-    const size_t bar = hosts[r].rfind('|');
-    if (bar == std::string::npos || hosts[r].substr(bar + 1) != "rdma") ranks_without_rdma->push_back(r);
-    if (bar != std::string::npos) hosts[r].resize(bar);
-  }
+  world_.facts.resize(world_.size);
+  for (int r = 0; r < world_.size; ++r) KOLO_RETURN_IF_ERROR(decode_rank_facts(hosts[r], &world_.facts[r]));
   int lr = 0, ls = 0, machine = 0;
-  const std::string kernel = me.substr(me.find('/') + 1);
+  const auto kernel = [](const std::string& host) { return host.substr(host.rfind('/') + 1); };
   world_.same_host.assign(world_.size, false);
   for (int r = 0; r < world_.size; ++r) {
-    if (hosts[r] == me) {
+    if (world_.facts[r].host == mine.host) {
       world_.same_host[r] = true;
       if (r < world_.rank) ++lr;
       ++ls;
     }
-    if (hosts[r].substr(hosts[r].find('/') + 1) == kernel) ++machine;
+    if (kernel(world_.facts[r].host) == kernel(mine.host)) ++machine;
   }
   world_.machine_ranks = machine;
   world_.local_rank = given_local_rank >= 0 ? given_local_rank : lr;
@@ -356,6 +321,26 @@ void Communicator::choose_polling() {
                               << cores << " core(s))");
 }
 
+void Communicator::choose_algorithm() {
+  hosts_.reset();
+  if (config_.algorithm == "ring" || world_.facts.size() < 2) return;
+  std::vector<std::string> host_of_rank;
+  for (const RankFacts& f : world_.facts) host_of_rank.push_back(f.host);
+  auto layout = std::make_unique<HostLayout>();
+  if (!make_host_layout(host_of_rank, world_.rank, layout.get())) {
+    if (config_.algorithm == "hierarchical") {
+      static std::once_flag told;
+      std::call_once(told, [] {
+        KOLO_WARN("KOLO_ALGORITHM=hierarchical needs ranks on several hosts, the same number (two or more) on "
+                  "each; using the flat algorithms");
+      });
+    }
+    return;
+  }
+  hosts_ = std::move(layout);
+  KOLO_DEBUG("hierarchical allreduce: local ranks " << hosts_->local.size() << ", hosts " << hosts_->cross.size());
+}
+
 Status Communicator::connect_ring() {
   if (world_.size == 1) return Status::ok();
   const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
@@ -367,6 +352,17 @@ Status Communicator::connect_ring() {
   if (config_.small_allreduce_bytes > 0) {
     for (int peer : recursive_doubling_peers(world_.rank, world_.size)) {
       if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+    }
+  }
+  // The hierarchical allreduce's ring neighbours within the host and
+  // across hosts.
+  if (hosts_) {
+    for (const auto* ring : {&hosts_->local, &hosts_->cross}) {
+      const int n = static_cast<int>(ring->size());
+      const int at = ring == &hosts_->local ? hosts_->local_index : hosts_->host_index;
+      for (int peer : {(*ring)[(at + 1) % n], (*ring)[(at + n - 1) % n]}) {
+        if (peer != world_.rank && std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+      }
     }
   }
   KOLO_RETURN_IF_ERROR(transport_->prepare(peers));
@@ -395,11 +391,17 @@ RingContext Communicator::ring_context() {
   ctx.right = (world_.rank + 1) % world_.size;
   ctx.segment_bytes = static_cast<size_t>(config_.segment_bytes);
   ctx.small_allreduce_bytes = static_cast<size_t>(config_.small_allreduce_bytes);
+  ctx.hosts = hosts_.get();
+  ctx.hierarchical_bytes = config_.algorithm == "hierarchical" ? 0 : ctx.small_allreduce_bytes + 1;
   ctx.pipeline.staging_slots = static_cast<size_t>(config_.pipeline_depth);
   ctx.pipeline.timeout_s = config_.timeout_s;
   ctx.memory = &host_memory_;
   ctx.reduce_scatter_done = rs_mark_;
   return ctx;
+}
+
+const char* Communicator::allreduce_algorithm(size_t bytes) {
+  return algorithm_name(choose_allreduce(ring_context(), bytes));
 }
 
 Status Communicator::check_healthy() const {

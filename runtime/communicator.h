@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "collectives/dtype.h"
+#include "collectives/hierarchical.h"
 #include "collectives/pipeline.h"
 #include "collectives/point_to_point.h"
 #include "collectives/ring.h"
@@ -28,6 +29,7 @@
 #include "runtime/config.h"
 #include "runtime/gpu_context.h"
 #include "runtime/stream_queue.h"
+#include "runtime/rank_facts.h"
 #include "runtime/launch_env.h"
 #include "runtime/op_handle.h"
 #include "runtime/rendezvous.h"
@@ -39,6 +41,7 @@ namespace kolo {
 
 class IbTransport;
 struct TcpOptions;
+struct TransportSetup;
 
 
 // How a collective of the public API is launched: blocking (the default);
@@ -70,12 +73,13 @@ struct Membership {
   int local_size = 1;
   int machine_ranks = 1;          // ranks sharing this machine's cores (same kernel), whatever the launcher says
   std::vector<bool> same_host;    // rank r is on this node
+  std::vector<RankFacts> facts;   // what each rank told at the rendezvous (empty for a world of one)
   int device_local_rank = 0;      // picks this process's GPU: the world's local rank (a split keeps it)
   std::shared_ptr<Rendezvous> rendezvous;  // keeps the store up
   std::shared_ptr<Store> store;   // the rendezvous store; a split's keys are under a prefix of its own
   std::string job_name;           // Config::job_id, else the master's address
   std::string bind_address;       // Config::bind_address, else the address that reaches the master
-  std::string transport = "tcp";  // Config::transport with "auto" settled: "tcp" or "ib"
+  std::string transport = "auto";  // Config::transport: auto (per peer, transport_registry.h), or the one forced
   // "" for a world communicator; for a split, which one and its parent's
   // ranks (errors name ranks in the split's numbering).
   std::string description;
@@ -109,6 +113,9 @@ class Communicator {
 
   // "tcp" or "ib": the transport this communicator chose ("none" alone in the world).
   const char* transport_name() const { return transport_ ? transport_->name() : "none"; }
+  // The allreduce schedule for a host buffer of `bytes`: "ring",
+  // "recursive_doubling" or "hierarchical".
+  const char* allreduce_algorithm(size_t bytes);
   int rank() const { return world_.rank; }
   int size() const { return world_.size; }
   int local_rank() const { return world_.local_rank; }
@@ -199,20 +206,19 @@ class Communicator {
  private:
   explicit Communicator(const Config& config);
   Status init(int local_rank, int local_size);
-  // Also tells the others whether this rank can use RDMA, and lists the
-  // ranks that cannot.
-  Status learn_local_rank(int given_local_rank, int given_local_size, bool rdma,
-                          std::vector<int>* ranks_without_rdma);
+  // Also tells the others what this rank can use (RankFacts) and learns
+  // theirs, into world_.facts.
+  Status learn_local_rank(int given_local_rank, int given_local_size, bool rdma);
   Status connect_ring();
   Status connect_all();
-  // The transport world_.transport names ("tcp" or "ib").
-  Status make_transport(const std::string& store_prefix);
+  // The transport to each peer (transport_registry.h): one of them, or a
+  // PerPeerTransport over several. opened_rdma: see TransportSetup.
+  Status make_transport(const std::string& store_prefix, std::unique_ptr<IbTransport> opened_rdma = nullptr);
+  TransportSetup transport_setup(const std::string& store_prefix) const;
   TcpOptions tcp_options(const std::string& store_prefix) const;
-  Status open_rdma(const std::string& store_prefix, std::unique_ptr<IbTransport>* out);
-  // KOLO_TRANSPORT=auto, once every rank said whether it can use RDMA.
-  Status settle_auto_transport(std::unique_ptr<IbTransport> rdma, const Status& why_not,
-                               const std::vector<int>& ranks_without);
   void choose_polling();
+  // Sets hosts_ from world_.facts and config_.algorithm.
+  void choose_algorithm();
   using Collective = std::function<Status(const RingContext&)>;
   // Runs a collective under the call lock, turning its failure sticky.
   template <typename Fn>
@@ -238,6 +244,9 @@ class Communicator {
   Membership world_;
   uint64_t splits_ = 0;  // split() calls so far: the same on every rank, since splits are collective
   std::unique_ptr<Transport> transport_;
+  // Where the ranks run, when the hierarchical allreduce can use it and
+  // KOLO_ALGORITHM allows it (see choose_algorithm).
+  std::unique_ptr<HostLayout> hosts_;
   HostMemory host_memory_;
   std::unique_ptr<GpuContext> gpu_;  // created at the first call (gpu())
   std::mutex stream_mutex_;          // orders calls between the caller's threads and the stream queue

@@ -5,6 +5,7 @@
 
 #include "common/env.h"
 #include "common/log.h"
+#include "runtime/transport_registry.h"
 #include "transport/socket/address.h"
 
 namespace kolo {
@@ -21,8 +22,20 @@ Status check_limit(const std::string& name, double value, Limit limit) {
 }
 
 Status check_transport(const std::string& name, const std::string& value) {
-  if (value != "auto" && value != "tcp" && value != "ib" && value != "shm") {
-    return invalid_argument(name + "='" + value + "': use auto, tcp, ib or shm");
+  // Any transport of the registry, by name.
+  std::string names = "auto";
+  const auto& kinds = transport_registry();
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (value == kinds[k].name) return Status::ok();
+    names += (k + 1 < kinds.size() ? ", " : " or ") + std::string(kinds[k].name);
+  }
+  if (value == "auto") return Status::ok();
+  return invalid_argument(name + "='" + value + "': use " + names);
+}
+
+Status check_algorithm(const std::string& name, const std::string& value) {
+  if (value != "auto" && value != "ring" && value != "hierarchical") {
+    return invalid_argument(name + "='" + value + "': use auto, ring or hierarchical");
   }
   return Status::ok();
 }
@@ -55,6 +68,9 @@ Status load_config(Config* c) {
   c->secret = env_string("KOLO_SECRET").value_or("");
   c->transport = env_string("KOLO_TRANSPORT").value_or(d.transport);
   KOLO_RETURN_IF_ERROR(check_transport("KOLO_TRANSPORT", c->transport));
+  c->host_name = env_string("KOLO_HOSTNAME").value_or("");
+  c->algorithm = env_string("KOLO_ALGORITHM").value_or(d.algorithm);
+  KOLO_RETURN_IF_ERROR(check_algorithm("KOLO_ALGORITHM", c->algorithm));
   c->ib_device = env_string("KOLO_IB_DEV").value_or("");
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_IB_PORT", d.ib_port, int64_t(limits::ib_port.min), int64_t(limits::ib_port.max), &c->ib_port));
   KOLO_RETURN_IF_ERROR(env_int64("KOLO_IB_GID_INDEX", d.ib_gid_index, int64_t(limits::ib_gid_index.min), int64_t(limits::ib_gid_index.max), &c->ib_gid_index));

@@ -29,7 +29,18 @@ struct Config {
                                      // the address this rank uses to reach the master
   std::string job_id;                // KOLO_JOB_ID: set by kolorun; empty = derived from the master address
   std::string secret;                // KOLO_SECRET: authenticates every connection; set by kolorun
-  std::string transport = "auto";    // KOLO_TRANSPORT: auto (RDMA where every rank has it, else TCP), tcp, ib, shm (one machine)
+  // KOLO_TRANSPORT: auto (per peer: shared memory on this machine, else RDMA
+  // where both ends have it, else TCP), or tcp, ib, shm for every peer.
+  std::string transport = "auto";
+  // KOLO_ALGORITHM: allreduce's schedule. auto: hierarchical (hierarchical.h)
+  // above KOLO_SMALL_ALLREDUCE_BYTES when the ranks span several hosts with
+  // the same number of ranks (two or more) on each, else flat; ring: flat
+  // only (recursive doubling, then the ring, by size); hierarchical: at
+  // every size where the layout allows it.
+  std::string algorithm = "auto";
+  // KOLO_HOSTNAME: what tells machines apart, with the kernel and the
+  // network and IPC namespaces; empty = the machine's host name.
+  std::string host_name;
   std::string ib_device;             // KOLO_IB_DEV: RDMA device; empty = the first with an active port
   int64_t ib_port = 0;               // KOLO_IB_PORT: 0 = the device's first active port
   int64_t ib_gid_index = -1;         // KOLO_IB_GID_INDEX: -1 = RoCE v2 IPv4 GID first
@@ -77,6 +88,7 @@ constexpr Limit stall_shutdown_s{0, 1e7};
 // "config.segment_bytes"): out of range is invalid_argument naming it.
 Status check_limit(const std::string& name, double value, Limit limit);
 Status check_transport(const std::string& name, const std::string& value);
+Status check_algorithm(const std::string& name, const std::string& value);
 
 Status load_config(Config* config);
 

@@ -197,7 +197,7 @@ int slurm_port(const std::string& job_id, const std::string& step_id) {
     h ^= static_cast<unsigned char>(c);
     h *= 1099511628211ULL;
   }
-  return 20000 + static_cast<int>(h % 20000);
+  return 20000 + static_cast<int>(h % 12000);
 }
 
 }  // namespace kolo

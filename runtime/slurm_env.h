@@ -25,9 +25,9 @@ Status first_host(const std::string& text, std::string* host);
 // Expands "2(x3),1" into {2, 2, 2, 1}; at most `limit` entries.
 Status expand_tasks_per_node(const std::string& text, size_t limit, std::vector<int>* counts);
 
-// The store's port for a job step: 20000 + hash(job, step) % 20000, in the
-// unprivileged range and below the usual ephemeral ports (32768+ on Linux
-// overlap, but a collision only fails the bind, with an error naming it).
+// The store's port for a job step: 20000 + hash(job, step) % 12000, in the
+// unprivileged range and below Linux's ephemeral ports (32768+), so that no
+// outgoing connection on the machine can hold it (one did, in CI).
 int slurm_port(const std::string& job_id, const std::string& step_id);
 
 }  // namespace kolo

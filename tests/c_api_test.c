@@ -28,6 +28,15 @@ int main(void) {
   EXPECT(kolo_comm_local_rank(comm, &local_rank) == KOLO_SUCCESS && local_rank == 0);
   EXPECT(kolo_comm_local_size(comm, &local_size) == KOLO_SUCCESS && local_size == 1);
 
+  /* What it runs on: a world of one has no transport. */
+  {
+    const char* name = NULL;
+    EXPECT(kolo_comm_get_transport(comm, &name) == KOLO_SUCCESS && strcmp(name, "none") == 0);
+    EXPECT(kolo_comm_get_allreduce_algorithm(comm, 1 << 20, &name) == KOLO_SUCCESS && strcmp(name, "ring") == 0);
+    EXPECT(kolo_comm_get_transport(comm, NULL) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_get_allreduce_algorithm(NULL, 1, &name) == KOLO_ERR_INVALID_ARGUMENT);
+  }
+
   EXPECT(kolo_allreduce(comm, in, out, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_SUCCESS);
   for (i = 0; i < 5; ++i) EXPECT(out[i] == in[i]);
   EXPECT(kolo_allgather(comm, in, out, 5, KOLO_FLOAT32) == KOLO_SUCCESS);

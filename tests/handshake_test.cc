@@ -107,6 +107,7 @@ TEST(HelloMessage, MacBindsSecretNoncesAndContent) {
 TEST(Handshake, StrangersAreTurnedAwayAndTheJobGoesOn) {
   Config config = test_config();
   config.secret = "the job's secret";
+  config.transport = "tcp";  // its listener is what strangers knock on
   ThreadWorld w(3, config);
   std::string address;
   ASSERT_TRUE(w.store().get_one("tcp/1", Deadline::after_seconds(5), &address).is_ok());

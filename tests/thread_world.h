@@ -1,8 +1,12 @@
 // N ranks as threads in one process, each with its own Communicator over a
-// real transport (TCP loopback; RDMA with KOLO_TRANSPORT=ib), rendezvousing
-// through an in-memory store.
+// real transport (shared memory, as one machine's ranks get by default; TCP
+// or RDMA with KOLO_TRANSPORT=tcp or ib), rendezvousing through an
+// in-memory store. KOLO_TEST_HOSTS=K places the ranks on K emulated hosts
+// (blocks of consecutive ranks, told apart by Config::host_name), so the
+// ranks of one host share memory and reach the others over TCP.
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -25,9 +29,14 @@ class ThreadWorld {
   ThreadWorld(int n, const std::function<Config(int)>& config_of) : comms_(n) {
     std::vector<std::thread> threads;
     std::vector<Status> status(n);
+    const char* hosts = std::getenv("KOLO_TEST_HOSTS");
+    const int k = hosts ? std::max(1, std::atoi(hosts)) : 0;
     for (int r = 0; r < n; ++r) {
-      threads.emplace_back(
-          [&, r] { status[r] = Communicator::create_with_store(r, n, &store_, config_of(r), &comms_[r]); });
+      threads.emplace_back([&, r] {
+        Config config = config_of(r);
+        if (k > 0) config.host_name = "emulated-host-" + std::to_string(r * k / n);
+        status[r] = Communicator::create_with_store(r, n, &store_, config, &comms_[r]);
+      });
     }
     for (auto& t : threads) t.join();
     for (int r = 0; r < n; ++r) EXPECT_TRUE(status[r].is_ok()) << "rank " << r << ": " << status[r].to_string();

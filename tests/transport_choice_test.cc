@@ -1,7 +1,10 @@
-// Which transport a communicator takes: with KOLO_TRANSPORT=auto, RDMA where
-// every rank can open an RDMA device, else TCP on every rank; KOLO_TRANSPORT=ib
-// needs an active device or fails saying there is none. Run on the TCP-only
-// machines and, in the RDMA suite, inside the soft-RoCE VM.
+// Which transport a communicator takes: with KOLO_TRANSPORT=auto, per peer,
+// shared memory to a rank on this machine, else RDMA where both ends can
+// open a device, else TCP; KOLO_TRANSPORT forces one (ib needs an active
+// device or fails saying there is none). Hosts are emulated in one process
+// by Config::host_name. Run on the TCP-only machines and, in the RDMA
+// suite, inside the soft-RoCE VM.
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -9,6 +12,7 @@
 #include "collectives/dtype.h"
 #include "runtime/config.h"
 #include "tests/thread_world.h"
+#include "transport/memory_store.h"
 #include "transport/ib/device.h"
 
 namespace kolo {
@@ -37,19 +41,72 @@ void expect_allreduce_works(const std::vector<Communicator*>& comms) {
   for (auto& t : threads) t.join();
 }
 
-TEST(TransportChoice, AutoTakesRdmaWhereEveryRankHasIt) {
-  Config c = test_config();
-  c.transport = "auto";
-  ThreadWorld world(2, c);
-  const char* want = machine_has_rdma() ? "ib" : "tcp";
-  EXPECT_STREQ(world.comm(0).transport_name(), want);
-  EXPECT_STREQ(world.comm(1).transport_name(), want);
-  expect_allreduce_works({&world.comm(0), &world.comm(1)});
+// n ranks as threads, rank r with configuration config_of(r).
+struct Job {
+  MemoryStore store;  // outlives the communicators
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::vector<Communicator*> raw() const {
+    std::vector<Communicator*> out;
+    for (const auto& c : comms) out.push_back(c.get());
+    return out;
+  }
+};
+
+std::unique_ptr<Job> start(int n, const std::function<Config(int)>& config_of) {
+  auto job = std::make_unique<Job>();
+  job->comms.resize(n);
+  std::vector<Status> status(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back(
+        [&, r] { status[r] = Communicator::create_with_store(r, n, &job->store, config_of(r), &job->comms[r]); });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(status[r].is_ok()) << "rank " << r << ": " << status[r].to_string();
+  return job;
 }
 
-TEST(TransportChoice, AutoFallsBackToTcpOnEveryRankWhenOneCannotUseRdma) {
-  // Rank 2 names a device that does not exist, so it cannot open RDMA; a
-  // queue pair needs both ends, so the whole world agrees on TCP.
+TEST(TransportChoice, AutoTakesSharedMemoryOnOneMachine) {
+  Config c = test_config();
+  c.transport = "auto";
+  ThreadWorld world(3, c);
+  for (int r = 0; r < 3; ++r) EXPECT_STREQ(world.comm(r).transport_name(), "shm");
+  EXPECT_STREQ(world.comm(0).allreduce_algorithm(1 << 20), "ring");  // one host: flat
+  expect_allreduce_works({&world.comm(0), &world.comm(1), &world.comm(2)});
+}
+
+TEST(TransportChoice, AutoChoosesPerPeerAcrossHosts) {
+  // Two emulated hosts of two ranks: shared memory within each, and RDMA
+  // (where the machine has it) or TCP between them, in one transport.
+  auto job = start(4, [](int r) {
+    Config c = test_config();
+    c.transport = "auto";
+    c.host_name = r < 2 ? "host-a" : "host-b";
+    return c;
+  });
+  const std::string want = machine_has_rdma() ? "shm+ib" : "shm+tcp";
+  for (int r = 0; r < 4; ++r) ASSERT_EQ(job->comms[r]->transport_name(), want) << "rank " << r;
+  EXPECT_STREQ(job->comms[0]->allreduce_algorithm(1 << 20), "hierarchical");
+  expect_allreduce_works(job->raw());
+}
+
+TEST(TransportChoice, AutoFallsBackToTcpWhereOneEndCannotUseRdma) {
+  // Three hosts; rank 2 names a device that does not exist, so it cannot
+  // open RDMA, and a queue pair needs both ends: ranks 0 and 1 reach it
+  // over TCP (and each other over RDMA where the machine has it).
+  auto job = start(3, [](int r) {
+    Config c = test_config();
+    c.transport = "auto";
+    c.host_name = "host-" + std::to_string(r);
+    if (r == 2) c.ib_device = "no-such-device";
+    return c;
+  });
+  EXPECT_STREQ(job->comms[2]->transport_name(), "tcp");
+  for (int r = 0; r < 2; ++r) EXPECT_STREQ(job->comms[r]->transport_name(), machine_has_rdma() ? "ib+tcp" : "tcp");
+  expect_allreduce_works(job->raw());
+}
+
+TEST(TransportChoice, ForcedSharedMemoryAcrossHostsNamesTheRank) {
   const int n = 3;
   MemoryStore store;
   std::vector<std::unique_ptr<Communicator>> comms(n);
@@ -58,19 +115,16 @@ TEST(TransportChoice, AutoFallsBackToTcpOnEveryRankWhenOneCannotUseRdma) {
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       Config c = test_config();
-      c.transport = "auto";
-      if (r == 2) c.ib_device = "no-such-device";
+      c.transport = "shm";
+      c.timeout_s = 10;
+      c.host_name = r < 2 ? "host-a" : "host-b";
       status[r] = Communicator::create_with_store(r, n, &store, c, &comms[r]);
     });
   }
   for (auto& t : threads) t.join();
-  std::vector<Communicator*> raw;
-  for (int r = 0; r < n; ++r) {
-    ASSERT_TRUE(status[r].is_ok()) << status[r].to_string();
-    EXPECT_STREQ(comms[r]->transport_name(), "tcp") << "rank " << r;
-    raw.push_back(comms[r].get());
-  }
-  expect_allreduce_works(raw);
+  EXPECT_EQ(status[0].code(), Code::kInvalidUsage);
+  EXPECT_EQ(status[0].message(), "KOLO_TRANSPORT=shm cannot reach rank 2: another machine");
+  EXPECT_EQ(status[2].message(), "KOLO_TRANSPORT=shm cannot reach rank 0: another machine");
 }
 
 TEST(TransportChoice, DemandingRdmaWithoutADeviceFailsClearly) {
@@ -104,7 +158,7 @@ TEST(TransportChoice, UnknownTransportsAreRejected) {
   Status s = load_config(&c);
   unsetenv("KOLO_TRANSPORT");
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("KOLO_TRANSPORT='carrier-pigeon': use auto, tcp, ib or shm"), std::string::npos);
+  EXPECT_NE(s.message().find("KOLO_TRANSPORT='carrier-pigeon': use auto, shm, ib or tcp"), std::string::npos);
 }
 
 }  // namespace

@@ -22,14 +22,9 @@
 
 #include "common/deadline.h"
 #include "common/status.h"
+#include "transport/transport.h"
 
 namespace kolo {
-
-// What one look at the wire did.
-struct Pumped {
-  int completed = 0;   // requests finished
-  bool moved = false;  // bytes moved without finishing one: the spin starts again
-};
 
 class ProgressLoop {
  public:

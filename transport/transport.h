@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/deadline.h"
@@ -32,6 +33,12 @@ struct Request {
   size_t bytes = 0;
   uint64_t tag = 0;  // fingerprint of the operation this message belongs to
   bool done = false;
+};
+
+// What one look at the wire did.
+struct Pumped {
+  int completed = 0;   // requests finished
+  bool moved = false;  // bytes moved without finishing one: the spin starts again
 };
 
 class Transport {
@@ -94,6 +101,25 @@ class Transport {
 
   // "tcp", "ib", ...: for logs and benchmarks.
   virtual const char* name() const = 0;
+};
+
+// A transport that moves the bytes itself (TCP, RDMA, shared memory), as
+// opposed to one layered over another. Its progress() is a ProgressLoop
+// over the parts below; they are public so that one loop can drive several
+// such transports at once (per_peer_transport.h: each peer reached by its
+// own), which no single system call can put to sleep together.
+class DirectTransport : public Transport {
+ public:
+  // Moves what can move without waiting and counts it. Fails with the
+  // transport's sticky failure, if any.
+  virtual Status pump(Pumped* pumped) = 0;
+  // Waits until bytes may move, the deadline passes, or interrupt() or
+  // abort() is called, counting what it completed itself. May return early.
+  virtual Status sleep(Deadline deadline, Pumped* pumped) = 0;
+  // Whether a posted request is unfinished.
+  virtual bool has_pending() = 0;
+  // What is still in flight, for a timeout's message ("" when nothing).
+  virtual std::string describe_pending() = 0;
 };
 
 }  // namespace kolo

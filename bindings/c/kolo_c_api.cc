@@ -110,6 +110,22 @@ kolo_result_t kolo_comm_local_size(kolo_comm_t comm, int* local_size) {
   return get_int(comm, local_size, "local_size", &kolo::Communicator::local_size);
 }
 
+kolo_result_t kolo_comm_get_transport(kolo_comm_t comm, const char** name) {
+  if (!comm) return null_comm();
+  if (!name) return kolo_c::report(kolo::invalid_argument("name output pointer is NULL"));
+  *name = comm->impl->transport_name();
+  return KOLO_SUCCESS;
+}
+
+kolo_result_t kolo_comm_get_allreduce_algorithm(kolo_comm_t comm, size_t bytes, const char** name) {
+  if (!comm) return null_comm();
+  if (!name) return kolo_c::report(kolo::invalid_argument("name output pointer is NULL"));
+  return guarded([&] {
+    *name = comm->impl->allreduce_algorithm(bytes);
+    return kolo::Status::ok();
+  });
+}
+
 kolo_result_t kolo_comm_gpu(kolo_comm_t comm, int* device) {
   if (!comm) return null_comm();
   if (!device) return kolo_c::report(kolo::invalid_argument("device is NULL"));

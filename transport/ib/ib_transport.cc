@@ -395,24 +395,37 @@ std::string IbTransport::describe_pending() {
   return what;
 }
 
+bool IbTransport::has_pending() {
+  std::lock_guard<std::mutex> lock(pairs_mutex_);
+  for (const auto& p : pairs_) {
+    if (p.second->has_pending()) return true;
+  }
+  return false;
+}
+
+Status IbTransport::pump(Pumped* pumped) {
+  // A failure is sticky; the loop reports an abort before it.
+  if (!failed_.is_ok()) return failed_;
+  KOLO_RETURN_IF_ERROR(poll_completions(&pumped->completed));
+  if (pumped->completed > 0) next_probe_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  return Status::ok();
+}
+
+Status IbTransport::sleep(Deadline deadline, Pumped* pumped) {
+  KOLO_RETURN_IF_ERROR(sleep_until_event(deadline, &pumped->completed));
+  const auto now = std::chrono::steady_clock::now();
+  if (pumped->completed > 0 || now < next_probe_) return Status::ok();
+  // Waited a second with nothing completing: make sure the peers we wait
+  // on are alive (a dead one fails the probe within ~0.5 s).
+  next_probe_ = now + std::chrono::seconds(1);
+  return probe_pending_peers();
+}
+
 Status IbTransport::progress(Deadline deadline) {
-  // A failure is sticky (an abort is reported first). Every failure inside
-  // the loop returns at once.
-  if (!failed_.is_ok() && !loop_.aborted()) return failed_;
-  using Clock = std::chrono::steady_clock;
-  auto next_probe = Clock::now() + std::chrono::seconds(1);
+  next_probe_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   return loop_.run(
-      deadline, [this](Pumped* pumped) { return poll_completions(&pumped->completed); },
-      [&](Deadline d, Pumped* pumped) {
-        KOLO_RETURN_IF_ERROR(sleep_until_event(d, &pumped->completed));
-        if (pumped->completed > 0 || Clock::now() < next_probe) return Status::ok();
-        // Waited a second with nothing completing: make sure the peers we
-        // wait on are alive (a dead one fails the probe within ~0.5 s).
-        KOLO_RETURN_IF_ERROR(probe_pending_peers());
-        next_probe = Clock::now() + std::chrono::seconds(1);
-        return Status::ok();
-      },
-      [this] { return describe_pending(); });
+      deadline, [this](Pumped* pumped) { return pump(pumped); },
+      [this](Deadline d, Pumped* pumped) { return sleep(d, pumped); }, [this] { return describe_pending(); });
 }
 
 void IbTransport::abort() {

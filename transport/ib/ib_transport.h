@@ -27,6 +27,7 @@
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,7 +53,7 @@ struct IbOptions {
   int window = 64;                   // receive slots (credits) per peer
 };
 
-class IbTransport final : public Transport, private IbEventListener {
+class IbTransport final : public DirectTransport, private IbEventListener {
  public:
   // UNSUPPORTED when there is no usable RDMA device (the caller falls back to TCP).
   static Status create(Store* store, int rank, int size, const IbOptions& options,
@@ -90,6 +91,13 @@ class IbTransport final : public Transport, private IbEventListener {
   void abort() override;
   void interrupt() override;
   void set_polling(int spin_us, bool yield) override { loop_.set_polling(spin_us, yield); }
+  // Polls the completion queue.
+  Status pump(Pumped* pumped) override;
+  // On the completion channel; after a second with nothing completing, it
+  // probes the peers it waits on (a dead one fails the probe within ~0.5 s).
+  Status sleep(Deadline deadline, Pumped* pumped) override;
+  bool has_pending() override;
+  std::string describe_pending() override;
 
  private:
   class VerbsRegistration;
@@ -101,7 +109,6 @@ class IbTransport final : public Transport, private IbEventListener {
   Status sleep_until_event(Deadline deadline, int* completed);
   // Sends a probe to every peer this rank waits on (IbPair::probe).
   Status probe_pending_peers();
-  std::string describe_pending();
   // IbEventListener: keeps the events that concern this transport, for
   // poll_completions() to fail on (and wakes a sleeping progress()).
   void on_async_event(const ibv_async_event& event) override;
@@ -132,6 +139,7 @@ class IbTransport final : public Transport, private IbEventListener {
   std::map<int, std::unique_ptr<IbPair>> pairs_;     // connected
   ProgressLoop loop_;  // progress(), abort() and interrupt()
   Status failed_;
+  std::chrono::steady_clock::time_point next_probe_;  // sleep() probes the peers it waits on from then
   std::mutex event_mutex_;
   Status event_failure_;                  // from on_async_event, under event_mutex_
   std::atomic<bool> event_failed_{false};  // event_failure_ is set

@@ -248,7 +248,14 @@ Status ShmTransport::sleep(Deadline deadline, Pumped* pumped) {
   return Status::ok();
 }
 
-std::string ShmTransport::describe_pending() const {
+bool ShmTransport::has_pending() {
+  for (const Peer* p : active_) {
+    if (!p->sends.empty() || !p->recvs.empty()) return true;
+  }
+  return false;
+}
+
+std::string ShmTransport::describe_pending() {
   std::string what;
   for (const Peer* p : active_) {
     if (!p->sends.empty()) {
@@ -266,7 +273,6 @@ std::string ShmTransport::describe_pending() const {
 }
 
 Status ShmTransport::progress(Deadline deadline) {
-  if (!failed_.is_ok() && !loop_.aborted()) return failed_;
   return loop_.run(
       deadline, [this](Pumped* pumped) { return pump(pumped); },
       [this](Deadline d, Pumped* pumped) { return sleep(d, pumped); }, [this] { return describe_pending(); });

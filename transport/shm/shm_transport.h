@@ -33,7 +33,7 @@ struct ShmOptions {
   ShmRingShape ring;                  // each direction's slots
 };
 
-class ShmTransport final : public Transport {
+class ShmTransport final : public DirectTransport {
  public:
   static Status create(Store* store, int rank, int size, const ShmOptions& options, std::unique_ptr<ShmTransport>* out);
   ~ShmTransport() override;
@@ -52,6 +52,11 @@ class ShmTransport final : public Transport {
   void abort() override;
   void interrupt() override;
   void set_polling(int spin_us, bool yield) override { loop_.set_polling(spin_us, yield); }
+  Status pump(Pumped* pumped) override;
+  // On the futexes of every ring with a request waiting, at once.
+  Status sleep(Deadline deadline, Pumped* pumped) override;
+  bool has_pending() override;
+  std::string describe_pending() override;
 
  private:
   struct Message {
@@ -73,15 +78,12 @@ class ShmTransport final : public Transport {
 
   ShmTransport(Store* store, int rank, int size, const ShmOptions& options);
   Status peer_for(int peer, Peer** out);
-  Status pump(Pumped* pumped);
   Status pump_sends(Peer* p, Pumped* pumped);
   Status pump_recvs(Peer* p, Pumped* pumped);
-  Status sleep(Deadline deadline, Pumped* pumped);
   // Whether a peer this rank waits on has closed its end or ended.
   Status check_alive(const Peer& p);
   // Closes this rank's ends (why: a ShmClosed) and wakes the peers.
   void close_all(uint32_t why);
-  std::string describe_pending() const;
   Status fail(Status s);
   std::string ring_key(int from, int to) const;
 

@@ -186,7 +186,14 @@ Status TcpTransport::pump(Pumped* pumped) {
   return Status::ok();
 }
 
-Status TcpTransport::wait_for_io(Deadline deadline) {
+bool TcpTransport::has_pending() {
+  for (TcpPair* p : active_) {
+    if (p->has_pending()) return true;
+  }
+  return false;
+}
+
+Status TcpTransport::sleep(Deadline deadline, Pumped*) {
   pollfds_.clear();
   for (TcpPair* p : active_) {
     if (p->has_pending()) p->collect_pollfds(&pollfds_);
@@ -195,7 +202,7 @@ Status TcpTransport::wait_for_io(Deadline deadline) {
   return loop_.wait(&pollfds_, deadline.remaining_ms(), &ready);
 }
 
-std::string TcpTransport::describe_pending() const {
+std::string TcpTransport::describe_pending() {
   std::string what;
   for (TcpPair* p : active_) {
     if (!p->has_pending()) continue;
@@ -208,7 +215,7 @@ std::string TcpTransport::describe_pending() const {
 Status TcpTransport::progress(Deadline deadline) {
   return loop_.run(
       deadline, [this](Pumped* pumped) { return pump(pumped); },
-      [this](Deadline d, Pumped*) { return wait_for_io(d); }, [this] { return describe_pending(); });
+      [this](Deadline d, Pumped* pumped) { return sleep(d, pumped); }, [this] { return describe_pending(); });
 }
 
 void TcpTransport::interrupt() { loop_.interrupt(); }

@@ -35,7 +35,7 @@ struct TcpOptions {
   std::string secret;                      // job secret for the handshake (KOLO_SECRET); may be empty
 };
 
-class TcpTransport final : public Transport {
+class TcpTransport final : public DirectTransport {
  public:
   // Listens and publishes this rank's address in the store.
   static Status create(Store* store, int rank, int size, const TcpOptions& options,
@@ -53,6 +53,11 @@ class TcpTransport final : public Transport {
   void abort() override;
   void interrupt() override;
   void set_polling(int spin_us, bool yield) override { loop_.set_polling(spin_us, yield); }
+  Status pump(Pumped* pumped) override;
+  // poll() on the sockets of the peers with requests in flight.
+  Status sleep(Deadline deadline, Pumped* pumped) override;
+  bool has_pending() override;
+  std::string describe_pending() override;
 
   // The shared device's address, which this rank publishes.
   std::string listen_address() const;
@@ -69,9 +74,6 @@ class TcpTransport final : public Transport {
   Status connect_stream(int peer, const std::string& address, int stream_index, Deadline deadline,
                         std::unique_ptr<boost::asio::ip::tcp::socket>* out);
   Status pair_for(int peer, TcpPair** pair);
-  Status pump(Pumped* pumped);
-  Status wait_for_io(Deadline deadline);
-  std::string describe_pending() const;
 
   Store* store_;
   int rank_;

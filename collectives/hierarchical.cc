@@ -1,0 +1,92 @@
+#include "collectives/hierarchical.h"
+
+#include <algorithm>
+#include <map>
+
+#include "collectives/ring_schedule.h"
+
+namespace kolo {
+
+bool make_host_layout(const std::vector<std::string>& host_of_rank, int rank, HostLayout* out) {
+  std::map<std::string, std::vector<int>> by_host;
+  std::vector<std::string> order;  // hosts by their lowest rank
+  for (int r = 0; r < static_cast<int>(host_of_rank.size()); ++r) {
+    auto& ranks = by_host[host_of_rank[r]];
+    if (ranks.empty()) order.push_back(host_of_rank[r]);
+    ranks.push_back(r);
+  }
+  const size_t per_host = by_host.begin()->second.size();
+  if (order.size() < 2 || per_host < 2) return false;
+  for (const auto& h : by_host) {
+    if (h.second.size() != per_host) return false;
+  }
+  HostLayout layout;
+  layout.local = by_host[host_of_rank[rank]];
+  layout.local_index = static_cast<int>(std::find(layout.local.begin(), layout.local.end(), rank) - layout.local.begin());
+  for (size_t h = 0; h < order.size(); ++h) {
+    if (order[h] == host_of_rank[rank]) layout.host_index = static_cast<int>(h);
+    layout.cross.push_back(by_host[order[h]][layout.local_index]);
+  }
+  *out = std::move(layout);
+  return true;
+}
+
+RingContext sub_ring(const RingContext& ctx, const std::vector<int>& members, int index) {
+  RingContext sub = ctx;
+  const int n = static_cast<int>(members.size());
+  sub.rank = index;
+  sub.size = n;
+  sub.left = members[(index + n - 1) % n];
+  sub.right = members[(index + 1) % n];
+  sub.hosts = nullptr;
+  sub.reduce_scatter_done = nullptr;
+  return sub;
+}
+
+Status hierarchical_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype,
+                                    ReduceOp op) {
+  const HostLayout& layout = *ctx.hosts;
+  const size_t elem_size = dtype_size(dtype);
+  size_t total = 0;
+  for (const Span& s : spans) total += s.count;
+  // One contiguous buffer: recv itself when there is one span, else the
+  // spans packed (a copy at memory speed, next to links between hosts).
+  const bool packed = spans.size() == 1;
+  unsigned char* buf = packed ? static_cast<unsigned char*>(spans[0].recv)
+                              : static_cast<unsigned char*>(ctx.memory->packing(total * elem_size));
+  if (!buf) return device_error("cannot allocate " + std::to_string(total * elem_size) + " bytes of scratch memory");
+  const void* input = packed ? spans[0].send : buf;
+  if (!packed) {
+    size_t at = 0;
+    for (const Span& s : spans) {
+      ctx.memory->copy(buf + at, s.send, s.count * elem_size);
+      at += s.count * elem_size;
+    }
+  }
+  const int l = static_cast<int>(layout.local.size());
+  const int n = l * static_cast<int>(layout.cross.size());
+  const RingLayout chunks(total, l, elem_size, ctx.segment_bytes);
+  std::vector<size_t> counts(l);
+  for (int c = 0; c < l; ++c) counts[c] = chunks.chunk(c).count;
+  const Range mine = chunks.chunk(layout.local_index);
+  unsigned char* slice = buf + mine.offset * elem_size;
+  // An average is a sum until the whole job's is known, divided once.
+  const ReduceOp sum_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  RingContext local = sub_ring(ctx, layout.local, layout.local_index);
+  RingContext cross = sub_ring(ctx, layout.cross, layout.host_index);
+  KOLO_RETURN_IF_ERROR(ring_reduce_scatter_v(local, input, slice, counts, dtype, sum_op));
+  if (ctx.reduce_scatter_done) *ctx.reduce_scatter_done = std::chrono::steady_clock::now();
+  KOLO_RETURN_IF_ERROR(ring_allreduce(cross, slice, slice, mine.count, dtype, sum_op));
+  if (op == ReduceOp::kAvg) ctx.memory->finalize(dtype, op, slice, mine.count, n);
+  KOLO_RETURN_IF_ERROR(ring_allgather_v(local, slice, buf, counts, dtype));
+  if (!packed) {
+    size_t at = 0;
+    for (const Span& s : spans) {
+      ctx.memory->copy(s.recv, buf + at, s.count * elem_size);
+      at += s.count * elem_size;
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace kolo

@@ -1,0 +1,38 @@
+// The hierarchical allreduce, for ranks spread over several hosts (Horovod's
+// hierarchical allreduce; NCCL's inter-node ring over intra-node rings):
+// reduce-scatter among the ranks of each host, an allreduce of each slice
+// across hosts among the ranks with the same local index (each carrying
+// 1/L of the bytes, L ranks per host, all hosts' links busy at once), then
+// allgather within each host. The links between hosts carry 2(H-1)/H of the
+// buffer per host where a flat ring's crossing link carries 2(N-1)/N of it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "collectives/ring.h"
+
+namespace kolo {
+
+// Where a communicator's ranks run, as the hierarchical schedule needs it.
+struct HostLayout {
+  std::vector<int> local;  // the ranks of this rank's host, in rank order
+  std::vector<int> cross;  // per host (ordered by its lowest rank), its rank with this rank's local index
+  int local_index = 0;     // this rank's place in `local`
+  int host_index = 0;      // this host's place in `cross`
+};
+
+// From every rank's host; false where the schedule does not apply: one
+// host, one rank per host, or hosts with different numbers of ranks.
+bool make_host_layout(const std::vector<std::string>& host_of_rank, int rank, HostLayout* out);
+
+// The context of the ring through `members` (ranks of ctx), this rank at
+// position `index`.
+RingContext sub_ring(const RingContext& ctx, const std::vector<int>& members, int index);
+
+// recv = reduction of every rank's spans (as ring_allreduce_spans), by the
+// schedule above. ctx.hosts must be set.
+Status hierarchical_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype,
+                                    ReduceOp op);
+
+}  // namespace kolo

@@ -1,0 +1,99 @@
+// The per-peer choice of transport, from what ranks publish (RankFacts):
+// both ends of every pair choose alike, the first transport that reaches a
+// peer wins, KOLO_TRANSPORT forces one, and the summary says why.
+#include "runtime/transport_registry.h"
+
+#include <gtest/gtest.h>
+
+namespace kolo {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+RankFacts on(const std::string& host, bool rdma = false, uint64_t shm_free = kGiB) {
+  RankFacts f;
+  f.host = host + "/boot";
+  f.rdma = rdma;
+  f.shm_free = shm_free;
+  return f;
+}
+
+std::string name_of(int kind) { return transport_registry()[kind].name; }
+
+TEST(TransportRegistry, EveryPairChoosesAlike) {
+  // Two machines of two ranks, RDMA on one rank of each and on a third
+  // machine's rank: every combination of the rules.
+  const std::vector<RankFacts> facts = {on("a", true), on("a"), on("b", true), on("b"), on("c", true)};
+  const int n = static_cast<int>(facts.size());
+  std::vector<Routes> routes(n);
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(choose_routes(facts, r, "auto", &routes[r]).is_ok());
+  for (int a = 0; a < n; ++a) {
+    EXPECT_EQ(routes[a].kind[a], -1);
+    for (int b = 0; b < n; ++b) {
+      if (a != b) EXPECT_EQ(routes[a].kind[b], routes[b].kind[a]) << a << " and " << b;
+    }
+  }
+  EXPECT_EQ(name_of(routes[0].kind[1]), "shm");
+  EXPECT_EQ(name_of(routes[0].kind[2]), "ib");
+  EXPECT_EQ(name_of(routes[0].kind[3]), "tcp");
+  EXPECT_EQ(name_of(routes[0].kind[4]), "ib");
+  EXPECT_EQ(name_of(routes[1].kind[3]), "tcp");
+  EXPECT_EQ(routes[0].summary, "shm to rank 1 (same machine); ib to ranks 2, 4 (another machine); "
+                               "tcp to rank 3 (another machine; RDMA on one end only)");
+}
+
+TEST(TransportRegistry, ForcedTransportGoesToEveryPeer) {
+  const std::vector<RankFacts> facts = {on("a", true), on("a", true), on("b", true)};
+  Routes routes;
+  ASSERT_TRUE(choose_routes(facts, 0, "tcp", &routes).is_ok());
+  EXPECT_EQ(name_of(routes.kind[1]), "tcp");
+  EXPECT_EQ(name_of(routes.kind[2]), "tcp");
+  EXPECT_EQ(routes.summary, "tcp to ranks 1-2 (KOLO_TRANSPORT=tcp)");
+  ASSERT_TRUE(choose_routes(facts, 0, "ib", &routes).is_ok());
+  EXPECT_EQ(name_of(routes.kind[1]), "ib");
+}
+
+TEST(TransportRegistry, ForcedTransportThatCannotReachAPeerNamesIt) {
+  const std::vector<RankFacts> facts = {on("a"), on("a"), on("b")};
+  Routes routes;
+  Status s = choose_routes(facts, 0, "shm", &routes);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_EQ(s.message(), "KOLO_TRANSPORT=shm cannot reach rank 2: another machine");
+  s = choose_routes(facts, 1, "ib", &routes);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_EQ(s.message(), "KOLO_TRANSPORT=ib cannot reach rank 0: no RDMA device");
+}
+
+TEST(TransportRegistry, SmallDevShmFallsBackToTcpAndSaysHowToFixIt) {
+  // Four ranks need 4 * 3 rings of just over 1 MiB: 8 MiB free is too little
+  // (the smaller of the two ends counts, so both decide alike).
+  const std::vector<RankFacts> facts = {on("a", false, 8 << 20), on("a"), on("a"), on("a")};
+  Routes r0, r1;
+  ASSERT_TRUE(choose_routes(facts, 0, "auto", &r0).is_ok());
+  ASSERT_TRUE(choose_routes(facts, 1, "auto", &r1).is_ok());
+  EXPECT_EQ(name_of(r0.kind[1]), "tcp");
+  EXPECT_EQ(name_of(r1.kind[0]), "tcp");
+  EXPECT_EQ(name_of(r1.kind[2]), "shm");
+  EXPECT_NE(r0.summary.find("tcp to ranks 1-3 (/dev/shm has 8 MiB free and 4 ranks here need 13 MiB"),
+            std::string::npos)
+      << r0.summary;
+  EXPECT_NE(r0.summary.find("--shm-size"), std::string::npos) << r0.summary;
+}
+
+TEST(TransportRegistry, RankFactsSurviveTheStore) {
+  RankFacts f = on("host|with|bars", true, 12345), g;
+  ASSERT_TRUE(decode_rank_facts(encode_rank_facts(f), &g).is_ok());
+  EXPECT_EQ(g.host, f.host);
+  EXPECT_TRUE(g.rdma);
+  EXPECT_EQ(g.shm_free, 12345u);
+  EXPECT_EQ(decode_rank_facts("garbage", &g).code(), Code::kInternal);
+}
+
+TEST(TransportRegistry, LocalFactsTellNamespacesApart) {
+  const RankFacts f = local_rank_facts("name", false);
+  EXPECT_EQ(f.host.rfind("name:net", 0), 0u) << f.host;
+  EXPECT_NE(f.host.find(":ipc"), std::string::npos) << f.host;
+}
+
+}  // namespace
+}  // namespace kolo
