@@ -2,7 +2,12 @@
 # kolo against every peer at one size, interleaved over several rounds, so
 # that the machine's drift (these machines are shared and noisy) hits all of
 # them alike. Prints the median busbw of each and kolo's ratio to the best
-# peer.   Usage: bash bench/duel.sh [N ...]   (default 2 4)
+# peer: kolo as it runs by default (one machine's ranks share memory), and
+# kolo_tcp (KOLO_TRANSPORT=tcp) against the best TCP peer (Gloo, Open MPI
+# over tcp); and kolo's busbw as a fraction of the memory-bandwidth bound
+# (every rank must at least read its input and write its output: N copies
+# of the buffer, at the memcpy bandwidth of all cores measured each round).
+#   Usage: bash bench/duel.sh [N ...]   (default 2 4)
 #   SIZE (67108864)  ROUNDS (5)  ITERS (16)
 #   BASELINE: another kolo_bench (e.g. built from an earlier commit) run in
 #   the same rounds as "kolo_baseline", for a before/after ratio.
@@ -15,9 +20,9 @@ SIZE="${SIZE:-67108864}"
 ROUNDS="${ROUNDS:-5}"
 ITERS="${ITERS:-16}"
 
-build_and_copy duel //bench:kolo_bench
+build_and_copy duel //bench:kolo_bench //bench:memcpy_bandwidth
 RESULTS="$WORK/results"
-BENCHES=("kolo $WORK/kolo_bench")
+BENCHES=("kolo $WORK/kolo_bench" "kolo_tcp $WORK/kolo_bench KOLO_TRANSPORT=tcp")
 if [[ -n "${BASELINE:-}" ]]; then
   cp "$BASELINE" "$WORK/kolo_baseline"
   BENCHES+=("kolo_baseline $WORK/kolo_baseline")
@@ -25,10 +30,11 @@ fi
 
 for ((round = 1; round <= ROUNDS; round++)); do
   echo "== round $round of $ROUNDS" >&2
+  "$WORK/memcpy_bandwidth" | awk '{print "memcpy 0", $2}' >>"$RESULTS"
   for n in "${NS[@]}"; do
     for bench in "${BENCHES[@]}"; do
-      read -r name binary <<<"$bench"
-      tools/kolorun -np "$n" --no-prefix "$binary" --min-bytes "$SIZE" --max-bytes "$SIZE" \
+      read -r name binary settings <<<"$bench"
+      env $settings tools/kolorun -np "$n" --no-prefix "$binary" --min-bytes "$SIZE" --max-bytes "$SIZE" \
         --iters "$ITERS" --no-check | awk -v n="$n" -v name="$name" '/^ +[0-9]/ {print name, n, $6}' >>"$RESULTS"
     done
   done
@@ -42,9 +48,11 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 echo "# busbw (GB/s) at $SIZE bytes, median of $ROUNDS interleaved rounds; kolo/best = kolo over the best peer"
+MEMCPY=$(awk '$1 == "memcpy" {print $3}' "$RESULTS" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
+echo "# memcpy bandwidth, all cores: median $MEMCPY GB/s"
 for n in "${NS[@]}"; do
   awk -v n="$n" '$2 == n {print $1, $3}' "$RESULTS" | sort -k1,1 -k2,2g |
-    awk -v n="$n" '
+    awk -v n="$n" -v memcpy="$MEMCPY" '
       {v[$1] = v[$1] " " $2; c[$1]++}
       END {
         for (k in v) {
@@ -52,9 +60,16 @@ for n in "${NS[@]}"; do
           med = (m % 2) ? xs[(m + 1) / 2] : (xs[m / 2] + xs[m / 2 + 1]) / 2;
           printf "N=%s %-24s median %6.3f  all:%s\n", n, k, med, v[k];
           if (k == "kolo") kolo = med; else if (k == "kolo_baseline") base = med;
-          else if (med > best) { best = med; bestname = k }
+          else if (k == "kolo_tcp") tcp = med;
+          else {
+            if (med > best) { best = med; bestname = k }
+            if (k != "mpi_shm" && med > best_tcp) { best_tcp = med; best_tcp_name = k }
+          }
         }
         if (best > 0) printf "N=%s kolo/best = %.2fx (best peer: %s)\n", n, kolo / best, bestname;
+        if (best_tcp > 0) printf "N=%s kolo_tcp/best TCP peer = %.2fx (%s)\n", n, tcp / best_tcp, best_tcp_name;
+        bound = 2 * (n - 1) / n * memcpy / n;
+        if (memcpy > 0) printf "N=%s kolo = %.0f%% of the memory-bandwidth bound (%.2f GB/s busbw)\n", n, 100 * kolo / bound, bound;
         if (base > 0) printf "N=%s kolo/kolo_baseline = %.2fx\n", n, kolo / base;
       }'
 done

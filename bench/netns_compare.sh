@@ -7,7 +7,9 @@
 # COMPUTE_SCALE keeps the compute-to-bandwidth ratio of a real cluster:
 # Horovod's published runs used Pascal GPUs on 25 Gbit/s links, so on
 # 1 Gbit/s links the compute is 25x slower. SKIP_GLOO=1, SKIP_SCALING=1
-# leave those parts out; MIN_BYTES/MAX_BYTES bound the sweep.
+# leave those parts out; MIN_BYTES/MAX_BYTES bound the sweep. BASELINE:
+# another kolo_bench (e.g. built from an earlier commit), swept right after
+# kolo on the same hosts, for a before/after ratio.
 set -euo pipefail
 # shellcheck source=bench/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -54,17 +56,24 @@ echo "== $K hosts, links shaped to $RATE = $RATE_GBPS GB/s; a plain TCP stream m
 
 frac() { python3 -c "print('%6.1f%%' % (100 * $1 / $2))"; }
 
-echo "== kolo allreduce, $K ranks on $K hosts (busbw; the ideal ring reaches the link rate)"
-printf "%12s %12s %12s %12s\n" "size(B)" "busbw(GB/s)" "of rate" "of stream"
-tools/kolorun -np "$K" --no-prefix --netns "${KOLO_NETNS_PREFIX}:$K" "$WORK/kolo_bench" --min-bytes "$MIN_BYTES" \
-  --max-bytes "$MAX_BYTES" --iters 10 --warmup 2 --json "$WORK/kolo.json" >/dev/null
-python3 - "$WORK/kolo.json" "$RATE_GBPS" "$STREAM_GBPS" <<'PY'
+sweep() {  # NAME BINARY: busbw per size, as a fraction of the rate and of the stream
+  echo "== $1 allreduce, $K ranks on $K hosts (busbw; the ideal ring reaches the link rate)"
+  printf "%12s %12s %12s %12s\n" "size(B)" "busbw(GB/s)" "of rate" "of stream"
+  tools/kolorun -np "$K" --no-prefix --netns "${KOLO_NETNS_PREFIX}:$K" "$2" --min-bytes "$MIN_BYTES" \
+    --max-bytes "$MAX_BYTES" --iters 10 --warmup 2 --json "$WORK/$1.json" >/dev/null
+  python3 - "$WORK/$1.json" "$RATE_GBPS" "$STREAM_GBPS" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1])); rate, stream = float(sys.argv[2]), float(sys.argv[3])
 for r in d["rows"]:
     print("%12d %12.4f %11.1f%% %11.1f%%" % (r["bytes"], r["busbw_gbps"], 100 * r["busbw_gbps"] / rate,
                                              100 * r["busbw_gbps"] / stream))
 PY
+}
+sweep kolo "$WORK/kolo_bench"
+if [[ -n "${BASELINE:-}" ]]; then
+  cp "$BASELINE" "$WORK/kolo_baseline"
+  sweep kolo_baseline "$WORK/kolo_baseline"
+fi
 
 if [[ "${SKIP_GLOO:-0}" != 1 ]]; then
   to_bytes() { python3 -c "s='$1'; m={'K':1<<10,'M':1<<20,'G':1<<30}; print(int(float(s[:-1])*m[s[-1]]) if s[-1] in m else int(s))"; }
