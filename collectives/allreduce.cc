@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "collectives/arena_allreduce.h"
 #include "collectives/hierarchical.h"
 #include "collectives/recursive_doubling.h"
 
@@ -13,6 +14,8 @@ const char* algorithm_name(AllreduceAlgorithm a) {
       return "recursive_doubling";
     case AllreduceAlgorithm::kHierarchical:
       return "hierarchical";
+    case AllreduceAlgorithm::kSharedMemory:
+      return "shared_memory";
     default:
       return "ring";
   }
@@ -21,7 +24,8 @@ const char* algorithm_name(AllreduceAlgorithm a) {
 AllreduceAlgorithm choose_allreduce(const RingContext& ctx, size_t bytes) {
   if (bytes == 0 || ctx.size == 1) return AllreduceAlgorithm::kRing;
   if (ctx.hosts && bytes >= ctx.hierarchical_bytes) return AllreduceAlgorithm::kHierarchical;
-  return bytes <= ctx.small_allreduce_bytes ? AllreduceAlgorithm::kRecursiveDoubling : AllreduceAlgorithm::kRing;
+  if (bytes <= ctx.small_allreduce_bytes) return AllreduceAlgorithm::kRecursiveDoubling;
+  return ctx.arena ? AllreduceAlgorithm::kSharedMemory : AllreduceAlgorithm::kRing;
 }
 
 Status allreduce(const RingContext& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
@@ -34,6 +38,7 @@ Status allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, D
   for (const Span& s : spans) total += s.count;
   const AllreduceAlgorithm algorithm = choose_allreduce(ctx, total * elem_size);
   if (algorithm == AllreduceAlgorithm::kHierarchical) return hierarchical_allreduce_spans(ctx, spans, dtype, op);
+  if (algorithm == AllreduceAlgorithm::kSharedMemory) return arena_allreduce_spans(ctx, spans, dtype, op);
   if (algorithm == AllreduceAlgorithm::kRing) return ring_allreduce_spans(ctx, spans, dtype, op);
   if (spans.size() == 1) return recursive_doubling_allreduce(ctx, spans[0].send, spans[0].recv, total, dtype, op);
   // Several small spans: through one contiguous buffer, which costs little

@@ -3,7 +3,9 @@
 // exchanges beat the ring's 2(N-1) hops; from RingContext::small_allreduce_bytes
 // up, the bandwidth-optimal ring; with ranks on several hosts
 // (RingContext::hosts), from RingContext::hierarchical_bytes up, the
-// hierarchical schedule, which sends fewer bytes between hosts.
+// hierarchical schedule, which sends fewer bytes between hosts; with all
+// ranks on one host sharing an arena (RingContext::arena), above
+// small_allreduce_bytes, the shared-memory allreduce.
 #pragma once
 
 #include <vector>
@@ -12,8 +14,9 @@
 
 namespace kolo {
 
-enum class AllreduceAlgorithm { kRing, kRecursiveDoubling, kHierarchical };
-const char* algorithm_name(AllreduceAlgorithm a);  // "ring", "recursive_doubling", "hierarchical"
+enum class AllreduceAlgorithm { kRing, kRecursiveDoubling, kHierarchical, kSharedMemory };
+// "ring", "recursive_doubling", "hierarchical", "shared_memory"
+const char* algorithm_name(AllreduceAlgorithm a);
 
 // What allreduce runs for `bytes` in ctx.
 AllreduceAlgorithm choose_allreduce(const RingContext& ctx, size_t bytes);

@@ -39,6 +39,7 @@ RingContext sub_ring(const RingContext& ctx, const std::vector<int>& members, in
   sub.left = members[(index + n - 1) % n];
   sub.right = members[(index + 1) % n];
   sub.hosts = nullptr;
+  sub.arena = nullptr;
   sub.reduce_scatter_done = nullptr;
   return sub;
 }

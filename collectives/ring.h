@@ -18,6 +18,7 @@
 namespace kolo {
 
 struct HostLayout;
+class SharedArena;
 
 struct RingContext {
   Transport* transport;
@@ -36,6 +37,10 @@ struct RingContext {
   // runs it. nullptr: the flat algorithms only.
   const HostLayout* hosts = nullptr;
   size_t hierarchical_bytes = 0;
+  // Memory every rank maps, when all run on one host and buffers are the
+  // host's: above small_allreduce_bytes, allreduce runs through it
+  // (arena_allreduce.h). nullptr: messages only.
+  SharedArena* arena = nullptr;
   // Optional: the ring allreduce writes the time its reduce-scatter phase
   // ended here (left unchanged when recursive doubling runs instead).
   std::chrono::steady_clock::time_point* reduce_scatter_done = nullptr;

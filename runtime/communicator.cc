@@ -19,6 +19,7 @@
 #include "runtime/transport_registry.h"
 #include "transport/handshake.h"
 #include "transport/per_peer_transport.h"
+#include "transport/shm/shm_arena.h"
 
 namespace kolo {
 namespace {
@@ -53,6 +54,7 @@ Communicator::Communicator(const Config& config) : config_(config) {}
 Communicator::~Communicator() {
   stream_queue_.reset();  // runs what callers enqueued (bounded by their deadlines)
   if (transport_) transport_->abort();
+  arena_.reset();
   host_memory_.attach(nullptr);  // deregisters it while the transport lives
   transport_.reset();
 }
@@ -106,6 +108,7 @@ Status Communicator::create_sibling(Communicator* parent, const std::string& pre
   c->choose_polling();
   c->choose_algorithm();
   KOLO_RETURN_IF_ERROR(full_mesh ? c->connect_all() : c->connect_ring());
+  KOLO_RETURN_IF_ERROR(c->open_arena(prefix));
   *out = std::move(c);
   return Status::ok();
 }
@@ -157,6 +160,7 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
   c->choose_polling();
   c->choose_algorithm();
   KOLO_RETURN_IF_ERROR(c->connect_ring());
+  KOLO_RETURN_IF_ERROR(c->open_arena(""));
   KOLO_DEBUG("split " << name << ": rank " << w.rank << " of " << w.size);
   *out = std::move(c);
   return Status::ok();
@@ -248,6 +252,7 @@ Status Communicator::init(int local_rank, int local_size) {
   choose_polling();
   choose_algorithm();
   KOLO_RETURN_IF_ERROR(connect_ring());
+  KOLO_RETURN_IF_ERROR(open_arena(""));
   KOLO_INFO("communicator ready: rank " << world_.rank << " of " << world_.size << ", local " << world_.local_rank << " of "
                                         << world_.local_size);
   return Status::ok();
@@ -317,6 +322,7 @@ void Communicator::choose_polling() {
   const int spin_us = config_.spin_us >= 0 ? static_cast<int>(config_.spin_us) : own_core ? 2000 : 50;
   const bool yield = config_.spin_yield >= 0 ? config_.spin_yield != 0 : !own_core;
   if (transport_) transport_->set_polling(spin_us, yield);
+  polling_ = {spin_us, yield};
   KOLO_DEBUG("polling: spin " << spin_us << " us, yield " << yield << " (" << world_.machine_ranks << " rank(s) on "
                               << cores << " core(s))");
 }
@@ -339,6 +345,22 @@ void Communicator::choose_algorithm() {
   }
   hosts_ = std::move(layout);
   KOLO_DEBUG("hierarchical allreduce: local ranks " << hosts_->local.size() << ", hosts " << hosts_->cross.size());
+}
+
+Status Communicator::open_arena(const std::string& store_prefix) {
+  // Every rank on this host, reached over shared memory: the allreduce can
+  // then read its peers' data where they put it (arena_allreduce.h).
+  if (world_.size == 1 || config_.algorithm == "ring" || std::string(transport_name()) != "shm") return Status::ok();
+  ShmArenaOptions options;
+  options.job_id = job_id_from_name(world_.job_name + store_prefix);
+  options.store_key = store_prefix + "shm/arena";
+  options.spin_us = polling_.spin_us;
+  options.yield = polling_.yield;
+  std::unique_ptr<ShmArena> arena;
+  KOLO_RETURN_IF_ERROR(ShmArena::create(world_.store.get(), world_.rank, world_.size, options,
+                                        Deadline::after_seconds(config_.timeout_s), &arena));
+  arena_ = std::move(arena);
+  return Status::ok();
 }
 
 Status Communicator::connect_ring() {
@@ -392,6 +414,7 @@ RingContext Communicator::ring_context() {
   ctx.segment_bytes = static_cast<size_t>(config_.segment_bytes);
   ctx.small_allreduce_bytes = static_cast<size_t>(config_.small_allreduce_bytes);
   ctx.hosts = hosts_.get();
+  ctx.arena = arena_.get();
   ctx.hierarchical_bytes = config_.algorithm == "hierarchical" ? 0 : ctx.small_allreduce_bytes + 1;
   ctx.pipeline.staging_slots = static_cast<size_t>(config_.pipeline_depth);
   ctx.pipeline.timeout_s = config_.timeout_s;
@@ -467,6 +490,7 @@ Status Communicator::fail(Status local) {
   failed_.store(true);
   if (world_.rendezvous) world_.rendezvous->mark_failed();
   if (transport_) transport_->abort();
+  if (arena_) arena_->abort();
   return final;
 }
 
@@ -652,6 +676,7 @@ Status Communicator::run_on_device(const char* what, const Collective& fn) {
   return run(what, [&](const RingContext& host_ctx) {
     RingContext ctx = host_ctx;
     KOLO_RETURN_IF_ERROR(gpu()->adapt(&ctx, transport_.get(), world_.same_host, config_));
+    ctx.arena = nullptr;  // host memory only
     Device* device = nullptr;
     KOLO_RETURN_IF_ERROR(gpu()->device(&device));
     const Deadline deadline = Deadline::after_seconds(config_.timeout_s);

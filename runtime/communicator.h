@@ -34,6 +34,7 @@
 #include "runtime/op_handle.h"
 #include "runtime/rendezvous.h"
 #include "transport/registered_buffer.h"
+#include "transport/shared_arena.h"
 #include "transport/store.h"
 #include "transport/transport.h"
 
@@ -219,6 +220,8 @@ class Communicator {
   void choose_polling();
   // Sets hosts_ from world_.facts and config_.algorithm.
   void choose_algorithm();
+  // Maps arena_ where every rank is reached over shared memory (collective).
+  Status open_arena(const std::string& store_prefix);
   using Collective = std::function<Status(const RingContext&)>;
   // Runs a collective under the call lock, turning its failure sticky.
   template <typename Fn>
@@ -247,6 +250,12 @@ class Communicator {
   // Where the ranks run, when the hierarchical allreduce can use it and
   // KOLO_ALGORITHM allows it (see choose_algorithm).
   std::unique_ptr<HostLayout> hosts_;
+  // Memory every rank maps, when all are on this host (open_arena).
+  std::unique_ptr<SharedArena> arena_;
+  struct Polling {
+    int spin_us = 50;
+    bool yield = true;
+  } polling_;  // as choose_polling set it
   HostMemory host_memory_;
   std::unique_ptr<GpuContext> gpu_;  // created at the first call (gpu())
   std::mutex stream_mutex_;          // orders calls between the caller's threads and the stream queue

@@ -71,7 +71,7 @@ TEST(TransportChoice, AutoTakesSharedMemoryOnOneMachine) {
   c.transport = "auto";
   ThreadWorld world(3, c);
   for (int r = 0; r < 3; ++r) EXPECT_STREQ(world.comm(r).transport_name(), "shm");
-  EXPECT_STREQ(world.comm(0).allreduce_algorithm(1 << 20), "ring");  // one host: flat
+  EXPECT_STREQ(world.comm(0).allreduce_algorithm(1 << 20), "shared_memory");  // one host
   expect_allreduce_works({&world.comm(0), &world.comm(1), &world.comm(2)});
 }
 

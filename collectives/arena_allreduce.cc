@@ -1,0 +1,62 @@
+#include "collectives/arena_allreduce.h"
+
+#include <algorithm>
+
+#include "collectives/fingerprint.h"
+#include "collectives/ring_schedule.h"
+#include "collectives/span_cutter.h"
+#include "transport/shared_arena.h"
+
+namespace kolo {
+
+Status arena_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op) {
+  SharedArena& arena = *ctx.arena;
+  const size_t elem = dtype_size(dtype);
+  const SpanCutter buffer(spans);
+  const size_t total = buffer.total();
+  // The ranks' ordered messages say first whether everyone called this
+  // allreduce: a rank that called another collective makes both sides fail
+  // with MISMATCH now, where the barrier below would wait for the deadline.
+  KOLO_RETURN_IF_ERROR(ring_fingerprint_exchange(ctx, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, total)));
+  const int n = arena.size(), r = arena.rank();
+  const size_t half = arena.slot_bytes() / 2 / elem;  // elements per chunk
+  const double timeout_s = ctx.pipeline.timeout_s;
+  for (size_t done = 0; done < total; done += half) {
+    const size_t count = std::min(half, total - done);
+    // Halves alternate across calls too: a rank may still be copying the
+    // previous chunk out of the other half.
+    const size_t parity = (arena.chunks++ % 2) * half * elem;
+    const auto chunk_of = [&](int q) { return arena.slot(q) + parity; };
+    // 1. This rank's chunk into its slot.
+    unsigned char* mine = chunk_of(r);
+    size_t at_in_chunk = 0;
+    buffer.for_each_piece(Range{done, count}, [&](const Span& sp, size_t at, size_t c) {
+      ctx.memory->copy(mine + at_in_chunk * elem, element(sp.send, at, elem), c * elem);
+      at_in_chunk += c;
+    });
+    KOLO_RETURN_IF_ERROR(arena.barrier(Deadline::after_seconds(timeout_s)));
+    // 2. This rank's share, reduced from every slot over its own.
+    const RingLayout shares(count, n, elem, count * elem);
+    const Range own = shares.chunk(r);
+    unsigned char* out = mine + own.offset * elem;
+    for (int k = 1; k < n; ++k) {
+      const int q = (r + k) % n;
+      ctx.memory->reduce(dtype, op, out, out, chunk_of(q) + own.offset * elem, own.count);
+    }
+    ctx.memory->finalize(dtype, op, out, own.count, n);
+    KOLO_RETURN_IF_ERROR(arena.barrier(Deadline::after_seconds(timeout_s)));
+    // 3. Every share out, from the slot of the rank that reduced it.
+    for (int q = 0; q < n; ++q) {
+      const Range share = shares.chunk(q);
+      const unsigned char* from = chunk_of(q) + share.offset * elem;
+      size_t taken = 0;
+      buffer.for_each_piece(Range{done + share.offset, share.count}, [&](const Span& sp, size_t at, size_t c) {
+        ctx.memory->copy(element(sp.recv, at, elem), from + taken * elem, c * elem);
+        taken += c;
+      });
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace kolo

@@ -1,0 +1,20 @@
+// Allreduce through memory every rank maps (transport/shared_arena.h), for
+// a communicator whose ranks all run on one host: no messages, no hops.
+// The buffer goes through in chunks; for each, every rank copies its chunk
+// into its slot, and after a barrier reduces its 1/N share reading every
+// rank's slot directly, writing the result over its own share; after a
+// second barrier every rank copies the N reduced shares out. Slots are
+// double-buffered, so two barriers per chunk keep the ranks apart.
+#pragma once
+
+#include <vector>
+
+#include "collectives/ring.h"
+
+namespace kolo {
+
+// As ring_allreduce_spans; ctx.arena must be set (every rank of ctx in it,
+// at its own rank).
+Status arena_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op);
+
+}  // namespace kolo

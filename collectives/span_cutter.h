@@ -1,0 +1,48 @@
+// Zero-copy fusion's logical buffer: several spans read as one.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "collectives/ring.h"
+#include "collectives/ring_schedule.h"
+
+namespace kolo {
+
+// A logical buffer made of spans (zero-copy fusion): cuts an element range
+// of the concatenation at span boundaries. An empty range is one empty
+// piece, so that even empty chunks carry a frame whose fingerprint the
+// neighbour checks.
+class SpanCutter {
+ public:
+  explicit SpanCutter(const std::vector<Span>& spans) : spans_(spans), start_(spans.size() + 1, 0) {
+    for (size_t i = 0; i < spans.size(); ++i) start_[i + 1] = start_[i] + spans[i].count;
+  }
+  size_t total() const { return start_.back(); }
+
+  // fn(span, first element within it, count) for each piece of `range`.
+  template <typename Fn>
+  void for_each_piece(Range range, Fn&& fn) const {
+    size_t i = span_at(range.offset);
+    if (range.count == 0) return fn(spans_[i], range.offset - start_[i], size_t{0});
+    size_t at = range.offset, left = range.count;
+    while (left > 0) {
+      while (start_[i + 1] <= at) ++i;  // skip empty spans
+      const size_t take = std::min(left, start_[i + 1] - at);
+      fn(spans_[i], at - start_[i], take);
+      at += take;
+      left -= take;
+    }
+  }
+
+ private:
+  size_t span_at(size_t offset) const {
+    const size_t i = static_cast<size_t>(std::upper_bound(start_.begin(), start_.end(), offset) - start_.begin());
+    return std::min(i, spans_.size()) - 1;
+  }
+  const std::vector<Span>& spans_;
+  std::vector<size_t> start_;  // each span's first element in the logical buffer
+};
+
+}  // namespace kolo

@@ -1,0 +1,231 @@
+#include "transport/shm/shm_arena.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <random>
+#include <sstream>
+
+#include "transport/shm/futex.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+namespace kolo {
+
+// The segment: this header, a Member per rank, then a slot per rank.
+// Cache-line apart where different ranks write.
+struct ShmArena::Header {
+  static constexpr uint64_t kMagic = 0x6b6f6c6f6172656e;  // "kolo" "aren"
+  alignas(64) std::atomic<uint32_t> arrived;               // at the current barrier
+  std::atomic<uint32_t> sleepers;                          // ranks asleep on `generation`
+  alignas(64) std::atomic<uint32_t> generation;            // barriers completed; the futex word
+  alignas(64) std::atomic<uint32_t> attached;              // ranks that mapped the segment
+  uint64_t magic;
+  uint64_t job_id;
+  uint32_t size;
+  uint64_t slot_bytes;
+};
+
+struct ShmArena::Member {
+  alignas(64) std::atomic<uint32_t> closed;  // the rank aborted or went away
+  std::atomic<uint64_t> arrivals;            // barriers it has entered, for a timeout's message
+  int32_t pid;
+};
+
+namespace {
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+size_t members_at() { return round_up(sizeof(ShmArena::Header), 64); }
+size_t slots_at(int size) { return round_up(members_at() + size * sizeof(ShmArena::Member), 4096); }
+size_t segment_bytes(int size, size_t slot_bytes) { return slots_at(size) + size * round_up(slot_bytes, 4096); }
+constexpr int kLivenessMs = 100;
+
+std::string arena_name(uint64_t job_id) {
+  std::random_device random;
+  std::ostringstream name;
+  name << "/kolo-" << std::hex << job_id << "-arena-" << random() << random();
+  return name.str();
+}
+
+}  // namespace
+
+ShmArena::ShmArena(int rank, int size, const ShmArenaOptions& options)
+    : rank_(rank), size_(size), slot_bytes_(options.slot_bytes), options_(options), pidfds_(size, -1) {}
+
+ShmArena::Member& ShmArena::member(int r) const {
+  return reinterpret_cast<Member*>(reinterpret_cast<unsigned char*>(header_) + members_at())[r];
+}
+
+unsigned char* ShmArena::slot(int r) {
+  return reinterpret_cast<unsigned char*>(header_) + slots_at(size_) + r * round_up(slot_bytes_, 4096);
+}
+
+Status ShmArena::create(Store* store, int rank, int size, const ShmArenaOptions& options, Deadline deadline,
+                        std::unique_ptr<ShmArena>* out) {
+  std::unique_ptr<ShmArena> a(new ShmArena(rank, size, options));
+  const size_t bytes = segment_bytes(size, options.slot_bytes);
+  std::string name;
+  int fd = -1;
+  if (rank == 0) {
+    name = arena_name(options.job_id);
+    fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) return errno_error(Code::kTransport, "shm_open(" + name + ")", errno);
+    a->name_ = name;  // unlinked by the destructor unless every rank mapped it
+    // posix_fallocate, not only ftruncate: a /dev/shm too small fails here,
+    // not later with SIGBUS on first touch.
+    int err =
+        ::ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : errno;
+    if (err != 0) {
+      ::close(fd);
+      ::shm_unlink(name.c_str());
+      a->name_.clear();
+      if (err == ENOSPC) {
+        return transport_error("/dev/shm has no room for the " + std::to_string(bytes) +
+                               "-byte shared-memory allreduce arena (a container's default is often 64 MiB: raise "
+                               "it, e.g. docker run --shm-size=1g, or use KOLO_ALGORITHM=ring)");
+      }
+      return errno_error(Code::kTransport, "reserving " + std::to_string(bytes) + " bytes for " + name, err);
+    }
+  } else {
+    Status s = store->get_one(options.store_key, deadline, &name);
+    if (!s.is_ok()) return s.with_context("waiting for rank 0's shared-memory arena");
+    fd = ::shm_open(name.c_str(), O_RDWR, 0);
+    if (fd < 0) return errno_error(Code::kTransport, "shm_open(" + name + ")", errno);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+      ::close(fd);
+      return transport_error(name + " is not the shared-memory arena of this communicator");
+    }
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int mmap_errno = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) return errno_error(Code::kTransport, "mmap of the shared-memory arena", mmap_errno);
+  a->header_ = static_cast<Header*>(p);
+  a->mapped_bytes_ = bytes;
+  Header* h = a->header_;
+  if (rank == 0) {
+    new (h) Header();
+    h->arrived.store(0);
+    h->sleepers.store(0);
+    h->generation.store(0);
+    h->attached.store(0);
+    h->job_id = options.job_id;
+    h->size = static_cast<uint32_t>(size);
+    h->slot_bytes = options.slot_bytes;
+    for (int r = 0; r < size; ++r) {
+      Member* m = new (&a->member(r)) Member();
+      m->closed.store(0);
+      m->arrivals.store(0);
+      m->pid = 0;
+    }
+    std::atomic_thread_fence(std::memory_order_release);
+    h->magic = Header::kMagic;
+    KOLO_RETURN_IF_ERROR(store->set(options.store_key, name));
+  } else if (h->magic != Header::kMagic || h->job_id != options.job_id || h->size != static_cast<uint32_t>(size) ||
+             h->slot_bytes != options.slot_bytes) {
+    return transport_error(name + " is not the shared-memory arena of this communicator");
+  }
+  a->member(rank).pid = static_cast<int32_t>(::getpid());
+  // The last rank to map it removes the name: from then on the segment
+  // lives exactly as long as the ranks that map it.
+  if (h->attached.fetch_add(1) + 1 == static_cast<uint32_t>(size)) ::shm_unlink(name.c_str());
+  // Every rank has mapped it (and written its pid) once this returns.
+  KOLO_RETURN_IF_ERROR(a->barrier(deadline).with_context("while every rank mapped the shared-memory arena"));
+  a->name_.clear();
+  for (int r = 0; r < size; ++r) {
+    const int pid = a->member(r).pid;
+    if (pid == ::getpid()) continue;
+    a->pidfds_[r] = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (a->pidfds_[r] < 0 && errno == ESRCH) return peer_lost("rank " + std::to_string(r) + "'s process has ended");
+  }
+  *out = std::move(a);
+  return Status::ok();
+}
+
+ShmArena::~ShmArena() {
+  if (header_) {
+    member(rank_).closed.store(1);
+    futex_wake_all(&header_->generation);  // whoever waits on this rank learns it now
+    ::munmap(header_, mapped_bytes_);
+  }
+  if (!name_.empty()) ::shm_unlink(name_.c_str());
+  for (int fd : pidfds_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+void ShmArena::abort() {
+  if (aborted_.exchange(true)) return;
+  member(rank_).closed.store(1);
+  futex_wake_all(&header_->generation);
+}
+
+Status ShmArena::check_peers() {
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    if (member(r).closed.load()) {
+      return peer_lost("rank " + std::to_string(r) +
+                       " (shared memory) closed its end: its communicator closed or failed");
+    }
+    if (pidfds_[r] >= 0) {
+      pollfd fd{pidfds_[r], POLLIN, 0};
+      if (::poll(&fd, 1, 0) > 0) return peer_lost("rank " + std::to_string(r) + " (shared memory): its process has ended");
+    }
+  }
+  return Status::ok();
+}
+
+Status ShmArena::barrier(Deadline deadline) {
+  if (!failed_.is_ok()) return failed_;
+  if (aborted_.load()) return failed_ = aborted("communicator aborted");
+  Header* h = header_;
+  const uint32_t gen = h->generation.load(std::memory_order_acquire);
+  const uint64_t mine = member(rank_).arrivals.fetch_add(1) + 1;
+  if (h->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<uint32_t>(size_)) {
+    // The last to arrive: reset the count before releasing anyone (who may
+    // then enter the next barrier), then release them.
+    h->arrived.store(0, std::memory_order_relaxed);
+    h->generation.fetch_add(1);
+    if (h->sleepers.load() > 0) futex_wake_all(&h->generation);
+    return Status::ok();
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto spin_until = Clock::now() + std::chrono::microseconds(options_.spin_us);
+  while (Clock::now() < spin_until) {
+    if (h->generation.load(std::memory_order_acquire) != gen) return Status::ok();
+    if (options_.yield) sched_yield();
+  }
+  for (;;) {
+    h->sleepers.fetch_add(1);
+    if (h->generation.load() == gen) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_point() - Clock::now());
+      futex_wait_any({{&h->generation, gen}}, static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, kLivenessMs)));
+    }
+    h->sleepers.fetch_sub(1);
+    if (h->generation.load(std::memory_order_acquire) != gen) return Status::ok();
+    if (aborted_.load()) return failed_ = aborted("communicator aborted");
+    Status s = check_peers();
+    if (!s.is_ok()) return failed_ = s;
+    if (deadline.expired()) {
+      std::string missing;
+      for (int r = 0; r < size_; ++r) {
+        if (member(r).arrivals.load() < mine) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+      return failed_ = timeout_error("no progress before the deadline in a shared-memory barrier: waiting for rank(s) " +
+                                     (missing.empty() ? std::string("?") : missing));
+    }
+  }
+}
+
+}  // namespace kolo

@@ -1,0 +1,128 @@
+// The shared-memory arena on its own, ranks as threads of one process over
+// an in-memory store (the conformance suites run the shared-memory
+// allreduce on it; the kill test kills a rank of it): a barrier makes each
+// rank's writes visible to all and releases them together, round after
+// round; no segment is left in /dev/shm once every rank has mapped it; an
+// abort ends a waiting barrier at once and the others see the rank closed;
+// a rank that never arrives is a TIMEOUT naming it.
+#include "transport/shm/shm_arena.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/memory_store.h"
+
+namespace kolo {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Arenas {
+  MemoryStore store;
+  std::vector<std::unique_ptr<ShmArena>> a;
+
+  Arenas(int n, uint64_t job_id) : a(n) {
+    ShmArenaOptions o;
+    o.job_id = job_id;
+    o.slot_bytes = 4096;
+    run([&](int r) {
+      Status s = ShmArena::create(&store, r, n, o, Deadline::after_seconds(10), &a[r]);
+      EXPECT_TRUE(s.is_ok()) << "rank " << r << ": " << s.to_string();
+    });
+  }
+  void run(const std::function<void(int)>& fn) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < static_cast<int>(a.size()); ++r) threads.emplace_back(fn, r);
+    for (auto& t : threads) t.join();
+  }
+};
+
+size_t segments_of(uint64_t job_id) {
+  char prefix[64];
+  std::snprintf(prefix, sizeof(prefix), "kolo-%llx-arena", static_cast<unsigned long long>(job_id));
+  size_t found = 0;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) found += std::strncmp(e->d_name, prefix, std::strlen(prefix)) == 0;
+    closedir(d);
+  }
+  return found;
+}
+
+TEST(ShmArena, BarriersMakeWritesVisibleRoundAfterRound) {
+  const int n = 4;
+  Arenas arenas(n, 0xa1);
+  arenas.run([&](int r) {
+    ShmArena& a = *arenas.a[r];
+    for (uint64_t round = 0; round < 2000; ++round) {
+      const uint64_t mine = round * 100 + r;
+      std::memcpy(a.slot(r), &mine, sizeof(mine));
+      ASSERT_TRUE(a.barrier(Deadline::after_seconds(30)).is_ok());
+      for (int q = 0; q < n; ++q) {
+        uint64_t theirs = 0;
+        std::memcpy(&theirs, a.slot(q), sizeof(theirs));
+        ASSERT_EQ(theirs, round * 100 + q) << "rank " << r << " reading rank " << q << " in round " << round;
+      }
+      // Nobody writes the next round's value before everyone has read this one.
+      ASSERT_TRUE(a.barrier(Deadline::after_seconds(30)).is_ok());
+    }
+  });
+}
+
+TEST(ShmArena, NoSegmentIsLeftOnceEveryRankMappedIt) {
+  Arenas arenas(3, 0xa2);
+  EXPECT_EQ(segments_of(0xa2), 0u);
+}
+
+TEST(ShmArena, AbortEndsAWaitingBarrierAndTheOthersSeeTheRankClosed) {
+  Arenas arenas(2, 0xa3);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    arenas.a[1]->abort();
+  });
+  const auto start = Clock::now();
+  Status s = arenas.a[0]->barrier(Deadline::after_seconds(60));
+  aborter.join();
+  EXPECT_EQ(s.code(), Code::kPeerLost) << s.to_string();
+  EXPECT_NE(s.message().find("rank 1 (shared memory) closed its end"), std::string::npos) << s.message();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(arenas.a[1]->barrier(Deadline::after_seconds(60)).code(), Code::kAborted);
+}
+
+TEST(ShmArena, ARankThatGoesAwayIsLostWithinASecond) {
+  Arenas arenas(3, 0xa4);
+  std::thread closer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    arenas.a[2].reset();
+  });
+  const auto start = Clock::now();
+  Status s[2];
+  arenas.run([&](int r) {
+    if (r < 2) s[r] = arenas.a[r]->barrier(Deadline::after_seconds(60));
+  });
+  closer.join();
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(s[r].code(), Code::kPeerLost) << s[r].to_string();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+}
+
+TEST(ShmArena, ARankThatNeverArrivesIsATimeoutNamingIt) {
+  Arenas arenas(3, 0xa5);
+  Status s[2];
+  arenas.run([&](int r) {
+    if (r < 2) s[r] = arenas.a[r]->barrier(Deadline::after_seconds(0.3));
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(s[r].code(), Code::kTimeout) << s[r].to_string();
+    EXPECT_NE(s[r].message().find("waiting for rank(s) 2"), std::string::npos) << s[r].message();
+  }
+}
+
+}  // namespace
+}  // namespace kolo
