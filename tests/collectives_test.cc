@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "tests/reference.h"
 #include "tests/thread_world.h"
 
@@ -89,6 +91,29 @@ TEST_P(Collectives, AllreduceSeveralMegabytesEveryDtypeOp) {
       check_allreduce(w, static_cast<DataType>(d), static_cast<ReduceOp>(o), count, o == 0);
     }
   }
+}
+
+TEST_P(Collectives, BackToBackAllreducesKeepTheirResultsApart) {
+  // Each rank starts its next call as soon as its last returns, while a
+  // slower rank may still be copying results out: what one call leaves in
+  // shared buffers must not reach another (the shared-memory allreduce
+  // alternates halves of its slots across calls for this).
+  const int n = std::get<0>(GetParam());
+  ThreadWorld w = make_world(GetParam(), test_config());
+  w.run([&](int r) {
+    for (int call = 0; call < 300; ++call) {
+      const size_t count = 1 + static_cast<size_t>(call * 37 % 5000);
+      std::vector<int64_t> in(count), out(count, -1);
+      for (size_t i = 0; i < count; ++i) in[i] = int64_t{call} * 1000003 + r * 7 + static_cast<int64_t>(i);
+      ASSERT_TRUE(w.comm(r).allreduce(in.data(), out.data(), count, static_cast<int>(DataType::kInt64),
+                                      static_cast<int>(ReduceOp::kSum)).is_ok());
+      for (size_t i = 0; i < count; ++i) {
+        const int64_t want = n * (int64_t{call} * 1000003 + static_cast<int64_t>(i)) + 7 * int64_t{n} * (n - 1) / 2;
+        ASSERT_EQ(out[i], want) << "rank " << r << ", call " << call << ", element " << i;
+      }
+      if (r == call % n) std::this_thread::yield();  // a different rank lags each call
+    }
+  });
 }
 
 TEST_P(Collectives, ReduceScatterEveryDtypeOp) {
