@@ -5,7 +5,9 @@
 # the same binary, KOLO_ALGORITHM=ring against the automatic choice
 # (hierarchical above KOLO_SMALL_ALLREDUCE_BYTES).
 #   sudo bash bench/hierarchy_compare.sh [H] [L] [RATE] [ROUNDS]   (default 2 2 1gbit 3)
-# SIZES (default "1M 16M 64M") are the buffers compared.
+# SIZES (default "1M 16M 64M") are the buffers compared; COLLECTIVE
+# (default allreduce; allgather and reduce_scatter have hierarchical
+# schedules too) the collective.
 set -euo pipefail
 # shellcheck source=bench/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -14,6 +16,7 @@ L="${2:-2}"
 RATE="${3:-1gbit}"
 ROUNDS="${4:-3}"
 SIZES="${SIZES:-1M 16M 64M}"
+COLLECTIVE="${COLLECTIVE:-allreduce}"
 N=$((H * L))
 export KOLO_NETNS_PREFIX="${KOLO_NETNS_PREFIX:-kh-}"
 
@@ -26,13 +29,13 @@ bash tools/netns.sh up "$H" "$RATE"
 run() {
   local algo=$1 size=$2
   KOLO_ALGORITHM=$algo tools/kolorun -np "$N" --no-prefix --netns "${KOLO_NETNS_PREFIX}:$H" "$WORK/kolo_bench" \
-    --min-bytes "$size" --max-bytes "$size" --iters 5 --warmup 1 --json "$WORK/$algo.json" >/dev/null
+    --collective "$COLLECTIVE" --min-bytes "$size" --max-bytes "$size" --iters 5 --warmup 1 --json "$WORK/$algo.json" >/dev/null
   python3 -c "
 import json; r = json.load(open('$WORK/$algo.json'))['rows'][0]
-print('%.1f %s %s' % (r['time_us'], r.get('algorithm', '?'), json.load(open('$WORK/$algo.json'))['transport']))"
+print('%.1f %s %s' % (r['time_us'], r.get('algorithm', 'n/a'), json.load(open('$WORK/$algo.json'))['transport']))"
 }
 
-echo "== $H hosts x $L ranks, links shaped to $RATE; float32 sum allreduce; $ROUNDS interleaved rounds"
+echo "== $H hosts x $L ranks, links shaped to $RATE; float32 sum $COLLECTIVE; $ROUNDS interleaved rounds"
 printf "%10s %6s %14s %14s %10s  %s\n" "size" "round" "ring(ms)" "auto(ms)" "auto/ring" "auto's schedule, transports"
 for size in $SIZES; do
   for ((round = 1; round <= ROUNDS; round++)); do

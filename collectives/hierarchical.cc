@@ -22,6 +22,7 @@ bool make_host_layout(const std::vector<std::string>& host_of_rank, int rank, Ho
   }
   HostLayout layout;
   layout.local = by_host[host_of_rank[rank]];
+  for (const std::string& h : order) layout.hosts.push_back(by_host[h]);
   layout.local_index = static_cast<int>(std::find(layout.local.begin(), layout.local.end(), rank) - layout.local.begin());
   for (size_t h = 0; h < order.size(); ++h) {
     if (order[h] == host_of_rank[rank]) layout.host_index = static_cast<int>(h);
@@ -87,6 +88,60 @@ Status hierarchical_allreduce_spans(const RingContext& ctx, const std::vector<Sp
       at += s.count * elem_size;
     }
   }
+  return Status::ok();
+}
+
+bool hierarchical_applies(const RingContext& ctx, size_t bytes) {
+  return ctx.hosts != nullptr && bytes > 0 && bytes >= ctx.hierarchical_bytes;
+}
+
+Status hierarchical_allgather(const RingContext& ctx, const void* send, void* recv, size_t send_count,
+                              DataType dtype) {
+  const HostLayout& layout = *ctx.hosts;
+  const size_t elem = dtype_size(dtype), block = send_count * elem;
+  const size_t h = layout.cross.size(), l = layout.local.size();
+  auto* out = static_cast<unsigned char*>(recv);
+  // "In place" is send == recv, or send already at this rank's block.
+  const void* mine = send == recv ? out + ctx.rank * block : send;
+  // Across hosts: by_host[k] = block of host k's rank with this local index.
+  auto* by_host = static_cast<unsigned char*>(ctx.memory->packing(h * block + h * l * block));
+  if (!by_host) return device_error("cannot allocate " + std::to_string((h + h * l) * block) + " bytes of scratch memory");
+  unsigned char* gathered = by_host + h * block;  // [local index][host] blocks
+  KOLO_RETURN_IF_ERROR(ring_allgather(sub_ring(ctx, layout.cross, layout.host_index), mine, by_host, send_count, dtype));
+  // Within the host: every local index's H blocks.
+  KOLO_RETURN_IF_ERROR(
+      ring_allgather(sub_ring(ctx, layout.local, layout.local_index), by_host, gathered, h * send_count, dtype));
+  for (size_t li = 0; li < l; ++li) {
+    for (size_t hi = 0; hi < h; ++hi) {
+      ctx.memory->copy(out + layout.hosts[hi][li] * block, gathered + (li * h + hi) * block, block);
+    }
+  }
+  return Status::ok();
+}
+
+Status hierarchical_reduce_scatter(const RingContext& ctx, const void* send, void* recv, size_t recv_count,
+                                   DataType dtype, ReduceOp op) {
+  const HostLayout& layout = *ctx.hosts;
+  const size_t elem = dtype_size(dtype), block = recv_count * elem;
+  const size_t h = layout.cross.size(), l = layout.local.size();
+  const auto* in = static_cast<const unsigned char*>(send);
+  // The input regrouped by local index: [local index][host] blocks, then
+  // room for this local index's H host sums.
+  auto* grouped = static_cast<unsigned char*>(ctx.memory->packing(h * l * block + h * block));
+  if (!grouped) return device_error("cannot allocate " + std::to_string((h * l + h) * block) + " bytes of scratch memory");
+  unsigned char* host_sums = grouped + h * l * block;
+  for (size_t li = 0; li < l; ++li) {
+    for (size_t hi = 0; hi < h; ++hi) {
+      ctx.memory->copy(grouped + (li * h + hi) * block, in + layout.hosts[hi][li] * block, block);
+    }
+  }
+  // An average is a sum until the whole job's is known, divided once.
+  const ReduceOp sum_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  KOLO_RETURN_IF_ERROR(ring_reduce_scatter(sub_ring(ctx, layout.local, layout.local_index), grouped, host_sums,
+                                           h * recv_count, dtype, sum_op));
+  KOLO_RETURN_IF_ERROR(
+      ring_reduce_scatter(sub_ring(ctx, layout.cross, layout.host_index), host_sums, recv, recv_count, dtype, sum_op));
+  if (op == ReduceOp::kAvg) ctx.memory->finalize(dtype, op, recv, recv_count, static_cast<int>(h * l));
   return Status::ok();
 }
 

@@ -18,6 +18,7 @@ namespace kolo {
 struct HostLayout {
   std::vector<int> local;  // the ranks of this rank's host, in rank order
   std::vector<int> cross;  // per host (ordered by its lowest rank), its rank with this rank's local index
+  std::vector<std::vector<int>> hosts;  // every host's ranks, hosts in the same order
   int local_index = 0;     // this rank's place in `local`
   int host_index = 0;      // this host's place in `cross`
 };
@@ -34,5 +35,20 @@ RingContext sub_ring(const RingContext& ctx, const std::vector<int>& members, in
 // schedule above. ctx.hosts must be set.
 Status hierarchical_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype,
                                     ReduceOp op);
+
+// Allgather (as ring_allgather) by the same idea: an allgather of each
+// rank's block across hosts among the ranks with its local index, then an
+// allgather of those within each host. A host's link carries (H-1)/H of the
+// result, a flat ring's crossing link (N-1)/N.
+Status hierarchical_allgather(const RingContext& ctx, const void* send, void* recv, size_t send_count, DataType dtype);
+
+// Reduce-scatter (as ring_reduce_scatter), the other way round: within each
+// host, then across hosts.
+Status hierarchical_reduce_scatter(const RingContext& ctx, const void* send, void* recv, size_t recv_count,
+                                   DataType dtype, ReduceOp op);
+
+// Whether the two above run for a result (allgather) or input
+// (reduce-scatter) of `bytes` in ctx, else the ring.
+bool hierarchical_applies(const RingContext& ctx, size_t bytes);
 
 }  // namespace kolo

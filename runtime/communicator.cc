@@ -544,7 +544,11 @@ Status Communicator::allgather(const void* send, void* recv, size_t send_count, 
   }
   return dispatch("allgather", {{send, block, "sendbuf"}, {recv, block * world_.size, "recvbuf"}}, std::move(launch),
                   [=](const RingContext& ctx) {
-                    return ring_allgather(ctx, send, recv, send_count, static_cast<DataType>(dtype));
+                    const auto dt = static_cast<DataType>(dtype);
+                    if (hierarchical_applies(ctx, send_count * dtype_size(dt) * world_.size)) {
+                      return hierarchical_allgather(ctx, send, recv, send_count, dt);
+                    }
+                    return ring_allgather(ctx, send, recv, send_count, dt);
                   });
 }
 
@@ -567,8 +571,12 @@ Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_co
   return dispatch("reduce_scatter", {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}},
                   std::move(launch),
                   [=](const RingContext& ctx) {
-                    return ring_reduce_scatter(ctx, send, recv, recv_count, static_cast<DataType>(dtype),
-                                               static_cast<ReduceOp>(op));
+                    const auto dt = static_cast<DataType>(dtype);
+                    const auto o = static_cast<ReduceOp>(op);
+                    if (hierarchical_applies(ctx, block * world_.size)) {
+                      return hierarchical_reduce_scatter(ctx, send, recv, recv_count, dt, o);
+                    }
+                    return ring_reduce_scatter(ctx, send, recv, recv_count, dt, o);
                   });
 }
 
