@@ -15,9 +15,12 @@ Status arena_allreduce_spans(const RingContext& ctx, const std::vector<Span>& sp
   const SpanCutter buffer(spans);
   const size_t total = buffer.total();
   // The ranks' ordered messages say first whether everyone called this
-  // allreduce: a rank that called another collective makes both sides fail
-  // with MISMATCH now, where the barrier below would wait for the deadline.
-  KOLO_RETURN_IF_ERROR(ring_fingerprint_exchange(ctx, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, total)));
+  // allreduce this way: a rank that called another collective, or runs
+  // this one by another algorithm (a device buffer, another KOLO_ALGORITHM),
+  // makes both sides fail with MISMATCH now, where the barrier below would
+  // wait for the deadline.
+  KOLO_RETURN_IF_ERROR(
+      ring_fingerprint_exchange(ctx, fingerprint(CollectiveKind::kSharedAllreduce, dtype, op, 0, total)));
   const int n = arena.size(), r = arena.rank();
   const size_t half = arena.slot_bytes() / 2 / elem;  // elements per chunk
   const double timeout_s = ctx.pipeline.timeout_s;

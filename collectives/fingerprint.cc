@@ -16,6 +16,7 @@ const char* collective_name(CollectiveKind kind) {
     case CollectiveKind::kGather: return "gather";
     case CollectiveKind::kScatter: return "scatter";
     case CollectiveKind::kSendRecv: return "send/recv";
+    case CollectiveKind::kSharedAllreduce: return "allreduce through shared memory";
   }
   return "unknown collective";
 }

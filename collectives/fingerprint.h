@@ -23,6 +23,7 @@ enum class CollectiveKind : uint8_t {
   kGather,
   kScatter,
   kSendRecv,  // point-to-point: a send and its receive
+  kSharedAllreduce,  // allreduce through shared memory (arena_allreduce.h), told apart from the ring's
 };
 
 const char* collective_name(CollectiveKind kind);

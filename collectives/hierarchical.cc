@@ -53,12 +53,12 @@ Status hierarchical_allreduce_spans(const RingContext& ctx, const std::vector<Sp
   for (const Span& s : spans) total += s.count;
   // One contiguous buffer: recv itself when there is one span, else the
   // spans packed (a copy at memory speed, next to links between hosts).
-  const bool packed = spans.size() == 1;
-  unsigned char* buf = packed ? static_cast<unsigned char*>(spans[0].recv)
+  const bool direct = spans.size() == 1;
+  unsigned char* buf = direct ? static_cast<unsigned char*>(spans[0].recv)
                               : static_cast<unsigned char*>(ctx.memory->packing(total * elem_size));
   if (!buf) return device_error("cannot allocate " + std::to_string(total * elem_size) + " bytes of scratch memory");
-  const void* input = packed ? spans[0].send : buf;
-  if (!packed) {
+  const void* input = direct ? spans[0].send : buf;
+  if (!direct) {
     size_t at = 0;
     for (const Span& s : spans) {
       ctx.memory->copy(buf + at, s.send, s.count * elem_size);
@@ -81,7 +81,7 @@ Status hierarchical_allreduce_spans(const RingContext& ctx, const std::vector<Sp
   KOLO_RETURN_IF_ERROR(ring_allreduce(cross, slice, slice, mine.count, dtype, sum_op));
   if (op == ReduceOp::kAvg) ctx.memory->finalize(dtype, op, slice, mine.count, n);
   KOLO_RETURN_IF_ERROR(ring_allgather_v(local, slice, buf, counts, dtype));
-  if (!packed) {
+  if (!direct) {
     size_t at = 0;
     for (const Span& s : spans) {
       ctx.memory->copy(s.recv, buf + at, s.count * elem_size);

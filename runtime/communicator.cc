@@ -338,7 +338,7 @@ void Communicator::choose_algorithm() {
       static std::once_flag told;
       std::call_once(told, [] {
         KOLO_WARN("KOLO_ALGORITHM=hierarchical needs ranks on several hosts, the same number (two or more) on "
-                  "each; using the flat algorithms");
+                  "each; using the others");
       });
     }
     return;
@@ -349,16 +349,26 @@ void Communicator::choose_algorithm() {
 
 Status Communicator::open_arena(const std::string& store_prefix) {
   // Every rank on this host, reached over shared memory: the allreduce can
-  // then read its peers' data where they put it (arena_allreduce.h).
-  if (world_.size == 1 || config_.algorithm == "ring" || std::string(transport_name()) != "shm") return Status::ok();
+  // then read its peers' data where they put it (arena_allreduce.h). Made
+  // whatever this rank's KOLO_ALGORITHM, which may differ from another's:
+  // the decision must be the same on every rank (ring_context() leaves the
+  // arena out for KOLO_ALGORITHM=ring).
+  if (world_.size == 1 || std::string(transport_name()) != "shm") return Status::ok();
   ShmArenaOptions options;
   options.job_id = job_id_from_name(world_.job_name + store_prefix);
   options.store_key = store_prefix + "shm/arena";
   options.spin_us = polling_.spin_us;
   options.yield = polling_.yield;
   std::unique_ptr<ShmArena> arena;
-  KOLO_RETURN_IF_ERROR(ShmArena::create(world_.store.get(), world_.rank, world_.size, options,
-                                        Deadline::after_seconds(config_.timeout_s), &arena));
+  Status s = ShmArena::create(world_.store.get(), world_.rank, world_.size, options,
+                              Deadline::after_seconds(config_.timeout_s), &arena);
+  if (s.code() == Code::kUnsupported) {
+    // Every rank learns it alike and keeps the ring over the transport.
+    static std::once_flag told;
+    std::call_once(told, [&] { KOLO_WARN(s.message() << "; allreduce takes the ring instead"); });
+    return Status::ok();
+  }
+  KOLO_RETURN_IF_ERROR(s);
   arena_ = std::move(arena);
   return Status::ok();
 }
@@ -414,7 +424,7 @@ RingContext Communicator::ring_context() {
   ctx.segment_bytes = static_cast<size_t>(config_.segment_bytes);
   ctx.small_allreduce_bytes = static_cast<size_t>(config_.small_allreduce_bytes);
   ctx.hosts = hosts_.get();
-  ctx.arena = arena_.get();
+  ctx.arena = config_.algorithm == "ring" ? nullptr : arena_.get();
   ctx.hierarchical_bytes = config_.algorithm == "hierarchical" ? 0 : ctx.small_allreduce_bytes + 1;
   ctx.pipeline.staging_slots = static_cast<size_t>(config_.pipeline_depth);
   ctx.pipeline.timeout_s = config_.timeout_s;

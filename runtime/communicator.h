@@ -112,10 +112,11 @@ class Communicator {
   Status split(int color, int key, std::unique_ptr<Communicator>* out);
   ~Communicator();
 
-  // "tcp" or "ib": the transport this communicator chose ("none" alone in the world).
+  // The transports this communicator's peers are reached by: "shm", "ib",
+  // "tcp" or several joined by '+' ("none" alone in the world).
   const char* transport_name() const { return transport_ ? transport_->name() : "none"; }
   // The allreduce schedule for a host buffer of `bytes`: "ring",
-  // "recursive_doubling" or "hierarchical".
+  // "recursive_doubling", "hierarchical" or "shared_memory".
   const char* allreduce_algorithm(size_t bytes);
   int rank() const { return world_.rank; }
   int size() const { return world_.size; }

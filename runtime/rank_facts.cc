@@ -45,7 +45,8 @@ RankFacts local_rank_facts(const std::string& host_name, bool rdma) {
   std::string boot_id;
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   boot >> boot_id;
-  f.host = name + ":net" + namespace_id("net") + ":ipc" + namespace_id("ipc") + "/" + boot_id;
+  f.host = name + ":net" + namespace_id("net") + ":ipc" + namespace_id("ipc") + ":pid" + namespace_id("pid") + "/" +
+           boot_id;
   f.rdma = rdma;
   struct statvfs vfs {};
   if (::statvfs("/dev/shm", &vfs) == 0 && ::access("/dev/shm", W_OK) == 0) {

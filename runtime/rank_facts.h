@@ -11,8 +11,9 @@ namespace kolo {
 
 // What one rank can use, as it tells the others.
 struct RankFacts {
-  // Ranks with the same host share a kernel, a network namespace and an
-  // IPC namespace (so /dev/shm and process ids mean the same to them).
+  // Ranks with the same host share a kernel and network, IPC and PID
+  // namespaces (so /dev/shm and process ids mean the same to them: two
+  // containers of one pod sharing a network are kept apart).
   std::string host;
   bool rdma = false;      // it opened an RDMA device
   uint64_t shm_free = 0;  // bytes free in its /dev/shm (0: none usable)

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "transport/handshake.h"
+#include "transport/shm/shm_arena.h"
 #include "transport/shm/shm_transport.h"
 
 namespace kolo {
@@ -16,8 +17,10 @@ bool shm_reaches(const RankFacts& a, const RankFacts& b, int ranks_on_host, std:
   }
   // Room for a ring each way between every two ranks of the machine (a
   // communicator connects fewer pairs, lazily; the rest is for the engine's
-  // and splits' communicators).
-  const uint64_t need = static_cast<uint64_t>(ranks_on_host) * (ranks_on_host - 1) * ShmRingShape{}.segment_bytes();
+  // and splits' communicators), and the allreduce arenas of the world and
+  // the engine's communicator.
+  const uint64_t rings = static_cast<uint64_t>(ranks_on_host) * (ranks_on_host - 1) * ShmRingShape{}.segment_bytes();
+  const uint64_t need = rings + 2 * static_cast<uint64_t>(ranks_on_host) * ShmArenaOptions{}.slot_bytes;
   const uint64_t have = std::min(a.shm_free, b.shm_free);
   if (have < need) {
     *why_not = "/dev/shm has " + std::to_string(have >> 20) + " MiB free and " + std::to_string(ranks_on_host) +

@@ -65,7 +65,8 @@ TEST(TransportRegistry, ForcedTransportThatCannotReachAPeerNamesIt) {
 }
 
 TEST(TransportRegistry, SmallDevShmFallsBackToTcpAndSaysHowToFixIt) {
-  // Four ranks need 4 * 3 rings of just over 1 MiB: 8 MiB free is too little
+  // Four ranks need 4 * 3 rings of just over 1 MiB and two arenas of 4 MiB:
+  // 8 MiB free is too little
   // (the smaller of the two ends counts, so both decide alike).
   const std::vector<RankFacts> facts = {on("a", false, 8 << 20), on("a"), on("a"), on("a")};
   Routes r0, r1;
@@ -74,7 +75,7 @@ TEST(TransportRegistry, SmallDevShmFallsBackToTcpAndSaysHowToFixIt) {
   EXPECT_EQ(name_of(r0.kind[1]), "tcp");
   EXPECT_EQ(name_of(r1.kind[0]), "tcp");
   EXPECT_EQ(name_of(r1.kind[2]), "shm");
-  EXPECT_NE(r0.summary.find("tcp to ranks 1-3 (/dev/shm has 8 MiB free and 4 ranks here need 13 MiB"),
+  EXPECT_NE(r0.summary.find("tcp to ranks 1-3 (/dev/shm has 8 MiB free and 4 ranks here need 21 MiB"),
             std::string::npos)
       << r0.summary;
   EXPECT_NE(r0.summary.find("--shm-size"), std::string::npos) << r0.summary;

@@ -4,6 +4,7 @@
 // device or fails saying there is none). Hosts are emulated in one process
 // by Config::host_name. Run on the TCP-only machines and, in the RDMA
 // suite, inside the soft-RoCE VM.
+#include <chrono>
 #include <functional>
 #include <thread>
 
@@ -11,12 +12,16 @@
 
 #include "collectives/dtype.h"
 #include "runtime/config.h"
+#include "runtime/rank_facts.h"
 #include "tests/thread_world.h"
 #include "transport/memory_store.h"
 #include "transport/ib/device.h"
 
 namespace kolo {
 namespace {
+
+// Whether one host's ranks can share memory here (a /dev/shm with room).
+bool machine_has_shm() { return local_rank_facts("", false).shm_free >= (64u << 20); }
 
 bool machine_has_rdma() {
   std::vector<IbDeviceInfo> devices;
@@ -70,8 +75,10 @@ TEST(TransportChoice, AutoTakesSharedMemoryOnOneMachine) {
   Config c = test_config();
   c.transport = "auto";
   ThreadWorld world(3, c);
-  for (int r = 0; r < 3; ++r) EXPECT_STREQ(world.comm(r).transport_name(), "shm");
-  EXPECT_STREQ(world.comm(0).allreduce_algorithm(1 << 20), "shared_memory");  // one host
+  // Without a usable /dev/shm, the next transport of the registry.
+  const char* want = machine_has_shm() ? "shm" : machine_has_rdma() ? "ib" : "tcp";
+  for (int r = 0; r < 3; ++r) EXPECT_STREQ(world.comm(r).transport_name(), want);
+  EXPECT_STREQ(world.comm(0).allreduce_algorithm(1 << 20), machine_has_shm() ? "shared_memory" : "ring");
   expect_allreduce_works({&world.comm(0), &world.comm(1), &world.comm(2)});
 }
 
@@ -84,7 +91,9 @@ TEST(TransportChoice, AutoChoosesPerPeerAcrossHosts) {
     c.host_name = r < 2 ? "host-a" : "host-b";
     return c;
   });
-  const std::string want = machine_has_rdma() ? "shm+ib" : "shm+tcp";
+  const std::string across = machine_has_rdma() ? "ib" : "tcp";
+  const std::string want = machine_has_shm() ? "shm+" + across : across;
+  for (int r = 0; r < 4; ++r) ASSERT_NE(job->comms[r], nullptr) << "rank " << r;
   for (int r = 0; r < 4; ++r) ASSERT_EQ(job->comms[r]->transport_name(), want) << "rank " << r;
   EXPECT_STREQ(job->comms[0]->allreduce_algorithm(1 << 20), "hierarchical");
   expect_allreduce_works(job->raw());
@@ -101,9 +110,29 @@ TEST(TransportChoice, AutoFallsBackToTcpWhereOneEndCannotUseRdma) {
     if (r == 2) c.ib_device = "no-such-device";
     return c;
   });
+  for (int r = 0; r < 3; ++r) ASSERT_NE(job->comms[r], nullptr) << "rank " << r;
   EXPECT_STREQ(job->comms[2]->transport_name(), "tcp");
   for (int r = 0; r < 2; ++r) EXPECT_STREQ(job->comms[r]->transport_name(), machine_has_rdma() ? "ib+tcp" : "tcp");
   expect_allreduce_works(job->raw());
+}
+
+TEST(TransportChoice, RanksThatRunAllreduceDifferentlyFailWithMismatch) {
+  // One rank keeps the ring (KOLO_ALGORITHM=ring), the other takes the
+  // shared-memory allreduce: their first messages tell them apart.
+  ThreadWorld world(2, [](int r) {
+    Config c = test_config();
+    c.transport = "auto";
+    c.algorithm = r == 0 ? "ring" : "auto";
+    return c;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  world.run([&](int r) {
+    std::vector<float> x(1 << 18, 1.0f), y(x.size());
+    Status s = world.comm(r).allreduce(x.data(), y.data(), x.size(), static_cast<int>(DataType::kFloat32),
+                                       static_cast<int>(ReduceOp::kSum));
+    EXPECT_EQ(s.code(), Code::kMismatch) << "rank " << r << ": " << s.to_string();
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
 TEST(TransportChoice, ForcedSharedMemoryAcrossHostsNamesTheRank) {

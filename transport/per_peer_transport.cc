@@ -86,8 +86,14 @@ void PerPeerTransport::set_polling(int spin_us, bool yield) {
 }
 
 Status PerPeerTransport::register_memory(const void* data, size_t bytes) {
-  for (auto& t : transports_) KOLO_RETURN_IF_ERROR(t->register_memory(data, bytes));
-  return Status::ok();
+  // Every transport is asked, even after one declines: the first refusal is
+  // what the caller hears.
+  Status first = Status::ok();
+  for (auto& t : transports_) {
+    Status s = t->register_memory(data, bytes);
+    if (first.is_ok()) first = s;
+  }
+  return first;
 }
 
 void PerPeerTransport::deregister_memory(const void* data, size_t bytes) {

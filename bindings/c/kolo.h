@@ -190,7 +190,8 @@ kolo_result_t kolo_comm_local_size(kolo_comm_t comm, int* local_size);
  * the transports its peers are reached by, in order of preference ("shm",
  * "tcp", "ib", or several joined by '+': "shm+tcp"), or to the allreduce
  * schedule it runs for a host buffer of `bytes` ("ring",
- * "recursive_doubling", "hierarchical"); the string lives as long as comm. */
+ * "recursive_doubling", "hierarchical", "shared_memory"); the string lives
+ * as long as comm. */
 kolo_result_t kolo_comm_get_transport(kolo_comm_t comm, const char** name);
 kolo_result_t kolo_comm_get_allreduce_algorithm(kolo_comm_t comm, size_t bytes, const char** name);
 

@@ -17,6 +17,8 @@ fail() {
 }
 
 mount -t tmpfs tmpfs /tmp || fail "tmpfs"
+# As on any Debian machine: ranks of the VM share memory (transport_choice_test).
+mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /dev/shm || fail "tmpfs on /dev/shm"
 ip link set lo up
 p9="trans=virtio,version=9p2000.L,msize=512000"
 mkdir -p "$REPO" && mount -t 9p -o "$p9" kolo_repo "$REPO" || fail "cannot mount $REPO"

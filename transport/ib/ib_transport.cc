@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "transport/handshake.h"
 
 namespace kolo {
 
@@ -68,7 +69,9 @@ Status IbTransport::create(Store* store, int rank, int size, const IbOptions& op
   std::unique_ptr<IbTransport> t(new IbTransport(store, rank, size, options));
   KOLO_RETURN_IF_ERROR(t->open(choice));
   TcpOptions link = options.link;
-  link.job_id = options.job_id;
+  // Apart from a TCP transport of the same communicator (peers reached over
+  // TCP beside RDMA ones), which shares the process's TCP device.
+  link.job_id = job_id_from_name("ib-link/" + std::to_string(options.job_id));
   link.store_prefix = options.store_prefix + "link/";
   link.streams_per_peer = 1;
   link.checksum = false;  // carries no data
@@ -412,8 +415,14 @@ Status IbTransport::pump(Pumped* pumped) {
 }
 
 Status IbTransport::sleep(Deadline deadline, Pumped* pumped) {
-  KOLO_RETURN_IF_ERROR(sleep_until_event(deadline, &pumped->completed));
-  const auto now = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  // A wait that starts now (not a sleep right after the last one) probes
+  // only after a second of it, as progress() does.
+  if (Clock::now() - last_sleep_ > std::chrono::milliseconds(50)) next_probe_ = Clock::now() + std::chrono::seconds(1);
+  Status s = sleep_until_event(deadline, &pumped->completed);
+  last_sleep_ = Clock::now();
+  KOLO_RETURN_IF_ERROR(s);
+  const auto now = last_sleep_;
   if (pumped->completed > 0 || now < next_probe_) return Status::ok();
   // Waited a second with nothing completing: make sure the peers we wait
   // on are alive (a dead one fails the probe within ~0.5 s).

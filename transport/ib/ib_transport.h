@@ -140,6 +140,7 @@ class IbTransport final : public DirectTransport, private IbEventListener {
   ProgressLoop loop_;  // progress(), abort() and interrupt()
   Status failed_;
   std::chrono::steady_clock::time_point next_probe_;  // sleep() probes the peers it waits on from then
+  std::chrono::steady_clock::time_point last_sleep_;  // when sleep() last returned: a later one starts a new wait
   std::mutex event_mutex_;
   Status event_failure_;                  // from on_async_event, under event_mutex_
   std::atomic<bool> event_failed_{false};  // event_failure_ is set

@@ -11,9 +11,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <mutex>
 #include <random>
 #include <sstream>
 
+#include "common/log.h"
 #include "transport/shm/futex.h"
 
 #ifndef SYS_pidfd_open
@@ -79,7 +82,11 @@ Status ShmArena::create(Store* store, int rank, int size, const ShmArenaOptions&
   if (rank == 0) {
     name = arena_name(options.job_id);
     fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) return errno_error(Code::kTransport, "shm_open(" + name + ")", errno);
+    if (fd < 0) {
+      const int err = errno;
+      (void)store->set(options.store_key, "");  // the others go without it too
+      return unsupported(errno_error(Code::kTransport, "shm_open(" + name + ")", err).message());
+    }
     a->name_ = name;  // unlinked by the destructor unless every rank mapped it
     // posix_fallocate, not only ftruncate: a /dev/shm too small fails here,
     // not later with SIGBUS on first touch.
@@ -89,16 +96,18 @@ Status ShmArena::create(Store* store, int rank, int size, const ShmArenaOptions&
       ::close(fd);
       ::shm_unlink(name.c_str());
       a->name_.clear();
+      (void)store->set(options.store_key, "");  // the others go without it too
       if (err == ENOSPC) {
-        return transport_error("/dev/shm has no room for the " + std::to_string(bytes) +
-                               "-byte shared-memory allreduce arena (a container's default is often 64 MiB: raise "
-                               "it, e.g. docker run --shm-size=1g, or use KOLO_ALGORITHM=ring)");
+        return unsupported("/dev/shm has no room for the " + std::to_string(bytes) +
+                           "-byte shared-memory allreduce arena (a container's default is often 64 MiB: raise it, "
+                           "e.g. docker run --shm-size=1g)");
       }
-      return errno_error(Code::kTransport, "reserving " + std::to_string(bytes) + " bytes for " + name, err);
+      return unsupported("reserving " + std::to_string(bytes) + " bytes for " + name + ": " + std::strerror(err));
     }
   } else {
     Status s = store->get_one(options.store_key, deadline, &name);
     if (!s.is_ok()) return s.with_context("waiting for rank 0's shared-memory arena");
+    if (name.empty()) return unsupported("rank 0 could not make the shared-memory arena");
     fd = ::shm_open(name.c_str(), O_RDWR, 0);
     if (fd < 0) return errno_error(Code::kTransport, "shm_open(" + name + ")", errno);
     struct stat st {};
@@ -148,6 +157,14 @@ Status ShmArena::create(Store* store, int rank, int size, const ShmArenaOptions&
     if (pid == ::getpid()) continue;
     a->pidfds_[r] = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
     if (a->pidfds_[r] < 0 && errno == ESRCH) return peer_lost("rank " + std::to_string(r) + "'s process has ended");
+    if (a->pidfds_[r] < 0) {
+      static std::once_flag told;
+      const int err = errno;
+      std::call_once(told, [&] {
+        KOLO_WARN("pidfd_open failed (" << std::strerror(err) << "): a rank of this host killed outright is noticed "
+                  "only at KOLO_TIMEOUT_S in the shared-memory allreduce");
+      });
+    }
   }
   *out = std::move(a);
   return Status::ok();
@@ -216,6 +233,9 @@ Status ShmArena::barrier(Deadline deadline) {
     if (h->generation.load(std::memory_order_acquire) != gen) return Status::ok();
     if (aborted_.load()) return failed_ = aborted("communicator aborted");
     Status s = check_peers();
+    // A rank may close (or exit) right after the barrier completed: the
+    // barrier succeeded if the generation moved meanwhile.
+    if (h->generation.load(std::memory_order_acquire) != gen) return Status::ok();
     if (!s.is_ok()) return failed_ = s;
     if (deadline.expired()) {
       std::string missing;

@@ -29,7 +29,8 @@ struct ShmArenaOptions {
 
 class ShmArena final : public SharedArena {
  public:
-  // Collective over the `size` ranks.
+  // Collective over the `size` ranks. UNSUPPORTED on every rank when rank
+  // 0 cannot make the segment (/dev/shm full): the caller goes without.
   static Status create(Store* store, int rank, int size, const ShmArenaOptions& options, Deadline deadline,
                        std::unique_ptr<ShmArena>* out);
   ~ShmArena() override;

@@ -124,5 +124,17 @@ TEST(ShmArena, ARankThatNeverArrivesIsATimeoutNamingIt) {
   }
 }
 
+TEST(ShmArena, EveryRankGoesWithoutItWhenRankZeroCouldNotMakeIt) {
+  // What rank 0 publishes when /dev/shm has no room: an empty name.
+  MemoryStore store;
+  ASSERT_TRUE(store.set("shm/arena", "").is_ok());
+  ShmArenaOptions o;
+  o.job_id = 0xa6;
+  std::unique_ptr<ShmArena> a;
+  Status s = ShmArena::create(&store, 1, 2, o, Deadline::after_seconds(5), &a);
+  EXPECT_EQ(s.code(), Code::kUnsupported) << s.to_string();
+  EXPECT_EQ(a, nullptr);
+}
+
 }  // namespace
 }  // namespace kolo
