@@ -39,7 +39,8 @@ Negotiator::Negotiator(int rank, int size, size_t cache_capacity)
 
 Status Negotiator::add_local(const OpRequest& request, SteadyClock::time_point now) {
   if (joined_[rank_] || pending_join_) {
-    return invalid_usage("'" + request.name + "' was submitted after this rank joined; submit it after the join completes");
+    return invalid_usage("'" + request.name +
+                         "' was submitted after this rank joined; submit it after the join completes");
   }
   auto it = local_.find(request.name);
   if (it != local_.end()) {
@@ -172,12 +173,14 @@ void Negotiator::insert_cache(const OpResponse& response) {
 
 void Negotiator::check_joined(OpResponse* r) const {
   if (r->joined.empty() || !r->error.is_ok()) return;
+  // Horovod's rule: only allreduces (and barriers) take joined ranks in,
+  // with neutral contributions; the collectives whose output depends on
+  // every rank's rows or on a root fail on every rank.
   const std::string what = std::string(op_kind_name(r->spec.kind)) + " '" + r->spec.name + "'";
-  if (r->spec.kind == OpKind::kAlltoall) {
-    r->error = invalid_usage(what + " cannot run while " + rank_list(r->joined) + " have joined");
-  } else if (r->spec.kind == OpKind::kBroadcast &&
-             std::find(r->joined.begin(), r->joined.end(), r->spec.root) != r->joined.end()) {
-    r->error = invalid_usage(what + ": its root, rank " + std::to_string(r->spec.root) + ", has joined");
+  if (r->spec.kind == OpKind::kAllgather || r->spec.kind == OpKind::kAlltoall || r->spec.kind == OpKind::kBroadcast ||
+      r->spec.kind == OpKind::kReduceScatter) {
+    r->error = invalid_usage(what + " cannot run while " + rank_list(r->joined) +
+                             " have joined (only allreduce and barrier can)");
   }
 }
 
@@ -230,7 +233,8 @@ OpResponse Negotiator::resolve(const std::string& name, const Entry& e) const {
   } else if (resp.spec.kind == OpKind::kAlltoall) {
     resp.rows.assign(static_cast<size_t>(size_) * size_, 0);
     for (int q = 0; q < size_; ++q) {
-      if (e.present[q]) std::copy(e.requests[q].splits.begin(), e.requests[q].splits.end(), resp.rows.begin() + q * size_);
+      if (e.present[q])
+        std::copy(e.requests[q].splits.begin(), e.requests[q].splits.end(), resp.rows.begin() + q * size_);
     }
     // Each rank's own first dimension must be what it sends.
   }
@@ -267,7 +271,8 @@ Status Negotiator::finish_round(const std::vector<uint8_t>& reduced, const std::
           last_joined_ = static_cast<int>(q);
           joins_changed = true;
           continue;
-        default: break;
+        default:
+          break;
       }
       auto cached = slot_of_.find(r.name);
       if (cached != slot_of_.end()) evict(cached->second);
@@ -297,10 +302,7 @@ Status Negotiator::finish_round(const std::vector<uint8_t>& reduced, const std::
       if (reduced[1 + i] != 1 || !slots_[i].valid) continue;
       OpResponse resp = slots_[i].response;
       resp.joined = joined_list;
-      if (resp.spec.kind == OpKind::kAllgather) {
-        for (int q : joined_list) resp.rows[q] = 0;  // a joined rank contributes no rows
-      }
-      check_joined(&resp);  // (an alltoall with joined ranks fails here)
+      check_joined(&resp);  // (an allgather, alltoall, broadcast or reduce-scatter fails here)
       slots_[i].last_used = ++use_counter_;
       local_.erase(resp.spec.name);
       out->ready.push_back(std::move(resp));

@@ -15,6 +15,24 @@ using asio::ip::tcp;
 
 Status StoreClient::connect(const std::string& host, int port, uint64_t job_id, int rank, const std::string& secret,
                             Deadline deadline, std::unique_ptr<StoreClient>* out) {
+  bool saw_other_run = false;
+  for (int backoff_ms = 5;; backoff_ms = std::min(backoff_ms * 2, 100)) {
+    bool other_job = false;
+    Status s = connect_once(host, port, job_id, rank, secret, deadline, &other_job, out);
+    saw_other_run = saw_other_run || other_job;
+    if (s.is_ok() || (!other_job && !(saw_other_run && s.code() == Code::kTimeout))) return s;
+    if (deadline.expired()) {
+      return timeout_error("the rendezvous store at " + host + ":" + std::to_string(port) +
+                           " served another run of this job (or another job with the same secret, or went away) "
+                           "and never this one");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoff_ms, deadline.remaining_ms())));
+  }
+}
+
+Status StoreClient::connect_once(const std::string& host, int port, uint64_t job_id, int rank,
+                                 const std::string& secret, Deadline deadline, bool* other_job,
+                                 std::unique_ptr<StoreClient>* out) {
   std::unique_ptr<StoreClient> c(new StoreClient());
   c->server_ = host + ":" + std::to_string(port);
   tcp::endpoint ep;
@@ -52,7 +70,14 @@ Status StoreClient::connect(const std::string& host, int port, uint64_t job_id, 
   // The server opens with a challenge: [magic, nonce].
   const std::string what = "talking to the rendezvous store at " + c->server_;
   unsigned char len_buf[4];
-  KOLO_RETURN_IF_ERROR(read_fully(*c->socket_, len_buf, 4, deadline, what));
+  Status opened = read_fully(*c->socket_, len_buf, 4, deadline, what);
+  if (opened.code() == Code::kPeerLost) {
+    // Closed before its challenge: a store going away (an earlier run of
+    // the job shutting down), or one not yet up; the next may be ours.
+    *other_job = true;
+    return opened;
+  }
+  KOLO_RETURN_IF_ERROR(opened);
   uint32_t n = 0;
   for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(len_buf[i]) << (8 * i);
   if (n == 0 || n > 128) return auth_error("the rendezvous store at " + c->server_ + " is not a kolo store");
@@ -74,9 +99,13 @@ Status StoreClient::connect(const std::string& host, int port, uint64_t job_id, 
   hello.str(store_hello_mac(secret, server_nonce, job_id, static_cast<uint32_t>(rank), client_nonce));
   std::string reply;
   Status s = c->round_trip(hello.finish(), deadline, &reply);
+  if (!s.is_ok() && !reply.empty() && static_cast<uint8_t>(reply[0]) == static_cast<uint8_t>(StoreReply::kOtherJob)) {
+    *other_job = true;
+    return s;
+  }
   if (s.code() == Code::kPeerLost) {
-    return auth_error("the rendezvous store at " + c->server_ +
-                      " refused this rank (a different KOLO_SECRET or job, or a rank beyond the world size?)");
+    *other_job = true;  // closed without a word: going away (a refusal is said, as kRejected)
+    return s;
   }
   KOLO_RETURN_IF_ERROR(s);
   MessageReader rr(reply.data(), reply.size());

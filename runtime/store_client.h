@@ -2,12 +2,11 @@
 // the Store interface the transports use. Thread-safe: one request at a time.
 #pragma once
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <memory>
 #include <mutex>
 #include <string>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 
 #include "transport/store.h"
 
@@ -15,8 +14,9 @@ namespace kolo {
 
 class StoreClient : public Store {
  public:
-  // Connects to host:port (retrying while rank 0 is still starting) and
-  // introduces itself, all within the deadline.
+  // Connects to host:port (retrying while rank 0 is still starting, or
+  // while the port still serves an earlier run of the job) and introduces
+  // itself, all within the deadline.
   static Status connect(const std::string& host, int port, uint64_t job_id, int rank, const std::string& secret,
                         Deadline deadline, std::unique_ptr<StoreClient>* out);
 
@@ -31,6 +31,10 @@ class StoreClient : public Store {
 
  private:
   StoreClient() = default;
+  // One connection and hello; *other_job says to try again: the store
+  // serves another job, or closed before its challenge.
+  static Status connect_once(const std::string& host, int port, uint64_t job_id, int rank, const std::string& secret,
+                             Deadline deadline, bool* other_job, std::unique_ptr<StoreClient>* out);
   Status round_trip(const std::string& request, Deadline deadline, std::string* reply);
 
   std::mutex mutex_;

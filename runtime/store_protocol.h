@@ -18,16 +18,18 @@ constexpr uint32_t kStoreMagic = 0x4b4f4c53;  // "KOLS"
 constexpr uint32_t kStoreMaxMessage = 16u << 20;
 
 enum class StoreOp : uint8_t { kHello = 1, kSet = 2, kGet = 3, kSetIfAbsent = 4 };
-enum class StoreReply : uint8_t { kOk = 0, kTimeout = 1, kRejected = 2 };
+// kOtherJob answers a hello that knows the secret but names another job:
+// the port still serves an earlier run of the job (a process that shut
+// down and initializes again), so the client retries until its deadline.
+enum class StoreReply : uint8_t { kOk = 0, kTimeout = 1, kRejected = 2, kOtherJob = 3 };
 
 // The store's handshake mirrors the peers' (transport/handshake.h): the
 // server opens with a random nonce; the client's hello carries its own nonce
 // and an HMAC over both, its job and its rank, keyed with KOLO_SECRET; the
 // server's OK carries an HMAC over both nonces.
-std::string store_hello_mac(const std::string& secret, const std::string& server_nonce, uint64_t job,
-                            uint32_t rank, const std::string& client_nonce);
-std::string store_ack_mac(const std::string& secret, const std::string& server_nonce,
-                          const std::string& client_nonce);
+std::string store_hello_mac(const std::string& secret, const std::string& server_nonce, uint64_t job, uint32_t rank,
+                            const std::string& client_nonce);
+std::string store_ack_mac(const std::string& secret, const std::string& server_nonce, const std::string& client_nonce);
 // Compares two MACs in time independent of their contents; false unless
 // both are whole SHA-256 digests.
 bool store_macs_equal(const std::string& a, const std::string& b);

@@ -1,13 +1,12 @@
 #include "runtime/store_server.h"
 
-#include <chrono>
-#include <future>
-#include <vector>
-
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <chrono>
+#include <future>
+#include <vector>
 
 #include "common/hmac.h"
 #include "common/log.h"
@@ -176,8 +175,8 @@ Status StoreServer::start(const std::string& host, int port) {
   if (!ec) acceptor_->bind(ep, ec);
   if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    return transport_error("rank 0 cannot serve the rendezvous store on " + format_endpoint(ep) + ": " +
-                           ec.message() + " (is the port taken, or the address not this host's?)");
+    return transport_error("rank 0 cannot serve the rendezvous store on " + format_endpoint(ep) + ": " + ec.message() +
+                           " (is the port taken, or the address not this host's?)");
   }
   port_ = acceptor_->local_endpoint(ec).port();
   accept_next();
@@ -208,11 +207,15 @@ void StoreServer::handle(const std::shared_ptr<Session>& session, const std::str
     if (!store_macs_equal(store_hello_mac(secret_, session->nonce_, q.job, q.rank, q.nonce), q.mac)) {
       KOLO_WARN("rendezvous store rejected " << session->remote()
                                              << ": authentication failed (it does not know KOLO_SECRET)");
-      return session->close();
+      // Said, not just closed: a client takes a silent close for a store going away.
+      return session->reply_and_close(simple_reply(StoreReply::kRejected, "this job has another KOLO_SECRET"));
     }
-    if (q.job != job_id_ || static_cast<int>(q.rank) >= world_size_) {
-      KOLO_WARN("rendezvous store rejected " << session->remote() << ": wrong job or rank " << q.rank);
-      return session->close();
+    if (q.job != job_id_) return session->reply(simple_reply(StoreReply::kOtherJob, "another job"));
+    if (static_cast<int>(q.rank) >= world_size_) {
+      KOLO_WARN("rendezvous store rejected " << session->remote() << ": rank " << q.rank << " is beyond the world");
+      return session->reply_and_close(
+          simple_reply(StoreReply::kRejected,
+                       "rank " + std::to_string(q.rank) + " is beyond the world size " + std::to_string(world_size_)));
     }
     session->introduced_ = true;
     return session->reply(simple_reply(StoreReply::kOk, store_ack_mac(secret_, session->nonce_, q.nonce)));

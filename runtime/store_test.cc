@@ -1,6 +1,7 @@
 // The rendezvous store: its operations, its authentication, and strangers
 // on its port that must not disturb it.
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -9,8 +10,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "runtime/store_client.h"
 #include "runtime/store_server.h"
@@ -68,9 +67,35 @@ TEST(Store, RejectsWrongSecretJobAndRank) {
   std::unique_ptr<StoreClient> c;
   EXPECT_EQ(s.client(0, "wrong", &c).code(), Code::kAuth);
   EXPECT_EQ(s.client(0, "", &c).code(), Code::kAuth);
-  EXPECT_EQ(s.client(0, kSecret, &c, kJob + 1).code(), Code::kAuth);
   EXPECT_EQ(s.client(4, kSecret, &c).code(), Code::kAuth);  // beyond the world
   EXPECT_TRUE(s.client(3, kSecret, &c).is_ok());
+  // Another job with the same secret: waited for (it may be an earlier run
+  // of this job about to go), until the deadline.
+  Status other =
+      StoreClient::connect("127.0.0.1", s.server.port(), kJob + 1, 0, kSecret, Deadline::after_seconds(0.3), &c);
+  EXPECT_EQ(other.code(), Code::kTimeout);
+  EXPECT_NE(other.message().find("another run of this job"), std::string::npos) << other.message();
+}
+
+// A process that shuts down and initializes again (Horovod's tests do) runs
+// the job anew on the same port: a rank that comes back first finds the
+// previous run's store, and must wait for the new one rather than fail.
+TEST(Store, ClientWaitsForItsRunWhenThePortStillServesThePrevious) {
+  auto previous = std::make_unique<StoreServer>(kJob, 4, kSecret);
+  ASSERT_TRUE(previous->start("127.0.0.1", 0).is_ok());
+  const int port = previous->port();
+  std::unique_ptr<StoreClient> c;
+  Status connected;
+  std::thread next_run([&] {
+    connected = StoreClient::connect("127.0.0.1", port, kJob + 1, 1, kSecret, Deadline::after_seconds(10), &c);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  previous.reset();
+  StoreServer current(kJob + 1, 4, kSecret);
+  ASSERT_TRUE(current.start("127.0.0.1", port).is_ok());
+  next_run.join();
+  ASSERT_TRUE(connected.is_ok()) << connected.message();
+  ASSERT_TRUE(c->set("run", "current").is_ok());
 }
 
 TEST(Store, ClientRefusesAServerWithoutTheSecret) {
@@ -95,7 +120,9 @@ bool stranger_is_dropped(int port, const std::string& bytes) {
   char buf[256];
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   while (std::chrono::steady_clock::now() < until) {
-    struct pollfd p {fd, POLLIN, 0};
+    struct pollfd p {
+      fd, POLLIN, 0
+    };
     if (::poll(&p, 1, 100) > 0) {
       ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
       if (n <= 0) {

@@ -417,6 +417,8 @@ typedef struct kolo_handle* kolo_handle_t;
 typedef void (*kolo_callback_t)(kolo_result_t result, void* user_data);
 
 /* recvbuf = op over ranks of (sendbuf * prescale), times postscale.
+ * Integers are scaled in double and truncated toward zero (as Horovod does),
+ * saturating at the type's limits.
  * sendbuf == recvbuf is in place. */
 kolo_result_t kolo_submit_allreduce(kolo_comm_t comm, const char* name, const void* sendbuf, void* recvbuf,
                                     int ndim, const int64_t* shape, kolo_dtype_t dtype, kolo_op_t op,
@@ -457,10 +459,12 @@ kolo_result_t kolo_submit_alltoall(kolo_comm_t comm, const char* name, const voi
 kolo_result_t kolo_submit_barrier(kolo_comm_t comm, const char* name, kolo_handle_t* handle);
 
 /* This rank has run out of data. Until every rank has joined, it takes part
- * in the other ranks' operations without data (allreduce and reduce-scatter:
- * the op's identity, e.g. zeros for a sum; allgather: no rows; a broadcast
- * from it or an alltoall fails). It may not submit until the join completes;
- * then kolo_handle_join_rank gives the last rank to join. */
+ * in the other ranks' allreduces and barriers without data (the op's
+ * identity, e.g. zeros for a sum); an allgather, alltoall, broadcast or
+ * reduce-scatter fails on every rank with KOLO_ERR_INVALID_USAGE while any
+ * rank has joined (Horovod's rule). It may not submit until the join
+ * completes; then kolo_handle_join_rank gives the last rank to join, and it
+ * may join again later (the next epoch). */
 kolo_result_t kolo_join(kolo_comm_t comm, kolo_handle_t* handle);
 
 /* *done = 1 and the operation's result if it has completed; *done = 0 and

@@ -11,7 +11,9 @@ orders, each runs once all ranks have issued it. Operations given no name
 are numbered per kind, so those must be issued in one order on every rank.
 The `_async` forms return a handle for poll()/synchronize(). PyTorch users
 want `kolo.torch`, which mirrors horovod.torch. `kolo.__version__` is the
-version of the libkolo in use.
+version of the libkolo in use. Process sets (ProcessSet, add_process_set,
+`process_set=` on every collective) run collectives among a subset of the
+ranks, as Horovod's do.
 """
 from kolo._collectives import Adasum, Average, Max, Min, Product, Sum
 from kolo._library import (AbortedError, InvalidArgumentError, InvalidUsageError, KoloError, KoloTimeoutError,
@@ -22,6 +24,7 @@ from kolo._numpy import (allgather, allgather_async, allreduce, allreduce_, allr
                          grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
                          grouped_allreduce_async_, reducescatter, reducescatter_async)
 from kolo._objects import allgather_object, broadcast_object
-from kolo._runtime import (Handle, abort, barrier, cross_rank, cross_size, engine_stats, init, is_homogeneous,
+from kolo._process_sets import ProcessSet, add_process_set, global_process_set, init, remove_process_set
+from kolo._runtime import (Handle, abort, barrier, cross_rank, cross_size, engine_stats, is_homogeneous,
                            is_initialized, join, local_rank, local_size, poll, rank, shutdown, size, start_timeline,
                            stop_timeline, synchronize)

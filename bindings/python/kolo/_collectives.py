@@ -21,7 +21,6 @@ current stream, so they follow the work that produced the array and
 precede the work that uses the result.
 """
 import ctypes
-import numbers
 from collections import namedtuple
 
 from kolo import _runtime
@@ -155,18 +154,21 @@ def _copy_back(xp, recv, result):
     return result
 
 
-def allreduce_async(xp, x, inplace=False, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce_async(xp, x, inplace=False, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                    group=None):
+    g = group or _runtime.world()
     send, recv, result = _staged(xp, x, inplace)
     info = xp.describe(send)
     code, shape, op_code = _reduction_wire(info, op, prescale_factor, postscale_factor)
-    return _runtime.submit(lib.kolo_submit_allreduce, _runtime.operation_name("allreduce", name), info.ptr,
+    return g.submit(lib.kolo_submit_allreduce, g.operation_name("allreduce", name), info.ptr,
                            xp.describe(recv).ptr, *_shape_arg(shape), code, op_code, float(prescale_factor),
                            float(postscale_factor), keep=(x, send, recv, result),
                            finish=lambda h: _copy_back(xp, recv, result))
 
 
 def grouped_allreduce_async(xp, xs, inplace=False, name=None, op=Average, prescale_factor=1.0,
-                            postscale_factor=1.0):
+                            postscale_factor=1.0, group=None):
+    g = group or _runtime.world()
     xs = list(xs)
     if not xs:
         raise ValueError("grouped_allreduce needs at least one tensor")
@@ -188,7 +190,7 @@ def grouped_allreduce_async(xp, xs, inplace=False, name=None, op=Average, presca
     def finish(_):
         return [_copy_back(xp, recv, result) for _, recv, result in staged]
 
-    return _runtime.submit(lib.kolo_submit_grouped_allreduce, _runtime.operation_name("grouped_allreduce", name),
+    return g.submit(lib.kolo_submit_grouped_allreduce, g.operation_name("grouped_allreduce", name),
                            n, sends, recvs, ndims, shape_ptrs, code, op_code, float(prescale_factor),
                            float(postscale_factor), keep=(xs, staged, shapes, sends, recvs, ndims, shape_ptrs),
                            finish=finish)
@@ -199,15 +201,16 @@ def _rows_for(total, world, r):
     return total // world + (1 if r < total % world else 0)
 
 
-def reducescatter_async(xp, x, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter_async(xp, x, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0, group=None):
+    g = group or _runtime.world()
     info = xp.describe(x)
     if not info.shape:
         raise ValueError("reducescatter needs an array with at least one dimension, got a scalar")
-    out_shape = (_rows_for(info.shape[0], _runtime.size(), _runtime.rank()),) + info.shape[1:]
+    out_shape = (_rows_for(info.shape[0], g.size, g.rank),) + info.shape[1:]
     send, recv, result = _staged(xp, x, False, out_shape)
     send_info = xp.describe(send)
     code, shape, op_code = _reduction_wire(send_info, op, prescale_factor, postscale_factor)
-    return _runtime.submit(lib.kolo_submit_reduce_scatter, _runtime.operation_name("reducescatter", name),
+    return g.submit(lib.kolo_submit_reduce_scatter, g.operation_name("reducescatter", name),
                            send_info.ptr, xp.describe(recv).ptr, *_shape_arg(shape), code, op_code,
                            float(prescale_factor), float(postscale_factor), keep=(x, send, recv, result),
                            finish=lambda h: _copy_back(xp, recv, result))
@@ -231,9 +234,10 @@ def _output_array(xp, handle, like, rows, row_shape):
     return out
 
 
-def allgather_async(xp, x, name=None):
+def allgather_async(xp, x, name=None, group=None):
     """Result: rank order concatenation along the first dimension; the
     handle's `rows` then lists each rank's first dimension."""
+    g = group or _runtime.world()
     info = xp.describe(x)
     if not info.shape:
         raise ValueError("allgather needs an array with at least one dimension, got a scalar")
@@ -244,15 +248,15 @@ def allgather_async(xp, x, name=None):
         h.rows = h.output_rows()
         return _output_array(xp, h, x, h.rows, info.shape[1:])
 
-    return _runtime.submit(lib.kolo_submit_allgather, _runtime.operation_name("allgather", name),
+    return g.submit(lib.kolo_submit_allgather, g.operation_name("allgather", name),
                            xp.describe(send).ptr, *_shape_arg(shape), code, keep=(x, send), finish=finish)
 
 
-def broadcast_async(xp, x, root_rank, inplace=False, name=None):
+def broadcast_async(xp, x, root_rank, inplace=False, name=None, group=None):
+    """root_rank is a world rank (a member of the group)."""
+    g = group or _runtime.world()
     info = xp.describe(x)
-    if not isinstance(root_rank, numbers.Integral) or not 0 <= root_rank < _runtime.size():
-        raise ValueError("root_rank %r is not a rank of this job (size %d)" % (root_rank, _runtime.size()))
-    root_rank = int(root_rank)
+    root = g.group_rank(root_rank)
     if xp.on_device(x):
         buf = xp.to_host(x)
         result = x if inplace else xp.empty(info.shape, x)
@@ -260,14 +264,15 @@ def broadcast_async(xp, x, root_rank, inplace=False, name=None):
         buf = x if inplace and info.contiguous else _converted(xp, x)
         result = x if inplace else buf
     code, shape = _movement_wire(xp.describe(buf))
-    return _runtime.submit(lib.kolo_submit_broadcast, _runtime.operation_name("broadcast", name),
-                           xp.describe(buf).ptr, *_shape_arg(shape), code, root_rank, keep=(x, buf),
+    return g.submit(lib.kolo_submit_broadcast, g.operation_name("broadcast", name),
+                           xp.describe(buf).ptr, *_shape_arg(shape), code, root, keep=(x, buf),
                            finish=lambda h: _copy_back(xp, buf, result))
 
 
-def alltoall_async(xp, x, splits=None, name=None):
+def alltoall_async(xp, x, splits=None, name=None, group=None):
     """Result: the rows received, in rank order; the handle's `rows` then
     lists how many came from each rank."""
+    g = group or _runtime.world()
     info = xp.describe(x)
     if not info.shape:
         raise ValueError("alltoall needs an array with at least one dimension, got a scalar")
@@ -276,15 +281,14 @@ def alltoall_async(xp, x, splits=None, name=None):
     split_arg = None
     if splits is not None:
         values = [int(s) for s in splits]
-        if len(values) != _runtime.size():
-            raise ValueError("alltoall splits has %d entries; it needs one per rank (%d)"
-                             % (len(values), _runtime.size()))
+        if len(values) != g.size:
+            raise ValueError("alltoall splits has %d entries; it needs one per rank (%d)" % (len(values), g.size))
         split_arg = int64_array(values)
 
     def finish(h):
         h.rows = h.output_rows()
         return _output_array(xp, h, x, h.rows, info.shape[1:])
 
-    return _runtime.submit(lib.kolo_submit_alltoall, _runtime.operation_name("alltoall", name),
+    return g.submit(lib.kolo_submit_alltoall, g.operation_name("alltoall", name),
                            xp.describe(send).ptr, *_shape_arg(shape), split_arg, code, keep=(x, send, split_arg),
                            finish=finish)

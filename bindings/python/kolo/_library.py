@@ -34,8 +34,9 @@ class InvalidArgumentError(KoloError, ValueError):
     """A bad argument (dtype, shape, root, name...); nothing was submitted."""
 
 
-class InvalidUsageError(KoloError):
-    """A call that makes no sense now, e.g. a name already in flight."""
+class InvalidUsageError(KoloError, ValueError):
+    """A call that makes no sense now, e.g. a name already in flight
+    (a ValueError, as Horovod raises for a duplicate name)."""
 
 
 class KoloTimeoutError(KoloError, TimeoutError):
@@ -86,6 +87,7 @@ _SIGNATURES = {
     "kolo_comm_init_from_env": [_c_void_pp],
     "kolo_comm_init": [_c_void_pp, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int],
     "kolo_comm_destroy": [ctypes.c_void_p],
+    "kolo_comm_split": [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, _c_void_pp],
     "kolo_comm_rank": [ctypes.c_void_p, _c_int_p],
     "kolo_comm_size": [ctypes.c_void_p, _c_int_p],
     "kolo_comm_local_rank": [ctypes.c_void_p, _c_int_p],

@@ -2,7 +2,7 @@
 import numpy as np
 
 from kolo import _collectives as C
-from kolo import _runtime
+from kolo._process_sets import group_of
 
 
 class NumpyAdapter(C.Adapter):
@@ -19,7 +19,7 @@ class NumpyAdapter(C.Adapter):
         np.copyto(dst, src, casting="unsafe")
 
 
-_np = NumpyAdapter()
+_np = adapter = NumpyAdapter()
 
 
 def _writable(x):
@@ -28,90 +28,97 @@ def _writable(x):
     return x
 
 
-def allreduce_async(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce_async(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """Starts an allreduce of array into a new array; synchronize(handle) returns it."""
-    return C.allreduce_async(_np, array, False, name, op, prescale_factor, postscale_factor)
+    return C.allreduce_async(_np, array, False, name, op, prescale_factor, postscale_factor, group_of(process_set))
 
 
-def allreduce(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """op over every rank's array (Average by default), as a new array."""
-    return allreduce_async(array, op, name, prescale_factor, postscale_factor).synchronize()
+    return allreduce_async(array, op, name, prescale_factor, postscale_factor, process_set=process_set).synchronize()
 
 
-def allreduce_async_(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
-    return C.allreduce_async(_np, _writable(array), True, name, op, prescale_factor, postscale_factor)
+def allreduce_async_(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    return C.allreduce_async(_np, _writable(array), True, name, op, prescale_factor, postscale_factor,
+                             group_of(process_set))
 
 
-def allreduce_(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce_(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """The allreduce written into array itself; returns array."""
-    return allreduce_async_(array, op, name, prescale_factor, postscale_factor).synchronize()
+    return allreduce_async_(array, op, name, prescale_factor, postscale_factor, process_set=process_set).synchronize()
 
 
-def grouped_allreduce_async(arrays, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
-    return C.grouped_allreduce_async(_np, arrays, False, name, op, prescale_factor, postscale_factor)
+def grouped_allreduce_async(arrays, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0,
+                            process_set=None):
+    return C.grouped_allreduce_async(_np, arrays, False, name, op, prescale_factor, postscale_factor,
+                                     group_of(process_set))
 
 
-def grouped_allreduce(arrays, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+def grouped_allreduce(arrays, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """Several arrays of one dtype reduced as one operation; a list of new arrays."""
-    return grouped_allreduce_async(arrays, op, name, prescale_factor, postscale_factor).synchronize()
+    return grouped_allreduce_async(arrays, op, name, prescale_factor, postscale_factor,
+                                   process_set=process_set).synchronize()
 
 
-def grouped_allreduce_async_(arrays, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+def grouped_allreduce_async_(arrays, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0,
+                             process_set=None):
     return C.grouped_allreduce_async(_np, [_writable(a) for a in arrays], True, name, op, prescale_factor,
-                                     postscale_factor)
+                                     postscale_factor, group_of(process_set))
 
 
-def grouped_allreduce_(arrays, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+def grouped_allreduce_(arrays, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """The grouped allreduce written into each array; returns them as a list."""
-    return grouped_allreduce_async_(arrays, op, name, prescale_factor, postscale_factor).synchronize()
+    return grouped_allreduce_async_(arrays, op, name, prescale_factor, postscale_factor,
+                                    process_set=process_set).synchronize()
 
 
-def allgather_async(array, name=None):
-    return C.allgather_async(_np, array, name)
+def allgather_async(array, name=None, process_set=None):
+    return C.allgather_async(_np, array, name, group_of(process_set))
 
 
-def allgather(array, name=None):
+def allgather(array, name=None, process_set=None):
     """Every rank's array concatenated along the first dimension, in rank
     order (first dimensions may differ between ranks)."""
-    return allgather_async(array, name).synchronize()
+    return allgather_async(array, name, process_set=process_set).synchronize()
 
 
-def broadcast_async(array, root_rank, name=None):
-    return C.broadcast_async(_np, array, root_rank, False, name)
+def broadcast_async(array, root_rank, name=None, process_set=None):
+    return C.broadcast_async(_np, array, root_rank, False, name, group_of(process_set))
 
 
-def broadcast(array, root_rank, name=None):
+def broadcast(array, root_rank, name=None, process_set=None):
     """root_rank's array, as a new array on every rank."""
-    return broadcast_async(array, root_rank, name).synchronize()
+    return broadcast_async(array, root_rank, name, process_set=process_set).synchronize()
 
 
-def broadcast_async_(array, root_rank, name=None):
-    return C.broadcast_async(_np, _writable(array), root_rank, True, name)
+def broadcast_async_(array, root_rank, name=None, process_set=None):
+    return C.broadcast_async(_np, _writable(array), root_rank, True, name, group_of(process_set))
 
 
-def broadcast_(array, root_rank, name=None):
+def broadcast_(array, root_rank, name=None, process_set=None):
     """root_rank's array written into array itself; returns array."""
-    return broadcast_async_(array, root_rank, name).synchronize()
+    return broadcast_async_(array, root_rank, name, process_set=process_set).synchronize()
 
 
-def reducescatter_async(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
-    return C.reducescatter_async(_np, array, name, op, prescale_factor, postscale_factor)
+def reducescatter_async(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    return C.reducescatter_async(_np, array, name, op, prescale_factor, postscale_factor, group_of(process_set))
 
 
-def reducescatter(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter(array, op=C.Average, name=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """The reduction of every rank's array, cut along the first dimension:
     rank r gets part r (the first shape[0] % size parts have one more row)."""
-    return reducescatter_async(array, op, name, prescale_factor, postscale_factor).synchronize()
+    return reducescatter_async(array, op, name, prescale_factor, postscale_factor,
+                               process_set=process_set).synchronize()
 
 
-def alltoall_async(array, splits=None, name=None):
-    return C.alltoall_async(_np, array, splits, name)
+def alltoall_async(array, splits=None, name=None, process_set=None):
+    return C.alltoall_async(_np, array, splits, name, group_of(process_set))
 
 
-def alltoall(array, splits=None, name=None):
+def alltoall(array, splits=None, name=None, process_set=None):
     """Sends splits[q] rows (equal parts if None) of array to rank q, in
     order; returns the rows received in rank order and, if splits was
     given, how many came from each rank."""
-    h = alltoall_async(array, splits, name)
+    h = alltoall_async(array, splits, name, process_set)
     out = h.synchronize()
     return (out, np.array(h.rows, dtype=np.int64)) if splits is not None else out

@@ -1,8 +1,10 @@
 """The process's communicator (init/shutdown, rank and size) and handles of
 named asynchronous operations (poll/synchronize)."""
 import atexit
+import contextlib
 import ctypes
 import itertools
+import numbers
 import os
 import threading
 
@@ -11,11 +13,58 @@ from kolo._library import SUCCESS, EngineStats, KoloError, check, error_for, lib
 _LAUNCH_RANK_VARIABLES = ("KOLO_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
 
+class Group:
+    """A communicator the named operations run on: the world, or a process
+    set's (kolo_comm_split of the world). `ranks` are its members' world
+    ranks, in its own rank order; names given to no operation are counted
+    per group, so a group's members must issue its unnamed operations in
+    one order."""
+
+    def __init__(self, comm, ranks, label):
+        self.comm = comm
+        self.ranks = list(ranks)
+        self.size = len(self.ranks)
+        out = ctypes.c_int()
+        check(lib.kolo_comm_rank(comm, ctypes.byref(out)))
+        self.rank = out.value
+        self.label = label
+        self._counters = {}  # kind -> itertools.count
+        self._lock = threading.Lock()
+
+    def operation_name(self, kind, name):
+        """The engine name of an operation: the caller's, else
+        "<kind>.noname.<n>" counted per kind."""
+        if name is not None:
+            if not isinstance(name, str) or not name:
+                raise ValueError("name must be a non-empty string, not %r" % (name,))
+            return name.encode()
+        with self._lock:
+            counter = self._counters.setdefault(kind, itertools.count())
+            return ("%s.noname.%d" % (kind, next(counter))).encode()
+
+    def group_rank(self, world_rank, what="root_rank"):
+        """The rank within this group of a world rank (Horovod's collectives
+        name roots by world rank, whatever the process set)."""
+        if isinstance(world_rank, bool) or not isinstance(world_rank, numbers.Integral):
+            raise ValueError("%s must be an integer rank, not %r" % (what, world_rank))
+        if world_rank not in self.ranks:
+            raise ValueError("%s %d is not a rank of %s (ranks %s)" % (what, world_rank, self.label, self.ranks))
+        return self.ranks.index(int(world_rank))
+
+    def submit(self, fn, *args, keep=(), finish=None):
+        """Calls a kolo_submit_* function on this group's communicator (its
+        trailing handle argument added here) and wraps the result in a Handle."""
+        raw = ctypes.c_void_p()
+        check(fn(self.comm, *args, ctypes.byref(raw)))
+        return Handle(raw, list(keep), finish or (lambda h: None), self.size)
+
+
 class _State:
     comm = None  # ctypes.c_void_p while initialized
+    world = None  # its Group
     rank = size = local_rank = local_size = 0
     lock = threading.Lock()
-    counters = {}  # kind -> itertools.count, for operations given no name
+    inits = 0  # init()s tried from the launcher's environment, counted alike on every rank
     orphans = []  # handles dropped while running: kept alive until done
 
 
@@ -31,7 +80,9 @@ def init():
             return
         comm = ctypes.c_void_p()
         if any(v in os.environ for v in _LAUNCH_RANK_VARIABLES):
-            check(lib.kolo_comm_init_from_env(ctypes.byref(comm)))
+            _state.inits += 1
+            with _job_of_this_init():
+                check(lib.kolo_comm_init_from_env(ctypes.byref(comm)))
         else:
             check(lib.kolo_comm_init(ctypes.byref(comm), 0, 1, b"127.0.0.1", 0))
         values = []
@@ -40,8 +91,28 @@ def init():
             check(getter(comm, ctypes.byref(out)))
             values.append(out.value)
         _state.rank, _state.size, _state.local_rank, _state.local_size = values
-        _state.counters = {}
+        _state.world = Group(comm, range(_state.size), "the world")
         _state.comm = comm
+
+
+@contextlib.contextmanager
+def _job_of_this_init():
+    """Each init() after a shutdown() is a new run of the job, under a job
+    id of its own: every rank counts its inits alike (re-initializing is
+    collective), and a rank that comes back early then waits for rank 0's
+    new store instead of joining the one it is closing."""
+    if _state.inits == 1:
+        yield
+        return
+    saved = os.environ.get("KOLO_JOB_ID")
+    os.environ["KOLO_JOB_ID"] = "%s/init-%d" % (saved or "", _state.inits - 1)
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["KOLO_JOB_ID"]
+        else:
+            os.environ["KOLO_JOB_ID"] = saved
 
 
 def shutdown():
@@ -51,6 +122,9 @@ def shutdown():
         comm, _state.comm = _state.comm, None
         if comm is None:
             return
+        _state.world = None
+        for hook in _shutdown_hooks:
+            hook()
         lib.kolo_comm_destroy(comm)
         for h in _state.orphans:
             h.release()
@@ -58,17 +132,22 @@ def shutdown():
 
 
 atexit.register(shutdown)
+_shutdown_hooks = []  # called before the world communicator goes (process sets destroy theirs)
 
 
 def is_initialized():
     return _state.comm is not None
 
 
-def comm():
-    c = _state.comm
-    if c is None:
+def world():
+    w = _state.world
+    if w is None:
         raise ValueError("kolo has not been initialized; call kolo.init() first")
-    return c
+    return w
+
+
+def comm():
+    return world().comm
 
 
 def rank():
@@ -129,14 +208,8 @@ def engine_stats():
 
 
 def operation_name(kind, name):
-    """The engine name of an operation: the caller's, else "<kind>.noname.<n>"
-    counted per kind, which matches across ranks that call in one order."""
-    if name is not None:
-        if not isinstance(name, str) or not name:
-            raise ValueError("name must be a non-empty string, not %r" % (name,))
-        return name.encode()
-    counter = _state.counters.setdefault(kind, itertools.count())
-    return ("%s.noname.%d" % (kind, next(counter))).encode()
+    """The engine name of an operation on the world (see Group.operation_name)."""
+    return world().operation_name(kind, name)
 
 
 class Handle:
@@ -144,8 +217,9 @@ class Handle:
     reads or writes until it completes; `finish(handle)` builds the result
     once it has (copying outputs, casting back, writing in-place results)."""
 
-    def __init__(self, raw, keep, finish):
+    def __init__(self, raw, keep, finish, group_size):
         self._raw = raw
+        self._group_size = group_size
         self._keep = keep
         self._finish = finish
         self._done = False
@@ -191,8 +265,8 @@ class Handle:
         return data.value or 0, nbytes.value
 
     def output_rows(self):
-        rows = (ctypes.c_int64 * _state.size)()
-        check(lib.kolo_handle_output_rows(self._raw, rows, _state.size))
+        rows = (ctypes.c_int64 * self._group_size)()
+        check(lib.kolo_handle_output_rows(self._raw, rows, self._group_size))
         return list(rows)
 
     def join_rank(self):
@@ -245,11 +319,8 @@ def _sweep_orphans():
 
 
 def submit(fn, *args, keep=(), finish=None):
-    """Calls a kolo_submit_* function (its trailing handle argument added
-    here) and wraps the result in a Handle."""
-    raw = ctypes.c_void_p()
-    check(fn(comm(), *args, ctypes.byref(raw)))
-    return Handle(raw, list(keep), finish or (lambda h: None))
+    """Group.submit on the world."""
+    return world().submit(fn, *args, keep=keep, finish=finish)
 
 
 def poll(handle):
@@ -260,9 +331,10 @@ def synchronize(handle):
     return handle.synchronize()
 
 
-def barrier(name=None):
-    """Returns once every rank has reached the barrier of this name."""
-    submit(lib.kolo_submit_barrier, operation_name("barrier", name)).synchronize()
+def barrier(name=None, group=None):
+    """Returns once every rank (of the group) has reached the barrier of this name."""
+    group = group or world()
+    group.submit(lib.kolo_submit_barrier, group.operation_name("barrier", name)).synchronize()
 
 
 def join():
@@ -271,4 +343,26 @@ def join():
     last rank to join."""
     raw = ctypes.c_void_p()
     check(lib.kolo_join(comm(), ctypes.byref(raw)))
-    return Handle(raw, [], lambda h: h.join_rank()).synchronize()
+    return Handle(raw, [], lambda h: h.join_rank(), size()).synchronize()
+
+
+class Combined:
+    """Several operations seen as one handle (grouped allgathers and
+    reduce-scatters, Adasum): poll() is true once all have completed;
+    synchronize() waits for each and returns finish(their results)."""
+
+    def __init__(self, handles, finish=list):
+        self._handles = list(handles)
+        self._finish = finish
+        self._done = False
+        self._result = None
+
+    def poll(self):
+        return self._done or all(h.poll() for h in self._handles)
+
+    def synchronize(self):
+        if not self._done:
+            self._result = self._finish([h.synchronize() for h in self._handles])
+            self._done = True
+            self._handles = []
+        return self._result

@@ -14,8 +14,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 KOLORUN = os.path.join(REPO, "tools", "kolorun")
 
 
-def run_example(script, tmp_path, steps):
-    cmd = [sys.executable, KOLORUN, "-np", "2", "--timeout", "240", sys.executable,
+def run_example(script, tmp_path, steps, ranks=2):
+    cmd = [sys.executable, KOLORUN, "-np", str(ranks), "--timeout", "240", sys.executable,
            os.path.join(REPO, "examples", script), "--steps", str(steps), "--output-dir", str(tmp_path)]
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert done.returncode == 0, done.stdout
@@ -51,6 +51,15 @@ def test_ensemble_example(script, tmp_path, steps):
     stem = script[:-3]
     assert sorted(os.listdir(tmp_path)) == [stem + ".png", stem + ".pt"]
     assert len(torch.load(os.path.join(tmp_path, stem + ".pt"))["members"]) == 2
+
+
+def test_process_set_example_trains_two_models_at_once(tmp_path):
+    out = run_example("process_set_ensemble.py", tmp_path, 300, ranks=4)
+    groups = re.findall(r"^\[0\] group (\d) \(ranks \[(.*?)\].*error (\S+) \(initial (\S+)\), members identical: (\w+)",
+                        out, re.M)
+    assert [(g, ranks) for g, ranks, *_ in groups] == [("0", "0, 1"), ("1", "2, 3")], out
+    for _, _, error, initial, identical in groups:
+        assert float(error) < 0.5 * float(initial) and identical == "True", out
 
 
 @pytest.mark.parametrize("options", [[], ["--fp16-allreduce", "--gradient-predivide-factor", "2"]])

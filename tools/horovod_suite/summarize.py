@@ -1,0 +1,46 @@
+"""Merges the ranks' JUnit reports of one Horovod suite run: a test passed
+if it passed on every rank, failed if it failed or errored on any, else was
+skipped. Prints the failed and skipped tests with a line of why, then the
+counts."""
+import sys
+import xml.etree.ElementTree as ET
+
+
+def outcomes(path):
+    result = {}
+    for case in ET.parse(path).iter("testcase"):
+        name = case.get("name")
+        kind, why = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                kind, why = "failed", (child.get("message") or "").strip()
+            elif child.tag == "skipped" and kind == "passed":
+                kind, why = "skipped", (child.get("message") or "").strip()
+        result[name] = (kind, why.splitlines()[0][:160] if why else "")
+    return result
+
+
+def main(paths):
+    ranks = [outcomes(p) for p in paths]
+    names = sorted(set().union(*ranks))
+    merged = {}
+    for name in names:
+        seen = [r.get(name, ("failed", "did not run on every rank")) for r in ranks]
+        failed = [s for s in seen if s[0] == "failed"]
+        if failed:
+            merged[name] = failed[0]
+        elif all(s[0] == "passed" for s in seen):
+            merged[name] = ("passed", "")
+        else:
+            merged[name] = next(s for s in seen if s[0] == "skipped")
+    for kind in ("failed", "skipped"):
+        for name in names:
+            if merged[name][0] == kind:
+                print("%-8s %s: %s" % (kind, name, merged[name][1]))
+    counts = {k: sum(1 for v in merged.values() if v[0] == k) for k in ("passed", "failed", "skipped")}
+    print("horovod suite: %d passed, %d failed, %d skipped (%d ranks)" % (
+        counts["passed"], counts["failed"], counts["skipped"], len(paths)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
