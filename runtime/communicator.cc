@@ -762,7 +762,11 @@ void Communicator::interrupt() {
 void Communicator::abort() {
   if (failed_.load()) return;
   // The resulting error is kept as the sticky one; calls report it.
-  (void)fail(aborted("rank " + std::to_string(world_.rank) + " aborted its communicator (kolo_comm_abort)"));
+  Status why = aborted("rank " + std::to_string(world_.rank) + " aborted its communicator (kolo_comm_abort)");
+  // A split's store is its own view of the world's (the world's own ignores
+  // this): waits on it, its engine connecting, end now too.
+  if (world_.store) world_.store->cancel(why);
+  (void)fail(why);
 }
 
 // The checks of the collectives below (kolo.h's kolo_reduce .. kolo_alltoallv).

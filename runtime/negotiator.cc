@@ -39,8 +39,7 @@ Negotiator::Negotiator(int rank, int size, size_t cache_capacity)
 
 Status Negotiator::add_local(const OpRequest& request, SteadyClock::time_point now) {
   if (joined_[rank_] || pending_join_) {
-    return invalid_usage("'" + request.name +
-                         "' was submitted after this rank joined; submit it after the join completes");
+    return invalid_usage("'" + request.name + "' was submitted after this rank joined; submit it after the join completes");
   }
   auto it = local_.find(request.name);
   if (it != local_.end()) {
@@ -233,8 +232,7 @@ OpResponse Negotiator::resolve(const std::string& name, const Entry& e) const {
   } else if (resp.spec.kind == OpKind::kAlltoall) {
     resp.rows.assign(static_cast<size_t>(size_) * size_, 0);
     for (int q = 0; q < size_; ++q) {
-      if (e.present[q])
-        std::copy(e.requests[q].splits.begin(), e.requests[q].splits.end(), resp.rows.begin() + q * size_);
+      if (e.present[q]) std::copy(e.requests[q].splits.begin(), e.requests[q].splits.end(), resp.rows.begin() + q * size_);
     }
     // Each rank's own first dimension must be what it sends.
   }
@@ -271,8 +269,7 @@ Status Negotiator::finish_round(const std::vector<uint8_t>& reduced, const std::
           last_joined_ = static_cast<int>(q);
           joins_changed = true;
           continue;
-        default:
-          break;
+        default: break;
       }
       auto cached = slot_of_.find(r.name);
       if (cached != slot_of_.end()) evict(cached->second);

@@ -108,6 +108,25 @@ Rendezvous::~Rendezvous() {
 }
 
 Status PrefixStore::get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) {
+  constexpr int kSliceMs = 50;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!cancelled_.is_ok()) return cancelled_;
+    }
+    Deadline slice = Deadline::after(std::chrono::milliseconds(std::min(deadline.remaining_ms(), kSliceMs)));
+    Status s = get_within(keys, slice, values);
+    if (s.code() != Code::kTimeout || deadline.expired()) return s;
+  }
+}
+
+void PrefixStore::cancel(const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_.is_ok()) cancelled_ = why;
+}
+
+Status PrefixStore::get_within(const std::vector<std::string>& keys, Deadline deadline,
+                               std::vector<std::string>* values) {
   std::vector<std::string> full;
   full.reserve(keys.size());
   for (const auto& k : keys) full.push_back(prefix_ + k);

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/status.h"
@@ -66,11 +67,18 @@ class PrefixStore final : public Store {
                        std::string* current) override {
     return base_->set_if_absent(prefix_ + key, value, deadline, current);
   }
+  // Waits in slices of 50 ms, ending early once cancelled (a split
+  // communicator aborted while its engine waits for a peer's keys).
   Status get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) override;
+  void cancel(const Status& why) override;
 
  private:
+  Status get_within(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values);
+
   std::shared_ptr<Store> base_;
   std::string prefix_;
+  std::mutex mu_;
+  Status cancelled_;  // ok until cancel()
 };
 
 }  // namespace kolo

@@ -178,7 +178,20 @@ Status StoreClient::set_if_absent(const std::string& key, const std::string& val
   return Status::ok();
 }
 
+// Waits in slices, the connection free in between: the communicators split
+// from one world share this client, and one waiting for keys that never come
+// (a peer that has not started its engine) must not hold back the others.
 Status StoreClient::get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) {
+  constexpr int kSliceMs = 50;
+  for (;;) {
+    Deadline slice = Deadline::after(std::chrono::milliseconds(std::min(deadline.remaining_ms(), kSliceMs)));
+    Status s = get_within(keys, slice, values);
+    if (s.code() != Code::kTimeout || deadline.expired()) return s;
+  }
+}
+
+Status StoreClient::get_within(const std::vector<std::string>& keys, Deadline deadline,
+                               std::vector<std::string>* values) {
   std::lock_guard<std::mutex> lock(mutex_);
   MessageWriter w;
   w.u8(static_cast<uint8_t>(StoreOp::kGet));

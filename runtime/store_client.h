@@ -2,11 +2,12 @@
 // the Store interface the transports use. Thread-safe: one request at a time.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 
 #include "transport/store.h"
 
@@ -36,6 +37,8 @@ class StoreClient : public Store {
   static Status connect_once(const std::string& host, int port, uint64_t job_id, int rank, const std::string& secret,
                              Deadline deadline, bool* other_job, std::unique_ptr<StoreClient>* out);
   Status round_trip(const std::string& request, Deadline deadline, std::string* reply);
+  // One get, the connection held until the keys are there or the deadline.
+  Status get_within(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values);
 
   std::mutex mutex_;
   boost::asio::io_context io_;

@@ -27,9 +27,10 @@ enum class StoreReply : uint8_t { kOk = 0, kTimeout = 1, kRejected = 2, kOtherJo
 // server opens with a random nonce; the client's hello carries its own nonce
 // and an HMAC over both, its job and its rank, keyed with KOLO_SECRET; the
 // server's OK carries an HMAC over both nonces.
-std::string store_hello_mac(const std::string& secret, const std::string& server_nonce, uint64_t job, uint32_t rank,
-                            const std::string& client_nonce);
-std::string store_ack_mac(const std::string& secret, const std::string& server_nonce, const std::string& client_nonce);
+std::string store_hello_mac(const std::string& secret, const std::string& server_nonce, uint64_t job,
+                            uint32_t rank, const std::string& client_nonce);
+std::string store_ack_mac(const std::string& secret, const std::string& server_nonce,
+                          const std::string& client_nonce);
 // Compares two MACs in time independent of their contents; false unless
 // both are whole SHA-256 digests.
 bool store_macs_equal(const std::string& a, const std::string& b);

@@ -1,12 +1,13 @@
 #include "runtime/store_server.h"
 
+#include <chrono>
+#include <future>
+#include <vector>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
-#include <chrono>
-#include <future>
-#include <vector>
 
 #include "common/hmac.h"
 #include "common/log.h"
@@ -175,8 +176,8 @@ Status StoreServer::start(const std::string& host, int port) {
   if (!ec) acceptor_->bind(ep, ec);
   if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    return transport_error("rank 0 cannot serve the rendezvous store on " + format_endpoint(ep) + ": " + ec.message() +
-                           " (is the port taken, or the address not this host's?)");
+    return transport_error("rank 0 cannot serve the rendezvous store on " + format_endpoint(ep) + ": " +
+                           ec.message() + " (is the port taken, or the address not this host's?)");
   }
   port_ = acceptor_->local_endpoint(ec).port();
   accept_next();

@@ -1,7 +1,6 @@
 // The rendezvous store: its operations, its authentication, and strangers
 // on its port that must not disturb it.
 #include <arpa/inet.h>
-#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -11,6 +10,9 @@
 #include <string>
 #include <thread>
 
+#include <gtest/gtest.h>
+
+#include "runtime/rendezvous.h"
 #include "runtime/store_client.h"
 #include "runtime/store_server.h"
 
@@ -120,9 +122,7 @@ bool stranger_is_dropped(int port, const std::string& bytes) {
   char buf[256];
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   while (std::chrono::steady_clock::now() < until) {
-    struct pollfd p {
-      fd, POLLIN, 0
-    };
+    struct pollfd p {fd, POLLIN, 0};
     if (::poll(&p, 1, 100) > 0) {
       ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
       if (n <= 0) {
@@ -159,6 +159,33 @@ TEST(Store, StrangersAreDroppedWithoutDisturbingMembers) {
   ASSERT_TRUE(late->get_one("still", Deadline::after_seconds(2), &v).is_ok());
   EXPECT_EQ(v, "working");
   ::close(silent);
+}
+
+// Communicators split from one world share its store client: a split
+// waiting for keys that never come must not hold back another's get, and
+// aborting the split ends its wait at once.
+TEST(Store, SplitViewsWaitApartAndEndWhenCancelled) {
+  Served s;
+  std::shared_ptr<StoreClient> client;
+  {
+    std::unique_ptr<StoreClient> c;
+    ASSERT_TRUE(s.client(0, kSecret, &c).is_ok());
+    client = std::move(c);
+  }
+  PrefixStore stuck(client, "split0.0/"), other(client, "split1.0/");
+  Status waited;
+  std::thread waiter([&] {
+    std::vector<std::string> v;
+    waited = stuck.get({"never"}, Deadline::after_seconds(20), &v);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(other.set("k", "v").is_ok());
+  std::string value;
+  ASSERT_TRUE(other.get_one("k", Deadline::after_seconds(2), &value).is_ok());  // not behind the stuck get
+  EXPECT_EQ(value, "v");
+  stuck.cancel(Status(Code::kAborted, "the split was aborted"));
+  waiter.join();
+  EXPECT_EQ(waited.code(), Code::kAborted) << waited.message();
 }
 
 }  // namespace

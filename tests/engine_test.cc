@@ -2,10 +2,6 @@
 // operations submitted in different orders, fusion, every mismatch kind,
 // duplicates, join, stalls, the timeline, abort, and a multi-threaded stress.
 // Expected values are computed here from each rank's inputs.
-#include "runtime/engine.h"
-
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -15,7 +11,10 @@
 #include <random>
 #include <sstream>
 
+#include <gtest/gtest.h>
+
 #include "collectives/ring_schedule.h"
+#include "runtime/engine.h"
 #include "tests/thread_world.h"
 
 namespace kolo {
@@ -133,8 +132,8 @@ std::vector<std::vector<std::vector<int32_t>>> run_small_tensors(int64_t thresho
       in[t].resize(count);
       out[t].assign(count, 0);
       for (size_t i = 0; i < count; ++i) in[t][i] = static_cast<int32_t>(value(r, t, i)) - 8;
-      Submission s =
-          allreduce("small." + std::to_string(t), in[t].data(), out[t].data(), static_cast<int64_t>(count), kI32);
+      Submission s = allreduce("small." + std::to_string(t), in[t].data(), out[t].data(),
+                               static_cast<int64_t>(count), kI32);
       if (t % 3 == 0) s.request.postscale = 2;  // scaled members share the buffer too
       ASSERT_TRUE(w.engine(r).submit(std::move(s), &h[t]).is_ok());
     }
@@ -280,9 +279,8 @@ TEST(Engine, JoinLetsRanksWithMoreBatchesFinish) {
       std::vector<float> rows(3 * (r + 1), static_cast<float>(r));
       std::shared_ptr<OpHandle> h, g, big;
       ASSERT_TRUE(w.engine(r).submit(allreduce("step." + std::to_string(b), in.data(), out.data(), 1000), &h).is_ok());
-      ASSERT_TRUE(w.engine(r)
-                      .submit(allreduce("big." + std::to_string(b), big_in.data(), big_out.data(), 30000), &big)
-                      .is_ok());
+      ASSERT_TRUE(
+          w.engine(r).submit(allreduce("big." + std::to_string(b), big_in.data(), big_out.data(), 30000), &big).is_ok());
       Submission gather;
       gather.request.name = "rows." + std::to_string(b);
       gather.request.kind = OpKind::kAllgather;
@@ -318,7 +316,8 @@ TEST(Engine, JoinLetsRanksWithMoreBatchesFinish) {
     ASSERT_TRUE(w.engine(r).join(&j).is_ok());
     std::vector<float> late(2);
     std::shared_ptr<OpHandle> refused;
-    EXPECT_EQ(w.engine(r).submit(allreduce("late", late.data(), late.data(), 2), &refused).code(), Code::kInvalidUsage);
+    EXPECT_EQ(w.engine(r).submit(allreduce("late", late.data(), late.data(), 2), &refused).code(),
+              Code::kInvalidUsage);
     Status s = wait(j);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     EXPECT_EQ(j->join_last_rank, 2);
@@ -541,11 +540,9 @@ TEST(Engine, SteadyStateHitsTheCacheAndShapeChangesStillWork) {
         const size_t count = (step == steps - 1 && t == 4) ? 12 : 100 + t;
         in[t].assign(count, static_cast<float>(r));
         out[t].assign(count, -1);
-        ASSERT_TRUE(
-            w.engine(r)
-                .submit(allreduce("p" + std::to_string(t), in[t].data(), out[t].data(), static_cast<int64_t>(count)),
-                        &h[t])
-                .is_ok());
+        ASSERT_TRUE(w.engine(r).submit(allreduce("p" + std::to_string(t), in[t].data(), out[t].data(),
+                                                 static_cast<int64_t>(count)),
+                                       &h[t]).is_ok());
       }
       for (int t = 0; t < tensors; ++t) {
         ASSERT_TRUE(wait(h[t]).is_ok());
@@ -593,11 +590,8 @@ TEST(Engine, TimelineRecordsEveryPhase) {
       const size_t count = t == 5 ? 300000 : 50;  // one large: ring phases without fusion
       in[t].assign(count, 1.f);
       out[t].resize(count);
-      ASSERT_TRUE(
-          w.engine(r)
-              .submit(allreduce("t" + std::to_string(t), in[t].data(), out[t].data(), static_cast<int64_t>(count)),
-                      &h[t])
-              .is_ok());
+      ASSERT_TRUE(w.engine(r).submit(allreduce("t" + std::to_string(t), in[t].data(), out[t].data(),
+                                               static_cast<int64_t>(count)), &h[t]).is_ok());
     }
     for (auto& x : h) ASSERT_TRUE(wait(x).is_ok());
     if (r == 0) w.engine(r).stop_timeline();
@@ -637,11 +631,8 @@ TEST(Engine, StressThousandsOfRandomTensorsFromSeveralThreadsPerRank) {
           in[i].resize(count[i]);
           out[i].assign(count[i], -1);
           for (size_t k = 0; k < count[i]; ++k) in[i][k] = value(r, t, k);
-          if (!w.engine(r)
-                   .submit(
-                       allreduce("s" + std::to_string(t), in[i].data(), out[i].data(), static_cast<int64_t>(count[i])),
-                       &h[i])
-                   .is_ok()) {
+          if (!w.engine(r).submit(allreduce("s" + std::to_string(t), in[i].data(), out[i].data(),
+                                            static_cast<int64_t>(count[i])), &h[i]).is_ok()) {
             ++failures;
           }
         }

@@ -28,6 +28,10 @@ class Store {
   // timeout the error lists the keys still missing.
   virtual Status get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) = 0;
 
+  // From now on, get() (also one already waiting) returns `why`: the
+  // communicator that uses this store was aborted. Default: waits run on.
+  virtual void cancel(const Status& why) {}
+
   Status get_one(const std::string& key, Deadline deadline, std::string* value) {
     std::vector<std::string> values;
     KOLO_RETURN_IF_ERROR(get({key}, deadline, &values));

@@ -54,7 +54,7 @@ def test_ensemble_example(script, tmp_path, steps):
 
 
 def test_process_set_example_trains_two_models_at_once(tmp_path):
-    out = run_example("process_set_ensemble.py", tmp_path, 300, ranks=4)
+    out = run_example("process_set_ensemble.py", tmp_path, 600, ranks=4)
     groups = re.findall(r"^\[0\] group (\d) \(ranks \[(.*?)\].*error (\S+) \(initial (\S+)\), members identical: (\w+)",
                         out, re.M)
     assert [(g, ranks) for g, ranks, *_ in groups] == [("0", "0, 1"), ("1", "2, 3")], out

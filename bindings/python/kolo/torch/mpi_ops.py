@@ -304,8 +304,8 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 def _check_reducescatter_op(op):
     # Both a ValueError and a RuntimeError (what Horovod raises here).
-    if op not in (Average, Sum):
-        raise InvalidArgumentError("reducescatter supports op=Average or op=Sum (as Horovod), not %r" % (op,))
+    if op == Adasum:
+        raise InvalidArgumentError("reducescatter does not take op=Adasum; use Average, Sum, Min, Max or Product")
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
@@ -317,6 +317,8 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
 def _reducescatter_grads(ctx, grads):
     # Horovod's: the gradient of a reduce-scatter is an allgather of the
     # gradients, scaled as the forward pass scaled (an Average's 1/N and N cancel).
+    if ctx.op not in (Average, Sum):
+        raise NotImplementedError("reducescatter is differentiable with op=Average or op=Sum only")
     factor = ctx.prescale_factor * ctx.postscale_factor
     if ctx.op == Sum:
         factor *= group_of(ctx.process_set).size
@@ -338,7 +340,7 @@ class _Reducescatter(torch.autograd.Function):
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=global_process_set,
                   prescale_factor=1.0, postscale_factor=1.0):
-    """op (Average or Sum) over the set's tensors, cut along the first
+    """op (Average unless told; not Adasum) over the set's tensors, cut along the first
     dimension: rank r of the set gets part r (the first shape[0] % size parts
     have one more row)."""
     compressed, ctx = compression.compress(tensor)
