@@ -10,6 +10,9 @@
  *   allgatherv, gatherv and scatterv with uneven counts (a zero among
  *   them), alltoall, broadcast, a grouped ring shift of sends and
  *   receives, and a barrier, checked byte for byte.
+ * Then the named operations of the engine on both halves at once, under
+ * the same names (a name is scoped to its communicator: Horovod's process
+ * sets through the C API).
  * Exits 0 and prints "rank R ok" on success; else prints what differed. */
 #include <math.h>
 #include <stdint.h>
@@ -266,6 +269,52 @@ static void run_dtype(kolo_comm_t comm, int d, int async, int rank, int n) {
   free(shift_in);
 }
 
+/* Each half sums its world ranks and gathers its ranks' rows under names
+ * the other half uses too, submitted in opposite orders by even and odd
+ * ranks. */
+static void named_operations(kolo_comm_t half, int world_rank, int rank, int n) {
+  const char* names[2] = {"step.sum", "step.rows"};
+  float mine = (float)world_rank, sum = -1;
+  int64_t one = 1, shape[2] = {rank + 1, 2};
+  int64_t rows[2 * 16];
+  for (int i = 0; i < 2 * (rank + 1); ++i) rows[i] = world_rank;
+  kolo_handle_t h[2] = {NULL, NULL};
+  for (int k = 0; k < 2; ++k) {
+    int which = (world_rank % 2) ? 1 - k : k;
+    kolo_result_t r =
+        which == 0 ? kolo_submit_allreduce(half, names[0], &mine, &sum, 1, &one, KOLO_FLOAT32, KOLO_SUM, 1.0, 1.0, &h[0])
+                   : kolo_submit_allgather(half, names[1], rows, 2, shape, KOLO_INT64, &h[1]);
+    if (r != KOLO_SUCCESS) {
+      printf("rank %d: submitting %s failed: %s\n", world_rank, names[which], kolo_last_error());
+      ++failures;
+      return;
+    }
+  }
+  for (int k = 0; k < 2; ++k) {
+    if (kolo_handle_wait(h[k], -1) != KOLO_SUCCESS) {
+      printf("rank %d: %s failed: %s\n", world_rank, names[k], kolo_last_error());
+      ++failures;
+    }
+  }
+  /* The half's world ranks are world_rank % 2, +2, +4...: n of them. */
+  float expect = 0;
+  int64_t expect_rows = 0;
+  for (int q = 0; q < n; ++q) {
+    expect += (float)(world_rank % 2 + 2 * q);
+    expect_rows += q + 1;
+  }
+  const void* out = NULL;
+  size_t bytes = 0;
+  kolo_handle_output(h[1], &out, &bytes);
+  if (sum != expect || bytes != (size_t)expect_rows * 2 * sizeof(int64_t)) {
+    printf("rank %d: named operations on the split: sum %g (expected %g), %zu bytes gathered (expected %zu)\n",
+           world_rank, sum, expect, bytes, (size_t)expect_rows * 2 * sizeof(int64_t));
+    ++failures;
+  }
+  kolo_handle_release(h[0]);
+  kolo_handle_release(h[1]);
+}
+
 int main(void) {
   kolo_comm_t world, half;
   kolo_result_t r = kolo_comm_init_from_env(&world);
@@ -285,6 +334,7 @@ int main(void) {
   for (int async = 0; async <= 1; ++async) {
     for (int d = 0; d < NUM_DTYPES; ++d) run_dtype(half, d, async, rank, n);
   }
+  named_operations(half, world_rank, rank, n);
   kolo_comm_destroy(half);
   kolo_comm_destroy(world);
   if (failures) return 1;

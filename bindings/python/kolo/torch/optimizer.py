@@ -44,6 +44,30 @@ def _checked_names(param_groups, named_parameters):
     return {p: "allreduce." + name for name, p in named_parameters}
 
 
+def _counting_hook(self, p):
+    """The hook on p's gradient accumulator (both optimizers): counts the
+    backward passes and starts p's allreduce at the last one."""
+    def hook(*_):
+        if self._handles.get(p, (None, None))[0] is not None and self._allreduce_delay[p] <= 0:
+            raise AssertionError("Gradients were computed more than backward_passes_per_step times before "
+                                 "call to step(). Increase backward_passes_per_step to accumulate "
+                                 "gradients locally.")
+        self._allreduce_delay[p] -= 1
+        handle, ctx = None, None
+        if self._allreduce_delay[p] == 0:
+            handle, ctx = self._allreduce_grad_async(p)
+        self._handles[p] = (handle, ctx)
+    return hook
+
+
+def _checked_zero_grad(self, *args, **kwargs):
+    if self._handles:
+        raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
+                             "optimizer.step() or optimizer.synchronize(); the allreduces still in flight "
+                             "would write into the cleared gradients")
+    return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1, op=Average,
                  gradient_predivide_factor=1.0, sparse_as_dense=False, process_set=global_process_set):
@@ -77,18 +101,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     grad_acc.register_hook(self._make_hook(p))
                     self._grad_accs.append(grad_acc)
 
-    def _make_hook(self, p):
-        def hook(*_):
-            if self._handles.get(p, (None, None))[0] is not None and self._allreduce_delay[p] <= 0:
-                raise AssertionError("Gradients were computed more than backward_passes_per_step times before "
-                                     "call to step(). Increase backward_passes_per_step to accumulate "
-                                     "gradients locally.")
-            self._allreduce_delay[p] -= 1
-            handle, ctx = None, None
-            if self._allreduce_delay[p] == 0:
-                handle, ctx = self._allreduce_grad_async(p)
-            self._handles[p] = (handle, ctx)
-        return hook
+    _make_hook = _counting_hook
 
     def _allreduce_grad_async(self, p):
         if p.grad is None:
@@ -156,12 +169,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         return super(self.__class__, self).step(closure)
 
-    def zero_grad(self, *args, **kwargs):
-        if self._handles:
-            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
-                                 "optimizer.step() or optimizer.synchronize(); the allreduces still in flight "
-                                 "would write into the cleared gradients")
-        return super(self.__class__, self).zero_grad(*args, **kwargs)
+    zero_grad = _checked_zero_grad
 
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
@@ -209,18 +217,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
                                   process_set=self.process_set)
         return handle, ctx
 
-    def _make_hook(self, p):
-        def hook(*_):
-            if self._handles.get(p, (None, None))[0] is not None and self._allreduce_delay[p] <= 0:
-                raise AssertionError("Gradients were computed more than backward_passes_per_step times before "
-                                     "call to step(). Increase backward_passes_per_step to accumulate "
-                                     "gradients locally.")
-            self._allreduce_delay[p] -= 1
-            handle, ctx = None, None
-            if self._allreduce_delay[p] == 0:
-                handle, ctx = self._allreduce_grad_async(p)
-            self._handles[p] = (handle, ctx)
-        return hook
+    _make_hook = _counting_hook
 
     def synchronize(self):
         pass
@@ -244,12 +241,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._handles.clear()
         return loss
 
-    def zero_grad(self, *args, **kwargs):
-        if self._handles:
-            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
-                                 "optimizer.step() or optimizer.synchronize(); the allreduces still in flight "
-                                 "would write into the cleared gradients")
-        return super(self.__class__, self).zero_grad(*args, **kwargs)
+    zero_grad = _checked_zero_grad
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,

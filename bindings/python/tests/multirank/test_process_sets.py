@@ -144,6 +144,29 @@ def test_grouped_allgather_and_reducescatter_with_gradients():
     assert torch.equal(ys[0].grad, torch.full_like(ys[0], 2.0 * n))  # Horovod's: Sum's gradient is size x
 
 
+@pytest.mark.parametrize("dtype", DTYPES + [torch.int16, torch.bool, torch.complex64])
+def test_grouped_calls_take_every_dtype(dtype):
+    rank, n = world()
+    evens, odds = split_sets()
+    mine = evens if rank % 2 == 0 else odds
+    for ps in (hvd.global_process_set, mine):
+        members = ps.ranks
+        xs = [rank_values(rank, (rank + 1, 3), dtype, seed=3), rank_values(rank, (2,), dtype, seed=4)]
+        gathered = hvd.grouped_allgather(xs, process_set=ps)
+        assert torch.equal(gathered[0], torch.cat([rank_values(r, (r + 1, 3), dtype, 3) for r in members]))
+        assert torch.equal(gathered[1], torch.cat([rank_values(r, (2,), dtype, 4) for r in members]))
+        if dtype == torch.bool:
+            continue  # reduce-scatter sums; bool has no sum (allreduce takes it with Max/Min)
+        ys = [rank_values(rank, (2 * len(members), 2), dtype, seed=5), rank_values(rank, (len(members),), dtype, 6)]
+        parts = hvd.grouped_reducescatter(ys, op=hvd.Sum, process_set=ps)
+        me = members.index(rank)
+        for y_shape, seed, part in (((2 * len(members), 2), 5, parts[0]), ((len(members),), 6, parts[1])):
+            total = sum(rank_values(r, y_shape, torch.float64, seed) for r in members).to(dtype)
+            rows = y_shape[0] // len(members)
+            assert torch.equal(part, total[me * rows:(me + 1) * rows]), (dtype, y_shape)
+    remove(evens, odds)
+
+
 def test_reducescatter_refuses_adasum_as_horovod():
     with pytest.raises(RuntimeError, match="Adasum"):  # Horovod's tests expect a RuntimeError
         hvd.reducescatter(torch.ones(4), op=hvd.Adasum)
@@ -177,7 +200,8 @@ def test_adasum_adds_orthogonal_and_averages_parallel_gradients():
             hvd.allreduce(torch.ones(3), op=hvd.Adasum)
         return
     rng = np.random.default_rng(2)
-    for dtype, eps in ((torch.float32, np.finfo(np.float32).eps), (torch.float16, np.finfo(np.float16).eps)):
+    for dtype, eps in ((torch.float64, np.finfo(np.float64).eps), (torch.float32, np.finfo(np.float32).eps),
+                       (torch.float16, np.finfo(np.float16).eps)):
         q, _ = np.linalg.qr(rng.normal(size=(20 * n - 17, n)))  # orthonormal columns, one per rank
         q = q.astype(dtype_np(dtype)).astype(np.float64)
         out = hvd.allreduce(torch.tensor(q[:, rank]).to(dtype), op=hvd.Adasum)
@@ -205,7 +229,7 @@ def test_adasum_adds_orthogonal_and_averages_parallel_gradients():
 
 
 def dtype_np(dtype):
-    return {torch.float32: np.float32, torch.float16: np.float16}[dtype]
+    return {torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16}[dtype]
 
 
 def close(expected, got, eps):
