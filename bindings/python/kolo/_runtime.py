@@ -207,11 +207,6 @@ def engine_stats():
     return {name: getattr(stats, name) for name, _ in EngineStats._fields_}
 
 
-def operation_name(kind, name):
-    """The engine name of an operation on the world (see Group.operation_name)."""
-    return world().operation_name(kind, name)
-
-
 class Handle:
     """One named operation in flight. `keep` holds every buffer the engine
     reads or writes until it completes; `finish(handle)` builds the result
@@ -316,11 +311,6 @@ def _sweep_orphans():
             else:
                 still.append(o)
         _state.orphans = still
-
-
-def submit(fn, *args, keep=(), finish=None):
-    """Group.submit on the world."""
-    return world().submit(fn, *args, keep=keep, finish=finish)
 
 
 def poll(handle):
