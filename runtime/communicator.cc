@@ -759,13 +759,15 @@ void Communicator::interrupt() {
   if (transport_) transport_->interrupt();
 }
 
+void Communicator::cancel_store_waits(const Status& why) {
+  if (world_.store) world_.store->cancel(why);
+}
+
 void Communicator::abort() {
   if (failed_.load()) return;
   // The resulting error is kept as the sticky one; calls report it.
   Status why = aborted("rank " + std::to_string(world_.rank) + " aborted its communicator (kolo_comm_abort)");
-  // A split's store is its own view of the world's (the world's own ignores
-  // this): waits on it, its engine connecting, end now too.
-  if (world_.store) world_.store->cancel(why);
+  cancel_store_waits(why);
   (void)fail(why);
 }
 

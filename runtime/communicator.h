@@ -167,6 +167,10 @@ class Communicator {
   // (for the timeline); nullptr for nowhere.
   void set_reduce_scatter_mark(std::chrono::steady_clock::time_point* mark) { rs_mark_ = mark; }
 
+  // Ends this communicator's waits on the rendezvous store with `why`, now
+  // and later: a split's store is its own view of the world's (the world's
+  // own ignores this), so its engine, still connecting, stops waiting.
+  void cancel_store_waits(const Status& why);
   // Makes the current and every later call fail with ABORTED. Any thread.
   void abort();
   // The sticky error, OK while healthy.

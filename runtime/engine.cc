@@ -25,7 +25,12 @@ Engine::~Engine() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_requested_ = true;
-    if (comm_) comm_->interrupt();
+    if (comm_) {
+      comm_->interrupt();
+    } else if (started_) {
+      // Still connecting (a peer may never start its engine): stop waiting for it.
+      parent_->cancel_store_waits(aborted("the communicator was destroyed while its engine was connecting"));
+    }
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();

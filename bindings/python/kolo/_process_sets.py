@@ -135,8 +135,7 @@ def remove_process_set(process_set):
         group = process_set._group
         process_set._invalidate()
     if group is not None:
-        lib.kolo_comm_abort(group.comm)  # its operations in flight end now, on every member
-        lib.kolo_comm_destroy(group.comm)
+        lib.kolo_comm_destroy(group.comm)  # its engine stops: operations in flight fail
     return True
 
 
