@@ -183,10 +183,20 @@ Status StoreClient::set_if_absent(const std::string& key, const std::string& val
 // (a peer that has not started its engine) must not hold back the others.
 Status StoreClient::get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) {
   constexpr int kSliceMs = 50;
+  Status waited;  // the last slice's timeout, naming the keys still missing
   for (;;) {
     Deadline slice = Deadline::after(std::chrono::milliseconds(std::min(deadline.remaining_ms(), kSliceMs)));
     Status s = get_within(keys, slice, values);
-    if (s.code() != Code::kTimeout || deadline.expired()) return s;
+    if (s.code() == Code::kTimeout && !deadline.expired()) {
+      waited = s;
+      continue;
+    }
+    if (s.code() == Code::kPeerLost && !waited.is_ok()) {
+      // Rank 0 gave up on the same missing keys a moment sooner and closed
+      // its store: the cause is still the keys never set.
+      return Status(Code::kTimeout, waited.message() + " (then the store closed)");
+    }
+    return s;
   }
 }
 

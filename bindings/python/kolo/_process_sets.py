@@ -145,10 +145,12 @@ def init(comm=None, process_sets=None):
     sets later), in order. A duplicate is left uninitialized and reported
     once the others are added, as Horovod does. comm: Horovod's list of
     world ranks to run on, which kolo supports only as all of them."""
-    if comm is not None and not (isinstance(comm, (list, tuple, range)) and not comm):
-        raise NotImplementedError("kolo.init(comm=...) is not supported: every launched rank joins the world; "
-                                  "use a process set for a subset of ranks")
+    if comm is not None and not isinstance(comm, (list, tuple, range)):
+        raise ValueError("kolo.init(comm=...) takes a list of world ranks (kolo has no MPI communicators)")
     _runtime.init()
+    if comm and sorted(comm) != list(range(_runtime.size())):
+        raise NotImplementedError("kolo.init(comm=%s): every launched rank joins the world; use a process set "
+                                  "for a subset of ranks" % (list(comm),))
     global_process_set.ranks = list(range(_runtime.size()))
     if process_sets is None:
         return
