@@ -9,6 +9,9 @@
 # horovod/runner/ are used); TEST_FILE defaults to test/parallel/test_torch.py.
 # Prints each rank's pytest summary, then the tests that passed on every
 # rank, failed on any, or were skipped, from the ranks' JUnit reports.
+# Horovod's test utilities need Debian's python3-cloudpickle, python3-mock
+# and python3-packaging (left out of tools/setup.sh: CI has no Horovod tree,
+# and nothing can be fetched there). KOLO_TIMEOUT_S defaults to 20 here.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -33,5 +36,5 @@ set +e
 status=$?
 set -e
 for log in "$out"/rank*.log; do echo "$(basename "$log"): $(tail -1 "$log")"; done
-/usr/bin/python3 "$here/summarize.py" "$out"/rank*.xml
+/usr/bin/python3 "$here/summarize.py" "$n" "$out"/rank*.xml
 exit $status

@@ -1,7 +1,10 @@
 """Merges the ranks' JUnit reports of one Horovod suite run: a test passed
 if it passed on every rank, failed if it failed or errored on any, else was
 skipped. Prints the failed and skipped tests with a line of why, then the
-counts."""
+counts.
+
+    summarize.py RANKS REPORT.xml...
+"""
 import sys
 import xml.etree.ElementTree as ET
 
@@ -20,7 +23,7 @@ def outcomes(path):
     return result
 
 
-def main(paths):
+def main(expected_ranks, paths):
     ranks = [outcomes(p) for p in paths]
     names = sorted(set().union(*ranks))
     merged = {}
@@ -38,9 +41,11 @@ def main(paths):
             if merged[name][0] == kind:
                 print("%-8s %s: %s" % (kind, name, merged[name][1]))
     counts = {k: sum(1 for v in merged.values() if v[0] == k) for k in ("passed", "failed", "skipped")}
-    print("horovod suite: %d passed, %d failed, %d skipped (%d ranks)" % (
-        counts["passed"], counts["failed"], counts["skipped"], len(paths)))
+    missing = "" if len(paths) == expected_ranks else (
+        "; only %d of %d ranks left a report, the others were ended when one failed" % (len(paths), expected_ranks))
+    print("horovod suite: %d passed, %d failed, %d skipped (%d ranks%s)" % (
+        counts["passed"], counts["failed"], counts["skipped"], expected_ranks, missing))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(int(sys.argv[1]), sys.argv[2:])
