@@ -174,10 +174,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
     """Horovod's delta optimizer for Adasum: when a parameter's gradient is
-    ready, the wrapped optimizer steps that parameter alone from zero (so
-    the parameter then holds this rank's step, -lr f(g)), and its Adasum
-    across ranks starts; step() adds the combined step to the saved
-    parameter."""
+    ready, its value is saved and the wrapped optimizer steps that parameter
+    alone; the parameter then holds this rank's step (new - saved), whose
+    Adasum across ranks starts; step() adds the combined step to the saved
+    value."""
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
                  process_set=global_process_set):
