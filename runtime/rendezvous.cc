@@ -108,16 +108,12 @@ Rendezvous::~Rendezvous() {
 }
 
 Status PrefixStore::get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) {
-  constexpr int kSliceMs = 50;
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!cancelled_.is_ok()) return cancelled_;
-    }
-    Deadline slice = Deadline::after(std::chrono::milliseconds(std::min(deadline.remaining_ms(), kSliceMs)));
-    Status s = get_within(keys, slice, values);
-    if (s.code() != Code::kTimeout || deadline.expired()) return s;
-  }
+  return get_in_slices(
+      deadline, [&](Deadline slice) { return get_within(keys, slice, values); },
+      [this] {
+        std::lock_guard<std::mutex> lock(mu_);
+        return cancelled_;
+      });
 }
 
 void PrefixStore::cancel(const Status& why) {

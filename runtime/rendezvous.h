@@ -67,8 +67,8 @@ class PrefixStore final : public Store {
                        std::string* current) override {
     return base_->set_if_absent(prefix_ + key, value, deadline, current);
   }
-  // Waits in slices of 50 ms, ending early once cancelled (a split
-  // communicator aborted while its engine waits for a peer's keys).
+  // Waits in slices (get_in_slices), ending early once cancelled (a split
+  // communicator aborted or destroyed while its engine waits for a peer).
   Status get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) override;
   void cancel(const Status& why) override;
 

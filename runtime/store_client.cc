@@ -178,26 +178,26 @@ Status StoreClient::set_if_absent(const std::string& key, const std::string& val
   return Status::ok();
 }
 
-// Waits in slices, the connection free in between: the communicators split
-// from one world share this client, and one waiting for keys that never come
-// (a peer that has not started its engine) must not hold back the others.
-Status StoreClient::get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) {
+Status get_in_slices(Deadline deadline, const std::function<Status(Deadline)>& get_slice,
+                     const std::function<Status()>& cancelled) {
   constexpr int kSliceMs = 50;
   Status waited;  // the last slice's timeout, naming the keys still missing
   for (;;) {
-    Deadline slice = Deadline::after(std::chrono::milliseconds(std::min(deadline.remaining_ms(), kSliceMs)));
-    Status s = get_within(keys, slice, values);
+    KOLO_RETURN_IF_ERROR(cancelled());
+    Status s = get_slice(Deadline::after(std::chrono::milliseconds(std::min(deadline.remaining_ms(), kSliceMs))));
     if (s.code() == Code::kTimeout && !deadline.expired()) {
       waited = s;
       continue;
     }
     if (s.code() == Code::kPeerLost && !waited.is_ok()) {
-      // Rank 0 gave up on the same missing keys a moment sooner and closed
-      // its store: the cause is still the keys never set.
       return Status(Code::kTimeout, waited.message() + " (then the store closed)");
     }
     return s;
   }
+}
+
+Status StoreClient::get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) {
+  return get_in_slices(deadline, [&](Deadline slice) { return get_within(keys, slice, values); });
 }
 
 Status StoreClient::get_within(const std::vector<std::string>& keys, Deadline deadline,

@@ -2,6 +2,7 @@
 // the Store interface the transports use. Thread-safe: one request at a time.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -12,6 +13,17 @@
 #include "transport/store.h"
 
 namespace kolo {
+
+// Waits for a store's keys in slices of 50 ms, each one
+// get_slice(the slice's deadline), until a slice succeeds or fails other than
+// by timeout, or `deadline` passes. Between slices the connection is free
+// (the communicators split from one world share it: one waiting for keys
+// that never come must not hold back the others) and `cancelled` is asked
+// (a split communicator aborted or destroyed). A store that closes after
+// slices timed out reports the keys still missing, as a TIMEOUT: rank 0
+// gave up on the same keys a moment sooner.
+Status get_in_slices(Deadline deadline, const std::function<Status(Deadline)>& get_slice,
+                     const std::function<Status()>& cancelled = [] { return Status::ok(); });
 
 class StoreClient : public Store {
  public:
