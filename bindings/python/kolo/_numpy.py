@@ -19,7 +19,7 @@ class NumpyAdapter(C.Adapter):
         np.copyto(dst, src, casting="unsafe")
 
 
-_np = adapter = NumpyAdapter()
+_np = NumpyAdapter()
 
 
 def _writable(x):

@@ -94,6 +94,19 @@ def group_of(process_set):
     return process_set._group
 
 
+def _exists(ranks):
+    return any(ps.ranks == sorted(ranks) for ps in _registry.sets.values())
+
+
+def _destroy(process_set):
+    """Forgets the set's id and communicator, then destroys it (its engine
+    stops: operations in flight fail)."""
+    group = process_set._group
+    process_set._invalidate()
+    if group is not None:
+        lib.kolo_comm_destroy(group.comm)
+
+
 def add_process_set(process_set):
     """Adds a process set (a ProcessSet or a list of world ranks) and returns
     it initialized. Collective over the world. A set with the same ranks as
@@ -108,8 +121,7 @@ def add_process_set(process_set):
         if bad or not process_set.ranks or len(set(process_set.ranks)) != len(process_set.ranks):
             raise ValueError("a process set needs distinct ranks of the world (0..%d), got %s"
                              % (world.size - 1, process_set.ranks))
-        existing = [ps for ps in _registry.sets.values() if ps.ranks == process_set.ranks]
-        if existing:
+        if _exists(process_set.ranks):
             raise ValueError("Attempted to add a duplicate process set: %s" % process_set)
         member = world.rank in process_set.ranks
         new = ctypes.c_void_p()
@@ -132,10 +144,7 @@ def remove_process_set(process_set):
         if ps_id is None or ps_id == 0 or _registry.sets.get(ps_id) is not process_set:
             return False
         del _registry.sets[ps_id]
-        group = process_set._group
-        process_set._invalidate()
-    if group is not None:
-        lib.kolo_comm_destroy(group.comm)  # its engine stops: operations in flight fail
+    _destroy(process_set)
     return True
 
 
@@ -160,12 +169,11 @@ def init(comm=None, process_sets=None):
         return
     duplicates = []
     for index, ps in enumerate(process_sets):
-        try:
-            add_process_set(ps)
-        except ValueError as e:
-            if "duplicate" not in str(e):
-                raise
+        ranks = ps.ranks if isinstance(ps, ProcessSet) else ps
+        if _exists(ranks):
             duplicates.append((index, ps))
+        else:
+            add_process_set(ps)
     if duplicates:
         index, ps = duplicates[0]
         raise ValueError("kolo could not be initialized because process_sets entry number %d is a duplicate: %s"
@@ -179,10 +187,7 @@ def _remove_all():
         sets, _registry.sets = list(_registry.sets.values()), {}
         _registry.next_id = 1
     for ps in sets:
-        group = ps._group
-        ps._invalidate()
-        if group is not None:
-            lib.kolo_comm_destroy(group.comm)
+        _destroy(ps)
 
 
 _runtime._shutdown_hooks.append(_remove_all)

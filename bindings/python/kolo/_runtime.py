@@ -339,20 +339,20 @@ def join():
 class Combined:
     """Several operations seen as one handle (grouped allgathers and
     reduce-scatters, Adasum): poll() is true once all have completed;
-    synchronize() waits for each and returns finish(their results)."""
+    synchronize() waits for each and returns finish(their results). `parts`
+    are the operations' own handles (an allgather's tells its rows)."""
 
     def __init__(self, handles, finish=list):
-        self._handles = list(handles)
+        self.parts = list(handles)
         self._finish = finish
         self._done = False
         self._result = None
 
     def poll(self):
-        return self._done or all(h.poll() for h in self._handles)
+        return self._done or all(h.poll() for h in self.parts)
 
     def synchronize(self):
         if not self._done:
-            self._result = self._finish([h.synchronize() for h in self._handles])
+            self._result = self._finish([h.synchronize() for h in self.parts])
             self._done = True
-            self._handles = []
         return self._result

@@ -68,4 +68,4 @@ def allreduce_async(tensor, inplace, name, prescale_factor, postscale_factor, gr
             return tensor
         return result
 
-    return _runtime.Combined([gathered], lambda outputs: finish(outputs))
+    return _runtime.Combined([gathered], finish)

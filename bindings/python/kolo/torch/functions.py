@@ -4,8 +4,9 @@ import collections.abc
 
 import torch
 
-from kolo import _objects
-from kolo._process_sets import global_process_set, group_of
+from kolo import _runtime
+from kolo._objects import allgather_object, broadcast_object  # noqa: F401 (re-exported, process_set= and all)
+from kolo._process_sets import global_process_set
 from kolo.torch.mpi_ops import broadcast_async_, synchronize
 
 
@@ -56,16 +57,6 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
         _create_state(optimizer, model)
     state = broadcast_object(optimizer.state_dict(), root_rank, name="broadcast_optimizer_state",
                              process_set=process_set)
-    if group_of(process_set).ranks[group_of(process_set).rank] != root_rank:
+    if _runtime.rank() != root_rank:
         optimizer.load_state_dict(state)
 
-
-def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """root_rank's obj on every rank of the set (pickled there, unpickled
-    here). The other ranks' obj is ignored (None will do)."""
-    return _objects.broadcast_object(obj, root_rank, name, group_of(process_set))
-
-
-def allgather_object(obj, name=None, process_set=global_process_set):
-    """Every rank's obj (of the set), as a list in rank order."""
-    return _objects.allgather_object(obj, name, group_of(process_set))

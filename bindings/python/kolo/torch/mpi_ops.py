@@ -86,13 +86,22 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     return compression.decompress(summed, ctx)
 
 
+def _each_of(kind, tensors, name, group, start):
+    """One operation per tensor, start(tensor, name) named NAME.0, NAME.1...
+    (NAME the caller's or numbered for `kind`), as one handle whose result
+    is the list of their results."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("%s needs at least one tensor" % kind)
+    base = group.operation_name(kind, name).decode()
+    return _runtime.Combined([start(t, "%s.%d" % (base, i)) for i, t in enumerate(tensors)])
+
+
 def _grouped_allreduce_async(tensors, inplace, name, op, prescale_factor, postscale_factor, process_set):
     group = group_of(process_set)
     if op == Adasum:
-        tensors = list(tensors)
-        base = group.operation_name("grouped_allreduce", name).decode()
-        return _runtime.Combined([_adasum.allreduce_async(t, inplace, "%s.%d" % (base, i), prescale_factor,
-                                                          postscale_factor, group) for i, t in enumerate(tensors)])
+        return _each_of("grouped_allreduce", tensors, name, group, lambda t, n: _adasum.allreduce_async(
+            t, inplace, n, prescale_factor, postscale_factor, group))
     return C.grouped_allreduce_async(_tx, tensors, inplace, name, op, prescale_factor, postscale_factor, group)
 
 
@@ -194,41 +203,32 @@ def allgather(tensor, name=None, process_set=global_process_set):
     return _Allgather.apply(tensor, name, process_set)
 
 
-def _tensor_list(tensors, what):
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError("%s needs at least one tensor" % what)
-    return tensors
-
-
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """allgather of each tensor, as one handle whose result is the list of
     outputs (named NAME.0, NAME.1... within the set)."""
-    tensors = _tensor_list(tensors, "grouped_allgather")
     group = group_of(process_set)
-    base = group.operation_name("grouped_allgather", name).decode()
-    return _runtime.Combined([C.allgather_async(_tx, t, "%s.%d" % (base, i), group) for i, t in enumerate(tensors)])
+    return _each_of("grouped_allgather", tensors, name, group, lambda t, n: C.allgather_async(_tx, t, n, group))
 
 
 class _GroupedAllgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, process_set, *tensors):
-        ctx.dims = [t.shape[0] for t in tensors]
+        handle = grouped_allgather_async(tensors, name, process_set)
+        outputs = synchronize(handle)
+        ctx.rows = [part.rows for part in handle.parts]
         ctx.process_set = process_set
-        return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
+        return tuple(outputs)
 
     @staticmethod
     def backward(ctx, *grad_outputs):
         grads = grouped_allreduce(list(grad_outputs), op=Average, process_set=ctx.process_set)
-        group = group_of(ctx.process_set)
-        dims = allgather(torch.tensor([ctx.dims], dtype=torch.int64), process_set=ctx.process_set)
-        offsets = dims[:group.rank].sum(dim=0).tolist() if group.rank else [0] * len(ctx.dims)
-        return (None, None) + tuple(g.narrow(0, o, d) for g, o, d in zip(grads, offsets, ctx.dims))
+        r = group_of(ctx.process_set).rank
+        return (None, None) + tuple(g.narrow(0, sum(rows[:r]), rows[r]) for g, rows in zip(grads, ctx.rows))
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """allgather of each tensor; a list of new tensors."""
-    return list(_GroupedAllgather.apply(name, process_set, *_tensor_list(tensors, "grouped_allgather")))
+    return list(_GroupedAllgather.apply(name, process_set, *tensors))
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -353,11 +353,9 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     """reducescatter of each tensor, as one handle whose result is the list
     of outputs (named NAME.0, NAME.1... within the set)."""
     _check_reducescatter_op(op)
-    tensors = _tensor_list(tensors, "grouped_reducescatter")
     group = group_of(process_set)
-    base = group.operation_name("grouped_reducescatter", name).decode()
-    return _runtime.Combined([C.reducescatter_async(_tx, t, "%s.%d" % (base, i), op, prescale_factor,
-                                                    postscale_factor, group) for i, t in enumerate(tensors)])
+    return _each_of("grouped_reducescatter", tensors, name, group, lambda t, n: C.reducescatter_async(
+        _tx, t, n, op, prescale_factor, postscale_factor, group))
 
 
 class _GroupedReducescatter(torch.autograd.Function):
@@ -377,7 +375,7 @@ class _GroupedReducescatter(torch.autograd.Function):
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """reducescatter of each tensor; a list of new tensors."""
-    compressed = [compression.compress(t) for t in _tensor_list(tensors, "grouped_reducescatter")]
+    compressed = [compression.compress(t) for t in tensors]
     outputs = _GroupedReducescatter.apply(name, op, process_set, prescale_factor, postscale_factor,
                                           *[t for t, _ in compressed])
     return [compression.decompress(t, ctx) for t, (_, ctx) in zip(outputs, compressed)]
