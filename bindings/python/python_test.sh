@@ -3,6 +3,10 @@
 #   python_test.sh N         every multirank test on N ranks under kolorun
 #   python_test.sh examples  the seed examples (each starts its own job)
 #   python_test.sh process_sets_4  the process-set tests on 4 ranks
+#   python_test.sh torch_N   the torch.distributed backend's tests on N
+#                            ranks (under the real torchrun for 2 and 4,
+#                            kolorun for 3); torch_2 also starts jobs rank
+#                            by rank (init methods, failures)
 # The package loads this build's libkolo.so; a sanitizer build of it needs
 # its sanitizer's runtime loaded first into the (uninstrumented) interpreter.
 set -uo pipefail
@@ -25,5 +29,22 @@ if [[ "$1" == examples ]]; then
 fi
 if [[ "$1" == process_sets_4 ]]; then  # overlapping sets need 3+ ranks, Adasum a power of two
   exec /usr/bin/python3 "$ROOT/tools/kolorun" -np 4 --timeout 280 "${PYTEST[@]}" multirank/test_process_sets.py
+fi
+if [[ "$1" == torch_* ]]; then
+  ranks=${1#torch_}
+  export PYTHONPATH="$ROOT/bindings/python"  # for ranks not started by kolorun
+  cd torch_distributed || exit 1
+  if [[ "$ranks" == 3 ]]; then
+    /usr/bin/python3 "$ROOT/tools/kolorun" -np 3 --timeout 280 "${PYTEST[@]}" . || exit 1
+  else
+    # Debian's torchrun needs non-zero --redirects and --tee (its enum
+    # parsing drops 0; 2 and 2 send stderr through, prefixed by rank). Its
+    # agent serves the store on a free port (--standalone would take 29400).
+    port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    timeout 280 torchrun --nproc_per_node "$ranks" --master_addr 127.0.0.1 \
+      --master_port "$port" --redirects 2 --tee 2 --no_python "${PYTEST[@]}" . || exit 1
+  fi
+  [[ "$ranks" == 2 ]] || exit 0
+  cd .. && exec "${PYTEST[@]}" test_torch_distributed.py
 fi
 exec /usr/bin/python3 "$ROOT/tools/kolorun" -np "$1" --timeout 280 "${PYTEST[@]}" multirank

@@ -82,6 +82,59 @@ class EngineStats(ctypes.Structure):
                 ("fused_batches", ctypes.c_uint64), ("negotiation_seconds", ctypes.c_double)]
 
 
+KOLO_UNIQUE_ID_BYTES = 128
+CONFIG_UNSET_INT = -9223372036854775807 - 1
+CONFIG_UNSET_DOUBLE = -1.0e300
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * KOLO_UNIQUE_ID_BYTES)]
+
+
+class Config(ctypes.Structure):
+    """kolo_config_t; Config.unset() leaves every field to the environment
+    and the defaults (KOLO_CONFIG_INITIALIZER)."""
+    _fields_ = [("size", ctypes.c_size_t), ("version", ctypes.c_uint), ("timeout_s", ctypes.c_double)] + [
+        (name, ctypes.c_int64) for name in ("segment_bytes", "pipeline_depth", "small_allreduce_bytes",
+                                             "sockets_per_peer", "socket_buffer_bytes", "spin_us", "spin_yield",
+                                             "checksum")
+    ] + [(name, ctypes.c_char_p) for name in ("bind_address", "secret", "transport", "ib_device")] + [
+        (name, ctypes.c_int64) for name in ("ib_port", "ib_gid_index", "cuda_ipc", "fusion_threshold_bytes")
+    ] + [("cycle_time_ms", ctypes.c_double), ("cache_capacity", ctypes.c_int64), ("timeline_path", ctypes.c_char_p),
+         ("stall_warning_s", ctypes.c_double), ("stall_shutdown_s", ctypes.c_double), ("job_id", ctypes.c_char_p)]
+
+    @classmethod
+    def unset(cls):
+        c = cls()
+        for name, kind in cls._fields_:
+            if kind is ctypes.c_int64:
+                setattr(c, name, CONFIG_UNSET_INT)
+            elif kind is ctypes.c_double:
+                setattr(c, name, CONFIG_UNSET_DOUBLE)
+        c.size, c.version = ctypes.sizeof(cls), 1
+        return c
+
+
+_V, _SZ, _I = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+_SZ_P = ctypes.POINTER(ctypes.c_size_t)
+# kolo_<call>_async (kolo.h's ordered asynchronous calls): arguments before
+# the trailing kolo_handle_t*.
+_ASYNC_CALLS = {
+    "allreduce": [_V, _V, _V, _SZ, _I, _I],
+    "allgather": [_V, _V, _V, _SZ, _I],
+    "broadcast": [_V, _V, _SZ, _I, _I],
+    "reduce_scatter": [_V, _V, _V, _SZ, _I, _I],
+    "reduce_scatterv": [_V, _V, _V, _SZ_P, _I, _I],
+    "barrier": [_V],
+    "reduce": [_V, _V, _V, _SZ, _I, _I, _I],
+    "gather": [_V, _V, _V, _SZ, _I, _I],
+    "scatter": [_V, _V, _V, _SZ, _I, _I],
+    "alltoall": [_V, _V, _V, _SZ, _I],
+    "alltoallv": [_V, _V, _SZ_P, _SZ_P, _V, _SZ_P, _SZ_P, _I],
+    "send": [_V, _V, _SZ, _I, _I],
+    "recv": [_V, _V, _SZ, _I, _I],
+}
+
 # name: argument types (every function returns kolo_result_t).
 _SIGNATURES = {
     "kolo_comm_init_from_env": [_c_void_pp],
@@ -119,7 +172,14 @@ _SIGNATURES = {
     "kolo_timeline_stop": [ctypes.c_void_p],
     "kolo_engine_get_stats": [ctypes.c_void_p, ctypes.POINTER(EngineStats)],
     "kolo_get_version": [_c_int_p, _c_int_p, _c_int_p],
+    "kolo_get_unique_id": [ctypes.POINTER(UniqueId)],
+    "kolo_comm_init_rank": [_c_void_pp, ctypes.c_int, ctypes.POINTER(UniqueId), ctypes.c_int,
+                            ctypes.POINTER(Config)],
+    "kolo_comm_get_async_error": [ctypes.c_void_p, _c_int_p],
+    "kolo_group_start": [],
+    "kolo_group_end": [],
 }
+_SIGNATURES.update({"kolo_%s_async" % call: args + [_c_void_pp] for call, args in _ASYNC_CALLS.items()})
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))

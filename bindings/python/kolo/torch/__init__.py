@@ -27,6 +27,7 @@ from kolo.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgath
                                 grouped_reducescatter_async, join, poll, reducescatter, reducescatter_async,
                                 sparse_allreduce_async, synchronize)
 from kolo.torch.optimizer import DistributedOptimizer  # noqa: F401
+from kolo.torch.process_group import KoloProcessGroup  # noqa: F401  (registers torch.distributed's "kolo")
 from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 
 # horovod's name for the error a failed collective raises.

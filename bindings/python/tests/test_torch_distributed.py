@@ -1,0 +1,77 @@
+"""The kolo backend of torch.distributed on jobs started here, rank by rank,
+with no launcher (so that a rank may die without the others being ended):
+every init method, and failures (a dead rank, a late one past the timeout,
+ranks that disagree) that raise RuntimeError with kolo's message on every
+surviving rank, within seconds."""
+import os
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "torch_distributed_job.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_job(init_method, size, scenario):
+    """{rank: its output line}, and every rank's exit status."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KOLO_RANK", "KOLO_WORLD", "KOLO_MASTER"))}
+    procs = [subprocess.Popen([sys.executable, SCRIPT, init_method, str(r), str(size), scenario], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(size)]
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    lines = {}
+    for out in outputs:
+        for m in re.finditer(r"^rank (\d+): (.*)$", out, re.M):
+            lines[int(m.group(1))] = m.group(2)
+    return lines, [p.returncode for p in procs], "\n".join(outputs)
+
+
+@pytest.mark.parametrize("how", ["tcp", "file", "store"])
+def test_every_init_method(tmp_path, how):
+    init = {"tcp": "tcp://127.0.0.1:%d" % free_port(), "file": "file://%s" % (tmp_path / "rendezvous"),
+            "store": "store:127.0.0.1:%d" % free_port()}[how]
+    lines, codes, out = run_job(init, 3, "sum")
+    assert lines == {0: "ok", 1: "ok", 2: "ok"} and codes == [0, 0, 0], out
+
+
+def failures(lines, ranks):
+    """(seconds, message) of each rank's RuntimeError."""
+    found = {}
+    for r in ranks:
+        m = re.match(r"RuntimeError after (\S+) s: (.*)", lines.get(r, ""))
+        assert m, "rank %d raised no RuntimeError: %r" % (r, lines.get(r))
+        found[r] = (float(m.group(1)), m.group(2))
+    return found
+
+
+def test_a_dead_rank_fails_the_others_at_once(tmp_path):
+    lines, codes, out = run_job("file://%s" % (tmp_path / "rendezvous"), 3, "death")
+    assert codes[2] == 3, out
+    for seconds, message in failures(lines, [0, 1]).values():
+        assert seconds < 4, out  # well before the 5 s timeout: the connection's loss says it
+        assert re.match(r"(PEER_LOST|ABORTED|TIMEOUT): allreduce", message), out
+        assert "rank 2" in message, out
+
+
+def test_a_late_rank_times_out_everywhere(tmp_path):
+    lines, codes, out = run_job("tcp://127.0.0.1:%d" % free_port(), 2, "timeout")
+    found = failures(lines, [0, 1])
+    seconds, message = found[0]
+    assert 4.5 < seconds < 8, out  # init_process_group's timeout is kolo's deadline
+    assert message.startswith("TIMEOUT: allreduce on rank 0: no progress before the deadline"), out
+    assert re.match(r"(PEER_LOST|TIMEOUT|ABORTED): ", found[1][1]), out
+
+
+def test_ranks_that_disagree_both_learn_it(tmp_path):
+    lines, codes, out = run_job("file://%s" % (tmp_path / "rendezvous"), 2, "mismatch")
+    for _, message in failures(lines, [0, 1]).values():
+        assert message.startswith("MISMATCH: allreduce on rank"), out
+        assert "count=10" in message and "count=11" in message, out
+    assert codes == [0, 0], out
