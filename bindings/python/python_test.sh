@@ -16,11 +16,14 @@ export KOLO_TIMEOUT_S=60
 export PYTHONDONTWRITEBYTECODE=1
 needed=$(readelf -d "$KOLO_LIBRARY")
 if echo "$needed" | grep -q libasan; then
-  export LD_PRELOAD="$(gcc -print-file-name=libasan.so)"
+  # libstdc++ too: ASan resolves __cxa_throw as it starts, and the
+  # interpreter loads libstdc++ only later (torch's exceptions would abort).
+  export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so.6)"
   # The interpreter and torch keep memory until exit by design.
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 elif echo "$needed" | grep -q libtsan; then
   export LD_PRELOAD="$(gcc -print-file-name=libtsan.so)"
+  export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$ROOT/bindings/python/tsan_torch.supp"
 fi
 cd "$ROOT/bindings/python/tests" || exit 1
 PYTEST=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)

@@ -1,0 +1,107 @@
+"""DDP training steps on torch.distributed's kolo backend against its gloo
+backend, in the same job: one rank per process, launched by torchrun or
+kolorun (bench/ddp_bench.sh runs N=2 and N=4).
+
+    torchrun --nproc_per_node 2 --redirects 2 --tee 1 bench/ddp_bench.py [--params 25e6]
+
+The model is an MLP of about --params parameters; a small batch keeps the
+step's compute short, so the gradients' allreduce (4 bytes per parameter)
+dominates, as it does for large models on fast accelerators. Each round
+times --steps steps on kolo, then on gloo, then the same steps without
+communication (DDP's no_sync: forward, backward, optimizer), and the rounds
+alternate so that the machine's noise falls on both backends alike. The
+allreduce share of a step is (step - compute-only step) / step. Rank 0
+prints one line of medians per backend (milliseconds per step)."""
+import argparse
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import kolo.torch  # noqa: F401  (registers backend "kolo")
+
+
+def build_model(params, width):
+    """Square layers of `width` until about `params` parameters."""
+    layers = max(1, round(params / (width * width + width)))
+    blocks = []
+    for _ in range(layers):
+        blocks += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*blocks[:-1])
+
+
+def timed_steps(ddp, optimizer, x, steps, sync=True):
+    """Median seconds per step over `steps` steps."""
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=False)
+        if sync:
+            ddp(x).square().mean().backward()
+        else:
+            with ddp.no_sync():
+                ddp(x).square().mean().backward()
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--params", type=float, default=25e6, help="model parameters (default 25e6)")
+    parser.add_argument("--width", type=int, default=2048, help="layer width (default 2048)")
+    parser.add_argument("--batch", type=int, default=2, help="samples per rank per step (default 2)")
+    parser.add_argument("--steps", type=int, default=4, help="timed steps per round (default 4)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, alternating the backends (default 3)")
+    parser.add_argument("--bucket-mb", type=float, default=25, help="DDP's bucket_cap_mb (default 25, DDP's)")
+    parser.add_argument("--gradient-as-bucket-view", action="store_true",
+                        help="DDP's gradient_as_bucket_view (no copies between gradients and buckets)")
+    opts = parser.parse_args()
+
+    dist.init_process_group(backend="kolo")
+    groups = {"kolo": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
+    rank, size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)  # ranks share the machine's cores
+    x = torch.randn(opts.batch, opts.width)
+    runs = {}
+    for name, group in groups.items():
+        net = build_model(opts.params, opts.width)
+        ddp = DDP(net, process_group=group, bucket_cap_mb=opts.bucket_mb,
+                  gradient_as_bucket_view=opts.gradient_as_bucket_view)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-6)
+        timed_steps(ddp, optimizer, x, 1)  # warm-up: connections, buckets
+        runs[name] = (ddp, optimizer)
+    n_params = sum(p.numel() for p in runs["kolo"][0].parameters())
+
+    samples = {"kolo": [], "gloo": [], "compute": []}
+    for _ in range(opts.rounds):
+        for name in ("kolo", "gloo"):
+            ddp, optimizer = runs[name]
+            dist.barrier(group=groups[name])
+            samples[name].append(timed_steps(ddp, optimizer, x, opts.steps))
+        ddp, optimizer = runs["kolo"]
+        samples["compute"].append(timed_steps(ddp, optimizer, x, opts.steps, sync=False))
+
+    # Every rank's medians, and the slowest rank's: a step ends for all when
+    # the last rank's does.
+    medians = torch.tensor([statistics.median(samples[k]) for k in ("kolo", "gloo", "compute")], dtype=torch.float64)
+    dist.all_reduce(medians, op=dist.ReduceOp.MAX, group=groups["gloo"])
+    kolo_s, gloo_s, compute_s = medians.tolist()
+    if rank == 0:
+        print("DDP %d ranks, %.1fM parameters (%.0f MB of float32 gradients), batch %d per rank, buckets %g MB%s, "
+              "median of %d rounds x %d steps" % (size, n_params / 1e6, n_params * 4 / 1e6, opts.batch, opts.bucket_mb,
+                                                  " as gradient views" if opts.gradient_as_bucket_view else "",
+                                                  opts.rounds, opts.steps))
+        print("%-8s %10s %16s" % ("backend", "ms/step", "allreduce share"))
+        for name, s in (("kolo", kolo_s), ("gloo", gloo_s)):
+            print("%-8s %10.1f %15.0f%%" % (name, s * 1e3, 100 * max(0.0, s - compute_s) / s))
+        print("%-8s %10.1f" % ("compute", compute_s * 1e3))
+        print("kolo/gloo speedup per step: %.2fx" % (gloo_s / kolo_s))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
