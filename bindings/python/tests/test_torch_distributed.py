@@ -11,7 +11,9 @@ import sys
 
 import pytest
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "torch_distributed_job.py")
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "scripts", "torch_distributed_job.py")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
 
 def free_port():
@@ -75,3 +77,15 @@ def test_ranks_that_disagree_both_learn_it(tmp_path):
         assert message.startswith("MISMATCH: allreduce on rank"), out
         assert "count=10" in message and "count=11" in message, out
     assert codes == [0, 0], out
+
+
+def test_the_ddp_benchmark_runs():
+    """bench/ddp_bench.py on a small model: both backends, one line each."""
+    cmd = [sys.executable, os.path.join(REPO, "tools", "kolorun"), "-np", "2", "--timeout", "200", sys.executable,
+           os.path.join(REPO, "bench", "ddp_bench.py"), "--params", "2e5", "--width", "256", "--steps", "2",
+           "--rounds", "1"]
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout
+    for backend in ("kolo", "gloo"):
+        assert re.search(r"^\[0\] %s +[0-9.]+ +[0-9]+%%$" % backend, done.stdout, re.M), done.stdout
+    assert re.search(r"^\[0\] kolo/gloo speedup per step: [0-9.]+x$", done.stdout, re.M), done.stdout

@@ -184,13 +184,16 @@ class _Work(Work):
 
     def __init__(self, group, future, point_to_point=False):
         super().__init__()
-        self._group = group
+        # Weakly: the group keeps its recent works, and must not be kept
+        # alive by them once torch lets it go.
+        self._group = weakref.ref(group) if point_to_point else None
         self._future = future
-        self._point_to_point = point_to_point
+        self.point_to_point = point_to_point
 
     def _posted(self):
-        if self._point_to_point:
-            self._group.post_point_to_point()
+        group = self._group() if self._group is not None else None
+        if group is not None:
+            group.post_point_to_point()
 
     def wait(self, timeout=None):
         self._posted()
@@ -259,6 +262,10 @@ class KoloProcessGroup(ProcessGroup):
         comm, self._comm = getattr(self, "_comm", None), None
         if comm is None or not comm.value:
             return
+        for operation in getattr(self, "_batch", []):  # sends and receives never posted
+            operation[-1].set_exception(RuntimeError("kolo: the process group was destroyed before this send or "
+                                                     "receive was waited for"))
+        self._batch = []
         completer = getattr(self, "_completer", None)
         if completer is not None:
             completer.pending.put(None)
@@ -270,7 +277,7 @@ class KoloProcessGroup(ProcessGroup):
         """Calls kolo_<call>_async(comm, *args) and returns a Work whose
         future completes with `outputs` once kolo has run it, after writing
         back `written` (_Buffers) and running `finish`. Sends and receives
-        wait in a batch (see _PointToPointWork)."""
+        wait in a batch (see _post_batch)."""
         future = torch.futures.Future()
 
         def complete():
@@ -289,7 +296,7 @@ class KoloProcessGroup(ProcessGroup):
             # this Python object to die, their wait() and getFuture() would
             # reach Work's unimplemented base. Kept until done, then among
             # the group's last completed works.
-            if work._point_to_point:
+            if work.point_to_point:
                 self._batch.append(operation)
             else:
                 self._post_batch()
@@ -568,6 +575,14 @@ def _join(comm, store, rank, size, timeout):
         ctypes.memmove(ctypes.addressof(ident), got, len(got))
     config = Config.unset()
     config.timeout_s = _deadline_s(timeout)
+    # The rank computes on the CPU while kolo communicates (DDP overlaps its
+    # allreduces with the backward pass): kolo's thread polls briefly and
+    # yields rather than spin for milliseconds on a core the compute needs.
+    # KOLO_SPIN_US / KOLO_SPIN_YIELD, when set, decide instead.
+    if "KOLO_SPIN_US" not in os.environ:
+        config.spin_us = 50
+    if "KOLO_SPIN_YIELD" not in os.environ:
+        config.spin_yield = 1
     check(lib.kolo_comm_init_rank(ctypes.byref(comm), size, ctypes.byref(ident), rank, ctypes.byref(config)))
 
 
