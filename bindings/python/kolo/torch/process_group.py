@@ -269,7 +269,11 @@ class KoloProcessGroup(ProcessGroup):
         completer = getattr(self, "_completer", None)
         if completer is not None:
             completer.pending.put(None)
-        lib.kolo_comm_destroy(comm)
+        lib.kolo_comm_destroy(comm)  # every handle completes: the completer ends
+        if completer is not None and completer is not threading.current_thread():
+            # Before the interpreter finalizes: a daemon thread still freeing
+            # tensors then would be ended inside libtorch (std::terminate).
+            completer.join(timeout=30)
 
     # --- the submission of one operation ---
 
@@ -302,12 +306,9 @@ class KoloProcessGroup(ProcessGroup):
                 self._post_batch()
                 self._post(operation, raise_errors=True)  # a bad argument raises here, with no work
             self._alive[id(work)] = work
-            future.add_done_callback(lambda _: self._retire(work))
+            group = weakref.ref(self)
+            future.add_done_callback(lambda _: _retire(group, work))
         return work
-
-    def _retire(self, work):
-        self._alive.pop(id(work), None)
-        self._recent.append(work)
 
     def _post(self, operation, raise_errors=False):
         call, args, keep, complete, future = operation
@@ -533,6 +534,13 @@ class KoloProcessGroup(ProcessGroup):
             raise RuntimeError("kolo: alltoall_base's %s split sizes %s must be %d numbers adding up to its %d rows"
                                % (what, list(split_sizes), self.size(), rows))
         return [s * row_bytes for s in split_sizes]
+
+
+def _retire(group_ref, work):
+    group = group_ref()
+    if group is not None:
+        group._alive.pop(id(work), None)
+        group._recent.append(work)
 
 
 def _offsets(counts):
