@@ -251,6 +251,7 @@ class KoloProcessGroup(ProcessGroup):
         self._completer = _Completer()
         self._completer.start()
         _groups.add(self)
+        _completers.add(self._completer)
 
     def getBackendName(self):
         return BACKEND_NAME
@@ -271,8 +272,6 @@ class KoloProcessGroup(ProcessGroup):
             completer.pending.put(None)
         lib.kolo_comm_destroy(comm)  # every handle completes: the completer ends
         if completer is not None and completer is not threading.current_thread():
-            # Before the interpreter finalizes: a daemon thread still freeing
-            # tensors then would be ended inside libtorch (std::terminate).
             completer.join(timeout=30)
 
     # --- the submission of one operation ---
@@ -603,10 +602,21 @@ def _create(store, rank, size, timeout):
         raise RuntimeError("kolo: could not create the process group (rank %d of %d): %s" % (rank, size, e)) from e
 
 
-# Groups not destroyed by exit: their communicators close before the
-# interpreter does (kolo's threads must not outlive it).
+# At exit, before the interpreter finalizes: the groups still open close,
+# and every completer thread ends (one whose group was closed on it, by its
+# last reference going there, may still be finishing). A daemon thread
+# still freeing tensors when the interpreter finalizes is ended inside
+# libtorch, which aborts the process.
 _groups = weakref.WeakSet()
-atexit.register(lambda: [g._close() for g in list(_groups)])
+_completers = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    for group in list(_groups):
+        group._close()
+    for completer in list(_completers):
+        completer.join(timeout=30)
 
 
 def _register():
