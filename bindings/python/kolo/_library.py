@@ -129,6 +129,7 @@ _ASYNC_CALLS = {
     "reduce": [_V, _V, _V, _SZ, _I, _I, _I],
     "gather": [_V, _V, _V, _SZ, _I, _I],
     "scatter": [_V, _V, _V, _SZ, _I, _I],
+    "allgatherv": [_V, _V, _SZ, _V, _SZ_P, _SZ_P, _I],
     "alltoall": [_V, _V, _V, _SZ, _I],
     "alltoallv": [_V, _V, _SZ_P, _SZ_P, _V, _SZ_P, _SZ_P, _I],
     "send": [_V, _V, _SZ, _I, _I],

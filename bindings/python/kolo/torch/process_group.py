@@ -38,8 +38,8 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, Work
 
-from kolo._library import (DTYPE_CODES, OP_AVG, OP_MAX, OP_MIN, OP_PROD, OP_SUM, SUCCESS, Config, KoloError,
-                           UniqueId, check, error_for, lib)
+from kolo._library import (DTYPE_CODES, ERR_TIMEOUT, OP_AVG, OP_MAX, OP_MIN, OP_PROD, OP_SUM, SUCCESS, Config,
+                           KoloError, KoloTimeoutError, UniqueId, check, error_for, lib)
 
 BACKEND_NAME = "kolo"
 _ID_KEY = "kolo/unique_id"
@@ -144,13 +144,25 @@ def _check_root(root, size):
         raise RuntimeError("kolo: root rank %d is out of range for a group of %d ranks" % (root, size))
 
 
+def _failure(code, deadline_s):
+    """The exception for a failed kolo call (on the failing thread). A
+    timeout says "Timed out" as gloo's and NCCL's do, which is what
+    PyTorch's own tests look for."""
+    error = error_for(code)
+    if code == ERR_TIMEOUT:
+        return KoloTimeoutError("kolo: Timed out after %g s (the process group's timeout): %s" % (deadline_s, error),
+                                code)
+    return error
+
+
 class _Completer(threading.Thread):
     """Waits for a group's operations in the order they were called (the
     order kolo runs them in) and completes their futures."""
 
-    def __init__(self):
+    def __init__(self, deadline_s):
         super().__init__(name="kolo-process-group", daemon=True)
         self.pending = queue.Queue()
+        self.deadline_s = deadline_s
 
     def run(self):
         while True:
@@ -159,7 +171,7 @@ class _Completer(threading.Thread):
                 return
             raw, keep, finish, future = item
             code = lib.kolo_handle_wait(raw, -1.0)
-            error = error_for(code) if code != SUCCESS else None
+            error = _failure(code, self.deadline_s) if code != SUCCESS else None
             lib.kolo_handle_release(raw)
             try:
                 if error is None:
@@ -248,7 +260,7 @@ class KoloProcessGroup(ProcessGroup):
         self._batch = []  # sends and receives not yet posted
         self._alive = {}  # id -> _Work, until it completes
         self._recent = collections.deque(maxlen=1024)  # the last works done
-        self._completer = _Completer()
+        self._completer = _Completer(_deadline_s(timeout))
         self._completer.start()
         _groups.add(self)
         _completers.add(self._completer)
@@ -315,8 +327,8 @@ class KoloProcessGroup(ProcessGroup):
         code = getattr(lib, "kolo_%s_async" % call)(self._comm, *args, ctypes.byref(raw))
         if code != SUCCESS:
             if raise_errors:
-                raise error_for(code)
-            future.set_exception(error_for(code))
+                raise _failure(code, self._completer.deadline_s)
+            future.set_exception(_failure(code, self._completer.deadline_s))
             return
         self._completer.pending.put((raw, keep, complete, future))
 
@@ -346,9 +358,42 @@ class KoloProcessGroup(ProcessGroup):
 
     def allreduce(self, tensors, opts=None):
         tensor = _single(tensors, "allreduce")
+        if tensor.is_sparse:
+            return self._sparse_allreduce(tensor, _op(opts))
         dtype, op = _reduced(tensor, _op(opts))
         b = _Buffer(tensor)
         return self._run("allreduce", (b.address, b.address, tensor.numel(), dtype, op), [b], tensors, [b])
+
+    def _sparse_allreduce(self, tensor, op):
+        """A sparse COO tensor's sum (as gloo's): every rank's indices and
+        values are gathered (their counts first, which the call waits
+        for), then added up, coalesced, into the tensor."""
+        if op != dist.ReduceOp.SUM:
+            raise RuntimeError("kolo: sparse tensors reduce with ReduceOp.SUM only, not %s" % op)
+        if tensor.device.type != "cpu":
+            raise RuntimeError("kolo: sparse tensors must be on the CPU")
+        mine = tensor.coalesce()
+        indices = mine.indices().t().contiguous()  # nnz rows of sparse_dim
+        values = mine.values().contiguous()
+        counts = torch.empty(self.size(), dtype=torch.int64)
+        mine_count = torch.tensor([indices.shape[0]], dtype=torch.int64)
+        self._run("allgather", (mine_count.data_ptr(), counts.data_ptr(), 8, _BYTES), [mine_count, counts]).wait()
+        rows = counts.tolist()
+        all_indices = torch.empty(sum(rows), indices.shape[1], dtype=indices.dtype)
+        all_values = torch.empty((sum(rows),) + tuple(values.shape[1:]), dtype=values.dtype)
+
+        def gather(local, gathered):
+            row_bytes = local.element_size() * (local[0].numel() if local.dim() > 1 else 1)
+            sizes = [r * row_bytes for r in rows]
+            return ("allgatherv", (local.data_ptr(), sizes[self.rank()], gathered.data_ptr(), _size_array(sizes),
+                                   _size_array(_offsets(sizes)), _BYTES), [local, gathered])
+
+        def finish():
+            total = torch.sparse_coo_tensor(all_indices.t(), all_values, tensor.shape).coalesce()
+            tensor.copy_(total)
+
+        self._run(*gather(indices, all_indices))
+        return self._run(*gather(values, all_values), outputs=[tensor], finish=finish)
 
     def allreduce_coalesced(self, tensors, opts=None):
         if not tensors:

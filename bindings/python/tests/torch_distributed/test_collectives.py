@@ -314,3 +314,22 @@ def test_bad_arguments_raise_on_the_calling_rank():
     with pytest.raises(RuntimeError, match="split sizes"):
         dist.all_to_all_single(torch.empty(size()), torch.ones(size()), [1] * (size() + 1), [1] * size())
     dist.barrier()  # the group is healthy after them
+
+
+@pytest.mark.parametrize("dense_dims", [(), (3,)], ids=["scalar values", "row values"])
+def test_sparse_all_reduce(gloo, dense_dims):
+    shape = (7,) + dense_dims
+
+    def sparse(r):
+        g = torch.Generator().manual_seed(r)  # rank r has r + 2 entries, some repeated
+        indices = torch.randint(0, 7, (1, r + 2), generator=g)
+        return torch.sparse_coo_tensor(indices, values(r, (r + 2,) + dense_dims, torch.float32), shape)
+
+    got, reference = sparse(rank()), sparse(rank())
+    dist.all_reduce(got)
+    dist.all_reduce(reference, group=gloo)
+    assert got.is_sparse and got.is_coalesced()
+    same(got.to_dense(), reference.to_dense())
+    same(got.to_dense(), sum(sparse(r).to_dense() for r in range(size())))
+    with pytest.raises(RuntimeError, match="sparse tensors reduce with ReduceOp.SUM only"):
+        dist.all_reduce(sparse(rank()), dist.ReduceOp.MAX)
