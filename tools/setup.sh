@@ -14,6 +14,7 @@ PACKAGES=(
   python3                  # kolorun (Debian's /usr/bin/python3)
   python3-numpy python3-torch python3-pytest  # the Python package and its tests
   python3-matplotlib       # the examples' plots
+  python3-hypothesis       # PyTorch's distributed test suite imports it (tools/torch_suite)
   python3-pip python3-setuptools python3-wheel python3-venv pkg-config  # pip install ./bindings/python, kolo.pc (tools/install.sh, tests/install_test.sh)
   clang libclang-rt-14-dev # libFuzzer targets (tools/fuzz.sh)
   gnuplot-nox              # kolo_bench --plot
