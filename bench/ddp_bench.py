@@ -52,7 +52,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--params", type=float, default=25e6, help="model parameters (default 25e6)")
     parser.add_argument("--width", type=int, default=2048, help="layer width (default 2048)")
-    parser.add_argument("--batch", type=int, default=2, help="samples per rank per step (default 2)")
+    parser.add_argument("--batch", type=int, default=1, help="samples per rank per step (default 1)")
     parser.add_argument("--steps", type=int, default=4, help="timed steps per round (default 4)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, alternating the backends (default 3)")
     parser.add_argument("--bucket-mb", type=float, default=25, help="DDP's bucket_cap_mb (default 25, DDP's)")
