@@ -9,6 +9,7 @@ from torch._C._distributed_c10d import Work
 
 from kolo._library import ERR_TIMEOUT, SUCCESS, KoloTimeoutError, error_for, lib
 
+
 def failure(code, deadline_s):
     """The exception for a failed kolo call (on the failing thread). A
     timeout says "Timed out" as gloo's and NCCL's do, which is what
@@ -30,24 +31,23 @@ class Completer(threading.Thread):
         self.deadline_s = deadline_s
 
     def run(self):
-        while True:
-            item = self.pending.get()
-            if item is None:
-                return
-            raw, keep, finish, future = item
-            code = lib.kolo_handle_wait(raw, -1.0)
-            error = failure(code, self.deadline_s) if code != SUCCESS else None
-            lib.kolo_handle_release(raw)
-            try:
-                if error is None:
-                    result = finish()
-            except Exception as e:  # a write-back that failed: the caller's to see
-                error = e
-            del keep
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(result)
+        for item in iter(self.pending.get, None):
+            self._complete(*item)
+            del item  # no tensors held while waiting for the next
+
+    def _complete(self, raw, keep, finish, future):
+        code = lib.kolo_handle_wait(raw, -1.0)
+        error = failure(code, self.deadline_s) if code != SUCCESS else None
+        lib.kolo_handle_release(raw)
+        try:
+            if error is None:
+                result = finish()
+        except Exception as e:  # a write-back that failed: the caller's to see
+            error = e
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
 
 
 class KoloWork(Work):
@@ -115,6 +115,7 @@ class KoloWork(Work):
 
 
 def retire(group_ref, work):
+    """A completed work moves from its group's live works to its recent ones."""
     group = group_ref()
     if group is not None:
         group._alive.pop(id(work), None)

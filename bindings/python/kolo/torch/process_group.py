@@ -29,6 +29,7 @@ import atexit
 import collections
 import ctypes
 import datetime
+import math
 import os
 import threading
 import weakref
@@ -55,7 +56,7 @@ class KoloProcessGroup(ProcessGroup):
         _join(self._comm, store, rank, size, timeout)
         self._lock = threading.Lock()  # a call and its place in the completion order go together
         self._batch = []  # sends and receives not yet posted
-        self._alive = {}  # id -> Work, until it completes
+        self._alive = {}  # id -> KoloWork, until it completes
         self._recent = collections.deque(maxlen=1024)  # the last works done
         self._completer = Completer(_deadline_s(timeout))
         self._completer.start()
@@ -88,7 +89,7 @@ class KoloProcessGroup(ProcessGroup):
     def _run(self, call, args, keep, outputs=(), written=(), finish=None):
         """Calls kolo_<call>_async(comm, *args) and returns a Work whose
         future completes with `outputs` once kolo has run it, after writing
-        back `written` (_Buffers) and running `finish`. Sends and receives
+        back `written` (Buffers) and running `finish`. Sends and receives
         wait in a batch (see _post_batch)."""
         future = torch.futures.Future()
 
@@ -180,7 +181,7 @@ class KoloProcessGroup(ProcessGroup):
         all_values = torch.empty((sum(rows),) + tuple(values.shape[1:]), dtype=values.dtype)
 
         def gather(local, gathered):
-            row_bytes = local.element_size() * (local[0].numel() if local.dim() > 1 else 1)
+            row_bytes = local.element_size() * math.prod(local.shape[1:])  # a rank may have no entries
             sizes = [r * row_bytes for r in rows]
             return ("allgatherv", (local.data_ptr(), sizes[self.rank()], gathered.data_ptr(), size_array(sizes),
                                    size_array(offsets(sizes)), BYTES), [local, gathered])

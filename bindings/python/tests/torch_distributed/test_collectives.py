@@ -321,9 +321,9 @@ def test_sparse_all_reduce(gloo, dense_dims):
     shape = (7,) + dense_dims
 
     def sparse(r):
-        g = torch.Generator().manual_seed(r)  # rank r has r + 2 entries, some repeated
-        indices = torch.randint(0, 7, (1, r + 2), generator=g)
-        return torch.sparse_coo_tensor(indices, values(r, (r + 2,) + dense_dims, torch.float32), shape)
+        g = torch.Generator().manual_seed(r)  # rank r has 2r entries, some repeated; rank 0 none
+        indices = torch.randint(0, 7, (1, 2 * r), generator=g)
+        return torch.sparse_coo_tensor(indices, values(r, (2 * r,) + dense_dims, torch.float32), shape)
 
     got, reference = sparse(rank()), sparse(rank())
     dist.all_reduce(got)
