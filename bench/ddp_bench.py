@@ -54,7 +54,7 @@ def main():
     parser.add_argument("--width", type=int, default=2048, help="layer width (default 2048)")
     parser.add_argument("--batch", type=int, default=1, help="samples per rank per step (default 1)")
     parser.add_argument("--steps", type=int, default=4, help="timed steps per round (default 4)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds, alternating the backends (default 3)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds, alternating the backends (default 5)")
     parser.add_argument("--bucket-mb", type=float, default=25, help="DDP's bucket_cap_mb (default 25, DDP's)")
     parser.add_argument("--gradient-as-bucket-view", action="store_true",
                         help="DDP's gradient_as_bucket_view (no copies between gradients and buckets)")
