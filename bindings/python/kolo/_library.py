@@ -176,7 +176,6 @@ _SIGNATURES = {
     "kolo_get_unique_id": [ctypes.POINTER(UniqueId)],
     "kolo_comm_init_rank": [_c_void_pp, ctypes.c_int, ctypes.POINTER(UniqueId), ctypes.c_int,
                             ctypes.POINTER(Config)],
-    "kolo_comm_get_async_error": [ctypes.c_void_p, _c_int_p],
     "kolo_group_start": [],
     "kolo_group_end": [],
 }

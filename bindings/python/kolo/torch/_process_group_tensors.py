@@ -8,13 +8,11 @@ import torch
 import torch.distributed as dist
 
 from kolo._library import DTYPE_CODES, OP_AVG, OP_MAX, OP_MIN, OP_PROD, OP_SUM
+from kolo.torch._adapter import _NAMES
 
-# The dtypes kolo reduces; any other dtype is moved as bytes by the
-# operations that only copy.
-REDUCED = {
-    torch.int8: "int8", torch.uint8: "uint8", torch.int32: "int32", torch.int64: "int64",
-    torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float64: "float64",
-}
+# The dtypes kolo reduces (those of kolo_dtype_t); any other dtype is moved
+# as bytes by the operations that only copy.
+REDUCED = {dtype: name for dtype, name in _NAMES.items() if name in DTYPE_CODES}
 BYTES = DTYPE_CODES["uint8"]
 OPS = {dist.ReduceOp.SUM: OP_SUM, dist.ReduceOp.PRODUCT: OP_PROD, dist.ReduceOp.MIN: OP_MIN,
        dist.ReduceOp.MAX: OP_MAX, dist.ReduceOp.AVG: OP_AVG}
@@ -81,6 +79,13 @@ def same_layout(tensors, what):
                                "and %s[%d]" % (what, first.dtype, first.numel(), t.dtype, t.numel()))
 
 
+def concatenated(tensors):
+    """The tensors' elements one after another in one contiguous tensor of
+    their dtype (bool as uint8, as kolo reduces it), for one reduction."""
+    flat = torch.cat([t.contiguous().view(-1) for t in tensors])
+    return flat.view(torch.uint8) if flat.dtype == torch.bool else flat
+
+
 def pack(tensors):
     """One contiguous byte tensor holding tensors one after another."""
     if not tensors:
@@ -104,9 +109,11 @@ def single(tensors, what):
     return tensors[0]
 
 
-def check_root(root, size):
-    if not 0 <= root < size:
-        raise RuntimeError("kolo: root rank %d is out of range for a group of %d ranks" % (root, size))
+def check_rank(rank, size, what):
+    """rank, if it is one of a group of size ranks; what names it (root, peer)."""
+    if not 0 <= rank < size:
+        raise RuntimeError("kolo: %s rank %d is out of range for a group of %d ranks" % (what, rank, size))
+    return rank
 
 
 def offsets(counts):

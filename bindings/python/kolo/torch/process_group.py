@@ -38,9 +38,9 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup
 
-from kolo._library import DTYPE_CODES, SUCCESS, Config, KoloError, UniqueId, check, error_for, lib
-from kolo.torch._process_group_tensors import (BYTES, Buffer, check_root, offsets, op_of, pack, reduced,
-                                               same_dtype, same_layout, single, size_array, unpack)
+from kolo._library import SUCCESS, Config, KoloError, UniqueId, check, error_for, lib
+from kolo.torch._process_group_tensors import (BYTES, Buffer, check_rank, concatenated, offsets, op_of, pack,
+                                               reduced, same_dtype, same_layout, single, size_array, unpack)
 from kolo.torch._process_group_work import Completer, KoloWork, failure, retire
 
 BACKEND_NAME = "kolo"
@@ -53,12 +53,13 @@ class KoloProcessGroup(ProcessGroup):
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
         self._comm = ctypes.c_void_p()
-        _join(self._comm, store, rank, size, timeout)
+        deadline_s = _deadline_s(timeout)
+        _join(self._comm, store, rank, size, deadline_s)
         self._lock = threading.Lock()  # a call and its place in the completion order go together
         self._batch = []  # sends and receives not yet posted
         self._alive = {}  # id -> KoloWork, until it completes
         self._recent = collections.deque(maxlen=1024)  # the last works done
-        self._completer = Completer(_deadline_s(timeout))
+        self._completer = Completer(deadline_s)
         self._completer.start()
         _groups.add(self)
         _completers.add(self._completer)
@@ -198,24 +199,20 @@ class KoloProcessGroup(ProcessGroup):
             return self.barrier()
         same_dtype(tensors, "allreduce_coalesced")
         dtype, op = reduced(tensors[0], op_of(opts))
-        flat = torch.cat([t.contiguous().view(-1) for t in tensors])
-        if dtype == DTYPE_CODES["uint8"] and tensors[0].dtype == torch.bool:
-            flat = flat.view(torch.uint8)
+        flat = concatenated(tensors)
         address = flat.data_ptr()
         return self._run("allreduce", (address, address, flat.numel(), dtype, op), [flat], tensors,
                          finish=lambda: unpack(flat.view(torch.uint8), tensors))
 
     def broadcast(self, tensors, opts=None):
         tensor = single(tensors, "broadcast")
-        root = opts.rootRank if opts is not None else 0
-        check_root(root, self.size())
+        root = self._root(opts)
         b = Buffer(tensor)
         return self._run("broadcast", (b.address, b.nbytes, BYTES, root), [b], tensors, [b])
 
     def reduce(self, tensors, opts=None):
         tensor = single(tensors, "reduce")
-        root = opts.rootRank if opts is not None else 0
-        check_root(root, self.size())
+        root = self._root(opts)
         dtype, op = reduced(tensor, op_of(opts))
         b = Buffer(tensor)
         return self._run("reduce", (b.address, b.address, tensor.numel(), dtype, op, root), [b], tensors, [b])
@@ -254,8 +251,7 @@ class KoloProcessGroup(ProcessGroup):
 
     def gather(self, output_tensors, input_tensors, opts=None):
         tensor = single(input_tensors, "gather")
-        root = opts.rootRank if opts is not None else 0
-        check_root(root, self.size())
+        root = self._root(opts)
         b = Buffer(tensor, output=False)
         outputs, gathered, address = [], None, None
         if self.rank() == root:
@@ -271,8 +267,7 @@ class KoloProcessGroup(ProcessGroup):
 
     def scatter(self, output_tensors, input_tensors, opts=None):
         tensor = single(output_tensors, "scatter")
-        root = opts.rootRank if opts is not None else 0
-        check_root(root, self.size())
+        root = self._root(opts)
         flat, address = None, None
         if self.rank() == root:
             inputs = single(input_tensors, "scatter")
@@ -294,9 +289,7 @@ class KoloProcessGroup(ProcessGroup):
             raise RuntimeError("kolo: reduce_scatter's output has %d elements but this rank's input %d"
                                % (tensor.numel(), inputs[self.rank()].numel()))
         dtype, op = reduced(tensor, op_of(opts))
-        flat = torch.cat([t.contiguous().view(-1) for t in inputs])
-        if tensor.dtype == torch.bool:
-            flat = flat.view(torch.uint8)
+        flat = concatenated(inputs)
         o = Buffer(tensor)
         counts = size_array([t.numel() for t in inputs])
         return self._run("reduce_scatterv", (flat.data_ptr(), o.address, counts, dtype, op), [flat, o],
@@ -339,13 +332,13 @@ class KoloProcessGroup(ProcessGroup):
 
     def send(self, tensors, dst, tag=0):
         tensor = single(tensors, "send")
-        self._check_peer(dst)
+        check_rank(dst, self.size(), "peer")
         b = Buffer(tensor, output=False)
         return self._run("send", (b.address, b.nbytes, BYTES, dst), [b])
 
     def recv(self, tensors, src, tag=0):
         tensor = single(tensors, "recv")
-        self._check_peer(src)
+        check_rank(src, self.size(), "peer")
         b = Buffer(tensor)
         return self._run("recv", (b.address, b.nbytes, BYTES, src), [b], tensors, [b])
 
@@ -359,9 +352,8 @@ class KoloProcessGroup(ProcessGroup):
         if len(tensors) != self.size():
             raise RuntimeError("kolo: %s needs %d tensors (one per rank), got %d" % (what, self.size(), len(tensors)))
 
-    def _check_peer(self, peer):
-        if not 0 <= peer < self.size():
-            raise RuntimeError("kolo: peer rank %d is out of range for a group of %d ranks" % (peer, self.size()))
+    def _root(self, opts):
+        return check_rank(opts.rootRank if opts is not None else 0, self.size(), "root")
 
     def _splits(self, tensor, split_sizes, what):
         """Bytes to or from each rank: split_sizes rows each, else equal parts."""
@@ -377,6 +369,7 @@ class KoloProcessGroup(ProcessGroup):
                                % (what, list(split_sizes), self.size(), rows))
         return [s * row_bytes for s in split_sizes]
 
+
 def _deadline_s(timeout):
     """The kolo deadline for torch's timeout: KOLO_TIMEOUT_S when set and
     the timeout is torch's default, else the timeout."""
@@ -385,7 +378,7 @@ def _deadline_s(timeout):
     return timeout.total_seconds()
 
 
-def _join(comm, store, rank, size, timeout):
+def _join(comm, store, rank, size, deadline_s):
     """Creates the group's communicator: rank 0 starts a kolo rendezvous and
     publishes its id in torch's store; every rank then joins it."""
     ident = UniqueId()
@@ -398,7 +391,7 @@ def _join(comm, store, rank, size, timeout):
             raise RuntimeError("kolo: the store's %s holds %d bytes, not a kolo id" % (_ID_KEY, len(got)))
         ctypes.memmove(ctypes.addressof(ident), got, len(got))
     config = Config.unset()
-    config.timeout_s = _deadline_s(timeout)
+    config.timeout_s = deadline_s
     # The rank computes on the CPU while kolo communicates (DDP overlaps its
     # allreduces with the backward pass): kolo's thread polls briefly and
     # yields rather than spin for milliseconds on a core the compute needs.
