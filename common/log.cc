@@ -21,18 +21,20 @@ LogLevel level_from_env() {
   return level;
 }
 
+// The log's state is never destroyed (each `new` below is kept for good):
+// threads may log while the process exits and static destructors run.
 std::atomic<int>& level_storage() {
-  static std::atomic<int> level{static_cast<int>(level_from_env())};
-  return level;
+  static std::atomic<int>* level = new std::atomic<int>(static_cast<int>(level_from_env()));
+  return *level;
 }
 
 std::mutex& prefix_mutex() {
-  static std::mutex m;
-  return m;
+  static std::mutex* m = new std::mutex();
+  return *m;
 }
 std::string& prefix_storage() {
-  static std::string prefix;
-  return prefix;
+  static std::string* prefix = new std::string();
+  return *prefix;
 }
 
 const char* level_name(LogLevel level) {
@@ -46,13 +48,13 @@ const char* level_name(LogLevel level) {
 }
 
 std::mutex& subsystems_mutex() {
-  static std::mutex m;
-  return m;
+  static std::mutex* m = new std::mutex();
+  return *m;
 }
 // Empty: all. Read from the environment on first use.
 std::string& subsystems_storage() {
-  static std::string list = env_string("KOLO_LOG_SUBSYSTEMS").value_or("");
-  return list;
+  static std::string* list = new std::string(env_string("KOLO_LOG_SUBSYSTEMS").value_or(""));
+  return *list;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "runtime/rendezvous.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <map>
@@ -7,6 +8,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "runtime/lingering_store.h"
 #include "runtime/store_client.h"
 #include "runtime/store_server.h"
 #include "runtime/torch_store_client.h"
@@ -61,6 +63,7 @@ Status Rendezvous::reserve_server(const std::string& host, uint64_t job_id, cons
 Status Rendezvous::open(const LaunchInfo& info, const Config& config, uint64_t job_id,
                         std::shared_ptr<Rendezvous>* out) {
   std::shared_ptr<Rendezvous> r(new Rendezvous());
+  r->linger_s_ = config.timeout_s;
   const Deadline deadline = Deadline::after_seconds(config.timeout_s);
   if (info.torch_agent_store) {
     // torchrun's agent already serves a store on the master port: join it.
@@ -98,13 +101,13 @@ std::shared_ptr<Rendezvous> Rendezvous::borrow(Store* store) {
 Rendezvous::~Rendezvous() {
   client_.reset();
   agent_store_.reset();
-  if (server_ && failed_.load()) {
-    // Ranks still learning of the failure read the record here to name the
-    // rank that failed first: stay up until they have gone (bounded),
-    // rather than leaving them only "rank 0 closed the connection".
-    server_->wait_for_clients_to_leave(std::chrono::seconds(2));
+  if (server_) {
+    // The other ranks may still need the store (lingering_store.h). After a
+    // failure they only read its record, to name the rank that failed
+    // first, rather than "rank 0 closed the connection": briefly.
+    const double linger_s = failed_.load() ? std::min(linger_s_, 2.0) : linger_s_;
+    serve_until_clients_leave(std::move(server_), Deadline::after_seconds(linger_s));
   }
-  server_.reset();
 }
 
 Status PrefixStore::get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) {

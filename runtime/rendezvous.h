@@ -40,9 +40,10 @@ class Rendezvous {
   Store* store() const { return store_; }
   // The local address that reached the master ("" for a borrowed store).
   const std::string& local_address() const { return local_address_; }
-  // A communicator over this store failed: the failure record lives in rank
-  // 0's server, so the server stays up a moment at the end for ranks still
-  // learning of it to read it (bounded).
+  // A communicator over this store failed: rank 0's server, which outlives
+  // rank 0's communicators while other ranks hold connections to it (up to
+  // the timeout, lingering_store.h), then stays up only a moment, for ranks
+  // still learning of the failure to read its record.
   void mark_failed() { failed_.store(true); }
 
  private:
@@ -54,6 +55,7 @@ class Rendezvous {
   Store* store_ = nullptr;
   std::string local_address_;
   std::atomic<bool> failed_{false};
+  double linger_s_ = 0;  // how long rank 0's server may outlive this (the timeout)
 };
 
 // Another store's keys under a prefix: what a split communicator sees, so

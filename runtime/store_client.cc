@@ -1,6 +1,8 @@
 #include "runtime/store_client.h"
 
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/hmac.h"
@@ -12,6 +14,32 @@ namespace kolo {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
+
+namespace {
+
+struct OwnEndpoints {
+  std::mutex mu;
+  std::multiset<std::string> endpoints;
+};
+
+OwnEndpoints& own_endpoints() {
+  static OwnEndpoints* e = new OwnEndpoints();  // outlives every static destructor that might touch it
+  return *e;
+}
+
+}  // namespace
+
+bool is_this_process_store_client(const std::string& endpoint) {
+  std::lock_guard<std::mutex> lock(own_endpoints().mu);
+  return own_endpoints().endpoints.count(endpoint) > 0;
+}
+
+StoreClient::~StoreClient() {
+  if (endpoint_.empty()) return;
+  std::lock_guard<std::mutex> lock(own_endpoints().mu);
+  auto it = own_endpoints().endpoints.find(endpoint_);
+  if (it != own_endpoints().endpoints.end()) own_endpoints().endpoints.erase(it);
+}
 
 Status StoreClient::connect(const std::string& host, int port, uint64_t job_id, int rank, const std::string& secret,
                             Deadline deadline, std::unique_ptr<StoreClient>* out) {
@@ -116,6 +144,13 @@ Status StoreClient::connect_once(const std::string& host, int port, uint64_t job
   }
   if (!store_macs_equal(store_ack_mac(secret, server_nonce, client_nonce), server_mac)) {
     return auth_error("the rendezvous store at " + c->server_ + " does not know this job's secret (KOLO_SECRET)");
+  }
+  boost::system::error_code ec;
+  const tcp::endpoint local = c->socket_->local_endpoint(ec);
+  if (!ec) {
+    c->endpoint_ = format_endpoint(local);
+    std::lock_guard<std::mutex> lock(own_endpoints().mu);
+    own_endpoints().endpoints.insert(c->endpoint_);
   }
   *out = std::move(c);
   return Status::ok();

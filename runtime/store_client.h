@@ -25,8 +25,14 @@ namespace kolo {
 Status get_in_slices(Deadline deadline, const std::function<Status(Deadline)>& get_slice,
                      const std::function<Status()>& cancelled = [] { return Status::ok(); });
 
+// Whether address:port is the local end of a StoreClient of this process
+// (a store server at exit waits for other processes' ranks only).
+bool is_this_process_store_client(const std::string& endpoint);
+
 class StoreClient : public Store {
  public:
+  ~StoreClient() override;
+
   // Connects to host:port (retrying while rank 0 is still starting, or
   // while the port still serves an earlier run of the job) and introduces
   // itself, all within the deadline.
@@ -56,6 +62,7 @@ class StoreClient : public Store {
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::ip::tcp::socket> socket_;
   std::string server_;
+  std::string endpoint_;  // this end's address:port, once connected
   double timeout_s_ = 30;
 };
 

@@ -36,7 +36,6 @@ class StoreServer::Session : public std::enable_shared_from_this<Session> {
       : server_(server), socket_(std::move(socket)), hello_timer_(socket_.get_executor()) {}
 
   void start() {
-    ++server_->open_sessions_;
     boost::system::error_code ec;
     auto ep = socket_.remote_endpoint(ec);
     remote_ = ec ? "unknown peer" : format_endpoint(ep);
@@ -70,7 +69,7 @@ class StoreServer::Session : public std::enable_shared_from_this<Session> {
   void close() {
     if (!closed_) {
       closed_ = true;
-      --server_->open_sessions_;
+      if (introduced_) server_->forget_client(this);
     }
     boost::system::error_code ec;
     socket_.close(ec);
@@ -159,11 +158,27 @@ StoreServer::~StoreServer() {
   waiters_.clear();
 }
 
-void StoreServer::wait_for_clients_to_leave(std::chrono::milliseconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (open_sessions_.load() > 0 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+std::vector<StoreServer::Client> StoreServer::clients() const {
+  std::lock_guard<std::mutex> lock(clients_mu_);
+  std::vector<Client> out;
+  for (const auto& entry : clients_) out.push_back(entry.second);
+  return out;
+}
+
+void StoreServer::forget_client(const Session* session) {
+  std::lock_guard<std::mutex> lock(clients_mu_);
+  clients_.erase(session);
+}
+
+void StoreServer::stop_accepting() {
+  auto closed = std::make_shared<std::promise<void>>();  // shared: the wait below may give up first
+  std::future<void> done = closed->get_future();
+  asio::post(io_, [this, closed] {
+    boost::system::error_code ec;
+    if (acceptor_) acceptor_->close(ec);
+    closed->set_value();
+  });
+  if (thread_.joinable()) done.wait_for(std::chrono::seconds(2));
 }
 
 Status StoreServer::start(const std::string& host, int port) {
@@ -219,6 +234,10 @@ void StoreServer::handle(const std::shared_ptr<Session>& session, const std::str
                        "rank " + std::to_string(q.rank) + " is beyond the world size " + std::to_string(world_size_)));
     }
     session->introduced_ = true;
+    {
+      std::lock_guard<std::mutex> lock(clients_mu_);
+      clients_[session.get()] = Client{static_cast<int>(q.rank), session->remote()};
+    }
     return session->reply(simple_reply(StoreReply::kOk, store_ack_mac(secret_, session->nonce_, q.nonce)));
   }
   switch (q.op) {

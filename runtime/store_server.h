@@ -5,13 +5,14 @@
 // itself as a member of the job within a few seconds is dropped.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -33,8 +34,15 @@ class StoreServer {
   Status start(const std::string& host, int port);
   int port() const { return port_; }
 
-  // Returns once every client has closed its connection, or after limit.
-  void wait_for_clients_to_leave(std::chrono::milliseconds limit);
+  // Closes the listening socket (its port is free at once); the clients
+  // already connected are still served.
+  void stop_accepting();
+  // The members of the job connected now: each one's rank and address.
+  struct Client {
+    int rank;
+    std::string endpoint;
+  };
+  std::vector<Client> clients() const;
 
  private:
   class Session;
@@ -43,6 +51,7 @@ class StoreServer {
   void handle(const std::shared_ptr<Session>& session, const std::string& body);
   void set_key(const std::string& key, const std::string& value);
   bool try_answer(Waiter& w);
+  void forget_client(const Session* session);
 
   uint64_t job_id_;
   int world_size_;
@@ -53,7 +62,8 @@ class StoreServer {
   int port_ = 0;
   std::map<std::string, std::string> map_;
   std::set<std::shared_ptr<Waiter>> waiters_;
-  std::atomic<int> open_sessions_{0};  // changed on the I/O thread, read by any
+  mutable std::mutex clients_mu_;
+  std::map<const Session*, Client> clients_;  // the introduced sessions
 };
 
 }  // namespace kolo

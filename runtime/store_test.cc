@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/lingering_store.h"
 #include "runtime/rendezvous.h"
 #include "runtime/store_client.h"
 #include "runtime/store_server.h"
@@ -186,6 +187,33 @@ TEST(Store, SplitViewsWaitApartAndEndWhenCancelled) {
   stuck.cancel(Status(Code::kAborted, "the split was aborted"));
   waiter.join();
   EXPECT_EQ(waited.code(), Code::kAborted) << waited.message();
+}
+
+// Rank 0 is done, other ranks are not: its server, handed over, serves them
+// on while the handing over returns at once and frees the port.
+TEST(Store, OutlivesItsOwnerWhileOtherRanksAreConnected) {
+  auto server = std::make_unique<StoreServer>(kJob, 4, kSecret);
+  ASSERT_TRUE(server->start("127.0.0.1", 0).is_ok());
+  const int port = server->port();
+  std::unique_ptr<StoreClient> own, other;
+  ASSERT_TRUE(StoreClient::connect("127.0.0.1", port, kJob, 0, kSecret, Deadline::after_seconds(5), &own).is_ok());
+  ASSERT_TRUE(StoreClient::connect("127.0.0.1", port, kJob, 1, kSecret, Deadline::after_seconds(5), &other).is_ok());
+  ASSERT_TRUE(own->set("x", "1").is_ok());
+  ASSERT_EQ(server->clients().size(), 2u);
+  for (const StoreServer::Client& c : server->clients()) {
+    EXPECT_TRUE(is_this_process_store_client(c.endpoint)) << "rank " << c.rank << " at " << c.endpoint;
+  }
+  own.reset();
+  const auto handed = std::chrono::steady_clock::now();
+  serve_until_clients_leave(std::move(server), Deadline::after_seconds(60));
+  EXPECT_LT(std::chrono::steady_clock::now() - handed, std::chrono::seconds(1)) << "handing over must not wait";
+
+  StoreServer next(kJob + 1, 4, kSecret);
+  EXPECT_TRUE(next.start("127.0.0.1", port).is_ok()) << "the port is free for the job's next run";
+  std::string value;
+  ASSERT_TRUE(other->get_one("x", Deadline::after_seconds(2), &value).is_ok());
+  EXPECT_EQ(value, "1");
+  ASSERT_TRUE(other->set("y", "2").is_ok());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Split communicators across processes: kolorun jobs of 3 and 4 ranks split
-# by parity (tests/split_worker.c), and a kill -9 of a rank in one split
+# by parity (tests/split_worker.c), a split whose engine starts after world
+# rank 0 has finished, and a kill -9 of a rank in one split
 # while both splits are busy: its split fails within seconds, the other
 # split goes on.
 set -uo pipefail
@@ -13,6 +14,10 @@ OUT="${TEST_TMPDIR:-/tmp}/split_out"
 for n in 3 4; do
   kolorun_job "$n" 120 "$WORKER" check
 done
+
+# World rank 0 finishes first; the odd split starts its engine later,
+# through the store rank 0's process serves: that process must outlive it.
+kolorun_job 4 120 "$WORKER" late
 
 # Rank 3 (the odd split with rank 1) dies; ranks 0 and 2 (the even split)
 # keep going for their SPLIT_RUN_S and exit 0.

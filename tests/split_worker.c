@@ -5,6 +5,10 @@
  *          and a ring shift in the split, and destroys the world first
  *   long   allreduces in the split for SPLIT_RUN_S seconds (default 6),
  *          for the test that kills a rank of the other split midway
+ *   late   the even split (world rank 0 with it) destroys everything and
+ *          exits at once; the odd split waits a second, then runs its
+ *          first named operation, whose engine connects through the
+ *          store that world rank 0's process serves
  * Exits 0 on success; on a kolo failure prints kolo_last_error() and exits
  * 10 + the kolo_result_t. */
 #include <stdio.h>
@@ -68,6 +72,27 @@ int main(int argc, char** argv) {
     kolo_comm_destroy(half);
     kolo_comm_destroy(world);
     return code;
+  }
+  if (strcmp(mode, "late") == 0) {
+    if (rank % 2 == 1) {
+      struct timespec second = {1, 0};
+      nanosleep(&second, NULL);
+      float x = 1.0f, sum = 0;
+      int64_t one = 1;
+      kolo_handle_t h = NULL;
+      r = kolo_submit_allreduce(half, "late", &x, &sum, 1, &one, KOLO_FLOAT32, KOLO_SUM, 1.0, 1.0, &h);
+      if (r == KOLO_SUCCESS) r = kolo_handle_wait(h, -1);
+      if (h) kolo_handle_release(h);
+      if (r) return fail("a named allreduce in the split after world rank 0 left", r);
+      if (sum != (float)sub_size) {
+        printf("rank %d: named sum %g, expected %d\n", rank, sum, sub_size);
+        return 1;
+      }
+    }
+    kolo_comm_destroy(half);
+    kolo_comm_destroy(world);
+    printf("rank %d ok\n", rank);
+    return 0;
   }
   /* check: the sum of (world rank + 1) over my parity, then over the world. */
   long long x = rank + 1, sum = 0, want = 0;
