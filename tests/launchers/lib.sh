@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# What the launcher tests share: the C worker and the Python script, the
+# What the launcher tests share: the C worker, the Python script and the
+# torch.distributed one, the
 # environment that lets Python load this build's libkolo (with its sanitizer
 # runtime preloaded into the uninstrumented interpreter, as
 # bindings/python/python_test.sh does), and the check of each rank's line;
@@ -25,6 +26,12 @@ elif echo "$needed" | grep -q libtsan; then
 fi
 # The command line of a Python rank.
 PYRANK=(env "LD_PRELOAD=$SAN_PRELOAD" /usr/bin/python3 "$SCRIPT")
+# A torch.distributed rank on the kolo backend: in the optimized pass only
+# (torch under a sanitizer needs more than a preload; the python_torch
+# tests run the backend in every pass).
+TORCH_RANK=()
+[ -z "$SAN_PRELOAD" ] && /usr/bin/python3 -c "import torch" 2>/dev/null &&
+  TORCH_RANK=(/usr/bin/python3 "$ROOT/tests/launchers/torch_ddp.py")
 WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/launch.XXXXXX")"
 
 # expect_ranks LABEL N PATTERN FILE: every rank r < N printed PATTERN with r
