@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
@@ -57,6 +58,9 @@ class StoreServer {
   int world_size_;
   std::string secret_;  // never logged
   boost::asio::io_context io_;
+  // Keeps io_.run() going with no session and the acceptor closed (after
+  // stop_accepting), so that the destructor's last words still run.
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> keep_running_{io_.get_executor()};
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
   std::thread thread_;
   int port_ = 0;

@@ -216,5 +216,22 @@ TEST(Store, OutlivesItsOwnerWhileOtherRanksAreConnected) {
   ASSERT_TRUE(other->set("y", "2").is_ok());
 }
 
+// A server that took its last client and then stopped accepting has no
+// work left on its I/O thread; its destructor must still not wait for it.
+TEST(Store, EndsPromptlyAfterItStopsAccepting) {
+  auto server = std::make_unique<StoreServer>(kJob, 4, kSecret);
+  ASSERT_TRUE(server->start("127.0.0.1", 0).is_ok());
+  {
+    std::unique_ptr<StoreClient> c;
+    ASSERT_TRUE(
+        StoreClient::connect("127.0.0.1", server->port(), kJob, 1, kSecret, Deadline::after_seconds(5), &c).is_ok());
+  }
+  server->stop_accepting();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the client's close is seen
+  const auto start = std::chrono::steady_clock::now();
+  server.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+}
+
 }  // namespace
 }  // namespace kolo
