@@ -6,9 +6,10 @@
  *   long   allreduces in the split for SPLIT_RUN_S seconds (default 6),
  *          for the test that kills a rank of the other split midway
  *   late   the even split (world rank 0 with it) destroys everything and
- *          exits at once; the odd split waits a second, then runs its
- *          first named operation, whose engine connects through the
- *          store that world rank 0's process serves
+ *          returns from main at once; the odd split waits a second,
+ *          then runs its first named operation, whose engine connects
+ *          through the store that world rank 0's process serves (which
+ *          must outlive world rank 0's communicators)
  * Exits 0 on success; on a kolo failure prints kolo_last_error() and exits
  * 10 + the kolo_result_t. */
 #include <stdio.h>
