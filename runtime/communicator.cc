@@ -14,6 +14,7 @@
 #include "collectives/recursive_doubling.h"
 #include "collectives/rooted.h"
 #include "common/log.h"
+#include "common/rank_list.h"
 #include "common/ranges.h"
 #include "gpu/device.h"
 #include "runtime/transport_registry.h"
@@ -153,9 +154,8 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
   }
   w.store = std::make_shared<PrefixStore>(world_.store, name);
   w.job_name = world_.job_name + "/" + name;
-  w.description = " of " + name.substr(0, name.size() - 1) + " (whose ranks are ranks ";
-  for (size_t i = 0; i < members.size() && i < 16; ++i) w.description += (i ? ", " : "") + std::to_string(members[i]);
-  w.description += std::string(members.size() > 16 ? ", ..." : "") + " of its parent)";
+  w.description =
+      " of " + name.substr(0, name.size() - 1) + " (whose ranks are ranks " + rank_list(members, 16) + " of its parent)";
   KOLO_RETURN_IF_ERROR(c->make_transport(""));
   c->choose_polling();
   c->choose_algorithm();

@@ -7,12 +7,12 @@
 #include <chrono>
 #include <iterator>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/log.h"
+#include "common/rank_list.h"
 #include "runtime/store_client.h"
 #include "runtime/store_server.h"
 
@@ -74,13 +74,6 @@ std::vector<int> ranks_served(const StoreServer& server) {
   return ranks;
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::ostringstream out;
-  for (size_t i = 0; i < ranks.size() && i < 16; ++i) out << (i ? ", " : "") << ranks[i];
-  if (ranks.size() > 16) out << ", ...";
-  return out.str();
-}
-
 void serve(const StoreServer& server, Deadline deadline) {
   // Quietly at first: the other ranks usually close their communicators
   // moments after this one. One still open after a few seconds is worth a
@@ -91,7 +84,7 @@ void serve(const StoreServer& server, Deadline deadline) {
     if (!told && quiet.expired()) {
       const bool one = ranks.size() == 1;
       KOLO_WARN("the rendezvous store rank 0 serves stays up for "
-                << (one ? "rank " : "ranks ") << rank_list(ranks)
+                << (one ? "rank " : "ranks ") << rank_list(ranks, 16)
                 << (one ? ", whose communicator is still open: until it closes it or exits"
                         : ", whose communicators are still open: until they close them or exit")
                 << ", for at most " << (deadline.remaining_ms() + 999) / 1000

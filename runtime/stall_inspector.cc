@@ -4,17 +4,13 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/rank_list.h"
+
 namespace kolo {
 namespace {
 
 SteadyClock::duration seconds(double s) {
   return std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(s));
-}
-
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string s;
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s;
 }
 
 }  // namespace
@@ -50,7 +46,7 @@ std::string StallInspector::inspect(Negotiator* negotiator, Clock::time_point no
     char age[32];
     std::snprintf(age, sizeof(age), "%.1f", s.age_s);
     report += (report.empty() ? "" : "; ") + std::string(op_kind_name(s.kind)) + " '" + s.name +
-              "' submitted on rank(s) " + ranks_text(s.present) + " but not on rank(s) " + ranks_text(s.missing) +
+              "' submitted on rank(s) " + rank_list(s.present) + " but not on rank(s) " + rank_list(s.missing) +
               " for " + age + " s";
   }
   for (auto it = reported_.begin(); it != reported_.end();) {  // forget finished names
