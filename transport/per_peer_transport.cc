@@ -59,7 +59,7 @@ Status PerPeerTransport::progress(Deadline deadline) {
 Status PerPeerTransport::sleep(Deadline deadline, Pumped* pumped) {
   std::vector<DirectTransport*> waiting;
   for (auto& t : transports_) {
-    if (t->has_pending()) waiting.push_back(t.get());
+    if (t->has_pending() || t->watching()) waiting.push_back(t.get());
   }
   // Nothing in flight: any transport's sleep ends on interrupt() or abort().
   if (waiting.empty()) return transports_[0]->sleep(deadline, pumped);
@@ -67,6 +67,17 @@ Status PerPeerTransport::sleep(Deadline deadline, Pumped* pumped) {
   const auto slice = Deadline::after(std::chrono::milliseconds(1));
   DirectTransport* t = waiting[next_sleeper_++ % waiting.size()];
   return t->sleep(slice.time_point() < deadline.time_point() ? slice : deadline, pumped);
+}
+
+Status PerPeerTransport::watch(const std::vector<int>& peers) {
+  for (size_t i = 0; i < transports_.size(); ++i) {
+    std::vector<int> mine;
+    for (int peer : peers) {
+      if (routes_[peer] == static_cast<int>(i)) mine.push_back(peer);
+    }
+    KOLO_RETURN_IF_ERROR(transports_[i]->watch(mine));
+  }
+  return Status::ok();
 }
 
 void PerPeerTransport::abort() {

@@ -8,7 +8,8 @@
 // transport has requests in flight (the usual case: a hierarchical
 // algorithm's phases each talk to one kind of peer) progress() sleeps in it
 // as it would alone; when several do, it sleeps in each in turn for at most
-// a millisecond, after the usual spin.
+// a millisecond, after the usual spin. Peers watched for a receive from
+// any peer count as waiting, as requests in flight do.
 #pragma once
 
 #include <memory>
@@ -50,6 +51,14 @@ class PerPeerTransport final : public Transport {
   void set_polling(int spin_us, bool yield) override;
   Status register_memory(const void* data, size_t bytes) override;
   void deregister_memory(const void* data, size_t bytes) override;
+  // Receiving from any peer: each peer's own transport answers; watch()
+  // gives each transport its share of the peers (the others none).
+  bool can_peek(int peer) const override { return route(peer)->can_peek(peer); }
+  Status try_connect(int peer, Deadline deadline, bool* connected) override {
+    return route(peer)->try_connect(peer, deadline, connected);
+  }
+  Status peek(int peer, Arrival* next) override { return route(peer)->peek(peer, next); }
+  Status watch(const std::vector<int>& peers) override;
 
  private:
   PerPeerTransport() = default;

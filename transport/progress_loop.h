@@ -52,7 +52,8 @@ class ProgressLoop {
   // though nothing completed. Any thread.
   void interrupt();
 
-  // Returns OK as soon as a request has completed: pump(Pumped*) moves
+  // Returns OK as soon as a request has completed (or a watched peer's
+  // message was noticed, Transport::watch): pump(Pumped*) moves
   // what can move without blocking and counts it; sleep(Deadline, Pumped*)
   // waits for the transport's descriptors (through wait()), counting what
   // it completed itself; describe_pending() says what is still in flight,
@@ -89,7 +90,7 @@ Status ProgressLoop::run(Deadline deadline, Pump&& pump, Sleep&& sleep, Describe
     }
     Pumped pumped;
     KOLO_RETURN_IF_ERROR(pump(&pumped));
-    if (pumped.completed > 0) return Status::ok();
+    if (pumped.completed > 0 || pumped.noticed) return Status::ok();
     if (pumped.moved) {
       spinning = false;
       continue;
@@ -110,7 +111,7 @@ Status ProgressLoop::run(Deadline deadline, Pump&& pump, Sleep&& sleep, Describe
     // What wakes the sleep moves bytes in the next pump, which starts the
     // spin again.
     KOLO_RETURN_IF_ERROR(sleep(deadline, &pumped));
-    if (pumped.completed > 0) return Status::ok();
+    if (pumped.completed > 0 || pumped.noticed) return Status::ok();
   }
 }
 

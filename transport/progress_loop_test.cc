@@ -60,6 +60,27 @@ TEST_F(ProgressLoopTest, ReturnsOnceARequestCompletes) {
   EXPECT_EQ(calls, 3);
 }
 
+// A watched peer's message (Transport::watch) ends the wait as a completed
+// request does, whether the pump or the sleep saw it.
+TEST_F(ProgressLoopTest, ReturnsOnceAWatchedPeersMessageIsNoticed) {
+  for (bool in_sleep : {false, true}) {
+    int calls = 0;
+    Status s = loop.run(
+        Deadline::after_seconds(5),
+        [&](Pumped* p) {
+          if (++calls == 3 && !in_sleep) p->noticed = true;
+          return Status::ok();
+        },
+        [&](Deadline, Pumped* p) {
+          p->noticed = in_sleep;
+          return Status::ok();
+        },
+        [] { return std::string(); });
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    if (!in_sleep) EXPECT_EQ(calls, 3);
+  }
+}
+
 TEST_F(ProgressLoopTest, ATransportErrorEndsTheWait) {
   Status s = loop.run(
       Deadline::after_seconds(5), [](Pumped*) { return peer_lost("rank 1 closed the connection"); },

@@ -186,6 +186,76 @@ Status ShmTransport::pump(Pumped* pumped) {
     if (s.is_ok()) s = pump_recvs(p, pumped);
     if (!s.is_ok()) return fail(s);
   }
+  if (!watched_.empty()) {
+    for (Peer* p : watched_) {
+      if (next_of(p, false).state != Arrival::kNothing) pumped->noticed = true;
+    }
+  }
+  return Status::ok();
+}
+
+bool ShmTransport::process_ended(const Peer& p) {
+  if (p.pidfd < 0) return false;
+  pollfd fd{p.pidfd, POLLIN, 0};
+  return ::poll(&fd, 1, 0) > 0;
+}
+
+Arrival ShmTransport::next_of(Peer* p, bool check_process) {
+  Arrival next;
+  // Receives posted: the next chunk is theirs.
+  if (!p->recvs.empty()) return next;
+  if (const ShmChunk* c = p->in.peek()) {
+    next.state = Arrival::kArrived;
+    next.bytes = c->message_bytes;
+    next.tag = c->tag;
+    return next;
+  }
+  // What a peer wrote before it closed or ended is read first (above);
+  // only then is it gone.
+  if (check_process && !p->ended) p->ended = process_ended(*p);
+  if (p->in.header()->sender_closed.load() != kShmOpen || p->ended) {
+    // Once more: a chunk written just before the close.
+    if (!p->in.peek()) next.state = Arrival::kClosed;
+  }
+  return next;
+}
+
+Status ShmTransport::try_connect(int peer, Deadline deadline, bool* connected) {
+  *connected = false;
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    return invalid_argument("cannot connect to rank " + std::to_string(peer));
+  }
+  {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    if (peers_.count(peer)) {
+      *connected = true;
+      return Status::ok();
+    }
+  }
+  KOLO_RETURN_IF_ERROR(prepare({peer}));
+  // The peer maps this rank's ring in its connect(), after publishing its
+  // own: once it has, connect() finds the peer's ring without waiting.
+  if (!prepared_[peer]->out.header()->receiver_attached.load()) return Status::ok();
+  KOLO_RETURN_IF_ERROR(connect(peer, deadline));
+  *connected = true;
+  return Status::ok();
+}
+
+Status ShmTransport::peek(int peer, Arrival* next) {
+  *next = Arrival{};
+  Peer* p = nullptr;
+  KOLO_RETURN_IF_ERROR(peer_for(peer, &p));
+  *next = next_of(p, true);
+  return Status::ok();
+}
+
+Status ShmTransport::watch(const std::vector<int>& peers) {
+  watched_.clear();
+  for (int peer : peers) {
+    Peer* p = nullptr;
+    KOLO_RETURN_IF_ERROR(peer_for(peer, &p));
+    watched_.push_back(p);
+  }
   return Status::ok();
 }
 
@@ -196,11 +266,7 @@ Status ShmTransport::check_alive(const Peer& p) {
   if (receiver == kShmMismatch && !p.sends.empty()) {
     return mismatch(who + " received a message of another size or operation than this rank sent");
   }
-  bool ended = false;
-  if (p.pidfd >= 0) {
-    pollfd fd{p.pidfd, POLLIN, 0};
-    ended = ::poll(&fd, 1, 0) > 0;
-  }
+  const bool ended = process_ended(p);
   // What a peer wrote before it closed or ended is still read: only an
   // empty ring with a receive waiting on it is lost (a sender's messages
   // are complete once in the ring, so it may well have exited since).
@@ -219,7 +285,7 @@ Status ShmTransport::sleep(Deadline deadline, Pumped* pumped) {
   // either seen here or wakes the futex.
   std::vector<FutexWait> waits = {{&wake_, wake_.load()}};
   for (Peer* p : active_) {
-    if (!p->recvs.empty()) {
+    if (!p->recvs.empty() || std::find(watched_.begin(), watched_.end(), p) != watched_.end()) {
       p->in.header()->receiver_sleeping.store(1);
       waits.push_back({&p->in.header()->head, p->in.header()->head.load()});
     }
@@ -229,7 +295,7 @@ Status ShmTransport::sleep(Deadline deadline, Pumped* pumped) {
     }
   }
   Status s = pump(pumped);
-  if (s.is_ok() && pumped->completed == 0 && !pumped->moved) {
+  if (s.is_ok() && pumped->completed == 0 && !pumped->moved && !pumped->noticed) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_point() - std::chrono::steady_clock::now());
     futex_wait_any(waits, static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, kLivenessMs)));
@@ -244,6 +310,11 @@ Status ShmTransport::sleep(Deadline deadline, Pumped* pumped) {
       Status alive = check_alive(*p);
       if (!alive.is_ok()) return fail(alive);
     }
+  }
+  // A watched peer that closed or ended is news, not a failure: the
+  // caller stops waiting for it.
+  for (Peer* p : watched_) {
+    if (next_of(p, true).state != Arrival::kNothing) pumped->noticed = true;
   }
   return Status::ok();
 }

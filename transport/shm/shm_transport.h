@@ -57,6 +57,16 @@ class ShmTransport final : public DirectTransport {
   Status sleep(Deadline deadline, Pumped* pumped) override;
   bool has_pending() override;
   std::string describe_pending() override;
+  // Receiving from any peer: the next message's first chunk waits in the
+  // peer's ring, so peek() reads its size and tag there. try_connect
+  // publishes this rank's ring to the peer (its connect() then completes
+  // without this rank), and maps the peer's once the peer has mapped this
+  // one, which is how it tells that the peer's ring is published.
+  bool can_peek(int) const override { return true; }
+  Status try_connect(int peer, Deadline deadline, bool* connected) override;
+  Status peek(int peer, Arrival* next) override;
+  Status watch(const std::vector<int>& peers) override;
+  bool watching() const override { return !watched_.empty(); }
 
  private:
   struct Message {
@@ -74,6 +84,7 @@ class ShmTransport final : public DirectTransport {
     std::deque<Message> sends, recvs;
     int pidfd = -1;                   // the peer's process, when it is another one
     uint64_t sent = 0, received = 0;  // messages, for errors
+    bool ended = false;               // its process has ended (seen by a watch)
   };
 
   ShmTransport(Store* store, int rank, int size, const ShmOptions& options);
@@ -82,6 +93,9 @@ class ShmTransport final : public DirectTransport {
   Status pump_recvs(Peer* p, Pumped* pumped);
   // Whether a peer this rank waits on has closed its end or ended.
   Status check_alive(const Peer& p);
+  // peek() for a connected peer; with check_process, also asks the pidfd.
+  Arrival next_of(Peer* p, bool check_process);
+  static bool process_ended(const Peer& p);
   // Closes this rank's ends (why: a ShmClosed) and wakes the peers.
   void close_all(uint32_t why);
   Status fail(Status s);
@@ -95,6 +109,7 @@ class ShmTransport final : public DirectTransport {
   std::map<int, std::unique_ptr<Peer>> prepared_;  // ring published, peer's not yet mapped
   std::map<int, std::unique_ptr<Peer>> peers_;     // connected
   std::vector<Peer*> active_;                      // peers_, in a vector for the hot loop
+  std::vector<Peer*> watched_;                     // watch()'s peers
   ProgressLoop loop_;
   std::atomic<uint32_t> wake_{0};  // bumped by interrupt() and abort(): the sleep's own futex
   Status failed_;

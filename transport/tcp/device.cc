@@ -35,6 +35,14 @@ Status TcpEndpoint::take(int from_rank, int stream_index, Deadline deadline, std
   }
 }
 
+bool TcpEndpoint::has_all(int from_rank, int streams) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int i = 0; i < streams; ++i) {
+    if (!accepted_.count({from_rank, i})) return false;
+  }
+  return true;
+}
+
 void TcpEndpoint::abort() {
   {
     std::lock_guard<std::mutex> lock(mutex_);

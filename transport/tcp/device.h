@@ -50,6 +50,9 @@ class TcpEndpoint {
 
   // Waits for the accepted socket of (from_rank, stream_index).
   Status take(int from_rank, int stream_index, Deadline deadline, std::unique_ptr<boost::asio::ip::tcp::socket>* out);
+  // Whether streams 0..streams-1 of from_rank are all accepted and not yet
+  // taken: take() then waits for none of them.
+  bool has_all(int from_rank, int streams);
 
   // Wakes every waiting take() of this endpoint (only) with ABORTED.
   void abort();

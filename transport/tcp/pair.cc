@@ -234,6 +234,47 @@ void TcpPair::collect_pollfds(std::vector<struct pollfd>* fds) {
   }
 }
 
+Status TcpPair::peek(Arrival* next) {
+  *next = Arrival{};
+  // A receive is pending: the next message may be behind its bytes (on
+  // its stream), and is in any case not the caller's to take yet.
+  for (const Stream& s : streams_) {
+    if (!s.recvs.empty()) return Status::ok();
+  }
+  Stream& s = streams_[next_recv_seq_ % streams_.size()];
+  FrameHeader h{};
+  ssize_t n;
+  do {
+    n = ::recv(s.fd, &h, kHeaderBytes, MSG_PEEK | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(kHeaderBytes)) {
+    // The same check a receive makes first, but for size and tag, which
+    // the caller weighs itself (and its receive checks again).
+    KOLO_RETURN_IF_ERROR(check_frame_header(h, next_recv_seq_, h.bytes, h.tag, name()));
+    next->state = Arrival::kArrived;
+    next->bytes = h.bytes;
+    next->tag = h.tag;
+    return Status::ok();
+  }
+  // End of stream, a reset, or a header that stops short of a hang-up:
+  // nothing more will come from this peer.
+  if (n == 0 || (n < 0 && !would_block(errno)) || (n > 0 && hung_up_)) next->state = Arrival::kClosed;
+  return Status::ok();
+}
+
+void TcpPair::collect_watch_pollfd(std::vector<struct pollfd>* fds) {
+  Stream& s = streams_[next_recv_seq_ % streams_.size()];
+  set_wakeup_threshold(s, static_cast<int>(kHeaderBytes));
+  struct pollfd p {};
+  p.fd = s.fd;
+  p.events = POLLIN | POLLRDHUP;
+  fds->push_back(p);
+}
+
+void TcpPair::note_watch_events(short revents) {
+  if (revents & (POLLRDHUP | POLLHUP | POLLERR)) hung_up_ = true;
+}
+
 std::string TcpPair::describe_pending() const {
   std::string out;
   for (const auto& s : streams_) {

@@ -57,6 +57,19 @@ class TcpPair {
   // also tells the kernel how many bytes are worth waking up for.
   void collect_pollfds(std::vector<struct pollfd>* fds);
 
+  // Receiving from any peer (Transport::peek): the header of the next
+  // message no posted receive takes, read with MSG_PEEK, so its bytes stay
+  // in the socket for the receive that takes it (on the stream that
+  // message travels on). Only while no receive is pending.
+  Status peek(Arrival* next);
+  // Appends the pollfd that wakes a sleep when peek() has news (the next
+  // message's stream, woken once a whole header is there or the peer
+  // closes); `fds` positions map back through note_watch_events.
+  void collect_watch_pollfd(std::vector<struct pollfd>* fds);
+  // After the poll: the stream's revents. A hang-up with less than a header
+  // there means that header never comes: peek() reports the peer closed.
+  void note_watch_events(short revents);
+
   // Words for timeout messages: what this pair still waits for.
   std::string describe_pending() const;
 
@@ -95,6 +108,7 @@ class TcpPair {
   uint64_t next_send_seq_ = 0;
   uint64_t next_recv_seq_ = 0;
   int pending_ = 0;
+  bool hung_up_ = false;  // the peer shut its sending side (seen by a watch); what it sent before is still read
 };
 
 }  // namespace kolo

@@ -183,6 +183,48 @@ Status TcpTransport::pump(Pumped* pumped) {
   for (TcpPair* p : active_) {
     if (p->has_pending()) KOLO_RETURN_IF_ERROR(p->pump(&pumped->completed, &pumped->moved));
   }
+  if (!watched_.empty()) {
+    for (TcpPair* p : watched_) {
+      Arrival next;
+      KOLO_RETURN_IF_ERROR(p->peek(&next));
+      if (next.state != Arrival::kNothing) pumped->noticed = true;
+    }
+  }
+  return Status::ok();
+}
+
+Status TcpTransport::try_connect(int peer, Deadline deadline, bool* connected) {
+  *connected = false;
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    return invalid_argument("cannot connect rank " + std::to_string(rank_) + " to rank " + std::to_string(peer));
+  }
+  {
+    std::lock_guard<std::mutex> lock(pairs_mutex_);
+    if (pairs_.count(peer)) {
+      *connected = true;
+      return Status::ok();
+    }
+  }
+  // The accepting side: connect() would wait for the peer's dial.
+  if (rank_ > peer && !endpoint_->has_all(peer, options_.streams_per_peer)) return Status::ok();
+  KOLO_RETURN_IF_ERROR(connect(peer, deadline));
+  *connected = true;
+  return Status::ok();
+}
+
+Status TcpTransport::peek(int peer, Arrival* next) {
+  TcpPair* pair = nullptr;
+  KOLO_RETURN_IF_ERROR(pair_for(peer, &pair));
+  return pair->peek(next);
+}
+
+Status TcpTransport::watch(const std::vector<int>& peers) {
+  watched_.clear();
+  for (int peer : peers) {
+    TcpPair* pair = nullptr;
+    KOLO_RETURN_IF_ERROR(pair_for(peer, &pair));
+    watched_.push_back(pair);
+  }
   return Status::ok();
 }
 
@@ -198,8 +240,12 @@ Status TcpTransport::sleep(Deadline deadline, Pumped*) {
   for (TcpPair* p : active_) {
     if (p->has_pending()) p->collect_pollfds(&pollfds_);
   }
+  const size_t watched_at = pollfds_.size();
+  for (TcpPair* p : watched_) p->collect_watch_pollfd(&pollfds_);
   int ready = 0;
-  return loop_.wait(&pollfds_, deadline.remaining_ms(), &ready);
+  Status s = loop_.wait(&pollfds_, deadline.remaining_ms(), &ready);
+  for (size_t i = 0; i < watched_.size(); ++i) watched_[i]->note_watch_events(pollfds_[watched_at + i].revents);
+  return s;
 }
 
 std::string TcpTransport::describe_pending() {

@@ -58,6 +58,17 @@ class TcpTransport final : public DirectTransport {
   Status sleep(Deadline deadline, Pumped* pumped) override;
   bool has_pending() override;
   std::string describe_pending() override;
+  // Receiving from any peer: a message's header waits in its socket until
+  // a receive reads it, so peek() reads it there with MSG_PEEK. Of a pair,
+  // the lower rank dials and the higher accepts: try_connect dials at once
+  // (the peer's listener accepts in the background, whatever the peer is
+  // doing), or, on the accepting side, takes the connection once the
+  // peer's dial has been accepted.
+  bool can_peek(int) const override { return true; }
+  Status try_connect(int peer, Deadline deadline, bool* connected) override;
+  Status peek(int peer, Arrival* next) override;
+  Status watch(const std::vector<int>& peers) override;
+  bool watching() const override { return !watched_.empty(); }
 
   // The shared device's address, which this rank publishes.
   std::string listen_address() const;
@@ -84,6 +95,7 @@ class TcpTransport final : public DirectTransport {
   std::mutex pairs_mutex_;  // guards pairs_ against abort() from another thread
   std::map<int, std::unique_ptr<TcpPair>> pairs_;
   std::vector<TcpPair*> active_;  // pairs, in a vector for the hot loop
+  std::vector<TcpPair*> watched_;  // watch()'s peers
   ProgressLoop loop_;             // progress(), abort() and interrupt()
   std::vector<struct pollfd> pollfds_;
 };
