@@ -12,9 +12,7 @@ PACKAGES=(
   libgloo-dev              # peer for the comparison benchmark
   openmpi-bin libopenmpi-dev  # peer for the latency comparison
   python3                  # kolorun (Debian's /usr/bin/python3)
-  python3-numpy python3-torch python3-pytest  # the Python package and its tests
-  python3-matplotlib       # the examples' plots
-  python3-hypothesis       # PyTorch's distributed test suite imports it (tools/torch_suite)
+  python3-numpy            # kolo's Python package under Debian's interpreter (tests/install_test.sh)
   python3-pip python3-setuptools python3-wheel python3-venv pkg-config  # pip install ./bindings/python, kolo.pc (tools/install.sh, tests/install_test.sh)
   clang libclang-rt-14-dev # libFuzzer targets (tools/fuzz.sh)
   gnuplot-nox              # kolo_bench --plot
@@ -37,3 +35,10 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# The Python environment every Python test, benchmark and example runs in
+# (tools/python_env.sh), and the checkout's .venv pointing at it.
+# shellcheck source=tools/python_env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/python_env.sh"
+kolo_python_env_make
+ln -sfn "$KOLO_VENV" "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv"

@@ -11,6 +11,9 @@
 # its sanitizer's runtime loaded first into the (uninstrumented) interpreter.
 set -uo pipefail
 ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
+# shellcheck source=tools/python_env.sh
+. "$ROOT/tools/python_env.sh"
+kolo_python_env_check || exit 1
 export KOLO_LIBRARY="$ROOT/bindings/c/libkolo.so"
 export KOLO_TIMEOUT_S=60
 export PYTHONDONTWRITEBYTECODE=1
@@ -26,28 +29,28 @@ elif echo "$needed" | grep -q libtsan; then
   export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$ROOT/bindings/python/tsan_torch.supp"
 fi
 cd "$ROOT/bindings/python/tests" || exit 1
-PYTEST=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)
+PYTEST=("$KOLO_PYTHON" -m pytest -q -p no:cacheprovider)
 if [[ "$1" == examples ]]; then
   exec "${PYTEST[@]}" test_examples.py
 fi
 if [[ "$1" == process_sets_4 ]]; then  # overlapping sets need 3+ ranks, Adasum a power of two
-  exec /usr/bin/python3 "$ROOT/tools/kolorun" -np 4 --timeout 280 "${PYTEST[@]}" multirank/test_process_sets.py
+  exec "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np 4 --timeout 280 "${PYTEST[@]}" multirank/test_process_sets.py
 fi
 if [[ "$1" == torch_* ]]; then
   ranks=${1#torch_}
   export PYTHONPATH="$ROOT/bindings/python"  # for ranks not started by kolorun
   cd torch_distributed || exit 1
   if [[ "$ranks" == 3 ]]; then
-    /usr/bin/python3 "$ROOT/tools/kolorun" -np 3 --timeout 280 "${PYTEST[@]}" . || exit 1
+    "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np 3 --timeout 280 "${PYTEST[@]}" . || exit 1
   else
-    # Debian's torchrun needs non-zero --redirects and --tee (its enum
-    # parsing drops 0; 2 and 2 send stderr through, prefixed by rank). Its
-    # agent serves the store on a free port (--standalone would take 29400).
-    port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    timeout 280 torchrun --nproc_per_node "$ranks" --master_addr 127.0.0.1 \
+    # torch's own torchrun; --redirects 2 --tee 2 send stderr through,
+    # prefixed by rank. Its agent serves the store on a free port
+    # (--standalone would take 29400).
+    port=$("$KOLO_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    timeout 280 "$KOLO_VENV/bin/torchrun" --nproc_per_node "$ranks" --master_addr 127.0.0.1 \
       --master_port "$port" --redirects 2 --tee 2 --no_python "${PYTEST[@]}" . || exit 1
   fi
   [[ "$ranks" == 2 ]] || exit 0
   cd .. && exec "${PYTEST[@]}" test_torch_distributed.py
 fi
-exec /usr/bin/python3 "$ROOT/tools/kolorun" -np "$1" --timeout 280 "${PYTEST[@]}" multirank
+exec "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np "$1" --timeout 280 "${PYTEST[@]}" multirank

@@ -8,6 +8,10 @@
 # shellcheck source=tests/lib/common.sh
 . "$TEST_SRCDIR/$TEST_WORKSPACE/tests/lib/common.sh"
 ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
+# The project's Python environment (torch 2.13, its torchrun, mpi4py).
+# shellcheck source=tools/python_env.sh
+. "$ROOT/tools/python_env.sh"
+kolo_python_env_check || exit 1
 WORKER="$ROOT/tests/launchers/launch_worker"
 SCRIPT="$ROOT/tests/launchers/allreduce.py"
 export KOLO_LIBRARY="$ROOT/bindings/c/libkolo.so"
@@ -25,13 +29,12 @@ elif echo "$needed" | grep -q libtsan; then
   SAN_PRELOAD="$(gcc -print-file-name=libtsan.so)"
 fi
 # The command line of a Python rank.
-PYRANK=(env "LD_PRELOAD=$SAN_PRELOAD" /usr/bin/python3 "$SCRIPT")
+PYRANK=(env "LD_PRELOAD=$SAN_PRELOAD" "$KOLO_PYTHON" "$SCRIPT")
 # A torch.distributed rank on the kolo backend: in the optimized pass only
 # (torch under a sanitizer needs more than a preload; the python_torch
 # tests run the backend in every pass).
 TORCH_RANK=()
-[ -z "$SAN_PRELOAD" ] && /usr/bin/python3 -c "import torch" 2>/dev/null &&
-  TORCH_RANK=(/usr/bin/python3 "$ROOT/tests/launchers/torch_ddp.py")
+[ -z "$SAN_PRELOAD" ] && TORCH_RANK=("$KOLO_PYTHON" "$ROOT/tests/launchers/torch_ddp.py")
 WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/launch.XXXXXX")"
 
 # expect_ranks LABEL N PATTERN FILE: every rank r < N printed PATTERN with r

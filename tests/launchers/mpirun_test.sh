@@ -22,6 +22,6 @@ run_job "mpirun-c-explicit-2" 2 "rank %r ok" 120 "${MPIRUN[@]}" -np 2 -x KOLO_MA
 if [ ${#TORCH_RANK[@]} -gt 0 ]; then
   run_job "mpirun-torch-3" 3 "torch rank %r of 3 ok" 180 "${MPIRUN[@]}" -np 3 "${TORCH_RANK[@]}" 3 "$(free_port)"
 else
-  echo "mpirun-torch-3: not in this pass (a sanitizer build, or no torch)"
+  echo "mpirun-torch-3: not in this pass (a sanitizer build: torch runs in the optimized pass)"
 fi
 finish mpirun_test

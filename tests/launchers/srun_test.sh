@@ -108,6 +108,6 @@ grep -q "local [0-3] of 4" "$WORK/srun-c-4.out" || fail "the local size from SLU
 if [ ${#TORCH_RANK[@]} -gt 0 ]; then
   run_job "srun-torch-4" 4 "torch rank %r of 4 ok" 180 "${SRUN[@]}" "${TORCH_RANK[@]}" 4 "$(free_port)"
 else
-  echo "srun-torch-4: not in this pass (a sanitizer build, or no torch)"
+  echo "srun-torch-4: not in this pass (a sanitizer build: torch runs in the optimized pass)"
 fi
 finish srun_test
