@@ -60,6 +60,10 @@ Status TorchStoreClient::open(Deadline deadline) {
       socket->set_option(tcp::no_delay(true), ec);
       auto local = socket->local_endpoint(ec);
       if (!ec) local_address_ = local.address().to_string();
+      // torch 2's greeting, before any request (it has no reply).
+      const std::string hello = torch_validate_request();
+      Status s = write_fully(*socket, hello.data(), hello.size(), deadline, "greeting torchrun's store at " + server_);
+      if (!s.is_ok()) return s;
       socket_ = std::move(socket);
       return Status::ok();
     }
@@ -136,8 +140,8 @@ Status TorchStoreClient::check(const std::vector<std::string>& keys, Deadline de
   return Status::ok();
 }
 
-// WAIT for all keys. On the deadline the connection is closed (1.13 cannot
-// cancel a wait); a fresh one then asks which keys are missing, for the error.
+// WAIT for all keys. On the deadline the connection is closed (the server
+// forgets the waiter with it, and no CANCEL_WAIT is needed); a fresh one then asks which keys are missing, for the error.
 Status TorchStoreClient::wait_keys(const std::vector<std::string>& keys, Deadline deadline) {
   std::vector<std::string> full;
   for (const auto& k : keys) full.push_back(prefix_ + k);

@@ -4,9 +4,8 @@
 // run id and restart count, so a restarted job starts clean). The store has
 // no authentication. Thread-safe: one request at a time.
 //
-// Waits: 1.13's WAIT cannot be cancelled, so a wait that reaches its
-// deadline closes the connection (the server forgets the waiter with it) and
-// the next request opens a new one.
+// Waits: a wait that reaches its deadline closes the connection (the
+// server forgets the waiter with it) and the next request opens a new one.
 #pragma once
 
 #include <cstdint>

@@ -29,6 +29,12 @@ std::string keys_request(TorchQuery q, const std::vector<std::string>& keys) {
 
 }  // namespace
 
+std::string torch_validate_request() {
+  std::string r = start(TorchQuery::kValidate);
+  for (int i = 0; i < 4; ++i) r.push_back(static_cast<char>((kTorchValidationMagic >> (8 * i)) & 0xff));
+  return r;
+}
+
 std::string torch_set_request(const std::string& key, const std::string& value) {
   std::string r = start(TorchQuery::kSet);
   put_bytes(&r, key);

@@ -1,11 +1,14 @@
-// The wire protocol of PyTorch 1.13's c10d TCPStore (the store torchrun's
-// agent serves), as far as kolo speaks it. Checked against Debian's
-// python3-torch 1.13.1 by recording what its client sends.
+// The wire protocol of PyTorch 2's c10d TCPStore (the store torchrun's
+// agent serves), as far as kolo speaks it. Checked against torch 2.13's
+// TCPStoreBackend.hpp (its QueryType enum) and its Python client.
 //
-// A request is one query-type byte followed by its arguments, with no
-// handshake and no authentication. Integers are 8 bytes, little-endian (the
-// native order of every platform torch runs on); a key or value is a uint64
-// length followed by that many bytes. The replies:
+// A connection opens with VALIDATE (the query byte and a 4-byte magic
+// number; no reply), as torch's own clients do. A request is then one
+// query-type byte followed by its arguments, with no authentication.
+// Integers are 8 bytes, little-endian (the native order of every platform
+// torch runs on); a key or value is a uint64 length followed by that many
+// bytes. The replies:
+//   VALIDATE     uint32 magic                    -> none
 //   SET          key, value                      -> none
 //   COMPARE_SET  key, expected, desired          -> value (the key's value afterwards;
 //                                                   an absent key is set only when expected is empty)
@@ -13,7 +16,9 @@
 //   ADD          key, int64 delta                -> int64 (the sum)
 //   CHECK        uint64 n, n keys                -> 1 byte: 0 all set, 1 not yet
 //   WAIT         uint64 n, n keys                -> 1 byte 0 once all are set (no reply
-//                                                   before; 1.13 has no way to cancel a wait)
+//                                                   before; kolo never cancels a wait)
+// torch 1.x's protocol had no VALIDATE, so its query bytes are one lower:
+// kolo no longer speaks it.
 // Pure: builds requests and parses replies; no I/O (unit-tested and fuzzed).
 #pragma once
 
@@ -26,12 +31,16 @@
 
 namespace kolo {
 
-enum class TorchQuery : uint8_t { kSet = 0, kCompareSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5 };
+enum class TorchQuery : uint8_t { kValidate = 0, kSet = 1, kCompareSet = 2, kGet = 3, kAdd = 4, kCheck = 5, kWait = 6 };
+
+// What VALIDATE carries (TCPStoreBackend.hpp's validationMagicNumber).
+constexpr uint32_t kTorchValidationMagic = 0x3C85F7CE;
 
 constexpr uint8_t kTorchCheckReady = 0;
 constexpr uint8_t kTorchCheckNotReady = 1;
 constexpr uint8_t kTorchStopWaiting = 0;
 
+std::string torch_validate_request();
 std::string torch_set_request(const std::string& key, const std::string& value);
 std::string torch_compare_set_request(const std::string& key, const std::string& expected,
                                       const std::string& desired);

@@ -15,20 +15,23 @@ std::string hex(const std::string& s) {
   return out;
 }
 
-// The bytes Debian's torch 1.13 client sent for set("ab", "xyz") and
-// compare_set("k", "", "v") (its own "/" prefix included), recorded once.
-TEST(TorchStoreProtocol, RequestsMatchTorch113Recording) {
-  EXPECT_EQ(hex(torch_set_request("/ab", "xyz")), "00" "0300000000000000" "2f6162" "0300000000000000" "78797a");
+// The bytes torch 2.13's Python client sent (to a recording server) for
+// TCPStore(...), set("ab", "xyz") and compare_set("k", "", "v"), its own "/"
+// prefix included: VALIDATE with the magic number, a PING of its own (kolo
+// sends none), then the requests.
+TEST(TorchStoreProtocol, RequestsMatchTorch213Recording) {
+  EXPECT_EQ(hex(torch_validate_request()), "00" "cef7853c");
+  EXPECT_EQ(hex(torch_set_request("/ab", "xyz")), "01" "0300000000000000" "2f6162" "0300000000000000" "78797a");
   EXPECT_EQ(hex(torch_compare_set_request("/k", "", "v")),
-            "01" "0200000000000000" "2f6b" "0000000000000000" "0100000000000000" "76");
+            "02" "0200000000000000" "2f6b" "0000000000000000" "0100000000000000" "76");
 }
 
 TEST(TorchStoreProtocol, KeyListRequests) {
   EXPECT_EQ(hex(torch_wait_request({"a", "bc"})),
-            "05" "0200000000000000" "0100000000000000" "61" "0200000000000000" "6263");
-  EXPECT_EQ(hex(torch_check_request({})), "04" "0000000000000000");
-  EXPECT_EQ(hex(torch_add_request("k", -1)), "03" "0100000000000000" "6b" "ffffffffffffffff");
-  EXPECT_EQ(hex(torch_get_request("k")), "02" "0100000000000000" "6b");
+            "06" "0200000000000000" "0100000000000000" "61" "0200000000000000" "6263");
+  EXPECT_EQ(hex(torch_check_request({})), "05" "0000000000000000");
+  EXPECT_EQ(hex(torch_add_request("k", -1)), "04" "0100000000000000" "6b" "ffffffffffffffff");
+  EXPECT_EQ(hex(torch_get_request("k")), "03" "0100000000000000" "6b");
 }
 
 TEST(TorchStoreProtocol, ValueReplyArrivesInPieces) {
