@@ -131,4 +131,8 @@ def same_dtype(tensors, what):
 
 
 def op_of(opts):
-    return opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+    """The reduction opts ask for, as a ReduceOp.RedOpType (torch 2 hands a
+    ReduceOp object, which compares equal to its type but hashes apart)."""
+    if opts is None:
+        return dist.ReduceOp.SUM
+    return getattr(opts.reduceOp, "op", opts.reduceOp)

@@ -59,6 +59,7 @@ class KoloProcessGroup(ProcessGroup):
         self._batch = []  # sends and receives not yet posted
         self._alive = {}  # id -> KoloWork, until it completes
         self._recent = collections.deque(maxlen=1024)  # the last works done
+        self._coalesced = None  # inside torch's coalescing manager: the works since it began
         self._completer = Completer(deadline_s)
         self._completer.start()
         _groups.add(self)
@@ -106,6 +107,8 @@ class KoloProcessGroup(ProcessGroup):
             if self._comm is None:
                 raise RuntimeError("kolo: this process group has been destroyed")
             work = KoloWork(self, future, point_to_point=call in ("send", "recv"))
+            if self._coalesced is not None:
+                self._coalesced.append(work)
             # C++ callers (DDP) hold the work only as a C++ pointer: were
             # this Python object to die, their wait() and getFuture() would
             # reach Work's unimplemented base. Kept until done, then among
@@ -328,6 +331,55 @@ class KoloProcessGroup(ProcessGroup):
     def barrier(self, opts=None):
         return self._run("barrier", (), [])
 
+    # torch 2's names for the operations on whole tensors, and their
+    # coalesced forms (one work for several tensors: kolo runs a group's
+    # operations in order, so the last one's completion covers them all,
+    # and a failure of any is the communicator's and so the last one's).
+    all_gather_single = _allgather_base
+    reduce_scatter_single = _reduce_scatter_base
+    all_to_all_single = alltoall_base
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        return self._each("allgather_into_tensor_coalesced", self._allgather_base, outputs, inputs, opts)
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        return self._each("reduce_scatter_tensor_coalesced", self._reduce_scatter_base, outputs, inputs, opts)
+
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+
+    def _each(self, what, operation, outputs, inputs, opts):
+        if len(outputs) != len(inputs):
+            raise RuntimeError("kolo: %s takes as many outputs as inputs, got %d and %d"
+                               % (what, len(outputs), len(inputs)))
+        if not inputs:
+            return self.barrier()
+        works = [operation(o, i, opts) for o, i in zip(outputs, inputs)]
+        return _Coalesced(works, outputs)
+
+    # torch's coalescing manager: the works between the two calls complete
+    # as one.
+    def _start_coalescing(self, device):
+        with self._lock:
+            self._coalesced = []
+
+    def _end_coalescing(self, device):
+        with self._lock:
+            works, self._coalesced = self._coalesced, None
+            self._post_batch()
+        return _Coalesced(works or [], [])
+
+    def abort(self):
+        """Fails every operation in flight on every rank (kolo_comm_abort),
+        then closes the group."""
+        comm = self._comm
+        if comm is not None and comm.value:
+            lib.kolo_comm_abort(comm)
+        self._close()
+
+    def shutdown(self):
+        self._close()
+
     # --- point to point ---
 
     def send(self, tensors, dst, tag=0):
@@ -368,6 +420,33 @@ class KoloProcessGroup(ProcessGroup):
             raise RuntimeError("kolo: alltoall_base's %s split sizes %s must be %d numbers adding up to its %d rows"
                                % (what, list(split_sizes), self.size(), rows))
         return [s * row_bytes for s in split_sizes]
+
+
+class _Coalesced(KoloWork):
+    """One work for several: done when the last is (kolo runs them in
+    order), failed if any failed."""
+
+    def __init__(self, works, outputs):
+        futures = [w.get_future() for w in works]
+
+        def done(_):
+            for f in futures:
+                f.wait()  # raises the first failure
+            return list(outputs)
+
+        future = torch.futures.collect_all(futures).then(done) if futures else _completed(outputs)
+        super().__init__(None, future)
+        self._works = works
+
+    def _posted(self):
+        for w in self._works:
+            w._posted()
+
+
+def _completed(outputs):
+    future = torch.futures.Future()
+    future.set_result(list(outputs))
+    return future
 
 
 def _deadline_s(timeout):
@@ -430,8 +509,11 @@ def _close_all():
 
 
 def _register():
+    """Registers "kolo" with torch for CPU and CUDA tensors (kolo moves
+    both), so that init_process_group("kolo") and new_group(backend="kolo")
+    find it."""
     if BACKEND_NAME.upper() not in dist.Backend._plugins:
-        dist.Backend.register_backend(BACKEND_NAME, _create)
+        dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu", "cuda"])
 
 
 _register()
