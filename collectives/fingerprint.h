@@ -31,6 +31,9 @@ const char* collective_name(CollectiveKind kind);
 // Layout: kind:4 | dtype:4 | op:4 | root:20 | count (low 32 bits):32.
 uint64_t fingerprint(CollectiveKind kind, DataType dtype, ReduceOp op, int root, uint64_t count);
 
+// The collective a fingerprint belongs to.
+inline CollectiveKind fingerprint_kind(uint64_t fp) { return static_cast<CollectiveKind>(fp >> 60); }
+
 // "allreduce(count=1024, float32, sum)".
 std::string describe_fingerprint(uint64_t fp);
 

@@ -1084,4 +1084,38 @@ Status Communicator::point_to_point(const std::vector<PointToPoint>& ops, Launch
   });
 }
 
+Status Communicator::recv_any(void* buf, size_t count, int dtype, int* source, Launch launch) {
+  if (source == nullptr) return invalid_argument("source output pointer is NULL");
+  *source = -1;
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_buffer(buf, count, "receive buffer"));
+  if (world_.size == 1) {
+    return invalid_argument("a receive from any rank on a communicator of one rank: no other rank can send to it "
+                            "(messages to itself are not taken)");
+  }
+  std::vector<int> cannot;
+  for (int peer = 0; peer < world_.size; ++peer) {
+    if (peer != world_.rank && !transport_->can_peek(peer)) cannot.push_back(peer);
+  }
+  if (!cannot.empty()) {
+    return unsupported("a receive from any rank must see a message before receiving it, which the transport to "
+                       "rank(s) " + rank_list(cannot, 16) + " cannot (this communicator's transports: " +
+                       transport_->name() + "; RDMA moves nothing before the receiver names the buffer, TCP and "
+                       "shared memory can: KOLO_TRANSPORT=tcp)");
+  }
+  const size_t bytes = count * dtype_size(static_cast<DataType>(dtype));
+  {
+    // Device memory: the GPU transports decide how each message crosses
+    // (CUDA IPC is receiver-driven too), so they cannot be looked into.
+    std::lock_guard<std::mutex> order(stream_mutex_);
+    bool on_device = false;
+    KOLO_RETURN_IF_ERROR(gpu()->classify({{buf, bytes, "receive buffer"}}, &on_device));
+    if (on_device) return unsupported("a receive from any rank takes host buffers; recvbuf is device memory");
+  }
+  return dispatch("recv_any", {{buf, bytes, "receive buffer"}}, std::move(launch),
+                  [this, buf, count, dtype, source](const RingContext& ctx) {
+                    return receive_from_any(ctx, buf, count, static_cast<DataType>(dtype), &any_source_, source);
+                  });
+}
+
 }  // namespace kolo

@@ -208,6 +208,14 @@ class Communicator {
   // One operation's arguments (dtype, buffer, peer), as point_to_point
   // checks them: for callers that queue operations first (groups).
   Status check_point_to_point(const PointToPoint& op) const;
+  // A receive from any other rank (kolo_recv_any; collectives/
+  // point_to_point.h's receive_from_any says which message it takes and
+  // how it waits). *source is the sender's rank, written before the call
+  // (or, asynchronously, its handles) completes; -1 until then. Host
+  // buffers only; refused at once (nothing sticky) in a world of one and
+  // where a peer's transport cannot look at messages before they are
+  // received (RDMA), both saying why.
+  Status recv_any(void* buf, size_t count, int dtype, int* source, Launch launch = {});
 
  private:
   explicit Communicator(const Config& config);
@@ -275,6 +283,7 @@ class Communicator {
   std::atomic<bool> failed_{false};
   // alltoallv has connected every pair (under call_mutex_).
   bool mesh_connected_ = false;
+  AnySourceState any_source_;  // recv_any's, under call_mutex_
   Status connect_mesh_once();
 };
 
