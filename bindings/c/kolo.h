@@ -528,6 +528,43 @@ kolo_result_t kolo_get_version(int* major, int* minor, int* patch);
 kolo_result_t kolo_send(kolo_comm_t comm, const void* sendbuf, size_t count, kolo_dtype_t dtype, int peer);
 kolo_result_t kolo_recv(kolo_comm_t comm, void* recvbuf, size_t count, kolo_dtype_t dtype, int peer);
 
+/* A receive from any other rank (MPI_Recv with MPI_ANY_SOURCE; PyTorch's
+ * recv without src): count elements of dtype into recvbuf (host memory,
+ * only written; NULL only with count 0, which is allowed) from whichever
+ * rank's point-to-point message is seen first, and *source (not NULL) =
+ * that rank; -1 until it is known (and after a failure). The send must be
+ * of the same count and dtype. Senders call kolo_send/kolo_send_async as
+ * always; the ordinary send/recv path and the collectives cost nothing
+ * more for it.
+ *  - The message taken is a rank's next one, the message kolo_recv from
+ *    that rank would get, so messages between two ranks keep their order.
+ *    While this rank waits, the first message to arrive is taken; when
+ *    several are already waiting at a look, which came first is not known
+ *    and kolo takes them in turn, starting after the rank it took last
+ *    (so no rank starves).
+ *  - Its count and dtype must agree with the send's: else KOLO_ERR_MISMATCH
+ *    naming the sender, as for kolo_recv (sticky).
+ *  - Never a message of this rank itself. A rank whose next message to this
+ *    one belongs to a collective, or whose connection has closed, is not
+ *    waited for; when no rank is left to wait for, the call fails at once
+ *    (KOLO_ERR_MISMATCH, KOLO_ERR_PEER_LOST).
+ *  - Peers not yet connected are connected as their first message comes
+ *    (the first one from each is noticed within 10 ms).
+ *  - KOLO_ERR_TIMEOUT after KOLO_TIMEOUT_S with no message, saying that no
+ *    peer sent anything and which ranks were waited for (sticky).
+ *  - Not in a group: between kolo_group_start and kolo_group_end it
+ *    returns KOLO_ERR_INVALID_ARGUMENT (which message it takes would depend
+ *    on the group's other receives). Refused at once, with the communicator
+ *    unharmed: a communicator of one rank (KOLO_ERR_INVALID_ARGUMENT), a
+ *    device buffer, or a peer reached over RDMA, whose receiver-driven
+ *    protocol shows nothing before the receive is posted
+ *    (KOLO_ERR_UNSUPPORTED; KOLO_TRANSPORT=tcp avoids RDMA). For the same
+ *    reason a send from device memory to a rank of its own node (CUDA IPC,
+ *    receiver-driven too) is never seen by kolo_recv_any; from another
+ *    node it is (staged through host memory).
+ * Blocking; kolo_recv_any_async below is the ordered asynchronous form. */
+kolo_result_t kolo_recv_any(kolo_comm_t comm, void* recvbuf, size_t count, kolo_dtype_t dtype, int* source);
+
 /* Groups, as ncclGroupStart/ncclGroupEnd: between them (per thread, and
  * nestable) kolo_send and kolo_recv only queue, after checking their
  * arguments; the outermost kolo_group_end posts every queued message of a
@@ -616,6 +653,12 @@ kolo_result_t kolo_send_async(kolo_comm_t comm, const void* sendbuf, size_t coun
                               kolo_handle_t* handle);
 kolo_result_t kolo_recv_async(kolo_comm_t comm, void* recvbuf, size_t count, kolo_dtype_t dtype, int peer,
                               kolo_handle_t* handle);
+/* kolo_recv_any's ordered asynchronous form: it runs in call order with the
+ * communicator's other operations, and writes *source before the handle
+ * completes, so *source (and recvbuf) must stay valid until then; -1 until
+ * it is known. Refused in a group, as kolo_recv_any is. */
+kolo_result_t kolo_recv_any_async(kolo_comm_t comm, void* recvbuf, size_t count, kolo_dtype_t dtype, int* source,
+                                  kolo_handle_t* handle);
 
 /* A short constant description of a result code. */
 const char* kolo_result_string(kolo_result_t result);

@@ -1,8 +1,8 @@
-// kolo_send, kolo_recv, their _async forms, and groups (kolo.h). A group
-// is per thread, as NCCL's: between kolo_group_start and the outermost
-// kolo_group_end, sends and receives are checked and queued; the end posts
-// each communicator's queue as one batch, and waits for it unless every
-// call queued for that communicator was an _async one.
+// kolo_send, kolo_recv, kolo_recv_any, their _async forms, and groups
+// (kolo.h). A group is per thread, as NCCL's: between kolo_group_start and
+// the outermost kolo_group_end, sends and receives are checked and queued;
+// the end posts each communicator's queue as one batch, and waits for it
+// unless every call queued for that communicator was an _async one.
 #include <memory>
 #include <utility>
 #include <vector>
@@ -84,6 +84,23 @@ kolo::Status post(kolo_comm_t comm, Batch batch) {
   return s;
 }
 
+// kolo_recv_any(_async): handle NULL for the blocking call. Never queued in
+// a group: which message it takes depends on every receive posted before
+// it, and a group posts all of its own at once.
+kolo_result_t receive_any(kolo_comm_t comm, void* recvbuf, size_t count, int d, int* source, kolo_handle_t* handle) {
+  auto call = [&](kolo::Launch launch) {
+    if (group.depth > 0) {
+      if (source) *source = -1;
+      return kolo::invalid_argument(
+          "kolo_recv_any cannot be grouped (called between kolo_group_start and kolo_group_end): which message it "
+          "takes depends on the receives posted before it, and a group posts all of its own at once; call it "
+          "outside the group");
+    }
+    return comm->impl->recv_any(recvbuf, count, d, source, std::move(launch));
+  };
+  return handle ? kolo_c::asynchronous(comm, handle, call) : kolo_c::blocking(comm, call);
+}
+
 }  // namespace
 
 extern "C" {
@@ -108,6 +125,16 @@ kolo_result_t kolo_recv_async(kolo_comm_t comm, void* recvbuf, size_t count, kol
                               kolo_handle_t* handle) {
   if (!handle) return kolo_c::report(kolo::invalid_argument("handle output pointer is NULL"));
   return point_to_point(comm, kolo::PointToPoint::kRecv, recvbuf, count, raw_enum(dtype), peer, handle);
+}
+
+kolo_result_t kolo_recv_any(kolo_comm_t comm, void* recvbuf, size_t count, kolo_dtype_t dtype, int* source) {
+  return receive_any(comm, recvbuf, count, raw_enum(dtype), source, nullptr);
+}
+
+kolo_result_t kolo_recv_any_async(kolo_comm_t comm, void* recvbuf, size_t count, kolo_dtype_t dtype, int* source,
+                                  kolo_handle_t* handle) {
+  if (!handle) return kolo_c::report(kolo::invalid_argument("handle output pointer is NULL"));
+  return receive_any(comm, recvbuf, count, raw_enum(dtype), source, handle);
 }
 
 kolo_result_t kolo_group_start(void) {
