@@ -10,9 +10,12 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do ranks+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
 [ ${#ranks[@]} -eq 0 ] && ranks=(2 4)
 build_and_copy ddp //bindings/c:libkolo.so
+# shellcheck source=tools/python_env.sh
+. tools/python_env.sh
+kolo_python_env_check || exit 1
 export KOLO_LIBRARY="$WORK/libkolo.so"
 for n in "${ranks[@]}"; do
-  /usr/bin/python3 tools/kolorun -np "$n" --timeout 900 --no-prefix /usr/bin/python3 bench/ddp_bench.py "$@" |
+  "$KOLO_PYTHON" tools/kolorun -np "$n" --timeout 900 --no-prefix "$KOLO_PYTHON" bench/ddp_bench.py "$@" |
     grep -v '^$' || exit 1
   echo
 done

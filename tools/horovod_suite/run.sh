@@ -9,12 +9,16 @@
 # horovod/runner/ are used); TEST_FILE defaults to test/parallel/test_torch.py.
 # Prints each rank's pytest summary, then the tests that passed on every
 # rank, failed on any, or were skipped, from the ranks' JUnit reports.
-# Horovod's test utilities need Debian's python3-cloudpickle, python3-mock
-# and python3-packaging (left out of tools/setup.sh: CI has no Horovod tree,
-# and nothing can be fetched there). KOLO_TIMEOUT_S defaults to 20 here.
+# Runs in the project's Python environment (tools/setup.sh makes it, with
+# the cloudpickle, mock and packaging Horovod's test utilities import).
+# KOLO_TIMEOUT_S defaults to 20 here.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+# shellcheck source=tools/python_env.sh
+. "$repo/tools/python_env.sh"
+kolo_python_env_check || exit 2
+export KOLO_PYTHON
 checkout=$(cd "$1" && pwd)
 n=$2
 file=${3:-test/parallel/test_torch.py}
@@ -31,10 +35,10 @@ set +e
 "$repo/tools/kolorun" -np "$n" bash -c '
   export HOROVOD_RANK=$KOLO_RANK HOROVOD_SIZE=$KOLO_WORLD_SIZE HOROVOD_LOCAL_RANK=$KOLO_LOCAL_RANK \
          HOROVOD_LOCAL_SIZE=$KOLO_LOCAL_WORLD_SIZE HOROVOD_CROSS_RANK=0 HOROVOD_CROSS_SIZE=1
-  exec /usr/bin/python3 -m pytest -q -p no:cacheprovider --junitxml='"$out"'/rank$KOLO_RANK.xml "$@" '"$(basename "$file")"' \
+  exec "$KOLO_PYTHON" -m pytest -q -p no:cacheprovider --junitxml='"$out"'/rank$KOLO_RANK.xml "$@" '"$(basename "$file")"' \
     > '"$out"'/rank$KOLO_RANK.log 2>&1' _ "$@"
 status=$?
 set -e
 for log in "$out"/rank*.log; do echo "$(basename "$log"): $(tail -1 "$log")"; done
-/usr/bin/python3 "$here/summarize.py" "$n" "$out"/rank*.xml
+"$KOLO_PYTHON" "$here/summarize.py" "$n" "$out"/rank*.xml
 exit $status

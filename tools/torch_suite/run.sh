@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs PyTorch's torch.distributed conformance suite (DistributedTest.
-# _DistTestBase, shipped in Debian's python3-torch) for one backend:
+# _DistTestBase, shipped in the torch 2.13 wheel) for one backend:
 #
 #   tools/torch_suite/run.sh BACKEND [WORLD_SIZE] [PYTEST_ARGS...]
 #   tools/torch_suite/run.sh kolo 2 -k 'all_reduce or broadcast'
@@ -10,9 +10,10 @@
 # show as skipped. Ends with "BACKEND N ranks: P passed, F failed, S
 # skipped" and the wall time; the JUnit report and pytest's log stay in
 # $TORCH_SUITE_OUT (default a new /tmp/torch_suite.* directory).
-# Needs /usr/bin/python3 with python3-torch, python3-pytest and
-# python3-hypothesis (common_utils imports it); expecttest, which Debian
-# lacks, comes from stubs/. TORCH_SUITE_UNSKIP=test_a,test_b runs tests the
+# Runs in the project's Python environment (tools/setup.sh makes it: torch,
+# pytest, and the expecttest and hypothesis the suite imports).
+# TORCH_SUITE_SELECT and TORCH_SUITE_EXCLUDE pick tests by name
+# (select_tests.py). TORCH_SUITE_UNSKIP=test_a,test_b runs tests the
 # suite skips for this backend (see run_suite.py). The per-test timeout is
 # the suite's own (300 s; DISTRIBUTED_TESTS_DEFAULT_TIMEOUT overrides it);
 # the suite's process groups have a 60 s timeout, and kolo's new_group()s
@@ -20,6 +21,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+# shellcheck source=tools/python_env.sh
+. "$repo/tools/python_env.sh"
+kolo_python_env_check || exit 2
 backend=$1
 ranks=${2:-2}
 shift $(($# < 2 ? $# : 2))
@@ -34,7 +38,7 @@ mkdir -p "$TEMP_DIR"
 export INIT_METHOD=${INIT_METHOD:-file://$TEMP_DIR/}
 # KOLO_PYTHON_DIR: another copy of bindings/python (a snapshot, while the
 # tree is being edited).
-export PYTHONPATH=$here/stubs:${KOLO_PYTHON_DIR:-$repo/bindings/python}${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$here:${KOLO_PYTHON_DIR:-$repo/bindings/python}${PYTHONPATH:+:$PYTHONPATH}
 export KOLO_LIBRARY=${KOLO_LIBRARY:-$repo/bazel-bin/bindings/c/libkolo.so}
 export KOLO_TIMEOUT_S=${KOLO_TIMEOUT_S:-30}
 # A sanitizer build in bazel-bin (a --config=asan/tsan build leaves one
@@ -50,14 +54,14 @@ set +e
 # -c /dev/null: no repository pytest configuration; -p no:cacheprovider: no
 # .pytest_cache in the tree. The module is named on the command line, so
 # pytest collects it despite its name.
-/usr/bin/python3 -m pytest -c /dev/null --rootdir "$here" -p no:cacheprovider -rN -q \
+"$KOLO_PYTHON" -m pytest -c /dev/null --rootdir "$here" -p no:cacheprovider -p select_tests -rN -q \
   --junitxml="$out/report.xml" "$here/run_suite.py" "$@" > "$out/pytest.log" 2>&1
 status=$?
 set -e
 seconds=$(($(date +%s) - start))
 tail -1 "$out/pytest.log"
 if [ -f "$out/report.xml" ]; then
-  /usr/bin/python3 "$here/summarize.py" "$backend" "$ranks" "$out/report.xml"
+  "$KOLO_PYTHON" "$here/summarize.py" "$backend" "$ranks" "$out/report.xml"
 fi
 echo "wall time ${seconds} s; report $out/report.xml, log $out/pytest.log"
 exit $status

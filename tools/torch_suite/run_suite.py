@@ -1,6 +1,7 @@
 """PyTorch's own torch.distributed conformance suite (the module behind
-torch 1.13's test/distributed/test_distributed_spawn.py, shipped in
-python3-torch) for the backend named by $BACKEND. Collected by pytest
+torch's test/distributed/test_distributed_spawn.py, shipped in the torch
+2.13 wheel as torch.testing._internal.distributed.distributed_test) for
+the backend named by $BACKEND. Collected by pytest
 (tools/torch_suite/run.sh); each test spawns $WORLD_SIZE ranks that
 re-import this file, so everything here runs in the ranks too.
 """
@@ -26,19 +27,6 @@ if BACKEND not in _BUILTIN:
         DistTestCases.backend_feature[feature].add(BACKEND)
 
 from torch.testing._internal.distributed import distributed_test as _dt  # noqa: E402
-
-try:
-    # Each rank turns on DDP's ReplicatedTensor prototype (TestDistBackend.
-    # _run), whose module torch 1.13 cannot import on Python 3.11 (a
-    # dataclass default that 3.11 rejects: "mutable default ... TensorProperties"),
-    # so every DistributedDataParallel test would fail the same way for
-    # every backend. Where that import fails, the ranks keep DDP's default
-    # (no ReplicatedTensor), for every backend alike.
-    import torch.distributed._shard  # noqa: F401
-except ValueError:
-    import torch.nn.parallel._replicated_tensor_ddp_utils as _replicated
-
-    _replicated._set_ddp_with_replicated_tensor = lambda value: None
 
 # TORCH_SUITE_UNSKIP=test_a,test_b runs these tests although the suite
 # skips them for this backend (it reserves some for gloo by name). Off by
