@@ -7,6 +7,9 @@
 #                            ranks (under the real torchrun for 2 and 4,
 #                            kolorun for 3); torch_2 also starts jobs rank
 #                            by rank (init methods, failures)
+#   python_test.sh torch_programs_N  real torch.distributed programs
+#                            (tests/torch_programs) on N ranks, kolo
+#                            against gloo
 # The package loads this build's libkolo.so; a sanitizer build of it needs
 # its sanitizer's runtime loaded first into the (uninstrumented) interpreter.
 set -uo pipefail
@@ -35,6 +38,19 @@ if [[ "$1" == examples ]]; then
 fi
 if [[ "$1" == process_sets_4 ]]; then  # overlapping sets need 3+ ranks, Adasum a power of two
   exec "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np 4 --timeout 280 "${PYTEST[@]}" multirank/test_process_sets.py
+fi
+if [[ "$1" == torch_programs_* ]]; then
+  # Real programs (DDP with hooks, FSDP2, tensor parallelism, distributed
+  # checkpoints) on kolo against gloo in one job, under torch's torchrun.
+  if [ -n "${LD_PRELOAD:-}" ]; then
+    echo "SKIPPED: the torch programs run in the optimized pass (torch under a sanitizer needs more than a preload)"
+    exit 0
+  fi
+  ranks=${1#torch_programs_}
+  export PYTHONPATH="$ROOT/bindings/python" KOLO_TIMEOUT_S=30
+  port=$("$KOLO_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  exec timeout 280 "$KOLO_VENV/bin/torchrun" --nproc_per_node "$ranks" --master_addr 127.0.0.1 \
+    --master_port "$port" --redirects 2 --tee 3 "$ROOT/bindings/python/tests/torch_programs/programs.py"
 fi
 if [[ "$1" == torch_* ]]; then
   ranks=${1#torch_}

@@ -60,6 +60,7 @@ class KoloProcessGroup(ProcessGroup):
         self._alive = {}  # id -> KoloWork, until it completes
         self._recent = collections.deque(maxlen=1024)  # the last works done
         self._coalesced = None  # inside torch's coalescing manager: the works since it began
+        self._group_name = self._group_desc = ""
         self._completer = Completer(deadline_s)
         self._completer.start()
         _groups.add(self)
@@ -67,6 +68,23 @@ class KoloProcessGroup(ProcessGroup):
 
     def getBackendName(self):
         return BACKEND_NAME
+
+    # torch keeps a group's name and description in the C++ backends it
+    # registers on the group; a Python group has none, so it keeps its own
+    # (DeviceMesh and the functional collectives find groups by name).
+    def _set_group_name(self, name):
+        self._group_name = name
+
+    def _set_group_desc(self, desc):
+        self._group_desc = desc
+
+    @property
+    def group_name(self):
+        return self._group_name
+
+    @property
+    def group_desc(self):
+        return self._group_desc
 
     def __del__(self):
         self._close()
