@@ -134,6 +134,7 @@ _ASYNC_CALLS = {
     "alltoallv": [_V, _V, _SZ_P, _SZ_P, _V, _SZ_P, _SZ_P, _I],
     "send": [_V, _V, _SZ, _I, _I],
     "recv": [_V, _V, _SZ, _I, _I],
+    "recv_any": [_V, _V, _SZ, _I, _c_int_p],  # the sender's rank is written to the last
 }
 
 # name: argument types (every function returns kolo_result_t).

@@ -108,7 +108,14 @@ class KoloWork(Work):
         return self._future.value()
 
     def source_rank(self):
-        raise RuntimeError("kolo: source_rank is only known for recv from any source, which kolo does not do")
+        """The sender of a receive from any source, once it is done."""
+        source = getattr(self, "_source", None)
+        if source is None:
+            raise RuntimeError("kolo: source_rank is known only for a receive from any source")
+        self.wait()
+        return source.value
+
+    _source_rank = source_rank  # torch 2's name for it
 
     def synchronize(self):
         self.wait()

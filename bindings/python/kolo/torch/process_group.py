@@ -22,8 +22,9 @@ deadline of every kolo wait in the group (KOLO_TIMEOUT_S instead, when set
 and the timeout is torch's default).
 
 Differences from gloo: send/recv tags are not matched (messages between
-two ranks match in call order, as NCCL's do); recv from any source and
-the bitwise and PREMUL_SUM reductions raise RuntimeError.
+two ranks match in call order, as NCCL's do); the bitwise and PREMUL_SUM
+reductions raise RuntimeError. recv from any source (kolo_recv_any) works
+between ranks that reach each other over shared memory or TCP.
 """
 import atexit
 import collections
@@ -413,8 +414,19 @@ class KoloProcessGroup(ProcessGroup):
         return self._run("recv", (b.address, b.nbytes, BYTES, src), [b], tensors, [b])
 
     def recv_anysource(self, tensors, tag=0):
-        raise RuntimeError("kolo: recv from any source is not supported (kolo matches every message to the rank "
-                           "that sent it); pass src")
+        """The next message any rank sends this one (kolo_recv_any: each
+        sender's messages still arrive in its order); the work's
+        source_rank() says who sent it. It waits for no send or receive
+        called after it, and runs after those called before, posted first
+        (kolo takes it outside a group)."""
+        tensor = single(tensors, "recv")
+        b = Buffer(tensor)
+        source = ctypes.c_int(-1)
+        with self._lock:
+            self._post_batch()
+        work = self._run("recv_any", (b.address, b.nbytes, BYTES, ctypes.byref(source)), [b, source], tensors, [b])
+        work._source = source
+        return work
 
     # --- helpers ---
 

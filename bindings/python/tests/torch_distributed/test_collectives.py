@@ -285,9 +285,42 @@ def test_ring_shift_with_isend_irecv(numel):
     assert torch.all(got == right + 0.5)
 
 
-def test_recv_anysource_is_a_clear_error():
-    with pytest.raises(RuntimeError, match="recv from any source is not supported"):
-        dist.recv(torch.empty(1))
+def test_recv_from_any_source_names_each_sender():
+    """Every other rank sends rank 0 two messages; rank 0 takes them from
+    any source: each sender twice, its two messages in its order."""
+    if rank() == 0:
+        seen = {}
+        for _ in range(2 * (size() - 1)):
+            got = torch.empty(3)
+            sender = dist.recv(got)
+            assert sender != 0
+            seen.setdefault(sender, []).append(got.tolist())
+        assert seen == {r: [[r, 0.0, r * r], [r, 1.0, r * r]] for r in range(1, size())}
+    else:
+        for k in range(2):
+            dist.send(torch.tensor([rank(), float(k), rank() * rank()]), 0)
+    dist.barrier()
+
+
+def test_irecv_from_any_source_after_a_posted_receive():
+    """An any-source receive runs after the receives posted before it, and
+    its work says who sent."""
+    if rank() == 0:
+        named = torch.empty(1)
+        first = dist.irecv(named, src=1)
+        anyone = [torch.empty(1) for _ in range(size() - 1)]
+        works = [dist.irecv(t) for t in anyone]
+        first.wait()
+        senders = sorted(w.wait() and w._source_rank() for w in works)
+        assert named.item() == 100.0
+        assert senders == list(range(1, size()))
+        assert sorted(t.item() for t in anyone) == sorted([101.0] + [float(r) for r in range(2, size())])
+    elif rank() == 1:
+        dist.send(torch.tensor([100.0]), 0)
+        dist.send(torch.tensor([101.0]), 0)
+    else:
+        dist.send(torch.tensor([float(rank())]), 0)
+    dist.barrier()
 
 
 def test_new_group_of_some_ranks():
