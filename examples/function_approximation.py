@@ -7,7 +7,7 @@ gradients, so every step is a step on the union of the slices, and all
 ranks hold the same model (initial parameters broadcast from rank 0). The
 learning rate is scaled by N, as Horovod recommends.
 
-    tools/kolorun -np 2 /usr/bin/python3 examples/function_approximation.py
+    tools/kolorun -np 2 .venv/bin/python examples/function_approximation.py
 """
 import math
 

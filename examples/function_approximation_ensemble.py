@@ -5,7 +5,7 @@ own on its own slice of x and nothing is averaged. Each member fits its
 subinterval well and fails outside it: it never saw that data. Compare with
 seed 1, where averaged gradients make one model learn every slice.
 
-    tools/kolorun -np 2 /usr/bin/python3 examples/function_approximation_ensemble.py
+    tools/kolorun -np 2 .venv/bin/python examples/function_approximation_ensemble.py
 """
 import torch
 

@@ -7,7 +7,7 @@ taken by autograd, plus the boundary conditions. The collocation points are
 split across ranks (rank r takes the r-th subinterval); DistributedOptimizer
 averages the gradients, so all ranks train one model on all the points.
 
-    tools/kolorun -np 2 /usr/bin/python3 examples/pinn.py
+    tools/kolorun -np 2 .venv/bin/python examples/pinn.py
 """
 import math
 

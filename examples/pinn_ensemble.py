@@ -6,7 +6,7 @@ f_r = (k pi)^2 sin(k pi x), k = r + 1 (on 2 ranks: pi^2 sin(pi x) and
 averaged: kolo only gathers the results. Each rank reports its relative L2
 error against its exact solution on 101 points.
 
-    tools/kolorun -np 2 /usr/bin/python3 examples/pinn_ensemble.py
+    tools/kolorun -np 2 .venv/bin/python examples/pinn_ensemble.py
 """
 import math
 

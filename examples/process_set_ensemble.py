@@ -10,7 +10,7 @@ group's model learns the whole target, while the other group's operations
 run concurrently on their own communicator. At the end every group's
 members hold identical parameters, and rank 0 prints each group's error.
 
-    tools/kolorun -np 4 /usr/bin/python3 examples/process_set_ensemble.py
+    tools/kolorun -np 4 .venv/bin/python examples/process_set_ensemble.py
 """
 import math
 
