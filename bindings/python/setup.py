@@ -8,6 +8,13 @@ python3-setuptools, python3-wheel and python3-numpy are all it needs. The
 package loads libkolo (ctypes): install that with tools/install.sh PREFIX
 into the same prefix, or put it where the system loader finds it, or set
 KOLO_LIBRARY (see kolo/_library.py for the search order).
+
+A wheel with libkolo inside (tools/build_wheel.sh): KOLO_WHEEL_LIBRARY
+names a built libkolo.so.MAJOR, which goes into the package beside
+kolo/_library.py (the first place it looks after a checkout's bazel-bin),
+and the wheel is then tagged for this platform. Either way the package
+declares the "torch.backends" entry point (_kolo_torch_backend), through
+which `import torch` registers the backend "kolo".
 """
 import atexit
 import os
@@ -15,7 +22,7 @@ import re
 import shutil
 import tempfile
 
-from setuptools import find_packages, setup
+from setuptools import Distribution, find_packages, setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,15 +41,46 @@ def read_version():
 VERSION = read_version()
 
 
+LIBRARY = os.environ.get("KOLO_WHEEL_LIBRARY")
+SONAME = "libkolo.so.%s" % VERSION.split(".")[0]
+
+
 class BuildPyWithVersion(build_py):
     """Writes kolo/_version.py into the built package: installed, it cannot
-    read version.bzl, and needs the version to find libkolo.so.MAJOR."""
+    read version.bzl, and needs the version to find libkolo.so.MAJOR. With
+    KOLO_WHEEL_LIBRARY, copies that library in as kolo/libkolo.so.MAJOR."""
 
     def run(self):
         super().run()
         path = os.path.join(self.build_lib, "kolo", "_version.py")
         with open(path, "w") as f:
             f.write("# Written by setup.py from bindings/c/version.bzl.\nversion = %r\n" % VERSION)
+        if LIBRARY:
+            shutil.copyfile(LIBRARY, os.path.join(self.build_lib, "kolo", SONAME))
+
+
+class BinaryDistribution(Distribution):
+    """A wheel holding libkolo is for this platform, not pure Python."""
+
+    def has_ext_modules(self):
+        return bool(LIBRARY)
+
+
+COMMANDS = {"build_py": BuildPyWithVersion}
+if LIBRARY:
+    try:
+        from setuptools.command.bdist_wheel import bdist_wheel
+    except ImportError:  # setuptools before 70.1
+        from wheel.bdist_wheel import bdist_wheel
+
+    class PlatformWheel(bdist_wheel):
+        """py3-none-PLATFORM: libkolo is loaded through ctypes, so the wheel
+        needs this platform but no particular Python or its ABI."""
+
+        def get_tag(self):
+            return ("py3", "none") + tuple(super().get_tag()[2:])
+
+    COMMANDS["bdist_wheel"] = PlatformWheel
 
 
 # Build in a scratch folder, so that installing leaves no build/ or
@@ -55,10 +93,14 @@ setup(
     version=VERSION,
     description="kolo: ring-allreduce collectives over libkolo (NumPy; kolo.torch mirrors horovod.torch)",
     packages=find_packages(HERE, include=["kolo", "kolo.*"]),
-    # A plain script, not an entry point: kolorun must start without
-    # importing kolo (which loads libkolo).
+    py_modules=["_kolo_torch_backend"],
+    entry_points={"torch.backends": ["kolo = _kolo_torch_backend:register"]},
+    # A plain script, not a console-script entry point: kolorun must start
+    # without importing kolo (which loads libkolo). pip points its first
+    # line at the environment's interpreter, so `kolorun` works as a command.
     scripts=[os.path.join("..", "..", "tools", "kolorun")],
     python_requires=">=3.9",
-    cmdclass={"build_py": BuildPyWithVersion},
+    cmdclass=COMMANDS,
+    distclass=BinaryDistribution,
     options={"build": {"build_base": SCRATCH}, "egg_info": {"egg_base": SCRATCH}},
 )

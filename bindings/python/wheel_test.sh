@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The wheel as a user meets it: tools/build_wheel.sh makes it from this
+# build's libkolo; it goes with `pip install` into a fresh virtual
+# environment that has torch (the project environment's packages, through
+# a .pth file) and nothing of kolo's; then, with no PYTHONPATH and no
+# KOLO_LIBRARY, `kolorun -np 4` runs kolo.torch, and a DDP script that never
+# imports kolo runs on backend "kolo" under kolorun and under torchrun.
+set -uo pipefail
+ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
+# shellcheck source=tools/python_env.sh
+. "$ROOT/tools/python_env.sh"
+kolo_python_env_check || exit 1
+LIB="$ROOT/bindings/c/libkolo.so"
+if readelf -d "$LIB" | grep -q 'NEEDED.*lib[at]san'; then
+  echo "SKIPPED: the wheel is built from the optimized pass's library (this is a sanitizer build)"
+  exit 0
+fi
+WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/wheel.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+wheel=$(KOLO_WHEEL_LIBRARY="$LIB" bash "$ROOT/tools/build_wheel.sh" "$WORK/dist") || { echo "FAIL: no wheel"; exit 1; }
+echo "wheel: $(basename "$wheel"), $(stat -c %s "$wheel") bytes"
+[[ "$(basename "$wheel")" == kolo-*-py3-none-linux_*.whl ]] || fail "the wheel's tag is not py3-none-<platform>"
+contents=$("$KOLO_PYTHON" -m zipfile -l "$wheel")
+for f in kolo/libkolo.so. kolo/torch/process_group.py _kolo_torch_backend.py /scripts/kolorun entry_points.txt; do
+  grep -q "$f" <<< "$contents" || fail "the wheel has no $f"
+done
+
+# A fresh environment: torch and NumPy from the project's, kolo from nowhere.
+env="$WORK/env"
+/usr/bin/python3 -m venv "$env" || exit 1
+site=$("$KOLO_PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$site" > "$env/lib/python3.11/site-packages/project_packages.pth"
+"$env/bin/python" -c 'import kolo' 2>/dev/null && fail "kolo importable before the wheel is installed"
+PIP_DISABLE_PIP_VERSION_CHECK=1 "$env/bin/python" -m pip install -q --no-deps --no-index "$wheel" 2>&1 |
+  grep -v "is ignored: it is neither" || true
+lib=$(ls "$env"/lib/python3.11/site-packages/kolo/libkolo.so.* 2>/dev/null)
+[ -n "$lib" ] || fail "pip installed no kolo/libkolo.so.*"
+ldd "$lib" | grep -q "not found" && fail "the installed library misses: $(ldd "$lib" | grep 'not found')"
+echo "links against: $(ldd "$lib" | awk '{print $1}' | tr '\n' ' ')"
+
+cd "$WORK" || exit 1
+run() {  # NAME EXPECTED_COUNT PATTERN COMMAND...: COMMAND prints PATTERN EXPECTED_COUNT times
+  local name=$1 want=$2 pattern=$3 got
+  shift 3
+  timeout 120 env -u PYTHONPATH -u KOLO_LIBRARY -u PYTHONHOME KOLO_TIMEOUT_S=60 "$@" > "$name.out" 2>&1
+  got=$(grep -c "$pattern" "$name.out")
+  if [ "$got" -eq "$want" ]; then
+    echo "ok: $name"
+  else
+    fail "$name: $got of $want lines '$pattern'"
+    tail -30 "$name.out"
+  fi
+}
+run horovod-api 4 "sum 6.0 from .*site-packages/kolo/libkolo.so" "$env/bin/kolorun" -np 4 "$env/bin/python" -c '
+import torch, kolo, kolo.torch as hvd
+hvd.init()
+t = hvd.allreduce(torch.tensor([float(hvd.rank())]), op=hvd.Sum)
+print("sum", t.item(), "from", kolo._library.lib._name)'
+script="$ROOT/bindings/python/tests/scripts/ddp_without_kolo_import.py"
+run ddp-kolorun 4 "ddp on kolo ok" "$env/bin/kolorun" -np 4 "$env/bin/python" "$script"
+run ddp-torchrun 2 "ddp on kolo ok" "$env/bin/python" -m torch.distributed.run --nproc_per_node 2 \
+  --master_addr 127.0.0.1 --master_port "$("$KOLO_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" "$script"
+[ "$failures" -eq 0 ] || { echo "wheel_test: $failures failure(s)"; exit 1; }
+echo "wheel_test: ok"
