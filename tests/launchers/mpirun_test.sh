@@ -2,7 +2,7 @@
 # kolo under Debian's real Open MPI mpirun, with nothing passed: every rank
 # is on this host, so the master is 127.0.0.1 and the port comes from the
 # job id. 2 and 4 ranks of the C worker and of a Python script; 3 ranks of
-# a torch.distributed DDP script on the kolo backend.
+# a torch.distributed DDP script on the kolo backend and of an mpi4py one.
 set -uo pipefail
 # shellcheck source=tests/launchers/lib.sh
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/launchers/lib.sh"
@@ -19,8 +19,12 @@ done
 run_job "mpirun-c-explicit-2" 2 "rank %r ok" 120 "${MPIRUN[@]}" -np 2 -x KOLO_MASTER_ADDR=127.0.0.1 \
   -x KOLO_MASTER_PORT="$(free_port)" "$WORKER" 2
 # torch.distributed on the kolo backend, DDP against gloo in the same job.
+# mpi4py: the job's id through MPI.COMM_WORLD.bcast, kolo's allreduce against
+# MPI's on the same arrays (optimized pass, with the torch job).
 if [ ${#TORCH_RANK[@]} -gt 0 ]; then
   run_job "mpirun-torch-3" 3 "torch rank %r of 3 ok" 180 "${MPIRUN[@]}" -np 3 "${TORCH_RANK[@]}" 3 "$(free_port)"
+  run_job "mpirun-mpi4py-3" 3 "mpi4py rank %r of 3 ok" 120 "${MPIRUN[@]}" -np 3 "$KOLO_PYTHON" \
+    "$ROOT/tests/launchers/mpi4py_job.py"
 else
   echo "mpirun-torch-3: not in this pass (a sanitizer build: torch runs in the optimized pass)"
 fi

@@ -152,11 +152,18 @@ def init(comm=None, process_sets=None):
     """Joins the job (see kolo._runtime.init), then adds process_sets (a
     list of ProcessSet, or "dynamic" for none yet; kolo always allows adding
     sets later), in order. A duplicate is left uninitialized and reported
-    once the others are added, as Horovod does. comm: Horovod's list of
-    world ranks to run on, which kolo supports only as all of them."""
-    if comm is not None and not isinstance(comm, (list, tuple, range)):
-        raise ValueError("kolo.init(comm=...) takes a list of world ranks (kolo has no MPI communicators)")
-    _runtime.init()
+    once the others are added, as Horovod does. comm: as Horovod's, an
+    mpi4py communicator whose ranks are the world (the job's id travels by
+    its bcast), or a list of world ranks to run on, which kolo supports only
+    as all of them."""
+    if hasattr(comm, "bcast") and hasattr(comm, "Get_rank"):
+        _runtime.init(mpi_comm=comm)
+        comm = None
+    elif comm is not None and not isinstance(comm, (list, tuple, range)):
+        raise ValueError("kolo.init(comm=...) takes an mpi4py communicator or a list of world ranks, not %r"
+                         % (comm,))
+    else:
+        _runtime.init()
     if comm and sorted(comm) != list(range(_runtime.size())):
         raise NotImplementedError("kolo.init(comm=%s): every launched rank joins the world; use a process set "
                                   "for a subset of ranks" % (list(comm),))

@@ -8,7 +8,7 @@ import numbers
 import os
 import threading
 
-from kolo._library import SUCCESS, EngineStats, KoloError, check, error_for, lib
+from kolo._library import SUCCESS, EngineStats, KoloError, UniqueId, check, error_for, lib
 
 _LAUNCH_RANK_VARIABLES = ("KOLO_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
@@ -71,15 +71,21 @@ class _State:
 _state = _State()
 
 
-def init():
+def init(mpi_comm=None):
     """Joins the job: reads rank, size and the master's address from the
     launcher's environment (kolorun, torchrun, Open MPI, Slurm). Without any
-    launcher the process is a world of one. Calling it again does nothing."""
+    launcher the process is a world of one. With mpi_comm (an mpi4py
+    communicator) the world is that communicator's ranks, in its order:
+    its rank 0 makes the job's id (kolo_get_unique_id), which travels to the
+    others by the communicator's bcast, as NCCL's does. Calling it again
+    does nothing."""
     with _state.lock:
         if _state.comm is not None:
             return
         comm = ctypes.c_void_p()
-        if any(v in os.environ for v in _LAUNCH_RANK_VARIABLES):
+        if mpi_comm is not None:
+            _init_from_mpi(comm, mpi_comm)
+        elif any(v in os.environ for v in _LAUNCH_RANK_VARIABLES):
             _state.inits += 1
             with _job_of_this_init():
                 check(lib.kolo_comm_init_from_env(ctypes.byref(comm)))
@@ -93,6 +99,17 @@ def init():
         _state.rank, _state.size, _state.local_rank, _state.local_size = values
         _state.world = Group(comm, range(_state.size), "the world")
         _state.comm = comm
+
+
+def _init_from_mpi(comm, mpi_comm):
+    ident = UniqueId()
+    rank, size = mpi_comm.Get_rank(), mpi_comm.Get_size()
+    if rank == 0:
+        check(lib.kolo_get_unique_id(ctypes.byref(ident)))
+    raw = mpi_comm.bcast(ctypes.string_at(ctypes.addressof(ident), ctypes.sizeof(ident)) if rank == 0 else None,
+                         root=0)
+    ctypes.memmove(ctypes.addressof(ident), raw, ctypes.sizeof(ident))
+    check(lib.kolo_comm_init_rank(ctypes.byref(comm), size, ctypes.byref(ident), rank, None))
 
 
 @contextlib.contextmanager
