@@ -64,3 +64,22 @@ run_job() {
   [ "$rc" = 0 ] || fail "$label: exit status $rc"
   expect_ranks "$label" "$n" "$pattern" "$WORK/$label.out"
 }
+
+# lightning_on LABEL N LAUNCH...: PyTorch Lightning's Trainer on N ranks
+# started by LAUNCH (which ends where the program goes), on kolo and then on
+# gloo, each rank checked; both must end with the same weights.
+lightning_on() {
+  local label=$1 n=$2 backend
+  shift 2
+  for backend in kolo gloo; do
+    run_job "$label-$backend" "$n" "lightning rank %r of $n on $backend ok" 240 "$@" "$KOLO_PYTHON" \
+      "$ROOT/tests/launchers/lightning_train.py" "$backend" "$n" "$WORK/$label-$backend.pt"
+  done
+  if "$KOLO_PYTHON" -c 'import sys, torch
+a, b = (torch.load(p) for p in sys.argv[1:])
+torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)' "$WORK/$label-kolo.pt" "$WORK/$label-gloo.pt"; then
+    echo "ok: $label: kolo's weights equal gloo's"
+  else
+    fail "$label: kolo's weights differ from gloo's"
+  fi
+}

@@ -4,8 +4,9 @@
 # port comes from the job and step ids. The test starts munged, slurmctld
 # and slurmd itself, everything (config, key, state, pids, logs, ports)
 # under a temporary directory, and stops them on exit. srun -n 4 of the C
-# worker, of a Python script and of a torch.distributed DDP script on the
-# kolo backend (4 tasks on a node declared with 4 CPUs).
+# worker, of a Python script, of a torch.distributed DDP script on the kolo
+# backend, and of PyTorch Lightning's Trainer on kolo against gloo, found
+# by Lightning's own Slurm detection (4 tasks on a node declared with 4 CPUs).
 set -uo pipefail
 # shellcheck source=tests/launchers/lib.sh
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/launchers/lib.sh"
@@ -107,6 +108,8 @@ run_job "srun-python-4" 4 "python rank %r of 4 ok" 120 "${SRUN[@]}" "${PYRANK[@]
 grep -q "local [0-3] of 4" "$WORK/srun-c-4.out" || fail "the local size from SLURM_STEP_TASKS_PER_NODE is not 4"
 if [ ${#TORCH_RANK[@]} -gt 0 ]; then
   run_job "srun-torch-4" 4 "torch rank %r of 4 ok" 180 "${SRUN[@]}" "${TORCH_RANK[@]}" 4 "$(free_port)"
+  # Lightning finds the ranks itself (its SLURMEnvironment).
+  lightning_on "srun-lightning-4" 4 srun -n 4 --ntasks-per-node 4 --oversubscribe --time=4 --kill-on-bad-exit=1
 else
   echo "srun-torch-4: not in this pass (a sanitizer build: torch runs in the optimized pass)"
 fi

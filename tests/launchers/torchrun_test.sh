@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kolo under torch 2.13's real torchrun: the agent serves a c10d
 # TCPStore on MASTER_ADDR:MASTER_PORT and kolo's ranks join it as clients.
-# 2 and 3 ranks of the C worker and of a Python script.
+# 2 and 3 ranks of the C worker and of a Python script; PyTorch Lightning's
+# Trainer on kolo against gloo, 2 and 4 ranks.
 set -uo pipefail
 # shellcheck source=tests/launchers/lib.sh
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/launchers/lib.sh"
@@ -18,5 +19,15 @@ for n in 2 3; do
   read -ra TORCHRUN <<<"$(torchrun "$n")"
   run_job "torchrun-python-$n" "$n" "python rank %r of $n ok" 120 "${TORCHRUN[@]}" "${PYRANK[@]}" "$n"
 done
+# PyTorch Lightning's DDPStrategy(process_group_backend="kolo") under
+# torchrun (optimized pass: torch under a sanitizer needs more than a preload).
+if [ ${#TORCH_RANK[@]} -gt 0 ]; then
+  for n in 2 4; do
+    lightning_on "torchrun-lightning-$n" "$n" "$KOLO_VENV/bin/torchrun" --nproc_per_node "$n" \
+      --master_port "$(free_port)" --log_dir "$WORK/logs" --no_python
+  done
+else
+  echo "torchrun-lightning: not in this pass (a sanitizer build: torch runs in the optimized pass)"
+fi
 grep -q "cannot serve the rendezvous store" "$WORK"/*.out && fail "a rank tried to serve its own store"
 finish torchrun_test
