@@ -7,6 +7,8 @@
 #include <cstring>
 #include <memory>
 
+#include "transport/ib/verbs_library.h"
+
 namespace kolo {
 
 namespace {
@@ -114,8 +116,11 @@ Status choose_ib_port(const std::vector<IbDeviceInfo>& devices, const IbSettings
 
 Status query_ib_devices(std::vector<IbDeviceInfo>* out) {
   out->clear();
+  // Without libibverbs there is no device to use, as without RDMA hardware.
+  const VerbsLibrary& ibv = VerbsLibrary::get();
+  if (!ibv.loaded()) return Status::ok();
   int count = 0;
-  std::unique_ptr<ibv_device*, void (*)(ibv_device**)> list(ibv_get_device_list(&count), ibv_free_device_list);
+  std::unique_ptr<ibv_device*, void (*)(ibv_device**)> list(ibv.get_device_list(&count), ibv.free_device_list);
   if (!list) {
     // ENOSYS: no kernel support at all; either way there is nothing to use.
     if (errno == ENOSYS || errno == 0) return Status::ok();
@@ -123,14 +128,14 @@ Status query_ib_devices(std::vector<IbDeviceInfo>* out) {
   }
   for (int i = 0; i < count; ++i) {
     IbDeviceInfo info;
-    info.name = ibv_get_device_name(list.get()[i]);
-    std::unique_ptr<ibv_context, int (*)(ibv_context*)> ctx(ibv_open_device(list.get()[i]), ibv_close_device);
+    info.name = ibv.get_device_name(list.get()[i]);
+    std::unique_ptr<ibv_context, int (*)(ibv_context*)> ctx(ibv.open_device(list.get()[i]), ibv.close_device);
     if (!ctx) continue;  // listed but unusable (permissions): not a candidate
     ibv_device_attr attr{};
-    if (ibv_query_device(ctx.get(), &attr) != 0) continue;
+    if (ibv.query_device(ctx.get(), &attr) != 0) continue;
     for (int port = 1; port <= attr.phys_port_cnt; ++port) {
       ibv_port_attr pattr{};
-      if (ibv_query_port(ctx.get(), static_cast<uint8_t>(port), &pattr) != 0) continue;
+      if (ibv.query_port(ctx.get(), static_cast<uint8_t>(port), &pattr) != 0) continue;
       IbPortInfo p;
       p.number = port;
       p.active = pattr.state == IBV_PORT_ACTIVE;
@@ -139,7 +144,7 @@ Status query_ib_devices(std::vector<IbDeviceInfo>* out) {
       p.lid = pattr.lid;
       for (int g = 0; g < pattr.gid_tbl_len; ++g) {
         ibv_gid_entry entry{};
-        if (ibv_query_gid_ex(ctx.get(), static_cast<uint32_t>(port), static_cast<uint32_t>(g), &entry, 0) != 0) {
+        if (ibv.query_gid_ex(ctx.get(), static_cast<uint32_t>(port), static_cast<uint32_t>(g), &entry, 0) != 0) {
           continue;  // an empty slot of the table
         }
         IbGidEntry e;

@@ -61,7 +61,9 @@ struct IbChoice {
 // names a device, port or GID that is not there.
 Status choose_ib_port(const std::vector<IbDeviceInfo>& devices, const IbSettings& settings, IbChoice* out);
 
-// Every device the verbs library sees, with its ports and GID tables.
+// Every device the verbs library sees, with its ports and GID tables; none,
+// and no error, where libibverbs cannot be loaded (VerbsLibrary::get().status()
+// says why).
 Status query_ib_devices(std::vector<IbDeviceInfo>* out);
 
 // "::ffff:10.0.2.15" or "fe80::...:1" for a raw GID.

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <map>
 
+#include "transport/ib/verbs_library.h"
+
 namespace kolo {
 
 namespace {
@@ -42,14 +44,16 @@ int IbDeviceContext::open_count() {
 
 Status IbDeviceContext::open(const std::string& device) {
   name_ = device;
+  if (!VerbsLibrary::get().loaded()) return VerbsLibrary::get().status();
+  const VerbsLibrary& ibv = verbs();
   int count = 0;
-  ibv_device** list = ibv_get_device_list(&count);
+  ibv_device** list = ibv.get_device_list(&count);
   for (int i = 0; list && i < count && !context_; ++i) {
-    if (device == ibv_get_device_name(list[i])) context_ = ibv_open_device(list[i]);
+    if (device == ibv.get_device_name(list[i])) context_ = ibv.open_device(list[i]);
   }
-  if (list) ibv_free_device_list(list);
+  if (list) ibv.free_device_list(list);
   if (!context_) return transport_error("cannot open RDMA device " + device + ": " + std::strerror(errno));
-  pd_ = ibv_alloc_pd(context_);
+  pd_ = ibv.alloc_pd(context_);
   if (!pd_) return transport_error("ibv_alloc_pd on " + device + ": " + std::strerror(errno));
   int flags = ::fcntl(context_->async_fd, F_GETFL);
   if (flags < 0 || ::fcntl(context_->async_fd, F_SETFL, flags | O_NONBLOCK) < 0) {
@@ -59,8 +63,8 @@ Status IbDeviceContext::open(const std::string& device) {
 }
 
 IbDeviceContext::~IbDeviceContext() {
-  if (pd_) ibv_dealloc_pd(pd_);
-  if (context_) ibv_close_device(context_);
+  if (pd_) verbs().dealloc_pd(pd_);
+  if (context_) verbs().close_device(context_);
 }
 
 void IbDeviceContext::add_listener(IbEventListener* listener) {
@@ -78,9 +82,10 @@ void IbDeviceContext::read_async_events() {
   // handed to it.
   std::lock_guard<std::mutex> lock(listeners_mutex_);
   ibv_async_event event;
-  while (ibv_get_async_event(context_, &event) == 0) {
+  const VerbsLibrary& ibv = verbs();
+  while (ibv.get_async_event(context_, &event) == 0) {
     for (IbEventListener* listener : listeners_) listener->on_async_event(event);
-    ibv_ack_async_event(&event);
+    ibv.ack_async_event(&event);
   }
 }
 

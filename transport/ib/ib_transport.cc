@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "transport/handshake.h"
+#include "transport/ib/verbs_library.h"
 
 namespace kolo {
 
@@ -25,7 +26,7 @@ class IbTransport::VerbsRegistration : public NicRegistration {
   explicit VerbsRegistration(ibv_pd* pd) : pd_(pd) {}
 
   Status register_addresses(uintptr_t addr, size_t length, MemoryRegion* out) override {
-    ibv_mr* mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(addr), length, kAccess);
+    ibv_mr* mr = verbs().reg_mr(pd_, reinterpret_cast<void*>(addr), length, kAccess);
     if (!mr) {
       return transport_error("ibv_reg_mr of " + std::to_string(length) + " bytes failed: " + std::strerror(errno) +
                              " (is the locked-memory limit, ulimit -l, too low?)");
@@ -35,13 +36,17 @@ class IbTransport::VerbsRegistration : public NicRegistration {
   }
 
   Status register_dmabuf(int fd, uint64_t offset, uintptr_t addr, size_t length, MemoryRegion* out) override {
-    ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, offset, length, addr, fd, kAccess);
+    const VerbsLibrary& ibv = verbs();
+    if (!ibv.reg_dmabuf_mr) {
+      return unsupported(ibv.file() + " has no ibv_reg_dmabuf_mr (rdma-core 34 or newer has it)");
+    }
+    ibv_mr* mr = ibv.reg_dmabuf_mr(pd_, offset, length, addr, fd, kAccess);
     if (!mr) return transport_error("ibv_reg_dmabuf_mr failed: " + std::string(std::strerror(errno)));
     fill(mr, addr, length, out);
     return Status::ok();
   }
 
-  void deregister(const MemoryRegion& region) override { ibv_dereg_mr(static_cast<ibv_mr*>(region.handle)); }
+  void deregister(const MemoryRegion& region) override { verbs().dereg_mr(static_cast<ibv_mr*>(region.handle)); }
 
  private:
   static constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
@@ -62,6 +67,9 @@ IbTransport::IbTransport(Store* store, int rank, int size, const IbOptions& opti
 
 Status IbTransport::create(Store* store, int rank, int size, const IbOptions& options,
                            std::unique_ptr<IbTransport>* out) {
+  // Without libibverbs there is no RDMA device (query_ib_devices finds
+  // none): said with the reason, for KOLO_TRANSPORT=ib's error.
+  if (!VerbsLibrary::get().loaded()) return unsupported("no RDMA device: " + VerbsLibrary::get().status().message());
   std::vector<IbDeviceInfo> devices;
   KOLO_RETURN_IF_ERROR(query_ib_devices(&devices));
   IbChoice choice;
@@ -87,18 +95,19 @@ Status IbTransport::open(const IbChoice& choice) {
   KOLO_RETURN_IF_ERROR(IbDeviceContext::get(choice.device, &device_));
   device_->add_listener(this);
   ibv_context* context = device_->context();
-  channel_ = ibv_create_comp_channel(context);
+  const VerbsLibrary& ibv = verbs();
+  channel_ = ibv.create_comp_channel(context);
   if (!channel_) return transport_error("ibv_create_comp_channel: " + std::string(std::strerror(errno)));
   int flags = ::fcntl(channel_->fd, F_GETFL);
   if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
     return errno_error(Code::kTransport, "fcntl(verbs completion channel)", errno);
   }
   ibv_device_attr attr{};
-  if (ibv_query_device(context, &attr) != 0) return transport_error("ibv_query_device failed");
+  if (ibv.query_device(context, &attr) != 0) return transport_error("ibv_query_device failed");
   // Room for every completion that can be outstanding: each peer's receive
   // slots and send queue.
   const int wanted = std::max(1, size_ - 1) * (options_.window + kMaxSendWr) + 16;
-  cq_ = ibv_create_cq(context, std::min(wanted, attr.max_cqe), nullptr, channel_, 0);
+  cq_ = ibv.create_cq(context, std::min(wanted, attr.max_cqe), nullptr, channel_, 0);
   if (!cq_) return transport_error("ibv_create_cq: " + std::string(std::strerror(errno)));
   verbs_ = std::make_unique<VerbsRegistration>(device_->pd());
   registrar_ = std::make_unique<MemoryRegistrar>(verbs_.get(), cuda_driver());
@@ -129,8 +138,8 @@ IbTransport::~IbTransport() {
   cache_.reset();
   registrar_.reset();
   verbs_.reset();
-  if (cq_) ibv_destroy_cq(cq_);
-  if (channel_) ibv_destroy_comp_channel(channel_);
+  if (cq_) verbs().destroy_cq(cq_);
+  if (channel_) verbs().destroy_comp_channel(channel_);
   device_.reset();  // the last transport on the device closes it
 }
 
@@ -255,7 +264,7 @@ Status IbTransport::sleep_until_event(Deadline deadline, int* completed) {
   if (fds[0].revents & POLLIN) {
     ibv_cq* ev_cq = nullptr;
     void* ev_ctx = nullptr;
-    if (ibv_get_cq_event(channel_, &ev_cq, &ev_ctx) == 0) ibv_ack_cq_events(ev_cq, 1);
+    if (verbs().get_cq_event(channel_, &ev_cq, &ev_ctx) == 0) verbs().ack_cq_events(ev_cq, 1);
   }
   if (fds[1].revents & POLLIN) {
     device_->read_async_events();
@@ -324,7 +333,7 @@ void IbTransport::on_async_event(const ibv_async_event& event) {
       for (const auto& p : pairs_) {
         if (p.second->qp() == event.element.qp) {
           s = transport_error("the queue pair to rank " + std::to_string(p.first) +
-                              " failed: " + ibv_event_type_str(event.event_type));
+                              " failed: " + verbs().event_type_str(event.event_type));
         }
       }
       break;
@@ -333,7 +342,7 @@ void IbTransport::on_async_event(const ibv_async_event& event) {
       s = transport_error("RDMA device " + choice_.device + " failed (IBV_EVENT_DEVICE_FATAL)");
       break;
     default:
-      KOLO_DEBUG("RDMA event: " << ibv_event_type_str(event.event_type));
+      KOLO_DEBUG("RDMA event: " << verbs().event_type_str(event.event_type));
       break;
   }
   if (s.is_ok()) return;

@@ -1,5 +1,6 @@
 // The RDMA verbs transport: InfiniBand or RoCE (soft-RoCE included) through
-// libibverbs, behind the same interface as TCP, so every collective runs on
+// libibverbs (opened at run time, verbs_library.h: without it there is no
+// RDMA device), behind the same interface as TCP, so every collective runs on
 // it unchanged. One reliable-connected queue pair per peer (pair.h has the
 // protocol), one completion queue for all of them. Memory declared through
 // register_memory is registered once and moves with no copy; any other
@@ -55,7 +56,8 @@ struct IbOptions {
 
 class IbTransport final : public DirectTransport, private IbEventListener {
  public:
-  // UNSUPPORTED when there is no usable RDMA device (the caller falls back to TCP).
+  // UNSUPPORTED when there is no usable RDMA device, or no libibverbs to
+  // ask (the caller falls back to TCP; the message says which).
   static Status create(Store* store, int rank, int size, const IbOptions& options,
                        std::unique_ptr<IbTransport>* out);
   ~IbTransport() override;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "transport/ib/verbs_library.h"
 
 namespace kolo {
 
@@ -29,8 +30,8 @@ IbPair::IbPair(int rank, int peer, ibv_pd* pd, ibv_cq* cq, RegistrationCache* ca
       recv_ring_(staging, options.staging_initial_bytes, options.staging_max_bytes) {}
 
 IbPair::~IbPair() {
-  if (qp_) ibv_destroy_qp(qp_);
-  if (slots_mr_) ibv_dereg_mr(slots_mr_);
+  if (qp_) verbs().destroy_qp(qp_);
+  if (slots_mr_) verbs().dereg_mr(slots_mr_);
 }
 
 Status IbPair::lost() const {
@@ -49,7 +50,7 @@ Status IbPair::create(IbAddress* mine) {
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
   init.cap.max_inline_data = sizeof(IbControl);
-  qp_ = ibv_create_qp(pd_, &init);
+  qp_ = verbs().create_qp(pd_, &init);
   if (!qp_) return transport_error(verbs_error("ibv_create_qp", errno));
 
   ibv_qp_attr attr{};
@@ -57,11 +58,11 @@ Status IbPair::create(IbAddress* mine) {
   attr.pkey_index = 0;
   attr.port_num = static_cast<uint8_t>(options_.port);
   attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  int err = ibv_modify_qp(qp_, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  int err = verbs().modify_qp(qp_, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   if (err) return transport_error(verbs_error("ibv_modify_qp(INIT)", err));
 
   slots_.assign(static_cast<size_t>(options_.window), IbControl{});
-  slots_mr_ = ibv_reg_mr(pd_, slots_.data(), slots_.size() * sizeof(IbControl), IBV_ACCESS_LOCAL_WRITE);
+  slots_mr_ = verbs().reg_mr(pd_, slots_.data(), slots_.size() * sizeof(IbControl), IBV_ACCESS_LOCAL_WRITE);
   if (!slots_mr_) return transport_error(verbs_error("ibv_reg_mr(control slots)", errno));
 
   mine->qp_num = qp_->qp_num;
@@ -88,7 +89,7 @@ Status IbPair::connect(const IbAddress& remote) {
     attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(options_.gid_index);
     attr.ah_attr.grh.hop_limit = 64;
   }
-  int err = ibv_modify_qp(qp_, &attr,
+  int err = verbs().modify_qp(qp_, &attr,
                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   if (err) return transport_error(verbs_error(("ibv_modify_qp(RTR) towards " + who()).c_str(), err));
@@ -107,7 +108,7 @@ Status IbPair::connect(const IbAddress& remote) {
   attr.rnr_retry = 7;  // receive-not-ready: retry without limit (the peer posts slots on connect)
   attr.sq_psn = send_psn_;
   attr.max_rd_atomic = 1;
-  err = ibv_modify_qp(qp_, &attr,
+  err = verbs().modify_qp(qp_, &attr,
                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                           IBV_QP_MAX_QP_RD_ATOMIC);
   if (err) return transport_error(verbs_error(("ibv_modify_qp(RTS) towards " + who()).c_str(), err));
@@ -118,7 +119,7 @@ void IbPair::break_connection() {
   if (!qp_) return;
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_ERR;
-  ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+  verbs().modify_qp(qp_, &attr, IBV_QP_STATE);
 }
 
 Status IbPair::on_peer_gone() {
@@ -320,7 +321,7 @@ Status IbPair::fail_mismatch(const std::string& what) {
 
 Status IbPair::on_completion(const ibv_wc& wc, IbWork* work, int* completed) {
   if (wc.status != IBV_WC_SUCCESS) {
-    const std::string why = std::string(ibv_wc_status_str(wc.status)) + " (verbs status " +
+    const std::string why = std::string(verbs().wc_status_str(wc.status)) + " (verbs status " +
                             std::to_string(static_cast<int>(wc.status)) + ")";
     if (work->kind != IbWork::kControlRecv) delete work;
     // Retries exhausted: nothing answers at the peer's end.
