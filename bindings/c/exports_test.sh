@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # libkolo.so must export the kolo_* API and nothing else, so applications
-# never bind to kolo's internals (or to the Boost and C++ symbols inside it).
+# never bind to kolo's internals (or to the Boost and C++ symbols inside it),
+# and must not need libibverbs to load.
 set -euo pipefail
 LIB="$TEST_SRCDIR/$TEST_WORKSPACE/bindings/c/libkolo.so"
 # Global (upper-case type) defined dynamic symbols.
@@ -25,4 +26,16 @@ for f in kolo_comm_init_from_env kolo_comm_init kolo_get_unique_id kolo_comm_ini
   # written everything, and pipefail would count echo's SIGPIPE as a miss.
   grep -qx "$f" <<< "$exported" || { echo "libkolo.so does not export $f"; exit 1; }
 done
-echo "exports_test: $(echo "$exported" | wc -l) symbols, all kolo_*"
+# libkolo.so must load where libibverbs is not installed (TCP and shared-
+# memory jobs need no RDMA): it is opened at run time (transport/ib/
+# verbs_library.h), so it is neither needed nor bound to directly.
+needed=$(readelf -d "$LIB" | awk '/\(NEEDED\)/ {print $NF}' | tr -d '[]')
+[ -n "$needed" ] || { echo "readelf -d $LIB lists no NEEDED entry"; exit 1; }
+if grep -Ei 'ibverbs|libnl' <<< "$needed"; then
+  echo "libkolo.so needs libibverbs at load time (NEEDED above); it must be dlopen'd"; exit 1
+fi
+verbs_refs=$(nm -D --undefined-only "$LIB" | awk '{print $NF}' | grep -E '^_*ibv_' || true)
+if [ -n "$verbs_refs" ]; then
+  echo "libkolo.so binds verbs functions directly (call them through VerbsLibrary):"; echo "$verbs_refs"; exit 1
+fi
+echo "exports_test: $(echo "$exported" | wc -l) symbols, all kolo_*; needs $(echo $needed)"
