@@ -53,7 +53,8 @@ Status check_reduction(int dtype, int op, const void* send, const void* recv, si
 Communicator::Communicator(const Config& config) : config_(config) {}
 
 Communicator::~Communicator() {
-  stream_queue_.reset();  // runs what callers enqueued (bounded by their deadlines)
+  stream_queue_->stop();  // runs what callers enqueued (bounded by their deadlines)
+  stream_queue_.reset();
   if (transport_) transport_->abort();
   arena_.reset();
   host_memory_.attach(nullptr);  // deregisters it while the transport lives
@@ -673,6 +674,13 @@ Status Communicator::enqueue_async(const char* what, bool on_device, std::vector
     KOLO_RETURN_IF_ERROR(device->capture(nullptr, &point));
   }
   auto result = std::make_shared<Status>();
+  std::weak_ptr<StreamQueue> queue = stream_queue_;
+  for (const auto& handle : done) {
+    handle->set_helper([queue] {
+      auto q = queue.lock();
+      return q ? q->run_next_here() : StreamQueue::Ran::kNotThisThread;
+    });
+  }
   stream_queue_->push(
       [this, what, device, point, on_device, result, fn = std::move(fn)] {
         if (!on_device) {

@@ -274,7 +274,9 @@ class Communicator {
   std::mutex stream_mutex_;          // orders calls between the caller's threads and the stream queue
   uint64_t stream_ops_ = 0;          // collectives enqueued on streams so far
   // Stopped first thing in the destructor: its jobs use everything else.
-  std::unique_ptr<StreamQueue> stream_queue_ = std::make_unique<StreamQueue>();
+  // Shared with the handles of what it runs (their waits on its own
+  // thread run it forward: OpHandle::set_helper).
+  std::shared_ptr<StreamQueue> stream_queue_ = std::make_shared<StreamQueue>();
 
   std::chrono::steady_clock::time_point* rs_mark_ = nullptr;
   std::mutex call_mutex_;  // one collective at a time

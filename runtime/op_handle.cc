@@ -33,11 +33,33 @@ Status OpHandle::status() const {
 }
 
 Status OpHandle::wait(Deadline deadline) {
+  // On the thread that runs it (a callback waiting for what it queued):
+  // run the queue here until this operation is done.
+  for (;;) {
+    Helper helper;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (done_) return status_;
+      helper = helper_;
+    }
+    const StreamQueue::Ran ran = helper ? helper() : StreamQueue::Ran::kNotThisThread;
+    if (ran == StreamQueue::Ran::kNotThisThread) break;
+    if (ran == StreamQueue::Ran::kNothingQueued) {
+      return invalid_usage("waiting, on kolo's own thread, for an operation that is not queued there (a callback "
+                           "may wait only for operations queued before it returns)");
+    }
+    if (deadline.expired()) break;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (!cv_.wait_until(lock, deadline.time_point(), [&] { return done_; })) {
     return timeout_error("the operation did not complete before the wait's deadline (it is still running)");
   }
   return status_;
+}
+
+void OpHandle::set_helper(Helper helper) {
+  std::lock_guard<std::mutex> lock(mu_);
+  helper_ = std::move(helper);
 }
 
 void OpHandle::set_callback(Callback cb) {

@@ -9,6 +9,7 @@
 
 #include "common/deadline.h"
 #include "common/status.h"
+#include "runtime/stream_queue.h"
 
 namespace kolo {
 
@@ -30,6 +31,13 @@ class OpHandle {
   // already is. Replaces an earlier callback not yet run.
   void set_callback(Callback cb);
 
+  // How a wait on the thread that runs the operation gets it done: the
+  // helper runs the next queued operation on the waiting thread (kOne),
+  // says this is not that thread, or that nothing is queued there (the
+  // wait then could never end: an error at once, not a hang).
+  using Helper = std::function<StreamQueue::Ran()>;
+  void set_helper(Helper helper);
+
   // Results that only exist after negotiation (allgather, alltoall: the
   // gathered data and the rows each rank contributed; join: the last rank).
   std::vector<unsigned char> output;
@@ -43,6 +51,7 @@ class OpHandle {
   bool done_ = false;
   Status status_;
   Callback callback_;
+  Helper helper_;
 };
 
 }  // namespace kolo

@@ -4,18 +4,28 @@
 
 namespace kolo {
 
-StreamQueue::~StreamQueue() {
+void StreamQueue::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  if (std::this_thread::get_id() == thread_.get_id()) {
+    thread_.detach();  // the last reference went on the thread itself: it ends once this returns
+  } else {
+    thread_.join();
+  }
 }
 
 void StreamQueue::push(std::function<void()> job, std::function<void()> then) {
   std::lock_guard<std::mutex> lock(mutex_);
-  jobs_.push_back(Job{std::move(job), std::move(then)});
+  if (running_then_ && std::this_thread::get_id() == thread_.get_id()) {
+    jobs_.insert(jobs_.begin() + static_cast<std::ptrdiff_t>(pushed_by_then_++),
+                 Job{std::move(job), std::move(then)});
+  } else {
+    jobs_.push_back(Job{std::move(job), std::move(then)});
+  }
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   cv_.notify_all();
 }
@@ -42,12 +52,46 @@ void StreamQueue::loop() {
     lock.lock();
     running_job_ = false;
     cv_.notify_all();
-    if (job.then) {
-      lock.unlock();
-      job.then();
-      lock.lock();
-    }
+    run_then(job, lock);
+    running_then_ = false;
   }
+}
+
+void StreamQueue::run_then(Job& job, std::unique_lock<std::mutex>& lock) {
+  if (!job.then) return;
+  running_then_ = true;
+  pushed_by_then_ = 0;
+  lock.unlock();
+  job.then();
+  lock.lock();
+}
+
+StreamQueue::Ran StreamQueue::run_next_here() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!thread_.joinable() || std::this_thread::get_id() != thread_.get_id()) return Ran::kNotThisThread;
+  if (jobs_.empty()) return Ran::kNothingQueued;
+  Job job = std::move(jobs_.front());
+  jobs_.pop_front();
+  // The waiting `then`'s window, restored afterwards: the job run here was
+  // the first it had pushed (if any), and what this job's `then` pushes
+  // stays ahead of the rest of them, as it would had it run in the loop.
+  const bool outer_then = running_then_;
+  const size_t outer_pushed = pushed_by_then_ > 0 ? pushed_by_then_ - 1 : 0;
+  const bool outer_running = running_job_;
+  running_job_ = true;
+  lock.unlock();
+  job.run();
+  lock.lock();
+  running_job_ = outer_running;
+  cv_.notify_all();
+  size_t pushed_here = 0;
+  if (job.then) {
+    run_then(job, lock);
+    pushed_here = pushed_by_then_;
+  }
+  running_then_ = outer_then;
+  pushed_by_then_ = outer_pushed + pushed_here;
+  return Ran::kOne;
 }
 
 }  // namespace kolo

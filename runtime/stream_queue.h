@@ -17,7 +17,13 @@ namespace kolo {
 class StreamQueue {
  public:
   StreamQueue() = default;
-  ~StreamQueue();  // runs what is queued (a failed communicator fails it fast), then stops
+  ~StreamQueue() { stop(); }
+
+  // Runs what is queued (a failed communicator fails it fast), then ends
+  // the thread. Idempotent. (Handles' helpers may hold the queue a moment
+  // longer than its communicator: the communicator stops it before it
+  // lets go, so nothing runs after the communicator is gone.)
+  void stop();
 
   StreamQueue(const StreamQueue&) = delete;
   StreamQueue& operator=(const StreamQueue&) = delete;
@@ -26,20 +32,39 @@ class StreamQueue {
   // thread after `job`, before the next job, but no longer counts for
   // drain(): it is where completion callbacks run, and a callback that
   // enqueues more work must not wait on a caller blocked in drain().
+  //
+  // What a `then` pushes runs next, before the jobs other threads pushed
+  // meanwhile (in the order the `then` pushed them), as if the callback
+  // had run at that point of the stream. So the order of the jobs does not
+  // depend on when the callback ran relative to other threads: every rank
+  // runs a callback's collectives at the same place in its order (DDP's
+  // PowerSGD hook issues its second and third allreduce from callbacks
+  // while the autograd thread issues the next bucket's first).
   void push(std::function<void()> job, std::function<void()> then = nullptr);
   // Waits until every job pushed so far has run; false at the deadline.
   bool drain(Deadline deadline);
+
+  // For a wait on the queue's own thread (a callback in a `then` waiting
+  // for a job it pushed, which would otherwise wait for itself): runs the
+  // next job, and its `then`, here and now.
+  enum class Ran { kOne, kNotThisThread, kNothingQueued };
+  Ran run_next_here();
 
  private:
   struct Job {
     std::function<void()> run, then;
   };
   void loop();
+  // Runs job.then with what it pushes going to the front; called and
+  // returns with the lock held.
+  void run_then(Job& job, std::unique_lock<std::mutex>& lock);
 
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Job> jobs_;
   bool running_job_ = false;
+  bool running_then_ = false;  // the thread is in a `then`
+  size_t pushed_by_then_ = 0;  // jobs that `then` put at the front so far
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -607,7 +607,11 @@ kolo_result_t kolo_group_end(void);
  *
  * Callbacks (kolo_handle_set_callback) run on kolo's thread, after the
  * operation and before the next one; they may queue more operations but
- * must not block on this communicator.
+ * must not block on this communicator. What a callback queues runs next,
+ * before what other threads queued meanwhile (in the order the callback
+ * queued it), as if the callback had run at that point of the order: the
+ * order then does not depend on when a callback ran, and ranks whose
+ * callbacks queue the same operations agree on it.
  *
  * In a group, kolo_send_async and kolo_recv_async queue like kolo_send and
  * kolo_recv; kolo_group_end then returns at once when every call queued

@@ -188,7 +188,10 @@ kolo_result_t kolo_handle_wait(kolo_handle_t handle, double timeout_s) {
       KOLO_RETURN_IF_ERROR(kolo::load_config(&config));
       t = config.timeout_s;
     }
-    return handle->impl->wait(kolo::Deadline::after_seconds(std::min(t, 1e9)));
+    // Its own reference: inside a callback a wait runs the queue forward,
+    // whose callbacks may release this handle meanwhile.
+    std::shared_ptr<kolo::OpHandle> impl = handle->impl;
+    return impl->wait(kolo::Deadline::after_seconds(std::min(t, 1e9)));
   });
 }
 
