@@ -170,6 +170,7 @@ _SIGNATURES = {
     "kolo_handle_output_rows": [ctypes.c_void_p, _c_int64_p, ctypes.c_int],
     "kolo_handle_join_rank": [ctypes.c_void_p, _c_int_p],
     "kolo_handle_release": [ctypes.c_void_p],
+    "kolo_handle_set_callback": [ctypes.c_void_p, CALLBACK, ctypes.c_void_p],
     "kolo_timeline_start": [ctypes.c_void_p, ctypes.c_char_p],
     "kolo_timeline_stop": [ctypes.c_void_p],
     "kolo_engine_get_stats": [ctypes.c_void_p, ctypes.POINTER(EngineStats)],

@@ -1,13 +1,14 @@
-"""The kolo backend's works: a thread per group completes each operation's
-future once kolo has run it, and the Work torch callers get raises kolo's
-error from wait()."""
-import queue
+"""The kolo backend's works: each operation's future is completed by a
+callback on kolo's own thread, at the operation's place in the group's
+order, and the Work torch callers get raises kolo's error from wait()."""
+import itertools
 import threading
 import weakref
 
+import torch
 from torch._C._distributed_c10d import Work
 
-from kolo._library import ERR_TIMEOUT, SUCCESS, KoloTimeoutError, error_for, lib
+from kolo._library import CALLBACK, ERR_TIMEOUT, SUCCESS, KoloTimeoutError, check, error_for, lib
 
 
 def failure(code, deadline_s):
@@ -21,33 +22,68 @@ def failure(code, deadline_s):
     return error
 
 
-class Completer(threading.Thread):
-    """Waits for a group's operations in the order they were called (the
-    order kolo runs them in) and completes their futures."""
+# Operations in flight: token -> (handle, what they keep alive, the
+# completion, the future, the deadline for a timeout's message).
+_pending = {}
+_tokens = itertools.count(1)
+_on_kolo_thread = threading.local()
 
-    def __init__(self, deadline_s):
-        super().__init__(name="kolo-process-group", daemon=True)
-        self.pending = queue.Queue()
-        self.deadline_s = deadline_s
 
-    def run(self):
-        for item in iter(self.pending.get, None):
-            self._complete(*item)
-            del item  # no tensors held while waiting for the next
+def on_kolo_thread():
+    """Whether this thread is kolo's, inside a completion (where nothing
+    may wait for the group: kolo runs the group's operations on it)."""
+    return getattr(_on_kolo_thread, "active", False)
 
-    def _complete(self, raw, keep, finish, future):
-        code = lib.kolo_handle_wait(raw, -1.0)
-        error = failure(code, self.deadline_s) if code != SUCCESS else None
-        lib.kolo_handle_release(raw)
+
+@CALLBACK
+def _completed(code, token):
+    """kolo_handle_set_callback's callback: runs on kolo's thread after the
+    operation and before the next one (or on the caller's, at once, if it
+    was done already). Completing the future runs its callbacks here too:
+    DDP's comm hooks then issue their next collectives at this point of the
+    order, which kolo runs next on every rank alike (kolo.h)."""
+    handle, keep, complete, future, deadline_s = _pending.pop(token)
+    error = failure(code, deadline_s) if code != SUCCESS else None
+    future._kolo_handle = None
+    lib.kolo_handle_release(handle)
+    was, _on_kolo_thread.active = on_kolo_thread(), True
+    try:
         try:
             if error is None:
-                result = finish()
+                result = complete()
         except Exception as e:  # a write-back that failed: the caller's to see
             error = e
         if error is not None:
             future.set_exception(error)
         else:
             future.set_result(result)
+    finally:
+        _on_kolo_thread.active = was
+        del keep
+
+
+class KoloFuture(torch.futures.Future):
+    """A work's future. Waited for inside a completion on kolo's thread
+    (PowerSGD's hook waits for the allreduce it has just issued), it runs
+    kolo's queue forward there (kolo_handle_wait does, on kolo's thread)
+    instead of waiting for itself."""
+
+    _kolo_handle = None  # until the operation completes
+
+    def wait(self):
+        handle = self._kolo_handle
+        if handle is not None and on_kolo_thread() and not self.done():
+            lib.kolo_handle_wait(handle, -1.0)  # its failure completes this future with it
+        return super().wait()
+
+
+def complete_when_done(handle, keep, complete, future, deadline_s):
+    """Completes future (with complete()'s result, or kolo's error) once
+    kolo has run the operation of handle, then releases the handle."""
+    token = next(_tokens)
+    _pending[token] = (handle, keep, complete, future, deadline_s)
+    future._kolo_handle = handle
+    check(lib.kolo_handle_set_callback(handle, _completed, token))
 
 
 class KoloWork(Work):
@@ -74,7 +110,7 @@ class KoloWork(Work):
 
     def wait(self, timeout=None):
         self._posted()
-        self._future.wait()  # raises the operation's error
+        self._future.wait()  # raises the operation's error (run forward here on kolo's thread)
         return True
 
     def is_completed(self):

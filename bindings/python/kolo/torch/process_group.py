@@ -12,10 +12,11 @@ group (the default one and every new_group) is a communicator of its own.
 Each operation is one of kolo's ordered asynchronous calls on the group's
 communicator, run on kolo's thread in call order. Contiguous CPU tensors
 are handed over as they are (zero copy); others go through a contiguous
-copy, written back on completion. A completion thread per group waits for
-the handles in that same order and completes each work's future, so no
+copy, written back on completion. Each work's future is completed by a
+callback on kolo's thread, after its operation and before the next, so no
 completion needs the Python main thread (DDP waits from its autograd
-thread). A failure (a lost peer, a timeout, ranks disagreeing) fails the
+thread), and what the future's callbacks issue (DDP comm hooks such as
+PowerSGD) runs next, at the same place of the order on every rank. A failure (a lost peer, a timeout, ranks disagreeing) fails the
 future with kolo's message and then every later operation of the group,
 on every rank. The `timeout` given to init_process_group/new_group is the
 deadline of every kolo wait in the group (KOLO_TIMEOUT_S instead, when set
@@ -42,7 +43,8 @@ from torch._C._distributed_c10d import ProcessGroup
 from kolo._library import SUCCESS, Config, KoloError, UniqueId, check, error_for, lib
 from kolo.torch._process_group_tensors import (BYTES, Buffer, check_rank, concatenated, offsets, op_of, pack,
                                                reduced, same_dtype, same_layout, single, size_array, unpack)
-from kolo.torch._process_group_work import Completer, KoloWork, failure, retire
+from kolo.torch._process_group_work import (KoloFuture, KoloWork, complete_when_done, failure, on_kolo_thread,
+                                            retire)
 
 BACKEND_NAME = "kolo"
 _ID_KEY = "kolo/unique_id"
@@ -56,16 +58,17 @@ class KoloProcessGroup(ProcessGroup):
         self._comm = ctypes.c_void_p()
         deadline_s = _deadline_s(timeout)
         _join(self._comm, store, rank, size, deadline_s)
-        self._lock = threading.Lock()  # a call and its place in the completion order go together
+        # A call and its place in the order go together. Reentrant: a work
+        # already done when posted completes at once on the posting thread,
+        # and its future's callbacks may post more.
+        self._lock = threading.RLock()
         self._batch = []  # sends and receives not yet posted
         self._alive = {}  # id -> KoloWork, until it completes
         self._recent = collections.deque(maxlen=1024)  # the last works done
         self._coalesced = None  # inside torch's coalescing manager: the works since it began
         self._group_name = self._group_desc = ""
-        self._completer = Completer(deadline_s)
-        self._completer.start()
+        self._deadline_s = deadline_s
         _groups.add(self)
-        _completers.add(self._completer)
 
     def getBackendName(self):
         return BACKEND_NAME
@@ -98,12 +101,14 @@ class KoloProcessGroup(ProcessGroup):
             operation[-1].set_exception(RuntimeError("kolo: the process group was destroyed before this send or "
                                                      "receive was waited for"))
         self._batch = []
-        completer = getattr(self, "_completer", None)
-        if completer is not None:
-            completer.pending.put(None)
-        lib.kolo_comm_destroy(comm)  # every handle completes: the completer ends
-        if completer is not None and completer is not threading.current_thread():
-            completer.join(timeout=30)
+        if on_kolo_thread():
+            # Closed inside a completion (its last reference went there):
+            # kolo's thread cannot destroy its own communicator.
+            _closers.append(threading.Thread(target=lib.kolo_comm_destroy, args=(comm,),
+                                             name="kolo-process-group-close"))
+            _closers[-1].start()
+        else:
+            lib.kolo_comm_destroy(comm)  # runs what is queued: every work completes
 
     # --- the submission of one operation ---
 
@@ -112,7 +117,7 @@ class KoloProcessGroup(ProcessGroup):
         future completes with `outputs` once kolo has run it, after writing
         back `written` (Buffers) and running `finish`. Sends and receives
         wait in a batch (see _post_batch)."""
-        future = torch.futures.Future()
+        future = KoloFuture()
 
         def complete():
             for b in written:
@@ -148,10 +153,10 @@ class KoloProcessGroup(ProcessGroup):
         code = getattr(lib, "kolo_%s_async" % call)(self._comm, *args, ctypes.byref(raw))
         if code != SUCCESS:
             if raise_errors:
-                raise failure(code, self._completer.deadline_s)
-            future.set_exception(failure(code, self._completer.deadline_s))
+                raise failure(code, self._deadline_s)
+            future.set_exception(failure(code, self._deadline_s))
             return
-        self._completer.pending.put((raw, keep, complete, future))
+        complete_when_done(raw, keep, complete, future, self._deadline_s)
 
     def _post_batch(self):
         """Posts the sends and receives called since the last post as one
@@ -521,21 +526,20 @@ def _create(store, rank, size, timeout):
         raise RuntimeError("kolo: could not create the process group (rank %d of %d): %s" % (rank, size, e)) from e
 
 
-# At exit, before the interpreter finalizes: the groups still open close,
-# and every completer thread ends (one whose group was closed on it, by its
-# last reference going there, may still be finishing). A daemon thread
-# still freeing tensors when the interpreter finalizes is ended inside
-# libtorch, which aborts the process.
+# At exit, before the interpreter finalizes: the groups still open close
+# (their last completions run meanwhile, on kolo's thread), and so do those
+# closed inside a completion, on threads of their own. A completion that
+# reached Python once it finalizes would abort the process.
 _groups = weakref.WeakSet()
-_completers = weakref.WeakSet()
+_closers = []
 
 
 @atexit.register
 def _close_all():
     for group in list(_groups):
         group._close()
-    for completer in list(_completers):
-        completer.join(timeout=30)
+    for closer in _closers:
+        closer.join(timeout=60)
 
 
 def _register():
