@@ -30,6 +30,11 @@ PART="$(mktemp)" # one part's output
 trap 'rm -f "$LOG" "$PART"' EXIT
 status=0
 note() { echo "$*" | tee -a "$LOG"; }
+# Where the time goes: each part's seconds, printed before the counts.
+TIMES=()
+started=0  # SECONDS counts from the script's start
+part_start=0
+timed() { TIMES+=("$1 $((SECONDS - part_start)) s"); part_start=$SECONDS; }
 
 NVCC=/usr/local/cuda/bin/nvcc
 optimized=""
@@ -58,6 +63,7 @@ skip_reason() {
   [ -f "$file" ] && grep -m1 '^SKIPPED: ' "$file" | cut -c10-
 }
 
+timed "setup (packages, Python environment)"
 for config in "$optimized" "--config=asan" "--config=tsan"; do
   name=${config#--config=}
   echo "== bazel test ${config:-(optimized)} //..."
@@ -86,11 +92,13 @@ for config in "$optimized" "--config=asan" "--config=tsan"; do
       echo "$line" >>"$LOG"
     fi
   done <"$PART"
+  timed "bazel build and test ${config:-(optimized)}"
 done
 
 echo "== fuzzing, ${FUZZ_SECONDS:-20} s per target"
 bash tools/fuzz.sh "${FUZZ_SECONDS:-20}" 2>&1 | tee -a "$LOG"
 [ "${PIPESTATUS[0]}" -ne 0 ] && status=1
+timed "fuzzing"
 
 if [ "${KOLO_RDMA_SUITE:-1}" = 0 ]; then
   note "-- rdma suite: skipped (KOLO_RDMA_SUITE=0)"
@@ -106,6 +114,10 @@ else
   fi
 fi
 
+timed "RDMA suite"
+echo "== time"
+for t in "${TIMES[@]}"; do echo "  $t"; done
+echo "  total $((SECONDS - started)) s"
 passed=$(grep -cE "^//[^ ]+ +(\(cached\) )?PASSED|^fuzz .*no crash$|^-- .*: passed \(" "$LOG")
 failed=$(grep -cE "^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY)|^fuzz .*CRASH|^-- .*: FAILED" "$LOG")
 skipped=$(grep -cE "^-- .*: skipped \(" "$LOG")
