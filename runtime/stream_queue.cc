@@ -46,15 +46,20 @@ void StreamQueue::loop() {
     if (jobs_.empty()) return;  // stopping, and nothing left
     Job job = std::move(jobs_.front());
     jobs_.pop_front();
-    running_job_ = true;
-    lock.unlock();
-    job.run();
-    lock.lock();
-    running_job_ = false;
-    cv_.notify_all();
+    run_job(job, lock);
     run_then(job, lock);
     running_then_ = false;
   }
+}
+
+void StreamQueue::run_job(Job& job, std::unique_lock<std::mutex>& lock) {
+  const bool outer = running_job_;  // true when run from a wait inside a job's `then`
+  running_job_ = true;
+  lock.unlock();
+  job.run();
+  lock.lock();
+  running_job_ = outer;
+  cv_.notify_all();
 }
 
 void StreamQueue::run_then(Job& job, std::unique_lock<std::mutex>& lock) {
@@ -77,13 +82,7 @@ StreamQueue::Ran StreamQueue::run_next_here() {
   // stays ahead of the rest of them, as it would had it run in the loop.
   const bool outer_then = running_then_;
   const size_t outer_pushed = pushed_by_then_ > 0 ? pushed_by_then_ - 1 : 0;
-  const bool outer_running = running_job_;
-  running_job_ = true;
-  lock.unlock();
-  job.run();
-  lock.lock();
-  running_job_ = outer_running;
-  cv_.notify_all();
+  run_job(job, lock);
   size_t pushed_here = 0;
   if (job.then) {
     run_then(job, lock);

@@ -55,6 +55,8 @@ class StreamQueue {
     std::function<void()> run, then;
   };
   void loop();
+  // Runs job.run, counted by drain(); called and returns with the lock held.
+  void run_job(Job& job, std::unique_lock<std::mutex>& lock);
   // Runs job.then with what it pushes going to the front; called and
   // returns with the lock held.
   void run_then(Job& job, std::unique_lock<std::mutex>& lock);

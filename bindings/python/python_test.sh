@@ -14,6 +14,8 @@
 # its sanitizer's runtime loaded first into the (uninstrumented) interpreter.
 set -uo pipefail
 ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
+# shellcheck source=tests/lib/common.sh
+. "$ROOT/tests/lib/common.sh"  # skip, free_port
 # shellcheck source=tools/python_env.sh
 . "$ROOT/tools/python_env.sh"
 kolo_python_env_check || exit 1
@@ -42,13 +44,11 @@ fi
 if [[ "$1" == torch_programs_* ]]; then
   # Real programs (DDP with hooks, FSDP2, tensor parallelism, distributed
   # checkpoints) on kolo against gloo in one job, under torch's torchrun.
-  if [ -n "${LD_PRELOAD:-}" ]; then
-    echo "SKIPPED: the torch programs run in the optimized pass (torch under a sanitizer needs more than a preload)"
-    exit 0
-  fi
+  [ -n "${LD_PRELOAD:-}" ] &&
+    skip "the torch programs run in the optimized pass (torch under a sanitizer needs more than a preload)"
   ranks=${1#torch_programs_}
   export PYTHONPATH="$ROOT/bindings/python" KOLO_TIMEOUT_S=30
-  port=$("$KOLO_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   exec timeout 280 "$KOLO_VENV/bin/torchrun" --nproc_per_node "$ranks" --master_addr 127.0.0.1 \
     --master_port "$port" --redirects 2 --tee 3 "$ROOT/bindings/python/tests/torch_programs/programs.py"
 fi
@@ -62,7 +62,7 @@ if [[ "$1" == torch_* ]]; then
     # torch's own torchrun; --redirects 2 --tee 2 send stderr through,
     # prefixed by rank. Its agent serves the store on a free port
     # (--standalone would take 29400).
-    port=$("$KOLO_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(free_port)
     timeout 280 "$KOLO_VENV/bin/torchrun" --nproc_per_node "$ranks" --master_addr 127.0.0.1 \
       --master_port "$port" --redirects 2 --tee 2 --no_python "${PYTEST[@]}" . || exit 1
   fi

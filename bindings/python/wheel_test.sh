@@ -7,18 +7,16 @@
 # imports kolo runs on backend "kolo" under kolorun and under torchrun.
 set -uo pipefail
 ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
+# shellcheck source=tests/lib/common.sh
+. "$ROOT/tests/lib/common.sh"  # fail, skip, finish, free_port
 # shellcheck source=tools/python_env.sh
 . "$ROOT/tools/python_env.sh"
 kolo_python_env_check || exit 1
 LIB="$ROOT/bindings/c/libkolo.so"
-if readelf -d "$LIB" | grep -q 'NEEDED.*lib[at]san'; then
-  echo "SKIPPED: the wheel is built from the optimized pass's library (this is a sanitizer build)"
-  exit 0
-fi
+readelf -d "$LIB" | grep -q 'NEEDED.*lib[at]san' &&
+  skip "the wheel is built from the optimized pass's library (this is a sanitizer build)"
 WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/wheel.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 wheel=$(KOLO_WHEEL_LIBRARY="$LIB" bash "$ROOT/tools/build_wheel.sh" "$WORK/dist") || { echo "FAIL: no wheel"; exit 1; }
 echo "wheel: $(basename "$wheel"), $(stat -c %s "$wheel") bytes"
@@ -66,6 +64,5 @@ print("sum", t.item(), "from", kolo._library.lib._name)'
 script="$ROOT/bindings/python/tests/scripts/ddp_without_kolo_import.py"
 run ddp-kolorun 4 "ddp on kolo ok" "$env/bin/kolorun" -np 4 "$env/bin/python" "$script"
 run ddp-torchrun 2 "ddp on kolo ok" "$env/bin/python" -m torch.distributed.run --nproc_per_node 2 \
-  --master_addr 127.0.0.1 --master_port "$("$KOLO_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" "$script"
-[ "$failures" -eq 0 ] || { echo "wheel_test: $failures failure(s)"; exit 1; }
-echo "wheel_test: ok"
+  --master_addr 127.0.0.1 --master_port "$(free_port)" "$script"
+finish wheel_test
