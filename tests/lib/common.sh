@@ -24,10 +24,12 @@ finish() {
   exit 1
 }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A free TCP port. Its interpreter runs without the caller's LD_PRELOAD: a
+# sanitizer runtime preloaded for the tests' own processes crashes it.
+free_port() { env -u LD_PRELOAD python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # seconds_since T DIGITS: the time since T (from `date +%s.%N`), rounded.
-seconds_since() { python3 -c "import time; print(round(time.time() - $1, $2))"; }
+seconds_since() { env -u LD_PRELOAD python3 -c "import time; print(round(time.time() - $1, $2))"; }
 
 # kolorun_job N TIMEOUT PROGRAM [ARG...]: runs PROGRAM on N ranks under
 # tools/kolorun (ROOT is the runfiles' workspace); passes when it exits 0 and
