@@ -32,6 +32,14 @@ Status check_remote(const OpRequest& r, int size) {
   return Status::ok();
 }
 
+// Horovod's rule: only allreduces (and barriers) take joined ranks in, with
+// neutral contributions; the collectives whose output depends on every
+// rank's rows or on a root fail on every rank that runs them.
+bool fails_while_joined(OpKind kind) {
+  return kind == OpKind::kAllgather || kind == OpKind::kAlltoall || kind == OpKind::kBroadcast ||
+         kind == OpKind::kReduceScatter;
+}
+
 }  // namespace
 
 Negotiator::Negotiator(int rank, int size, size_t cache_capacity)
@@ -172,12 +180,8 @@ void Negotiator::insert_cache(const OpResponse& response) {
 
 void Negotiator::check_joined(OpResponse* r) const {
   if (r->joined.empty() || !r->error.is_ok()) return;
-  // Horovod's rule: only allreduces (and barriers) take joined ranks in,
-  // with neutral contributions; the collectives whose output depends on
-  // every rank's rows or on a root fail on every rank.
   const std::string what = std::string(op_kind_name(r->spec.kind)) + " '" + r->spec.name + "'";
-  if (r->spec.kind == OpKind::kAllgather || r->spec.kind == OpKind::kAlltoall || r->spec.kind == OpKind::kBroadcast ||
-      r->spec.kind == OpKind::kReduceScatter) {
+  if (fails_while_joined(r->spec.kind)) {
     r->error = invalid_usage(what + " cannot run while " + rank_list(r->joined) +
                              " have joined (only allreduce and barrier can)");
   }
@@ -307,11 +311,18 @@ Status Negotiator::finish_round(const std::vector<uint8_t>& reduced, const std::
     }
   }
 
-  // 3. Table names that every rank has announced (or joined without).
+  // 3. Table names that every rank has announced (or joined without), and
+  // those that cannot run while a rank has joined: they fail at once on the
+  // ranks that announced them, rather than wait for ranks that may never
+  // announce them under this name (unnamed operations are numbered per
+  // rank, and a rank that joined early skipped a number; Horovod waits,
+  // and hangs, there).
+  const bool any_joined = std::any_of(joined_.begin(), joined_.end(), [](bool j) { return j; });
   for (auto it = table_.begin(); it != table_.end();) {
     const Entry& e = it->second;
     bool complete = true;
     for (int q = 0; q < size_ && complete; ++q) complete = e.present[q] || joined_[q];
+    if (!complete && any_joined) complete = fails_while_joined(e.kind());
     if (!complete) {
       ++it;
       continue;

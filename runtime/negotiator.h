@@ -121,6 +121,13 @@ class Negotiator {
     std::vector<bool> present;
     std::vector<OpRequest> requests;  // by rank
     SteadyClock::time_point first_seen;
+    // The kind as the first rank to announce the name gave it.
+    OpKind kind() const {
+      for (size_t q = 0; q < present.size(); ++q) {
+        if (present[q]) return requests[q].kind;
+      }
+      return OpKind::kAllreduce;  // (an entry exists once some rank announced it)
+    }
   };
 
   bool matches_cache(const OpRequest& r, const OpResponse& cached) const;
