@@ -1,6 +1,7 @@
 """The kolo backend's works: each operation's future is completed by a
 callback on kolo's own thread, at the operation's place in the group's
 order, and the Work torch callers get raises kolo's error from wait()."""
+import datetime
 import itertools
 import threading
 import weakref
@@ -9,6 +10,7 @@ import torch
 from torch._C._distributed_c10d import Work
 
 from kolo._library import CALLBACK, ERR_TIMEOUT, SUCCESS, KoloTimeoutError, check, error_for, lib
+from kolo.torch._eager import run_eagerly
 
 
 def failure(code, deadline_s):
@@ -62,6 +64,7 @@ def _completed(code, token):
         del keep
 
 
+@run_eagerly
 class KoloFuture(torch.futures.Future):
     """A work's future. Waited for inside a completion on kolo's thread
     (PowerSGD's hook waits for the allreduce it has just issued), it runs
@@ -86,6 +89,7 @@ def complete_when_done(handle, keep, complete, future, deadline_s):
     check(lib.kolo_handle_set_callback(handle, _completed, token))
 
 
+@run_eagerly
 class KoloWork(Work):
     """One operation's work: its future completes with the outputs, or with
     kolo's error, which wait() raises (torch's future-wrapping work would
@@ -109,7 +113,17 @@ class KoloWork(Work):
             group.post_point_to_point()
 
     def wait(self, timeout=None):
+        """Waits for the operation and raises its error. A timeout (a
+        timedelta; zero, torch's default, waits without one) bounds this
+        wait only: past it, KoloTimeoutError, and the operation goes on."""
         self._posted()
+        seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout or 0)
+        if seconds > 0 and not self._future.done() and not on_kolo_thread():
+            done = threading.Event()
+            self._future.add_done_callback(lambda _: done.set())
+            if not done.wait(seconds):
+                raise KoloTimeoutError("kolo: Timed out after %g s waiting for the work (the timeout given to "
+                                       "Work.wait); its operation is still running" % seconds, ERR_TIMEOUT)
         self._future.wait()  # raises the operation's error (run forward here on kolo's thread)
         return True
 

@@ -34,13 +34,15 @@ import datetime
 import math
 import os
 import threading
+import time
 import weakref
 
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup
 
-from kolo._library import SUCCESS, Config, KoloError, UniqueId, check, error_for, lib
+from kolo._library import SUCCESS, Config, KoloError, KoloTimeoutError, UniqueId, check, error_for, lib
+from kolo.torch._eager import run_eagerly
 from kolo.torch._process_group_tensors import (BYTES, Buffer, check_rank, concatenated, offsets, op_of, pack,
                                                reduced, same_dtype, same_layout, single, size_array, unpack)
 from kolo.torch._process_group_work import (KoloFuture, KoloWork, complete_when_done, failure, on_kolo_thread,
@@ -50,6 +52,7 @@ BACKEND_NAME = "kolo"
 _ID_KEY = "kolo/unique_id"
 
 
+@run_eagerly
 class KoloProcessGroup(ProcessGroup):
     """A torch.distributed process group over a kolo communicator."""
 
@@ -355,6 +358,51 @@ class KoloProcessGroup(ProcessGroup):
     def barrier(self, opts=None):
         return self._run("barrier", (), [])
 
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        """gloo's monitored barrier, as `group.monitored_barrier(timeout)`
+        (torch's dist.monitored_barrier() takes gloo groups only): every
+        rank reports to rank 0, which raises naming the first rank that did
+        not report within timeout (with wait_all_ranks, every such rank),
+        and otherwise releases them all. As on gloo, a barrier that failed
+        leaves the group unusable: its unanswered receives stay posted."""
+        if timeout is None:
+            seconds = self._deadline_s
+        else:
+            seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
+        ms = int(seconds * 1000)
+        rank, size = self.rank(), self.size()
+        if rank != 0:
+            try:
+                self.send([torch.zeros(1)], 0).wait()
+                self.recv([torch.zeros(1)], 0).wait(datetime.timedelta(seconds=seconds))
+            except RuntimeError as e:
+                raise RuntimeError("Rank %d successfully reached monitoredBarrier, but received errors while waiting "
+                                   "for send/recv from rank 0. Please check rank 0 logs for faulty rank. (%s)"
+                                   % (rank, e)) from e
+            return
+        if seconds <= 0 and not wait_all_ranks:
+            raise RuntimeError("Rank 0 timed out in monitoredBarrier after %d ms" % ms)
+        start = time.monotonic()
+        reports = {r: self.recv([torch.zeros(1)], r) for r in range(1, size)}
+        late = []
+        for r, work in reports.items():
+            remaining = seconds - (time.monotonic() - start)
+            if remaining <= 0 and not wait_all_ranks:
+                raise RuntimeError("Rank 0 timed out in monitoredBarrier after %d ms" % ms)
+            try:
+                if remaining > 0:
+                    work.wait(datetime.timedelta(seconds=remaining))
+                elif not work.is_completed():
+                    late.append(r)
+            except KoloTimeoutError:
+                if not wait_all_ranks:
+                    raise RuntimeError("Rank %d failed to pass monitoredBarrier in %d ms" % (r, ms)) from None
+                late.append(r)
+        if late:
+            raise RuntimeError("Ranks %s failed to pass monitoredBarrier in %d ms" % (", ".join(map(str, late)), ms))
+        for r in range(1, size):
+            self.send([torch.zeros(1)], r).wait()
+
     # torch 2's names for the operations on whole tensors, and their
     # coalesced forms (one work for several tensors: kolo runs a group's
     # operations in order, so the last one's completion covers them all,
@@ -457,6 +505,7 @@ class KoloProcessGroup(ProcessGroup):
         return [s * row_bytes for s in split_sizes]
 
 
+@run_eagerly
 class _Coalesced(KoloWork):
     """One work for several: done when the last is (kolo runs them in
     order), failed if any failed."""

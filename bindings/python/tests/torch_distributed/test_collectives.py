@@ -366,3 +366,50 @@ def test_sparse_all_reduce(gloo, dense_dims):
     same(got.to_dense(), sum(sparse(r).to_dense() for r in range(size())))
     with pytest.raises(RuntimeError, match="sparse tensors reduce with ReduceOp.SUM only"):
         dist.all_reduce(sparse(rank()), dist.ReduceOp.MAX)
+
+
+def test_work_wait_with_a_timeout_bounds_the_wait_only():
+    """Work.wait(timeout) raises once the timeout passes; the operation goes
+    on, and completes when its peer comes."""
+    store = dist.distributed_c10d._get_default_store()
+    if rank() == 0:
+        got = torch.empty(2)
+        work = dist.irecv(got, src=1)
+        with pytest.raises(RuntimeError, match="Timed out after 0.2 s"):
+            work.wait(datetime.timedelta(seconds=0.2))
+        store.set("waited", "yes")
+        assert work.wait(datetime.timedelta(seconds=30))
+        assert got.tolist() == [1.0, 2.0]
+    elif rank() == 1:
+        store.wait(["waited"], datetime.timedelta(seconds=30))
+        dist.send(torch.tensor([1.0, 2.0]), 0)
+    dist.barrier()
+
+
+def test_monitored_barrier_passes_then_names_the_rank_that_did_not_come():
+    """group.monitored_barrier (gloo's): passes when everyone comes; when
+    rank 1 does not, rank 0 names it and the others hear that rank 0 did
+    not release them. The reports and releases left unanswered are then
+    answered by hand, so the group ends clean."""
+    group = dist.new_group(backend="kolo")
+    group.monitored_barrier(datetime.timedelta(seconds=30))
+    group.monitored_barrier(datetime.timedelta(seconds=30), wait_all_ranks=True)
+    store = dist.distributed_c10d._get_default_store()
+    if rank() == 0:
+        with pytest.raises(RuntimeError, match="Rank 1 failed to pass monitoredBarrier in 500 ms"):
+            group.monitored_barrier(datetime.timedelta(seconds=0.5))
+        store.set("monitored/failed", "yes")
+        for r in range(2, size()):
+            dist.send(torch.zeros(1), r, group=group)  # the releases it held back
+    elif rank() == 1:
+        store.wait(["monitored/failed"], datetime.timedelta(seconds=30))
+        dist.send(torch.zeros(1), 0, group=group)  # the report it did not make
+    else:
+        with pytest.raises(RuntimeError, match="Rank %d successfully reached monitoredBarrier, but received errors "
+                                               "while waiting for send/recv from rank 0" % rank()):
+            group.monitored_barrier(datetime.timedelta(seconds=0.5))
+    if rank() == 0:
+        with pytest.raises(RuntimeError, match="Rank 0 timed out in monitoredBarrier"):
+            group.monitored_barrier(datetime.timedelta(seconds=0))  # no time at all
+    dist.barrier()
+    dist.destroy_process_group(group)

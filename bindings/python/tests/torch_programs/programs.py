@@ -7,7 +7,8 @@ compared. Started by torchrun on N ranks (python_test.sh torch_programs):
 The default group is kolo's; gloo's is a new_group over every rank. Each
 program returns what it computed (losses, parameters, outputs), which must
 match gloo's to float32 rounding (to fp16/bf16 rounding where a
-compression hook rounds), on every rank. Prints "rank R: PROGRAM ok" per
+compression hook rounds), on every rank. (DDP's bf16 hook is not here:
+torch refuses it outside CUDA with NCCL, whatever the backend.) Prints "rank R: PROGRAM ok" per
 program, and exits non-zero at the first difference.
 """
 import os
@@ -98,14 +99,22 @@ def ddp_powersgd_buckets(group):
 
 
 def ddp_compiled(group):
-    """DDP under torch.compile (its DDPOptimizer splits the graph at the
-    buckets, whose allreduces then run between the compiled pieces)."""
+    """DDP under torch.compile, both ways: the compiled DDP (Dynamo traces
+    DDP's forward, whose reducer calls the backend from C++; torch 2.13
+    compiles no graph of it, on gloo either), and DDP over a compiled
+    module, whose graph Inductor compiles (checked)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
+    counters = torch._dynamo.utils.counters
     torch._dynamo.reset()
     # (Dynamo asks for buckets no smaller than DDP's first, 1 MB.)
-    model = torch.compile(DDP(mlp(), process_group=group, bucket_cap_mb=1))
-    losses = train(model)
-    return {"losses": losses, "params": [p.detach().clone() for p in model.parameters()]}
+    compiled_ddp = torch.compile(DDP(mlp(), process_group=group, bucket_cap_mb=1))
+    outer = train(compiled_ddp)
+    torch._dynamo.reset()
+    ddp_of_compiled = DDP(torch.compile(mlp()), process_group=group, bucket_cap_mb=1)
+    inner = train(ddp_of_compiled)
+    assert counters["stats"]["unique_graphs"] > 0, "nothing compiled: %s" % dict(counters["graph_break"])
+    return {"losses": outer + inner,
+            "params": [p.detach().clone() for m in (compiled_ddp, ddp_of_compiled) for p in m.parameters()]}
 
 
 # --- FSDP2, DTensor and tensor parallelism on a small transformer ---
@@ -227,17 +236,12 @@ def checkpoint(group):
     return {"params": after, "output": fresh(x).detach()}
 
 
-# (DDP itself refuses bf16_compress_hook without CUDA and NCCL 2.10+.)
-# Not yet among them: DDP under torch.compile (Dynamo fails tracing DDP's
-# forward over a Python process group: "UnsafeScriptObjectError: Attempted
-# to access unregistered member on an OpaqueObject"). DDP refuses
-# bf16_compress_hook without CUDA and NCCL 2.10+.
-PROGRAMS = {f.__name__: f for f in (ddp_static_graph, ddp_gradient_as_bucket_view, ddp_fp16_compress, ddp_powersgd,
-                                    ddp_powersgd_buckets, fsdp2, tensor_parallel, checkpoint)}
+PROGRAMS = {f.__name__: f for f in (ddp_static_graph, ddp_gradient_as_bucket_view, ddp_fp16_compress,
+                                    ddp_powersgd, ddp_powersgd_buckets, ddp_compiled, fsdp2,
+                                    tensor_parallel, checkpoint)}
 # Run on kolo alone (gloo hangs on them): every rank must end with the same
 # parameters, compared over the gloo group.
 KOLO_ONLY = {"ddp_powersgd_buckets"}
-KNOWN_FAILING = {f.__name__: f for f in (ddp_compiled,)}
 # Where a hook rounds to 16 bits, the sums of 16-bit values may differ in
 # their last bit between two correct reduction orders.
 TOLERANCE = {"ddp_fp16_compress": dict(rtol=2e-3, atol=2e-3)}
@@ -250,7 +254,7 @@ def main(names):
     kolo = dist.group.WORLD
     assert dist.get_backend(kolo) == "kolo", dist.get_backend(kolo)
     for name in names or PROGRAMS:
-        program = PROGRAMS.get(name) or KNOWN_FAILING[name]
+        program = PROGRAMS[name]
         on_kolo = program(kolo)
         if name in KOLO_ONLY:
             mine = torch.cat([p.flatten() for p in on_kolo["params"]])
