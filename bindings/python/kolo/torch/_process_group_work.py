@@ -172,8 +172,7 @@ class KoloWork(Work):
 
 
 def retire(group_ref, work):
-    """A completed work moves from its group's live works to its recent ones."""
+    """A completed work leaves its group's live works."""
     group = group_ref()
     if group is not None:
         group._alive.pop(id(work), None)
-        group._recent.append(work)

@@ -28,7 +28,6 @@ reductions raise RuntimeError. recv from any source (kolo_recv_any) works
 between ranks that reach each other over shared memory or TCP.
 """
 import atexit
-import collections
 import ctypes
 import datetime
 import math
@@ -67,7 +66,6 @@ class KoloProcessGroup(ProcessGroup):
         self._lock = threading.RLock()
         self._batch = []  # sends and receives not yet posted
         self._alive = {}  # id -> KoloWork, until it completes
-        self._recent = collections.deque(maxlen=1024)  # the last works done
         self._coalesced = None  # inside torch's coalescing manager: the works since it began
         self._group_name = self._group_desc = ""
         self._deadline_s = deadline_s
@@ -136,10 +134,11 @@ class KoloProcessGroup(ProcessGroup):
             work = KoloWork(self, future, point_to_point=call in ("send", "recv"))
             if self._coalesced is not None:
                 self._coalesced.append(work)
-            # C++ callers (DDP) hold the work only as a C++ pointer: were
-            # this Python object to die, their wait() and getFuture() would
-            # reach Work's unimplemented base. Kept until done, then among
-            # the group's last completed works.
+            # Kept until done. After that, torch's C++ callers (DDP) hold
+            # it through the PyWorkHolder torch wraps every work a Python
+            # group returns in; keeping done works here too would keep
+            # their output tensors (FSDP2's all-gathered parameters), and
+            # memory grew by the model's size every step.
             if work.point_to_point:
                 self._batch.append(operation)
             else:
