@@ -1,16 +1,19 @@
-"""DDP training steps on torch.distributed's kolo backend against its gloo
-backend, in the same job: one rank per process, launched by torchrun or
-kolorun (bench/ddp_bench.sh runs N=2 and N=4).
+"""DDP (or FSDP2) training steps on torch.distributed's kolo backend against
+its gloo backend, in the same job: one rank per process, launched by
+torchrun or kolorun (bench/ddp_bench.sh runs N=2 and N=4).
 
-    torchrun --nproc_per_node 2 --redirects 2 --tee 1 bench/ddp_bench.py [--params 25e6]
+    torchrun --nproc_per_node 2 --redirects 2 --tee 1 bench/ddp_bench.py [--params 25e6] [--fsdp2]
 
 The model is an MLP of about --params parameters; a small batch keeps the
 step's compute short, so the gradients' allreduce (4 bytes per parameter)
 dominates, as it does for large models on fast accelerators. Each round
 times --steps steps on kolo, then on gloo, then the same steps without
-communication (DDP's no_sync: forward, backward, optimizer), and the rounds
-alternate so that the machine's noise falls on both backends alike. The
-allreduce share of a step is (step - compute-only step) / step. Rank 0
+communication, and the rounds alternate so that the machine's noise falls
+on both backends alike. Without communication means DDP's no_sync
+(forward, backward, optimizer), or for FSDP2 (--fsdp2: each layer and the
+whole model fully_shard-ed, so every step all-gathers the parameters and
+reduce-scatters the gradients) the same model unsharded on one rank. The
+communication share of a step is (step - step without it) / step. Rank 0
 prints one line of medians per backend (milliseconds per step)."""
 import argparse
 import statistics
@@ -30,6 +33,17 @@ def build_model(params, width):
     for _ in range(layers):
         blocks += [torch.nn.Linear(width, width), torch.nn.ReLU()]
     return torch.nn.Sequential(*blocks[:-1])
+
+
+def shard(net, group):
+    """FSDP2 over group: each Linear layer a unit, then the whole model."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = DeviceMesh.from_group(group, "cpu")
+    for layer in net:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    return fully_shard(net, mesh=mesh)
 
 
 def timed_steps(ddp, optimizer, x, steps, sync=True):
@@ -56,6 +70,8 @@ def main():
     parser.add_argument("--steps", type=int, default=4, help="timed steps per round (default 4)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds, alternating the backends (default 5)")
     parser.add_argument("--bucket-mb", type=float, default=25, help="DDP's bucket_cap_mb (default 25, DDP's)")
+    parser.add_argument("--fsdp2", action="store_true",
+                        help="FSDP2 (fully_shard per layer) instead of DDP: all-gathers and reduce-scatters")
     parser.add_argument("--gradient-as-bucket-view", action="store_true",
                         help="DDP's gradient_as_bucket_view (no copies between gradients and buckets)")
     opts = parser.parse_args()
@@ -69,12 +85,18 @@ def main():
     runs = {}
     for name, group in groups.items():
         net = build_model(opts.params, opts.width)
-        ddp = DDP(net, process_group=group, bucket_cap_mb=opts.bucket_mb,
-                  gradient_as_bucket_view=opts.gradient_as_bucket_view)
-        optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-6)
-        timed_steps(ddp, optimizer, x, 1)  # warm-up: connections, buckets
-        runs[name] = (ddp, optimizer)
-    n_params = sum(p.numel() for p in runs["kolo"][0].parameters())
+        if opts.fsdp2:
+            model = shard(net, group)
+        else:
+            model = DDP(net, process_group=group, bucket_cap_mb=opts.bucket_mb,
+                        gradient_as_bucket_view=opts.gradient_as_bucket_view)
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-6)
+        timed_steps(model, optimizer, x, 1)  # warm-up: connections, buckets
+        runs[name] = (model, optimizer)
+    n_params = sum(p.numel() for p in build_model(opts.params, opts.width).parameters())
+    if opts.fsdp2:
+        local = build_model(opts.params, opts.width)
+        runs["compute"] = (local, torch.optim.SGD(local.parameters(), lr=1e-6))
 
     samples = {"kolo": [], "gloo": [], "compute": []}
     for _ in range(opts.rounds):
@@ -82,8 +104,11 @@ def main():
             ddp, optimizer = runs[name]
             dist.barrier(group=groups[name])
             samples[name].append(timed_steps(ddp, optimizer, x, opts.steps))
-        ddp, optimizer = runs["kolo"]
-        samples["compute"].append(timed_steps(ddp, optimizer, x, opts.steps, sync=False))
+        if opts.fsdp2:
+            samples["compute"].append(timed_steps(*runs["compute"], x, opts.steps))
+        else:
+            ddp, optimizer = runs["kolo"]
+            samples["compute"].append(timed_steps(ddp, optimizer, x, opts.steps, sync=False))
 
     # Every rank's medians, and the slowest rank's: a step ends for all when
     # the last rank's does.
@@ -91,11 +116,13 @@ def main():
     dist.all_reduce(medians, op=dist.ReduceOp.MAX, group=groups["gloo"])
     kolo_s, gloo_s, compute_s = medians.tolist()
     if rank == 0:
-        print("DDP %d ranks, %.1fM parameters (%.0f MB of float32 gradients), batch %d per rank, buckets %g MB%s, "
-              "median of %d rounds x %d steps" % (size, n_params / 1e6, n_params * 4 / 1e6, opts.batch, opts.bucket_mb,
-                                                  " as gradient views" if opts.gradient_as_bucket_view else "",
-                                                  opts.rounds, opts.steps))
-        print("%-8s %10s %16s" % ("backend", "ms/step", "allreduce share"))
+        how = ("FSDP2 (each layer fully_shard-ed)" if opts.fsdp2 else "buckets %g MB%s" % (
+            opts.bucket_mb, " as gradient views" if opts.gradient_as_bucket_view else ""))
+        print("%s %d ranks, %.1fM parameters (%.0f MB of float32 gradients), batch %d per rank, %s, "
+              "median of %d rounds x %d steps" % ("FSDP2" if opts.fsdp2 else "DDP", size, n_params / 1e6,
+                                                  n_params * 4 / 1e6, opts.batch, how, opts.rounds, opts.steps))
+        print("%-8s %10s %16s" % ("backend", "ms/step", "allgather+reduce-scatter share" if opts.fsdp2
+                                  else "allreduce share"))
         for name, s in (("kolo", kolo_s), ("gloo", gloo_s)):
             print("%-8s %10.1f %15.0f%%" % (name, s * 1e3, 100 * max(0.0, s - compute_s) / s))
         print("%-8s %10.1f" % ("compute", compute_s * 1e3))
