@@ -5,14 +5,17 @@
 # parser for every phase.
 set -uo pipefail
 ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
+# shellcheck source=tests/lib/common.sh
+. "$ROOT/tests/lib/common.sh"  # library_sanitizer
 LIBDIR="$ROOT/bindings/c"
 WORK="${TEST_TMPDIR:-/tmp}/engine_c"
 mkdir -p "$WORK"
 # A sanitizer build of the library needs the same sanitizer in the program.
 SAN=""
-needed=$(readelf -d "$LIBDIR/libkolo.so")
-echo "$needed" | grep -q 'libasan' && SAN="-fsanitize=address,undefined"
-echo "$needed" | grep -q 'libtsan' && SAN="-fsanitize=thread"
+case "$(library_sanitizer "$LIBDIR/libkolo.so")" in
+  asan) SAN="-fsanitize=address,undefined" ;;
+  tsan) SAN="-fsanitize=thread" ;;
+esac
 cc -std=c11 -Wall -Werror $SAN -I"$ROOT" "$ROOT/tests/engine_c_worker.c" -o "$WORK/worker" \
    -L"$LIBDIR" -l:libkolo.so -Wl,-rpath,"$LIBDIR" || { echo "FAIL: worker does not build against libkolo.so"; exit 1; }
 readelf -d "$WORK/worker" | grep NEEDED | grep -q 'libkolo.so' || { echo "FAIL: worker is not linked to libkolo.so"; exit 1; }

@@ -9,6 +9,8 @@
 # adds no rpath, as for any library outside the loader's directories).
 set -euo pipefail
 ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
+# shellcheck source=tests/lib/common.sh
+. "$ROOT/tests/lib/common.sh"  # library_sanitizer
 LIB="$ROOT/bindings/c/libkolo.so"
 rm -rf "$TEST_TMPDIR/install_test" && mkdir -p "$TEST_TMPDIR/install_test"
 # Resolved, so that paths compare equal to what Python and kolo.pc report.
@@ -30,12 +32,12 @@ IFS=. read -r MAJOR MINOR _ <<< "$VERSION"
 # uninstrumented interpreter gets it preloaded (as python_test.sh does).
 SAN_CFLAGS=()
 PY_ENV=()
-needed=$(readelf -d "$LIB")
-if grep -q libasan <<< "$needed"; then
+sanitizer=$(library_sanitizer "$LIB")
+if [ "$sanitizer" = asan ]; then
   SAN_CFLAGS=(-fsanitize=address,undefined)
   # The interpreter and numpy keep memory until exit by design.
   PY_ENV=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
-elif grep -q libtsan <<< "$needed"; then
+elif [ "$sanitizer" = tsan ]; then
   SAN_CFLAGS=(-fsanitize=thread)
   PY_ENV=(LD_PRELOAD="$(gcc -print-file-name=libtsan.so)")
 fi

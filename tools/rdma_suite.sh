@@ -77,8 +77,8 @@ run() {
 }
 
 # gtest binaries: ranks as threads, each with its own queue pairs.
-for t in transport/ib/device_test tests/transport_choice_test tests/ib_transport_test tests/fault_test \
-         tests/engine_test; do
+for t in transport/ib/device_test transport/ib/verbs_library_test tests/transport_choice_test \
+         tests/ib_transport_test tests/fault_test tests/engine_test; do
   run "$t" "$BIN/$t" --gtest_brief=1
 done
 # Every collective, dtype, op and count on 2..4 ranks, blocking and

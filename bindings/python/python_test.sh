@@ -15,21 +15,21 @@
 set -uo pipefail
 ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
 # shellcheck source=tests/lib/common.sh
-. "$ROOT/tests/lib/common.sh"  # skip, free_port
+. "$ROOT/tests/lib/common.sh"  # skip, free_port, library_sanitizer
 # shellcheck source=tools/python_env.sh
 . "$ROOT/tools/python_env.sh"
 kolo_python_env_check || exit 1
 export KOLO_LIBRARY="$ROOT/bindings/c/libkolo.so"
 export KOLO_TIMEOUT_S=60
 export PYTHONDONTWRITEBYTECODE=1
-needed=$(readelf -d "$KOLO_LIBRARY")
-if echo "$needed" | grep -q libasan; then
+sanitizer=$(library_sanitizer "$KOLO_LIBRARY")
+if [ "$sanitizer" = asan ]; then
   # libstdc++ too: ASan resolves __cxa_throw as it starts, and the
   # interpreter loads libstdc++ only later (torch's exceptions would abort).
   export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so.6)"
   # The interpreter and torch keep memory until exit by design.
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-elif echo "$needed" | grep -q libtsan; then
+elif [ "$sanitizer" = tsan ]; then
   export LD_PRELOAD="$(gcc -print-file-name=libtsan.so)"
   export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$ROOT/bindings/python/tsan_torch.supp"
 fi

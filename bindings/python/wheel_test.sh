@@ -8,12 +8,12 @@
 set -uo pipefail
 ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
 # shellcheck source=tests/lib/common.sh
-. "$ROOT/tests/lib/common.sh"  # fail, skip, finish, free_port
+. "$ROOT/tests/lib/common.sh"  # fail, skip, finish, free_port, library_sanitizer
 # shellcheck source=tools/python_env.sh
 . "$ROOT/tools/python_env.sh"
 kolo_python_env_check || exit 1
 LIB="$ROOT/bindings/c/libkolo.so"
-readelf -d "$LIB" | grep -q 'NEEDED.*lib[at]san' &&
+[ -n "$(library_sanitizer "$LIB")" ] &&
   skip "the wheel is built from the optimized pass's library (this is a sanitizer build)"
 WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/wheel.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT

@@ -21,13 +21,11 @@ export KOLO_TIMEOUT_S=30
 # The ranks' own sanitizer runtime, for Python ranks only: the launchers
 # (torchrun, mpirun, srun) run as they are.
 SAN_PRELOAD=""
-needed=$(readelf -d "$KOLO_LIBRARY")
-if echo "$needed" | grep -q libasan; then
-  SAN_PRELOAD="$(gcc -print-file-name=libasan.so)"
-  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-elif echo "$needed" | grep -q libtsan; then
-  SAN_PRELOAD="$(gcc -print-file-name=libtsan.so)"
-fi
+case "$(library_sanitizer "$KOLO_LIBRARY")" in
+  asan) SAN_PRELOAD="$(gcc -print-file-name=libasan.so)"
+        export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" ;;
+  tsan) SAN_PRELOAD="$(gcc -print-file-name=libtsan.so)" ;;
+esac
 # The command line of a Python rank.
 PYRANK=(env "LD_PRELOAD=$SAN_PRELOAD" "$KOLO_PYTHON" "$SCRIPT")
 # A torch.distributed rank on the kolo backend: in the optimized pass only

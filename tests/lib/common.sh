@@ -24,6 +24,18 @@ finish() {
   exit 1
 }
 
+# library_sanitizer LIB: "asan" or "tsan" when LIB is a sanitizer build
+# (it needs that sanitizer's runtime: a program built with it, or the
+# runtime preloaded into an uninstrumented one such as the interpreter),
+# else nothing.
+library_sanitizer() {
+  local needed
+  needed=$(readelf -d "$1") || return 1
+  if grep -q 'NEEDED.*libasan' <<< "$needed"; then echo asan
+  elif grep -q 'NEEDED.*libtsan' <<< "$needed"; then echo tsan
+  fi
+}
+
 # A free TCP port. Its interpreter runs without the caller's LD_PRELOAD: a
 # sanitizer runtime preloaded for the tests' own processes crashes it.
 free_port() { env -u LD_PRELOAD python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
