@@ -14,6 +14,7 @@ PACKAGES=(
   python3                  # kolorun (Debian's /usr/bin/python3)
   python3-numpy            # kolo's Python package under Debian's interpreter (tests/install_test.sh)
   python3-pip python3-setuptools python3-wheel python3-venv pkg-config  # pip install ./bindings/python, kolo.pc (tools/install.sh, tests/install_test.sh)
+  python3-dev              # Python's headers: torch compiles C++ against them (torch.compile's Inductor, kolo/torch/_device_backend.cpp)
   clang libclang-rt-14-dev # libFuzzer targets (tools/fuzz.sh)
   gnuplot-nox              # kolo_bench --plot
   iproute2 procps iptables # emulated hosts (tools/netns.sh)

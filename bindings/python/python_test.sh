@@ -48,8 +48,9 @@ if [[ "$1" == torch_programs_* ]]; then
     skip "the torch programs run in the optimized pass (torch under a sanitizer needs more than a preload)"
   ranks=${1#torch_programs_}
   export PYTHONPATH="$ROOT/bindings/python" KOLO_TIMEOUT_S=30
-  # Inductor's compiled kernels (ddp_compiled) go to the test's own space.
-  export TORCHINDUCTOR_CACHE_DIR="$TEST_TMPDIR/inductor"
+  # Inductor's compiled kernels (ddp_compiled) and kolo's device backend
+  # (ddp_device_map) are built in the test's own space.
+  export TORCHINDUCTOR_CACHE_DIR="$TEST_TMPDIR/inductor" TORCH_EXTENSIONS_DIR="$TEST_TMPDIR/torch_extensions"
   port=$(free_port)
   exec timeout 280 "$KOLO_VENV/bin/torchrun" --nproc_per_node "$ranks" --master_addr 127.0.0.1 \
     --master_port "$port" --redirects 2 --tee 3 "$ROOT/bindings/python/tests/torch_programs/programs.py"

@@ -94,6 +94,8 @@ setup(
     description="kolo: ring-allreduce collectives over libkolo (NumPy; kolo.torch mirrors horovod.torch)",
     packages=find_packages(HERE, include=["kolo", "kolo.*"]),
     py_modules=["_kolo_torch_backend"],
+    # Compiled on first use of a device map that mixes kolo with another backend.
+    package_data={"kolo.torch": ["_device_backend.cpp"]},
     entry_points={"torch.backends": ["kolo = _kolo_torch_backend:register"]},
     # A plain script, not a console-script entry point: kolorun must start
     # without importing kolo (which loads libkolo). pip points its first

@@ -41,6 +41,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup
 
 from kolo._library import SUCCESS, Config, KoloError, KoloTimeoutError, UniqueId, check, error_for, lib
+from kolo.torch import _device_backend
 from kolo.torch._eager import run_eagerly
 from kolo.torch._process_group_tensors import (BYTES, Buffer, check_rank, concatenated, offsets, op_of, pack,
                                                reduced, same_dtype, same_layout, single, size_array, unpack)
@@ -569,9 +570,12 @@ def _create(store, rank, size, timeout):
     if not isinstance(timeout, datetime.timedelta):
         raise RuntimeError("kolo: timeout must be a datetime.timedelta, not %r" % (timeout,))
     try:
-        return KoloProcessGroup(store, rank, size, timeout)
+        group = KoloProcessGroup(store, rank, size, timeout)
     except KoloError as e:
         raise RuntimeError("kolo: could not create the process group (rank %d of %d): %s" % (rank, size, e)) from e
+    if _device_backend.in_mixed_device_map():
+        return _device_backend.device_backend(group)  # kolo for its devices only ("cpu:kolo,cuda:nccl")
+    return group
 
 
 # At exit, before the interpreter finalizes: the groups still open close

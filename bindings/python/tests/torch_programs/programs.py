@@ -74,6 +74,21 @@ def ddp_fp16_compress(group):
     return ddp(group, hook=lambda g: (g, default_hooks.fp16_compress_hook))
 
 
+def ddp_device_map(group):
+    """DDP on a group that maps CPU tensors to kolo and CUDA tensors to gloo
+    ("cpu:kolo,cuda:gloo"): kolo serves its device as a c10d Backend
+    (kolo/torch/_device_backend.py), gloo the other; gloo's run is a plain
+    gloo group."""
+    if dist.get_backend(group) != "kolo":
+        return ddp(group)
+    mixed = dist.new_group(backend="cpu:kolo,cuda:gloo")
+    backends = {d: mixed._get_backend(torch.device(d)).name() for d in ("cpu", "cuda")}
+    assert backends == {"cpu": "kolo", "cuda": "gloo"}, backends
+    result = ddp(mixed)
+    dist.destroy_process_group(mixed)
+    return result
+
+
 def powersgd_hook(g):
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
     # Compression from the second step on; the same random seed on either
@@ -237,7 +252,7 @@ def checkpoint(group):
 
 
 PROGRAMS = {f.__name__: f for f in (ddp_static_graph, ddp_gradient_as_bucket_view, ddp_fp16_compress,
-                                    ddp_powersgd, ddp_powersgd_buckets, ddp_compiled, fsdp2,
+                                    ddp_device_map, ddp_powersgd, ddp_powersgd_buckets, ddp_compiled, fsdp2,
                                     tensor_parallel, checkpoint)}
 # Run on kolo alone (gloo hangs on them): every rank must end with the same
 # parameters, compared over the gloo group.

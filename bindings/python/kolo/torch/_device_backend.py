@@ -1,0 +1,61 @@
+"""kolo as the backend of some devices of a group whose other devices
+another backend serves: init_process_group("cpu:kolo,cuda:nccl").
+
+torch keeps one backend per device, and only as a C++ c10d.Backend, which
+torch 2.13 gives Python no way to subclass; kolo's group is a Python
+ProcessGroup, which torch takes as the whole group (it then creates no
+backend for the other devices). For such a map, the group is wrapped in
+_device_backend.cpp's Backend, which hands every operation to it. That
+file is compiled on first use against the torch that runs, by torch's
+cpp_extension (a C++ compiler, Python's headers and ninja: the project's
+environment has them), into TORCH_EXTENSIONS_DIR (default
+~/.cache/torch_extensions), once per torch version.
+"""
+import os
+import re
+import sys
+import threading
+
+import torch
+
+_lock = threading.Lock()
+_module = None
+
+
+def _load():
+    global _module
+    with _lock:
+        if _module is None:
+            from torch.utils import cpp_extension
+            # ninja may be the environment's own (pip's ninja), beside its interpreter.
+            path = os.environ.get("PATH", "")
+            os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + path
+            try:
+                _module = cpp_extension.load(
+                    name="kolo_device_backend_" + re.sub(r"\W", "_", torch.__version__),
+                    sources=[os.path.join(os.path.dirname(os.path.abspath(__file__)), "_device_backend.cpp")],
+                    extra_cflags=["-O2"], verbose=False)
+            finally:
+                os.environ["PATH"] = path
+    return _module
+
+
+def device_backend(group):
+    """A c10d.Backend over kolo's Python group `group`."""
+    return _load().device_backend(group)
+
+
+def in_mixed_device_map(depth=4):
+    """Whether the group torch is making maps some device to another
+    backend. torch tells a backend's creator nothing of the map; the
+    function that calls the creator (_new_process_group_helper) holds it
+    as `backend_config`, whose device map is read here."""
+    frame = sys._getframe(2)
+    for _ in range(depth):
+        if frame is None:
+            break
+        config = frame.f_locals.get("backend_config")
+        if config is not None and hasattr(config, "get_device_backend_map"):
+            return len(set(config.get_device_backend_map().values())) > 1
+        frame = frame.f_back
+    return False
