@@ -9,6 +9,7 @@
 // alive for as long as C++ holds it. Built on first use of such a map by
 // kolo/torch/_device_backend.py (torch's cpp_extension), against the torch
 // that runs.
+#include <pybind11/chrono.h>  // the barrier's timeout reaches Python as a timedelta
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/PyProcessGroup.hpp>
 #include <torch/extension.h>

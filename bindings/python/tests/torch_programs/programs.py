@@ -11,6 +11,7 @@ compression hook rounds), on every rank. (DDP's bf16 hook is not here:
 torch refuses it outside CUDA with NCCL, whatever the backend.) Prints "rank R: PROGRAM ok" per
 program, and exits non-zero at the first difference.
 """
+import datetime
 import os
 import sys
 import tempfile
@@ -85,6 +86,7 @@ def ddp_device_map(group):
     backends = {d: mixed._get_backend(torch.device(d)).name() for d in ("cpu", "cuda")}
     assert backends == {"cpu": "kolo", "cuda": "gloo"}, backends
     result = ddp(mixed)
+    mixed.monitored_barrier(datetime.timedelta(seconds=30))  # through the Backend's own entry point
     dist.destroy_process_group(mixed)
     return result
 
