@@ -2,7 +2,11 @@
 tests with the exception each rank raised, then the counts line:
 
     summarize.py BACKEND RANKS REPORT.xml
-    summarize.py --compare A.xml B.xml   # tests that pass in A but fail in B
+    summarize.py --compare A.xml B.xml   # of the tests A passes, those B fails
+
+Each failure is followed by its reason where known_failures.py names one
+("UNEXPLAINED" where not); --compare ends with the share of A's passes that
+B passes.
 
 A failed test's pytest text is the suite's "Process i exited with error
 code 10 and exception: <traceback>" per rank; its useful part is each
@@ -13,6 +17,8 @@ the suite says it: "... terminated or timed out after N seconds".
 import re
 import sys
 import xml.etree.ElementTree as ET
+
+import known_failures
 
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
 
@@ -62,14 +68,21 @@ def outcomes(path):
 def main(argv):
     if argv[0] == "--compare":
         a, b = outcomes(argv[1]), outcomes(argv[2])
-        for name in sorted(b):
-            if b[name][0] == "failed" and a.get(name, ("",))[0] == "passed":
-                print("%s: %s" % (name, b[name][1]))
+        passed_a = [name for name in sorted(a) if a[name][0] == "passed"]
+        lost = [name for name in passed_a if b.get(name, ("missing",))[0] != "passed"]
+        for name in lost:
+            kind, text = b.get(name, ("missing", "not run"))[:2]
+            print("%s %s: %s\n    %s" % (kind, name, text, known_failures.reason(name) or "UNEXPLAINED"))
+        kept = len(passed_a) - len(lost)
+        print("%d of the %d tests %s passes pass in %s (%.1f%%); %d of the rest have a named reason" % (
+            kept, len(passed_a), argv[1], argv[2], 100.0 * kept / max(1, len(passed_a)),
+            sum(1 for name in lost if known_failures.reason(name))))
         return
     backend, ranks, results = argv[0], int(argv[1]), outcomes(argv[2])
     for name in sorted(results):
         if results[name][0] == "failed":
-            print("FAILED %s (%.0f s): %s" % (name, results[name][2], results[name][1]))
+            print("FAILED %s (%.0f s): %s\n    %s" % (name, results[name][2], results[name][1],
+                                                    known_failures.reason(name) or "UNEXPLAINED"))
     counts = {k: sum(1 for v in results.values() if v[0] == k) for k in ("passed", "failed", "skipped")}
     print("%s %d ranks: %d passed, %d failed, %d skipped" % (
         backend, ranks, counts["passed"], counts["failed"], counts["skipped"]))
