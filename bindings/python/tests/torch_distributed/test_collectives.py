@@ -390,7 +390,8 @@ def test_monitored_barrier_passes_then_names_the_rank_that_did_not_come():
     """group.monitored_barrier (gloo's): passes when everyone comes; when
     rank 1 does not, rank 0 names it and the others hear that rank 0 did
     not release them. The reports and releases left unanswered are then
-    answered by hand, so the group ends clean."""
+    answered by hand (each once its barrier has failed, told through the
+    store), so the group ends clean."""
     group = dist.new_group(backend="kolo")
     group.monitored_barrier(datetime.timedelta(seconds=30))
     group.monitored_barrier(datetime.timedelta(seconds=30), wait_all_ranks=True)
@@ -398,16 +399,18 @@ def test_monitored_barrier_passes_then_names_the_rank_that_did_not_come():
     if rank() == 0:
         with pytest.raises(RuntimeError, match="Rank 1 failed to pass monitoredBarrier in 500 ms"):
             group.monitored_barrier(datetime.timedelta(seconds=0.5))
-        store.set("monitored/failed", "yes")
+        store.set("monitored/failed/0", "yes")
+        store.wait(["monitored/failed/%d" % r for r in range(2, size())], datetime.timedelta(seconds=30))
         for r in range(2, size()):
             dist.send(torch.zeros(1), r, group=group)  # the releases it held back
     elif rank() == 1:
-        store.wait(["monitored/failed"], datetime.timedelta(seconds=30))
+        store.wait(["monitored/failed/0"], datetime.timedelta(seconds=30))
         dist.send(torch.zeros(1), 0, group=group)  # the report it did not make
     else:
         with pytest.raises(RuntimeError, match="Rank %d successfully reached monitoredBarrier, but received errors "
                                                "while waiting for send/recv from rank 0" % rank()):
             group.monitored_barrier(datetime.timedelta(seconds=0.5))
+        store.set("monitored/failed/%d" % rank(), "yes")
     if rank() == 0:
         with pytest.raises(RuntimeError, match="Rank 0 timed out in monitoredBarrier"):
             group.monitored_barrier(datetime.timedelta(seconds=0))  # no time at all
