@@ -113,7 +113,11 @@ def main():
     # Every rank's medians, and the slowest rank's: a step ends for all when
     # the last rank's does.
     medians = torch.tensor([statistics.median(samples[k]) for k in ("kolo", "gloo", "compute")], dtype=torch.float64)
-    dist.all_reduce(medians, op=dist.ReduceOp.MAX, group=groups["gloo"])
+    # Over kolo: torch 2.13's gloo can deadlock at exit when its last work
+    # held a tensor Python made (its worker thread takes the GIL to let go
+    # of it while the group's destructor, holding the GIL, joins that
+    # thread), about one run in ten here with this allreduce on gloo.
+    dist.all_reduce(medians, op=dist.ReduceOp.MAX, group=groups["kolo"])
     kolo_s, gloo_s, compute_s = medians.tolist()
     if rank == 0:
         how = ("FSDP2 (each layer fully_shard-ed)" if opts.fsdp2 else "buckets %g MB%s" % (
