@@ -461,10 +461,11 @@ kolo_result_t kolo_submit_barrier(kolo_comm_t comm, const char* name, kolo_handl
 /* This rank has run out of data. Until every rank has joined, it takes part
  * in the other ranks' allreduces and barriers without data (the op's
  * identity, e.g. zeros for a sum); an allgather, alltoall, broadcast or
- * reduce-scatter fails on every rank with KOLO_ERR_INVALID_USAGE while any
- * rank has joined (Horovod's rule). It may not submit until the join
- * completes; then kolo_handle_join_rank gives the last rank to join, and it
- * may join again later (the next epoch). */
+ * reduce-scatter fails with KOLO_ERR_INVALID_USAGE while any rank has
+ * joined (Horovod's rule), on each rank as soon as it submits it, without
+ * waiting for the others to submit the same name. It may not submit until
+ * the join completes; then kolo_handle_join_rank gives the last rank to
+ * join, and it may join again later (the next epoch). */
 kolo_result_t kolo_join(kolo_comm_t comm, kolo_handle_t* handle);
 
 /* *done = 1 and the operation's result if it has completed; *done = 0 and
