@@ -85,6 +85,7 @@ def main():
     runs = {}
     for name, group in groups.items():
         net = build_model(opts.params, opts.width)
+        n_params = sum(p.numel() for p in net.parameters())  # before sharding splits them
         if opts.fsdp2:
             model = shard(net, group)
         else:
@@ -93,7 +94,6 @@ def main():
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-6)
         timed_steps(model, optimizer, x, 1)  # warm-up: connections, buckets
         runs[name] = (model, optimizer)
-    n_params = sum(p.numel() for p in build_model(opts.params, opts.width).parameters())
     if opts.fsdp2:
         local = build_model(opts.params, opts.width)
         runs["compute"] = (local, torch.optim.SGD(local.parameters(), lr=1e-6))

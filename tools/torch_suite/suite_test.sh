@@ -12,11 +12,11 @@
 # its runtime preloaded into every interpreter, which the suite does not do.
 set -uo pipefail
 ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
+# shellcheck source=tests/lib/common.sh
+. "$ROOT/tests/lib/common.sh"  # skip, library_sanitizer
 export KOLO_LIBRARY="$ROOT/bindings/c/libkolo.so"
-if readelf -d "$KOLO_LIBRARY" | grep -q 'NEEDED.*lib[at]san'; then
-  echo "SKIPPED: PyTorch's suite runs in the optimized pass (this is a sanitizer build of libkolo)"
-  exit 0
-fi
+[ -n "$(library_sanitizer "$KOLO_LIBRARY")" ] &&
+  skip "PyTorch's suite runs in the optimized pass (this is a sanitizer build of libkolo)"
 export TORCH_SUITE_OUT="$TEST_TMPDIR/torch_suite"
 export PYTHONDONTWRITEBYTECODE=1
 export TORCH_SUITE_SELECT='all_reduce|broadcast|reduce|all_gather|gather|scatter|barrier|send_recv|isend|irecv|DistributedDataParallelCPU|SyncBatchNorm_process_group|Backend_enum|destroy|static_graph_api_cpu|any_source'

@@ -29,6 +29,7 @@ def _functions(cls):
         elif callable(value):
             yield value
 
+
 def run_eagerly(cls):
     """Class decorator: Dynamo skips the class's functions and what they
     call, whether it meets them as frames of their own (called from torch's

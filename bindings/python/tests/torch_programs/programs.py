@@ -7,9 +7,9 @@ compared. Started by torchrun on N ranks (python_test.sh torch_programs):
 The default group is kolo's; gloo's is a new_group over every rank. Each
 program returns what it computed (losses, parameters, outputs), which must
 match gloo's to float32 rounding (to fp16/bf16 rounding where a
-compression hook rounds), on every rank. (DDP's bf16 hook is not here:
-torch refuses it outside CUDA with NCCL, whatever the backend.) Prints "rank R: PROGRAM ok" per
-program, and exits non-zero at the first difference.
+compression hook rounds), on every rank. Prints "rank R: PROGRAM ok" per
+program, and exits non-zero at the first difference. (DDP's bf16 hook is
+not here: torch refuses it outside CUDA with NCCL, whatever the backend.)
 """
 import datetime
 import os
