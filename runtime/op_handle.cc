@@ -27,6 +27,11 @@ bool OpHandle::done() const {
   return done_;
 }
 
+bool OpHandle::finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completing_;
+}
+
 Status OpHandle::status() const {
   std::lock_guard<std::mutex> lock(mu_);
   return status_;

@@ -22,6 +22,9 @@ class OpHandle {
   void complete(Status status);
 
   bool done() const;
+  // Whether its results (status, outputs) are final: from the moment its
+  // callback starts, which is before done().
+  bool finished() const;
   // The result once done(); OK before.
   Status status() const;
   // Waits until done or the deadline (then KOLO_ERR_TIMEOUT; the operation

@@ -37,6 +37,22 @@ static void on_done(kolo_result_t result, void* user) {
   if (result == KOLO_SUCCESS) __atomic_add_fetch((int*)user, 1, __ATOMIC_SEQ_CST);
 }
 
+/* A framework's kernel reads an allgather's output in the completion
+ * callback itself (it runs before a wait returns). */
+struct gathered_in_callback {
+  kolo_handle_t handle;
+  int size;
+  int64_t rows[8];
+  size_t bytes;
+  int ok;
+};
+static void on_gathered(kolo_result_t result, void* user) {
+  struct gathered_in_callback* g = user;
+  const void* data;
+  g->ok = result == KOLO_SUCCESS && kolo_handle_output_rows(g->handle, g->rows, g->size) == KOLO_SUCCESS &&
+          kolo_handle_output(g->handle, &data, &g->bytes) == KOLO_SUCCESS && data != NULL;
+}
+
 int main(int argc, char** argv) {
   const char* timeline = argc > 1 ? argv[1] : NULL;
   kolo_comm_t comm;
@@ -88,7 +104,11 @@ int main(int argc, char** argv) {
     nanosleep(&pause, NULL);
   }
   CHECK(kolo_submit_allgather(comm, "rows", rows, 2, shape, KOLO_INT64, &g));
+  struct gathered_in_callback in_callback = {g, size, {0}, 0, 0};
+  CHECK(kolo_handle_set_callback(g, on_gathered, &in_callback));
   CHECK(kolo_handle_wait(g, 60));
+  EXPECT(in_callback.ok == 1);
+  for (int q = 0; q < size; ++q) EXPECT(in_callback.rows[q] == q + 1);
   const void* data;
   size_t bytes;
   CHECK(kolo_handle_output(g, &data, &bytes));
@@ -101,6 +121,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3 * (q + 1); ++i) EXPECT(all[k++] == q * 100 + i);
   }
   EXPECT(bytes == k * sizeof(int64_t));
+  EXPECT(in_callback.bytes == bytes);
   CHECK(kolo_handle_release(g));
 
   /* 3. A mismatch: rank 1 says int32. Every rank gets KOLO_ERR_MISMATCH. */

@@ -482,7 +482,8 @@ kolo_result_t kolo_handle_wait(kolo_handle_t handle, double timeout_s);
  * already complete. At most one per handle. */
 kolo_result_t kolo_handle_set_callback(kolo_handle_t handle, kolo_callback_t callback, void* user_data);
 
-/* After completion: the output of an allgather or alltoall (owned by the
+/* After completion (in the operation's callback too, which runs before a wait
+ * returns): the output of an allgather or alltoall (owned by the
  * handle, valid until it is released), and the rows each rank contributed
  * (allgather) or sent to this rank (alltoall): world_size entries. */
 kolo_result_t kolo_handle_output(kolo_handle_t handle, const void** data, size_t* bytes);

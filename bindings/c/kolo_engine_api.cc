@@ -211,7 +211,7 @@ kolo_result_t kolo_handle_output(kolo_handle_t handle, const void** data, size_t
   if (!handle) return null_handle();
   if (!data || !bytes) return report(kolo::invalid_argument("data and bytes output pointers must not be NULL"));
   return guarded([&] {
-    if (!handle->impl->done()) return kolo::invalid_usage("the operation has not completed");
+    if (!handle->impl->finished()) return kolo::invalid_usage("the operation has not completed");
     *data = handle->impl->output.data();
     *bytes = handle->impl->output.size();
     return kolo::Status::ok();
@@ -222,7 +222,7 @@ kolo_result_t kolo_handle_output_rows(kolo_handle_t handle, int64_t* rows, int w
   if (!handle) return null_handle();
   if (!rows) return report(kolo::invalid_argument("rows is NULL"));
   return guarded([&] {
-    if (!handle->impl->done()) return kolo::invalid_usage("the operation has not completed");
+    if (!handle->impl->finished()) return kolo::invalid_usage("the operation has not completed");
     const auto& r = handle->impl->output_rows;
     if (r.empty()) return kolo::invalid_usage("only allgather and alltoall have rows per rank");
     if (world_size != static_cast<int>(r.size())) {
@@ -238,7 +238,7 @@ kolo_result_t kolo_handle_join_rank(kolo_handle_t handle, int* last_rank) {
   if (!handle) return null_handle();
   if (!last_rank) return report(kolo::invalid_argument("last_rank is NULL"));
   return guarded([&] {
-    if (!handle->impl->done()) return kolo::invalid_usage("the join has not completed");
+    if (!handle->impl->finished()) return kolo::invalid_usage("the join has not completed");
     if (handle->impl->join_last_rank < 0) return kolo::invalid_usage("not a join handle, or the join failed");
     *last_rank = handle->impl->join_last_rank;
     return kolo::Status::ok();
