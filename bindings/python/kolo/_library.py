@@ -279,11 +279,11 @@ def _load():
     if version.split(".")[0] != major:
         raise ImportError("kolo: %s is libkolo %s, but this package is for %s (major version %s)"
                           % (where, version, wanted, major))
-    return lib, version
+    return lib, version, where
 
 
-# The library, and its version (kolo.__version__).
-lib, version = _load()
+# The library, its version (kolo.__version__) and the file it was loaded from.
+lib, version, path = _load()
 
 
 def error_for(code):

@@ -98,9 +98,18 @@ def _exists(ranks):
     return any(ps.ranks == sorted(ranks) for ps in _registry.sets.values())
 
 
+# Framework layers that look communicators up by set id themselves
+# (kolo.tensorflow's kernels): each has added(process_set) and
+# removing(process_set), called after a set is added and before its
+# communicator is destroyed.
+membership_listeners = []
+
+
 def _destroy(process_set):
     """Forgets the set's id and communicator, then destroys it (its engine
     stops: operations in flight fail)."""
+    for listener in membership_listeners:
+        listener.removing(process_set)
     group = process_set._group
     process_set._invalidate()
     if group is not None:
@@ -132,6 +141,8 @@ def add_process_set(process_set):
             process_set._group = _runtime.Group(new, process_set.ranks,
                                                 "process set %d" % process_set.process_set_id)
         _registry.sets[process_set.process_set_id] = process_set
+    for listener in membership_listeners:
+        listener.added(process_set)
     return process_set
 
 
@@ -185,6 +196,12 @@ def init(comm=None, process_sets=None):
         index, ps = duplicates[0]
         raise ValueError("kolo could not be initialized because process_sets entry number %d is a duplicate: %s"
                          % (index, ps))
+
+
+def registered_sets():
+    """The process sets added and not removed, the global set excluded."""
+    with _registry.lock:
+        return list(_registry.sets.values())
 
 
 def _remove_all():

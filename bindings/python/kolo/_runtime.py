@@ -99,6 +99,8 @@ def init(mpi_comm=None):
         _state.rank, _state.size, _state.local_rank, _state.local_size = values
         _state.world = Group(comm, range(_state.size), "the world")
         _state.comm = comm
+        for hook in _init_hooks:
+            hook(_state.world)
 
 
 def _init_from_mpi(comm, mpi_comm):
@@ -150,6 +152,7 @@ def shutdown():
 
 atexit.register(shutdown)
 _shutdown_hooks = []  # called before the world communicator goes (process sets destroy theirs)
+_init_hooks = []  # called with the world's Group once init() has made it (framework layers record it)
 
 
 def is_initialized():

@@ -1,0 +1,79 @@
+"""The collectives kolo.keras needs, on the tensors of the Keras backend in
+use: TensorFlow's through kolo.tensorflow's ops (inside the train step's
+graph, so they overlap the backward pass), PyTorch's through kolo.torch.
+Values that leave the step (variables to broadcast, metrics to average)
+go as NumPy arrays through kolo's framework-free collectives."""
+import keras
+import numpy as np
+
+import kolo
+from kolo._process_sets import group_of
+
+
+def name():
+    return keras.backend.backend()
+
+
+def check_supported():
+    if name() not in ("tensorflow", "torch"):
+        raise NotImplementedError("kolo.keras runs on Keras's tensorflow and torch backends, not %r "
+                                  "(KERAS_BACKEND)" % name())
+
+
+def gradient_reducer(compression, sparse_as_dense, op, gradient_predivide_factor, groups, process_set):
+    """f(grads, variables) -> grads reduced over the set (None stays None)."""
+    check_supported()
+    if name() == "tensorflow":
+        from kolo.tensorflow.collectives import gradient_reducer as tf_reducer
+        return tf_reducer("DistributedOptimizer", compression, sparse_as_dense, op, gradient_predivide_factor,
+                          groups, process_set)
+    import kolo.torch as kt
+    prescale, postscale = ((1.0 / gradient_predivide_factor, gradient_predivide_factor)
+                           if op == kolo.Average else (1.0, 1.0))
+
+    def reduce(grads, variables, use_generic_names=False):
+        del variables, use_generic_names
+        grads = list(grads)
+        present = [i for i, g in enumerate(grads) if g is not None]
+        if not present or group_of(process_set).size == 1:
+            return grads
+        # One grouped operation per dtype (a grouped allreduce takes one).
+        by_dtype = {}
+        for i in present:
+            by_dtype.setdefault(grads[i].dtype, []).append(i)
+        for positions in by_dtype.values():
+            compressed = [compression.compress(grads[i]) for i in positions]
+            reduced = kt.grouped_allreduce([c for c, _ in compressed], op=op, prescale_factor=prescale,
+                                           postscale_factor=postscale, process_set=process_set)
+            for i, r, (_, ctx) in zip(positions, reduced, compressed):
+                grads[i] = compression.decompress(r, ctx)
+        return grads
+
+    return reduce
+
+
+def allreduce_sum(x, process_set):
+    """A differentiable sum over the set of a backend tensor (SyncBatchNormalization)."""
+    check_supported()
+    if name() == "tensorflow":
+        from kolo.tensorflow.mpi_ops import _allreduce
+        return _allreduce(x, op=kolo.Sum, process_set=process_set)
+    import kolo.torch as kt
+    return kt.allreduce(x, op=kolo.Sum, process_set=process_set)
+
+
+def broadcast_values(variables, root_rank, process_set):
+    """root_rank's values assigned to the variables (Keras variables of any
+    backend), every broadcast in flight at once."""
+    variables = list(variables)
+    arrays = [np.array(keras.ops.convert_to_numpy(v), order="C") for v in variables]  # 0-d stays 0-d
+    base = group_of(process_set).operation_name("broadcast_variables", None).decode()
+    handles = [kolo.broadcast_async_(a, root_rank, name="%s.%d" % (base, i), process_set=process_set)
+               for i, a in enumerate(arrays)]
+    for v, h in zip(variables, handles):
+        v.assign(h.synchronize())
+
+
+def allreduce_values(values, op, process_set, name=None):
+    """The op over the set of plain numbers or arrays (metrics), as NumPy."""
+    return kolo.allreduce(np.asarray(values, dtype=np.float64), op=op, name=name, process_set=process_set)

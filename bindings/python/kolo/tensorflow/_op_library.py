@@ -1,0 +1,149 @@
+"""kolo's TensorFlow kernels (_ops.cc): compiled on first use against the
+TensorFlow that runs, loaded, and kept told which communicator serves each
+process set.
+
+A TensorFlow op library is tied to the TensorFlow it was compiled against,
+so it is built here, the way Horovod builds its own at install time: with
+the flags tf.sysconfig gives, by the C++ compiler ($CXX, else g++), into
+KOLO_TF_OPS_DIR (default ~/.cache/kolo/tensorflow), named by a hash of the
+source, kolo.h, TensorFlow's version and the flags, so that a change to any
+makes a new one and ranks that start together build it once (a file lock;
+the others wait and load it). A build takes 20-40 s; later imports load it
+at once.
+"""
+import contextlib
+import ctypes
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import tensorflow as tf
+
+from kolo import _library, _process_sets, _runtime
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SOURCE = os.path.join(_HERE, "_ops.cc")
+
+
+def _kolo_h_dir():
+    """Where kolo.h is: beside the installed package (kolo/include, put there
+    by setup.py), else in the checkout (bindings/c)."""
+    for folder in (os.path.join(os.path.dirname(_HERE), "include"),
+                   os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))), "c")):
+        if os.path.isfile(os.path.join(folder, "kolo.h")):
+            return folder
+    raise ImportError("kolo.tensorflow: kolo.h is neither in kolo/include nor in the checkout's bindings/c; "
+                      "it is needed to build kolo's TensorFlow kernels")
+
+
+def _command(output):
+    compiler = os.environ.get("CXX", "g++")
+    return ([compiler, "-shared", "-fPIC", "-O2", "-w", "-I" + _kolo_h_dir()] + tf.sysconfig.get_compile_flags()
+            + [_SOURCE, "-o", output] + tf.sysconfig.get_link_flags() + ["-ldl"])
+
+
+def _library_path():
+    digest = hashlib.sha256()
+    for path in (_SOURCE, os.path.join(_kolo_h_dir(), "kolo.h")):
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    digest.update(" ".join([tf.__version__] + _command("OUT")[0:1] + tf.sysconfig.get_compile_flags()
+                           + tf.sysconfig.get_link_flags()).encode())
+    folder = os.environ.get("KOLO_TF_OPS_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kolo",
+                                                               "tensorflow")
+    return os.path.join(folder, "kolo_tf_ops-%s-%s.so" % (tf.__version__, digest.hexdigest()[:16]))
+
+
+@contextlib.contextmanager
+def _locked(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build(path):
+    with _locked(path):
+        if os.path.isfile(path):
+            return
+        if shutil.which(_command(path)[0]) is None:
+            raise ImportError("kolo.tensorflow: building kolo's TensorFlow kernels needs a C++ compiler (%s); "
+                              "install g++ or set CXX" % _command(path)[0])
+        print("kolo.tensorflow: building kolo's TensorFlow kernels for TensorFlow %s (once) into %s"
+              % (tf.__version__, path), file=sys.stderr, flush=True)
+        fd, scratch = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(path))
+        os.close(fd)
+        try:
+            done = subprocess.run(_command(scratch), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if done.returncode != 0:
+                raise ImportError("kolo.tensorflow: building kolo's TensorFlow kernels failed:\n%s\n%s"
+                                  % (" ".join(_command(scratch)), done.stdout[-8000:]))
+            os.replace(scratch, path)  # whole, or not there: a rank that finds it may load it
+        finally:
+            if os.path.exists(scratch):
+                os.unlink(scratch)
+
+
+def _load():
+    path = _library_path()
+    if not os.path.isfile(path):
+        _build(path)
+    ops = tf.load_op_library(path)
+    native = ctypes.CDLL(path)
+    native.kolo_tf_bind.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    native.kolo_tf_set_process_set.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int),
+                                               ctypes.c_int]
+    native.kolo_tf_set_process_set.restype = None
+    native.kolo_tf_forget_process_set.argtypes = [ctypes.c_int]
+    native.kolo_tf_forget_process_set.restype = None
+    error = ctypes.create_string_buffer(1024)
+    if native.kolo_tf_bind(os.fsencode(_library.path), error, len(error)) != 0:
+        raise ImportError("kolo.tensorflow: " + error.value.decode("utf-8", "replace"))
+    return ops, native
+
+
+ops, _native = _load()
+
+
+def _record(process_set_id, group, world_ranks):
+    ranks = list(world_ranks)
+    array = (ctypes.c_int * max(len(ranks), 1))(*ranks)
+    _native.kolo_tf_set_process_set(process_set_id, group.comm if group is not None else None, array, len(ranks))
+
+
+class _Membership:
+    """Keeps the kernels' table of communicators in step with kolo's
+    process sets (kolo._process_sets calls it)."""
+
+    @staticmethod
+    def added(process_set):
+        _record(process_set.process_set_id, process_set._group, process_set.ranks)
+
+    @staticmethod
+    def removing(process_set):
+        if process_set.process_set_id is not None:
+            _native.kolo_tf_forget_process_set(process_set.process_set_id)
+
+
+def _world_started(world):
+    _record(0, world, world.ranks)
+    for ps in _process_sets.registered_sets():
+        _Membership.added(ps)
+
+
+def _world_ending():
+    _native.kolo_tf_forget_process_set(-1)
+
+
+_process_sets.membership_listeners.append(_Membership)
+_runtime._init_hooks.append(_world_started)
+_runtime._shutdown_hooks.append(_world_ending)
+if _runtime.is_initialized():
+    _world_started(_runtime.world())

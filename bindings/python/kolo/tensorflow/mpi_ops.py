@@ -1,0 +1,339 @@
+"""horovod.tensorflow's collectives as TensorFlow ops over kolo's engine
+(the kernels of _ops.cc), each with Horovod's gradient.
+
+Every op is named for the engine: the `name` given, else (in a graph, where
+ops run concurrently) a name made from the input tensor's, so that the same
+program builds the same names on every rank; eager ops run one at a time
+and an unnamed one uses its kind's name. `process_set=` restricts an op to
+a set's ranks; roots are world ranks, as in Horovod.
+"""
+import re
+
+import tensorflow as tf
+from tensorflow.python.framework import ops as _tf_ops
+
+from kolo import _runtime
+from kolo._collectives import Adasum, Average, Max, Min, Product, Sum  # noqa: F401 (re-exported)
+from kolo._process_sets import global_process_set, group_of
+from kolo.tensorflow._op_library import ops as _ops
+
+
+def _executing_eagerly():
+    return tf.executing_eagerly()
+
+
+def _normalize_name(name):
+    """A tensor's name as TensorFlow accepts it in an op's name."""
+    return re.sub("[^a-zA-Z0-9_]", "_", name)
+
+
+def _set_id(process_set):
+    """The set's id, after checking that this rank may submit to it (a
+    ValueError naming the set otherwise)."""
+    group_of(process_set)
+    return 0 if process_set is None else process_set.process_set_id
+
+
+def _naming(name, prefix, tensor_name):
+    """(node name, tensor_name attr) for an op: in a graph the node's name
+    is the engine's name (the caller's, else prefix + the input's name); an
+    eager op has no node name of its own, so a given name goes in the attr."""
+    if _executing_eagerly():
+        return None, name or ""
+    if name is None:
+        name = "%s_%s" % (prefix, _normalize_name(tensor_name))
+    return name, ""
+
+
+def _tensor_name(x):
+    return getattr(x, "name", None) or "tensor"
+
+
+# ---- allreduce -----------------------------------------------------------------
+
+def _check_reduction_op(op):
+    if op not in (Average, Sum, Min, Max, Product, Adasum):
+        raise ValueError("unknown reduction op %r; use Average, Sum, Adasum, Min, Max or Product" % (op,))
+
+
+def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0, ignore_name_scope=False,
+               process_set=global_process_set):
+    """op over the set's tensors (one dtype and shape on every rank)."""
+    _check_reduction_op(op)
+    if op == Adasum:
+        from kolo.tensorflow import adasum
+        return adasum.allreduce(tensor, name, prescale_factor, postscale_factor, process_set)
+    tensor = tf.convert_to_tensor(tensor)
+    node, attr = _naming(name, "KoloAllreduce", _tensor_name(tensor))
+    return _ops.kolo_allreduce(tensor, reduce_op=op, prescale_factor=prescale_factor,
+                               postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+                               process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+
+
+@_tf_ops.RegisterGradient("KoloAllreduce")
+def _allreduce_grad(op, grad):
+    # Horovod's: the gradient goes through the same reduction.
+    return _allreduce(grad, op=op.get_attr("reduce_op"), prescale_factor=op.get_attr("prescale_factor"),
+                      postscale_factor=op.get_attr("postscale_factor"),
+                      ignore_name_scope=op.get_attr("ignore_name_scope"),
+                      process_set=_set_of(op.get_attr("process_set_id")))
+
+
+def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
+                       ignore_name_scope=False, process_set=global_process_set):
+    """One engine operation reducing every tensor (one dtype)."""
+    _check_reduction_op(op)
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    if op == Adasum:
+        from kolo.tensorflow import adasum
+        return [adasum.allreduce(t, None if name is None else "%s.%d" % (name, i), prescale_factor,
+                                 postscale_factor, process_set) for i, t in enumerate(tensors)]
+    dtypes = sorted({t.dtype.name for t in tensors})
+    if len(dtypes) > 1:
+        raise TypeError("grouped_allreduce: all tensors must have one dtype, got %s" % ", ".join(dtypes))
+    node, attr = _naming(name, "KoloGroupedAllreduce",
+                         "%s_%s" % (_tensor_name(tensors[0]), _tensor_name(tensors[-1])))
+    return _ops.kolo_grouped_allreduce(tensors, reduce_op=op, prescale_factor=prescale_factor,
+                                       postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+                                       process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+
+
+@_tf_ops.RegisterGradient("KoloGroupedAllreduce")
+def _grouped_allreduce_grad(op, *grads):
+    return _grouped_allreduce(list(grads), op=op.get_attr("reduce_op"),
+                              prescale_factor=op.get_attr("prescale_factor"),
+                              postscale_factor=op.get_attr("postscale_factor"),
+                              ignore_name_scope=op.get_attr("ignore_name_scope"),
+                              process_set=_set_of(op.get_attr("process_set_id")))
+
+
+# ---- allgather ---------------------------------------------------------------------
+
+def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
+    """The set's tensors concatenated along the first dimension, in rank
+    order; the first dimension may differ between ranks."""
+    tensor = tf.convert_to_tensor(tensor)
+    node, attr = _naming(name, "KoloAllgather", _tensor_name(tensor))
+    return _ops.kolo_allgather(tensor, ignore_name_scope=ignore_name_scope, process_set_id=_set_id(process_set),
+                               tensor_name=attr, name=node)
+
+
+def _gathered_part(grad, x, process_set, ignore_name_scope):
+    """This rank's rows of an allgather's output gradient (Horovod's
+    gradient: the gradients are averaged first, then cut by the first
+    dimensions the ranks gave)."""
+    group = group_of(process_set)
+    with tf.device("/cpu:0"):
+        rows = tf.reshape(tf.shape(x, out_type=tf.int64)[0], [1])
+        rows = allgather(rows, ignore_name_scope=ignore_name_scope, process_set=process_set)
+    return tf.split(grad, num_or_size_splits=tf.reshape(rows, [group.size]), axis=0)[group.rank]
+
+
+@_tf_ops.RegisterGradient("KoloAllgather")
+def _allgather_grad(op, grad):
+    process_set = _set_of(op.get_attr("process_set_id"))
+    ignore = op.get_attr("ignore_name_scope")
+    grad = _allreduce(grad, op=Average, ignore_name_scope=ignore, process_set=process_set)
+    return _gathered_part(grad, op.inputs[0], process_set, ignore)
+
+
+def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=global_process_set):
+    """allgather of each tensor, as one op (engine names NAME.0, NAME.1...)."""
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    node, attr = _naming(name, "KoloGroupedAllgather",
+                         "%s_%s" % (_tensor_name(tensors[0]), _tensor_name(tensors[-1])))
+    return _ops.kolo_grouped_allgather(tensors, ignore_name_scope=ignore_name_scope,
+                                       process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+
+
+@_tf_ops.RegisterGradient("KoloGroupedAllgather")
+def _grouped_allgather_grad(op, *grads):
+    process_set = _set_of(op.get_attr("process_set_id"))
+    ignore = op.get_attr("ignore_name_scope")
+    grads = _grouped_allreduce(list(grads), op=Average, ignore_name_scope=ignore, process_set=process_set)
+    return [_gathered_part(g, x, process_set, ignore) for g, x in zip(grads, op.inputs)]
+
+
+# ---- broadcast -----------------------------------------------------------------------
+
+def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=global_process_set):
+    """root_rank's tensor (root_rank a world rank of the set) on every rank of the set."""
+    group = group_of(process_set)
+    group.group_rank(root_rank)  # a ValueError naming the root if it is not in the set
+    tensor = tf.convert_to_tensor(tensor)
+    node, attr = _naming(name, "KoloBroadcast", _tensor_name(tensor))
+    return _ops.kolo_broadcast(tensor, root_rank=root_rank, ignore_name_scope=ignore_name_scope,
+                               process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+
+
+@_tf_ops.RegisterGradient("KoloBroadcast")
+def _broadcast_grad(op, grad):
+    # Horovod's: averaged over the set, kept on the root only.
+    process_set = _set_of(op.get_attr("process_set_id"))
+    grad = _allreduce(grad, op=Average, ignore_name_scope=op.get_attr("ignore_name_scope"),
+                      process_set=process_set)
+    return grad if _runtime.rank() == op.get_attr("root_rank") else grad * 0
+
+
+def grouped_broadcast(tensors, root_rank, name=None, ignore_name_scope=False, process_set=global_process_set):
+    """broadcast of each tensor (any dtypes), as one op (engine names NAME.0, NAME.1...)."""
+    group_of(process_set).group_rank(root_rank)
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    node, attr = _naming(name, "KoloGroupedBroadcast",
+                         "%s_%s" % (_tensor_name(tensors[0]), _tensor_name(tensors[-1])))
+    return _ops.kolo_grouped_broadcast(tensors, root_rank=root_rank, ignore_name_scope=ignore_name_scope,
+                                       process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+
+
+def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
+    """root_rank's values written into the variables (of any kinds and
+    dtypes), as one grouped broadcast; returns their new values."""
+    variables = list(variables)
+    if not variables:
+        return []
+    values = grouped_broadcast([v.read_value() for v in variables], root_rank, name=name, process_set=process_set)
+    assigns = [v.assign(x) for v, x in zip(variables, values)]
+    if _executing_eagerly():
+        return [v.read_value() for v in variables]
+    with tf.control_dependencies(assigns):
+        return [tf.identity(v.read_value()) for v in variables]
+
+
+# ---- alltoall -----------------------------------------------------------------------
+
+def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=global_process_set):
+    """Sends splits[q] rows of tensor (equal parts if None) to rank q of the
+    set; returns the rows received in rank order and, when splits was
+    given, how many came from each rank."""
+    tensor = tf.convert_to_tensor(tensor)
+    split_tensor = tf.convert_to_tensor(splits) if splits is not None else tf.constant([], dtype=tf.int32)
+    if split_tensor.dtype not in (tf.int32, tf.int64):
+        raise TypeError("alltoall splits must be int32 or int64, not %s" % split_tensor.dtype.name)
+    node, attr = _naming(name, "KoloAlltoall", _tensor_name(tensor))
+    output, received = _ops.kolo_alltoall(tensor, split_tensor, ignore_name_scope=ignore_name_scope,
+                                          process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+    return (output, received) if splits is not None else output
+
+
+@_tf_ops.RegisterGradient("KoloAlltoall")
+def _alltoall_grad(op, grad, _received_grad):
+    # Horovod's: the gradients go back where their rows came from.
+    back, _ = alltoall(grad, splits=op.outputs[1], ignore_name_scope=op.get_attr("ignore_name_scope"),
+                       process_set=_set_of(op.get_attr("process_set_id")))
+    return [back, None]
+
+
+# ---- reducescatter ----------------------------------------------------------------------
+
+def _check_reducescatter_op(op):
+    if op == Adasum:
+        raise NotImplementedError("reducescatter does not take op=Adasum; use Average, Sum, Min, Max or Product")
+    _check_reduction_op(op)
+
+
+def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False, process_set=global_process_set,
+                   prescale_factor=1.0, postscale_factor=1.0):
+    """op over the set's tensors, cut along the first dimension: rank r of
+    the set gets part r (the first shape[0] % size parts have one more row)."""
+    _check_reducescatter_op(op)
+    tensor = tf.convert_to_tensor(tensor)
+    node, attr = _naming(name, "KoloReducescatter", _tensor_name(tensor))
+    return _ops.kolo_reducescatter(tensor, reduce_op=op, prescale_factor=prescale_factor,
+                                   postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+                                   process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+
+
+def _reducescatter_grad_scale(op, grads):
+    # Horovod's: an allgather of the gradients, scaled as the forward pass was.
+    factor = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
+    if op.get_attr("reduce_op") == Sum:
+        factor *= group_of(_set_of(op.get_attr("process_set_id"))).size
+    return [g * factor if factor != 1.0 else g for g in grads]
+
+
+@_tf_ops.RegisterGradient("KoloReducescatter")
+def _reducescatter_grad(op, grad):
+    grad, = _reducescatter_grad_scale(op, [grad])
+    return allgather(grad, ignore_name_scope=op.get_attr("ignore_name_scope"),
+                     process_set=_set_of(op.get_attr("process_set_id")))
+
+
+def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False, process_set=global_process_set,
+                           prescale_factor=1.0, postscale_factor=1.0):
+    _check_reducescatter_op(op)
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    dtypes = sorted({t.dtype.name for t in tensors})
+    if len(dtypes) > 1:
+        raise TypeError("grouped_reducescatter: all tensors must have one dtype, got %s" % ", ".join(dtypes))
+    node, attr = _naming(name, "KoloGroupedReducescatter",
+                         "%s_%s" % (_tensor_name(tensors[0]), _tensor_name(tensors[-1])))
+    return _ops.kolo_grouped_reducescatter(tensors, reduce_op=op, prescale_factor=prescale_factor,
+                                           postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+                                           process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+
+
+@_tf_ops.RegisterGradient("KoloGroupedReducescatter")
+def _grouped_reducescatter_grad(op, *grads):
+    process_set = _set_of(op.get_attr("process_set_id"))
+    return grouped_allgather(_reducescatter_grad_scale(op, grads),
+                             ignore_name_scope=op.get_attr("ignore_name_scope"), process_set=process_set)
+
+
+# ---- join, barrier, rank and size ops ---------------------------------------------------
+
+def join():
+    """This rank is out of data: until every rank has joined, it takes part
+    in the others' allreduces with zeros. Returns the last rank to join."""
+    return _ops.kolo_join()
+
+
+def barrier(process_set=global_process_set, name=None):
+    """Returns once every rank of the set has reached it."""
+    node, attr = _naming(name, "KoloBarrier", "barrier")
+    return _ops.kolo_barrier(process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+
+
+def size_op(process_set_id=0, name=None):
+    """The set's size, read when the graph runs (not when it is built)."""
+    return _ops.kolo_size(process_set_id=process_set_id, name=name)
+
+
+def local_size_op(name=None):
+    return _ops.kolo_local_size(name=name)
+
+
+def rank_op(name=None):
+    return _ops.kolo_rank(name=name)
+
+
+def local_rank_op(name=None):
+    return _ops.kolo_local_rank(name=name)
+
+
+def process_set_included_op(process_set_id=0, name=None):
+    """1 if this rank is in the set, 0 if not; -1 before init, -2 for a set that does not exist."""
+    return _ops.kolo_process_set_included(process_set_id=process_set_id, name=name)
+
+
+for _name in ("KoloJoin", "KoloBarrier", "KoloSize", "KoloRank", "KoloLocalSize", "KoloLocalRank",
+              "KoloProcessSetIncluded"):
+    _tf_ops.NotDifferentiable(_name)
+
+
+def _set_of(process_set_id):
+    """The ProcessSet with this id (the gradients are built with the id the op kept)."""
+    if process_set_id == 0:
+        return global_process_set
+    from kolo._process_sets import registered_sets
+    for ps in registered_sets():
+        if ps.process_set_id == process_set_id:
+            return ps
+    raise ValueError("process set %d no longer exists" % process_set_id)

@@ -1,0 +1,2 @@
+"""horovod.tensorflow.SyncBatchNormalization is a Keras layer: kolo.keras's."""
+from kolo.keras.sync_batch_norm import SyncBatchNormalization  # noqa: F401
