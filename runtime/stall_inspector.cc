@@ -15,10 +15,13 @@ SteadyClock::duration seconds(double s) {
 
 }  // namespace
 
+double StallInspector::threshold_s() const {
+  return shutdown_s_ > 0 ? std::min(warning_s_, shutdown_s_) : warning_s_;
+}
+
 StallInspector::Clock::time_point StallInspector::next_check(const Negotiator& negotiator) const {
   if (!negotiator.has_local_pending()) return Clock::time_point::max();
-  double period = warning_s_;
-  if (shutdown_s_ > 0) period = std::min(period, shutdown_s_);
+  const double period = threshold_s();
   const auto first = negotiator.oldest_local() + seconds(period);
   // Then every half period, so rank 0 sees the stall soon after it begins.
   const auto again = last_check_round_ + seconds(period / 2);
@@ -26,12 +29,14 @@ StallInspector::Clock::time_point StallInspector::next_check(const Negotiator& n
 }
 
 void StallInspector::begin_check_round(Negotiator* negotiator, Clock::time_point now) {
-  negotiator->expose_older_than(now - seconds(warning_s_ / 2));
+  negotiator->expose_older_than(now - seconds(threshold_s() / 2));
   last_check_round_ = now;
 }
 
 std::string StallInspector::inspect(Negotiator* negotiator, Clock::time_point now) {
-  std::vector<StalledName> stalled = negotiator->stalled(now, warning_s_);
+  // A name is looked at once it is older than the warning or, when that
+  // is sooner, the shutdown limit (then every one found is fatal).
+  std::vector<StalledName> stalled = negotiator->stalled(now, threshold_s());
   std::string report;
   bool fatal = false;
   for (const auto& s : stalled) {

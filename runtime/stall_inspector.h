@@ -30,6 +30,9 @@ class StallInspector {
   std::string inspect(Negotiator* negotiator, Clock::time_point now);
 
  private:
+  // The age at which a pending name is inspected: the warning age, or the
+  // shutdown limit when that is shorter.
+  double threshold_s() const;
   const double warning_s_;
   const double shutdown_s_;  // 0: never
   Clock::time_point last_check_round_{};

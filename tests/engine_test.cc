@@ -411,6 +411,31 @@ TEST(Engine, StallShutdownFailsEveryRank) {
   }
 }
 
+TEST(Engine, StallShutdownShorterThanTheWarningFailsAtTheShutdownLimit) {
+  Config c = engine_config();
+  c.stall_warning_s = 60;  // the default warning: the shutdown limit must not wait for it
+  c.stall_shutdown_s = 0.5;
+  EngineWorld w(2, c);
+  const auto start = std::chrono::steady_clock::now();
+  w.run([&](int r) {
+    warm_up(w.engine(r));
+    std::vector<float> in(16, 1.f), out(16);
+    std::shared_ptr<OpHandle> h;
+    if (r == 0) {  // rank 1 never submits "orphan"
+      ASSERT_TRUE(w.engine(r).submit(allreduce("orphan", in.data(), out.data(), 16), &h).is_ok());
+      Status s = wait(h);
+      EXPECT_EQ(s.code(), Code::kTimeout) << s.to_string();
+      EXPECT_NE(s.message().find("KOLO_STALL_SHUTDOWN_S"), std::string::npos) << s.message();
+    } else {
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (w.engine(r).error().is_ok() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  });
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+}
+
 TEST(Engine, OtherOperationsAgreeWithTheReference) {
   for (int n : {1, 3, 4}) {
     EngineWorld w(n, engine_config());
