@@ -99,6 +99,28 @@ TEST(ConfigTest, InitRankRefusesSecretAndBadIds) {
   kolo_comm_destroy(comm);
 }
 
+TEST(ConfigTest, InitFromEnvConfigTakesTheLauncherAndTheConfig) {
+  ::setenv("KOLO_RANK", "0", 1);
+  ::setenv("KOLO_WORLD_SIZE", "1", 1);
+  ::setenv("KOLO_MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("KOLO_MASTER_PORT", "0", 1);
+  kolo_config_t config = KOLO_CONFIG_INITIALIZER;
+  config.segment_bytes = 3;
+  kolo_comm_t comm = nullptr;
+  EXPECT_EQ(kolo_comm_init_from_env_config(&comm, &config), KOLO_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kolo_last_error()).find("config.segment_bytes = 3"), std::string::npos);
+  EXPECT_EQ(comm, nullptr);
+  config = KOLO_CONFIG_INITIALIZER;
+  config.job_id = "config-test/init-1";
+  config.spin_us = 50;
+  ASSERT_EQ(kolo_comm_init_from_env_config(&comm, &config), KOLO_SUCCESS) << kolo_last_error();
+  float x = 2.5f;
+  ASSERT_EQ(kolo_allreduce(comm, &x, &x, 1, KOLO_FLOAT32, KOLO_SUM), KOLO_SUCCESS);
+  EXPECT_EQ(x, 2.5f);
+  kolo_comm_destroy(comm);
+  for (const char* v : {"KOLO_RANK", "KOLO_WORLD_SIZE", "KOLO_MASTER_ADDR", "KOLO_MASTER_PORT"}) ::unsetenv(v);
+}
+
 // N ranks as threads: ids passed in memory, an allreduce checked.
 double run_world(int n) {
   const auto start = std::chrono::steady_clock::now();

@@ -161,6 +161,12 @@ kolo_result_t kolo_get_unique_id(kolo_unique_id_t* id);
 kolo_result_t kolo_comm_init_rank(kolo_comm_t* comm, int nranks, const kolo_unique_id_t* id, int rank,
                                   const kolo_config_t* config);
 
+/* kolo_comm_init_from_env with settings in code: the launcher's variables
+ * say who is where, config (NULL = the environment and the defaults) says
+ * how, with the precedence above (a field that is set wins over its
+ * variable). config.job_id names the job, as KOLO_JOB_ID does. */
+kolo_result_t kolo_comm_init_from_env_config(kolo_comm_t* comm, const kolo_config_t* config);
+
 /* Releases the communicator's sockets, threads and memory. Not collective;
  * NULL is accepted and ignored. A communicator and those split from it may
  * be destroyed in any order. */

@@ -18,7 +18,9 @@
 #include "common/env.h"
 #include "common/hmac.h"
 #include "common/log.h"
+#include "runtime/communicator.h"
 #include "runtime/config.h"
+#include "runtime/launch_env.h"
 #include "runtime/rendezvous.h"
 #include "transport/handshake.h"
 #include "transport/socket/address.h"
@@ -242,6 +244,21 @@ kolo_result_t kolo_comm_init_rank(kolo_comm_t* comm, int nranks, const kolo_uniq
     info.master_addr = u.address;
     info.master_port = u.port;
     info.source = "kolo_comm_init_rank";
+    auto handle = std::make_unique<kolo_comm>();
+    KOLO_RETURN_IF_ERROR(kolo::Communicator::create(info, c, &handle->impl));
+    *comm = handle.release();
+    return kolo::Status::ok();
+  });
+}
+
+kolo_result_t kolo_comm_init_from_env_config(kolo_comm_t* comm, const kolo_config_t* config) {
+  return guarded([&] {
+    if (!comm) return kolo::invalid_argument("comm output pointer is NULL");
+    *comm = nullptr;
+    kolo::Config c;
+    KOLO_RETURN_IF_ERROR(kolo_c::config_from_c(config, &c));
+    kolo::LaunchInfo info;
+    KOLO_RETURN_IF_ERROR(kolo::read_launch_env(&info));
     auto handle = std::make_unique<kolo_comm>();
     KOLO_RETURN_IF_ERROR(kolo::Communicator::create(info, c, &handle->impl));
     *comm = handle.release();
