@@ -114,6 +114,20 @@ class Config(ctypes.Structure):
         c.size, c.version = ctypes.sizeof(cls), 1
         return c
 
+    @classmethod
+    def sharing_cores(cls):
+        """Config.unset(), for a rank that computes on the CPU while kolo
+        communicates (DDP and Horovod-style training overlap allreduces with
+        the backward pass): kolo's thread polls briefly (50 us) and yields
+        rather than spin for milliseconds on a core the compute needs.
+        KOLO_SPIN_US / KOLO_SPIN_YIELD, when set, decide instead."""
+        c = cls.unset()
+        if "KOLO_SPIN_US" not in os.environ:
+            c.spin_us = 50
+        if "KOLO_SPIN_YIELD" not in os.environ:
+            c.spin_yield = 1
+        return c
+
 
 _V, _SZ, _I = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
 _SZ_P = ctypes.POINTER(ctypes.c_size_t)
@@ -140,6 +154,7 @@ _ASYNC_CALLS = {
 # name: argument types (every function returns kolo_result_t).
 _SIGNATURES = {
     "kolo_comm_init_from_env": [_c_void_pp],
+    "kolo_comm_init_from_env_config": [_c_void_pp, ctypes.POINTER(Config)],
     "kolo_comm_init": [_c_void_pp, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int],
     "kolo_comm_destroy": [ctypes.c_void_p],
     "kolo_comm_split": [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, _c_void_pp],

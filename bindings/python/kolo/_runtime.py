@@ -1,14 +1,13 @@
 """The process's communicator (init/shutdown, rank and size) and handles of
 named asynchronous operations (poll/synchronize)."""
 import atexit
-import contextlib
 import ctypes
 import itertools
 import numbers
 import os
 import threading
 
-from kolo._library import SUCCESS, EngineStats, KoloError, UniqueId, check, error_for, lib
+from kolo._library import SUCCESS, Config, EngineStats, KoloError, UniqueId, check, error_for, lib
 
 _LAUNCH_RANK_VARIABLES = ("KOLO_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
@@ -77,18 +76,22 @@ def init(mpi_comm=None):
     launcher the process is a world of one. With mpi_comm (an mpi4py
     communicator) the world is that communicator's ranks, in its order:
     its rank 0 makes the job's id (kolo_get_unique_id), which travels to the
-    others by the communicator's bcast, as NCCL's does. Calling it again
-    does nothing."""
+    others by the communicator's bcast, as NCCL's does. The rank computes on
+    the CPU meanwhile, so kolo's thread polls briefly and yields
+    (Config.sharing_cores). Calling it again does nothing."""
     with _state.lock:
         if _state.comm is not None:
             return
         comm = ctypes.c_void_p()
+        config = Config.sharing_cores()
         if mpi_comm is not None:
-            _init_from_mpi(comm, mpi_comm)
+            _init_from_mpi(comm, mpi_comm, config)
         elif any(v in os.environ for v in _LAUNCH_RANK_VARIABLES):
             _state.inits += 1
-            with _job_of_this_init():
-                check(lib.kolo_comm_init_from_env(ctypes.byref(comm)))
+            job = _job_of_this_init()
+            if job is not None:
+                config.job_id = job
+            check(lib.kolo_comm_init_from_env_config(ctypes.byref(comm), ctypes.byref(config)))
         else:
             check(lib.kolo_comm_init(ctypes.byref(comm), 0, 1, b"127.0.0.1", 0))
         values = []
@@ -103,7 +106,7 @@ def init(mpi_comm=None):
             hook(_state.world)
 
 
-def _init_from_mpi(comm, mpi_comm):
+def _init_from_mpi(comm, mpi_comm, config):
     ident = UniqueId()
     rank, size = mpi_comm.Get_rank(), mpi_comm.Get_size()
     if rank == 0:
@@ -111,27 +114,18 @@ def _init_from_mpi(comm, mpi_comm):
     raw = mpi_comm.bcast(ctypes.string_at(ctypes.addressof(ident), ctypes.sizeof(ident)) if rank == 0 else None,
                          root=0)
     ctypes.memmove(ctypes.addressof(ident), raw, ctypes.sizeof(ident))
-    check(lib.kolo_comm_init_rank(ctypes.byref(comm), size, ctypes.byref(ident), rank, None))
+    check(lib.kolo_comm_init_rank(ctypes.byref(comm), size, ctypes.byref(ident), rank, ctypes.byref(config)))
 
 
-@contextlib.contextmanager
 def _job_of_this_init():
     """Each init() after a shutdown() is a new run of the job, under a job
-    id of its own: every rank counts its inits alike (re-initializing is
-    collective), and a rank that comes back early then waits for rank 0's
-    new store instead of joining the one it is closing."""
+    id of its own (None for the first: the launcher's): every rank counts
+    its inits alike (re-initializing is collective), and a rank that comes
+    back early then waits for rank 0's new store instead of joining the one
+    it is closing."""
     if _state.inits == 1:
-        yield
-        return
-    saved = os.environ.get("KOLO_JOB_ID")
-    os.environ["KOLO_JOB_ID"] = "%s/init-%d" % (saved or "", _state.inits - 1)
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ["KOLO_JOB_ID"]
-        else:
-            os.environ["KOLO_JOB_ID"] = saved
+        return None
+    return ("%s/init-%d" % (os.environ.get("KOLO_JOB_ID", ""), _state.inits - 1)).encode()
 
 
 def shutdown():

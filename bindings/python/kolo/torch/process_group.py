@@ -553,16 +553,8 @@ def _join(comm, store, rank, size, deadline_s):
         if len(got) != ctypes.sizeof(ident):
             raise RuntimeError("kolo: the store's %s holds %d bytes, not a kolo id" % (_ID_KEY, len(got)))
         ctypes.memmove(ctypes.addressof(ident), got, len(got))
-    config = Config.unset()
+    config = Config.sharing_cores()
     config.timeout_s = deadline_s
-    # The rank computes on the CPU while kolo communicates (DDP overlaps its
-    # allreduces with the backward pass): kolo's thread polls briefly and
-    # yields rather than spin for milliseconds on a core the compute needs.
-    # KOLO_SPIN_US / KOLO_SPIN_YIELD, when set, decide instead.
-    if "KOLO_SPIN_US" not in os.environ:
-        config.spin_us = 50
-    if "KOLO_SPIN_YIELD" not in os.environ:
-        config.spin_yield = 1
     check(lib.kolo_comm_init_rank(ctypes.byref(comm), size, ctypes.byref(ident), rank, ctypes.byref(config)))
 
 
