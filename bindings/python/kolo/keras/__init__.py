@@ -25,7 +25,7 @@ from kolo._runtime import (cross_rank, cross_size, is_homogeneous, is_initialize
                            local_size, rank, shutdown, size, start_timeline, stop_timeline)
 from kolo.keras import _backend, callbacks  # noqa: F401
 from kolo.keras.compression import Compression
-from kolo.keras.optimizer import DistributedOptimizer
+from kolo.keras.optimizer import DistributedOptimizer, PartialDistributedOptimizer  # noqa: F401
 from kolo.keras.sync_batch_norm import SyncBatchNormalization  # noqa: F401
 
 HorovodInternalError = KoloError

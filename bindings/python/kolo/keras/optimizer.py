@@ -104,3 +104,24 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
 class _State:
     def __init__(self, **kwargs):
         self.__dict__.update(kwargs)
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                compression=Compression.none, sparse_as_dense=False, gradient_predivide_factor=1.0,
+                                op=Average, backward_passes_per_step=1, average_aggregated_gradients=False,
+                                groups=None, process_set=global_process_set, local_layers=None,
+                                scale_local_gradients=True):
+    """DistributedOptimizer whose local_layers' (Keras layers) gradients stay local."""
+    if local_layers is None:
+        local_layers = []
+    elif isinstance(local_layers, keras.layers.Layer):
+        local_layers = [local_layers]
+    elif not all(isinstance(layer, keras.layers.Layer) for layer in local_layers):
+        raise ValueError("All local layers must be of keras.layers.Layer type.")
+    wrapped = DistributedOptimizer(optimizer, name, device_dense, device_sparse, compression, sparse_as_dense,
+                                   gradient_predivide_factor, op, backward_passes_per_step,
+                                   average_aggregated_gradients, 0, groups, process_set, scale_local_gradients)
+    for layer in local_layers:
+        for var in layer.trainable_weights:
+            wrapped.register_local_var(var)
+    return wrapped

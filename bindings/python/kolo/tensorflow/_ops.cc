@@ -11,10 +11,11 @@
 // lets the kernel forward it); only outputs whose size is known after
 // negotiation (allgather, alltoall) are copied out of the engine's buffer.
 //
-// The engine's completion callback runs on the engine's thread, which must
-// keep serving every rank's operations, so it only hands the rest (copying
-// outputs, setting the status, TensorFlow's done callback, which may run the
-// next kernels inline) to TensorFlow's CPU worker threads.
+// The engine's completion callback runs on the engine's thread. It calls
+// TensorFlow's done callback there (TensorFlow then schedules the kernels
+// that became ready on its own threads), except where an output must be
+// copied out of the engine's buffer: that copy runs on TensorFlow's threads,
+// so the engine's thread, which serves every rank, never spends long.
 //
 // libkolo is the copy the Python package loaded: kolo_tf_bind(path) finds
 // its functions there (dlopen with RTLD_NOLOAD), so this library is not tied
@@ -162,15 +163,20 @@ std::vector<int64_t> dims_of(const TensorShape& shape) {
   return dims;
 }
 
-// How a tensor of any dtype moves (allgather, broadcast, alltoall): its
-// bytes, as uint8 with one more dimension of the element size.
-absl::Status movement_wire(const Tensor& t, std::vector<int64_t>* dims) {
+// How a tensor of any dtype moves (allgather, broadcast, alltoall): as the
+// kolo dtype that has its elements where there is one (so ranks that give
+// different dtypes are told so), else as its bytes, uint8 with one more
+// dimension of the element size.
+absl::Status movement_wire(const Tensor& t, std::vector<int64_t>* dims, kolo_dtype_t* dtype) {
   if (t.dtype() == tf::DT_STRING || t.dtype() == tf::DT_RESOURCE || t.dtype() == tf::DT_VARIANT) {
     return absl::InvalidArgumentError(std::string("kolo moves tensors of fixed-size elements, not ") +
                                       tf::DataTypeString(t.dtype()));
   }
   *dims = dims_of(t.shape());
-  dims->push_back(tf::DataTypeSize(t.dtype()));
+  if (!reduction_dtype(t.dtype(), dtype)) {
+    dims->push_back(tf::DataTypeSize(t.dtype()));
+    *dtype = KOLO_UINT8;
+  }
   return absl::OkStatus();
 }
 
@@ -224,9 +230,18 @@ void on_engine_completion(kolo_result_t result, void* user_data) {
     const char* message = api.kolo_last_error();
     p->messages[arg->index] = message && *message ? message : "kolo operation failed";
   }
-  if (p->remaining.fetch_sub(1) == 1) {
-    // Off the engine's thread: TensorFlow's done callback may run further kernels inline.
+  if (p->remaining.fetch_sub(1) != 1) return;
+  if (p->finish) {
+    // Outputs copied out of the engine's buffer (allgather, alltoall) are
+    // copied on TensorFlow's threads, not the engine's, which serves every rank.
     p->ctx->device()->tensorflow_cpu_worker_threads()->workers->Schedule([p] { complete(p); });
+  } else {
+    // Nothing left but the status: done() right here. TensorFlow's executor,
+    // called back from outside its threads, hands the kernels that became
+    // ready to its own pool (it runs none inline here), and an eager caller
+    // is only woken; a hop to TensorFlow's pool first would add a thread
+    // wake-up to every collective (30-100 us each, measured on 2 cores).
+    complete(p);
   }
 }
 
@@ -440,12 +455,13 @@ class AllgatherOp : public KoloKernel {
     int size = group_size(&s);
     OP_REQUIRES_OK_ASYNC(ctx, s, done);
     auto wires = std::make_shared<std::vector<std::vector<int64_t>>>(n);
+    auto dtypes = std::make_shared<std::vector<kolo_dtype_t>>(n);
     for (int i = 0; i < n; ++i) {
       OP_REQUIRES_ASYNC(ctx, ctx->input(i).dims() >= 1,
                         absl::InvalidArgumentError("allgather needs a tensor with at least one dimension, got a "
                                                    "scalar (input " + std::to_string(i) + ")"),
                         done);
-      OP_REQUIRES_OK_ASYNC(ctx, movement_wire(ctx->input(i), &(*wires)[i]), done);
+      OP_REQUIRES_OK_ASYNC(ctx, movement_wire(ctx->input(i), &(*wires)[i], &(*dtypes)[i]), done);
     }
     if (n == 0) {
       done();
@@ -464,7 +480,7 @@ class AllgatherOp : public KoloKernel {
       std::string name = grouped ? engine_name_ + "." + std::to_string(i) : engine_name_;
       const std::vector<int64_t>& d = (*wires)[i];
       return api.kolo_submit_allgather(comm_now(), name.c_str(), data_of(ctx->input(int(i))), int(d.size()),
-                                       d.data(), KOLO_UINT8, h);
+                                       d.data(), (*dtypes)[i], h);
     }, process_set_id_);
   }
 };
@@ -483,10 +499,11 @@ class BroadcastOp : public KoloKernel {
     OP_REQUIRES_OK_ASYNC(ctx, s, done);
     const int n = ctx->num_inputs();
     auto wires = std::make_shared<std::vector<std::vector<int64_t>>>(n);
+    auto dtypes = std::make_shared<std::vector<kolo_dtype_t>>(n);
     auto bufs = std::make_shared<std::vector<void*>>();
     for (int i = 0; i < n; ++i) {
       const Tensor& input = ctx->input(i);
-      OP_REQUIRES_OK_ASYNC(ctx, movement_wire(input, &(*wires)[i]), done);
+      OP_REQUIRES_OK_ASYNC(ctx, movement_wire(input, &(*wires)[i], &(*dtypes)[i]), done);
       Tensor* output = nullptr;
       OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({i}, i, input.shape(), &output), done);
       if (data_of(*output) != data_of(input) && input.TotalBytes()) {
@@ -502,7 +519,7 @@ class BroadcastOp : public KoloKernel {
     run(pending(ctx, std::move(done)), n, [=](size_t i, kolo_handle_t* h) {
       std::string name = grouped ? engine_name_ + "." + std::to_string(i) : engine_name_;
       const std::vector<int64_t>& d = (*wires)[i];
-      return api.kolo_submit_broadcast(comm_now(), name.c_str(), (*bufs)[i], int(d.size()), d.data(), KOLO_UINT8,
+      return api.kolo_submit_broadcast(comm_now(), name.c_str(), (*bufs)[i], int(d.size()), d.data(), (*dtypes)[i],
                                        root, h);
     }, process_set_id_);
   }
@@ -597,7 +614,8 @@ class AlltoallOp : public KoloKernel {
                       absl::InvalidArgumentError("alltoall needs a tensor with at least one dimension, got a scalar"),
                       done);
     auto wire = std::make_shared<std::vector<int64_t>>();
-    OP_REQUIRES_OK_ASYNC(ctx, movement_wire(input, wire.get()), done);
+    kolo_dtype_t dtype;
+    OP_REQUIRES_OK_ASYNC(ctx, movement_wire(input, wire.get(), &dtype), done);
     auto split_values = std::make_shared<std::vector<int64_t>>();
     if (splits.NumElements() > 0) {
       OP_REQUIRES_ASYNC(ctx, splits.dims() == 1 && splits.NumElements() == size,
@@ -636,7 +654,7 @@ class AlltoallOp : public KoloKernel {
     void* send = data_of(input);
     run(std::move(p), 1, [=](size_t, kolo_handle_t* h) {
       return api.kolo_submit_alltoall(comm_now(), engine_name_.c_str(), send, int(wire->size()), wire->data(),
-                                      split_values->empty() ? nullptr : split_values->data(), KOLO_UINT8, h);
+                                      split_values->empty() ? nullptr : split_values->data(), dtype, h);
     }, process_set_id_);
   }
 };

@@ -63,8 +63,8 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", compression=Compression.none,
                       op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set,
                       ignore_name_scope=False, name=None):
-    """allreduce of each tensor: the dense ones as one engine operation
-    (one dtype), the tf.IndexedSlices as grouped allgathers."""
+    """allreduce of each tensor: the dense ones as one engine operation per
+    dtype, the tf.IndexedSlices as grouped allgathers."""
     del device_dense, device_sparse
     if not tensors:
         return tensors

@@ -2,11 +2,13 @@
 (the kernels of _ops.cc), each with Horovod's gradient.
 
 Every op is named for the engine: the `name` given, else (in a graph, where
-ops run concurrently) a name made from the input tensor's, so that the same
-program builds the same names on every rank; eager ops run one at a time
-and an unnamed one uses its kind's name. `process_set=` restricts an op to
-a set's ranks; roots are world ranks, as in Horovod.
+ops run concurrently) a name made from its position in the program (see
+_naming), so that the same program builds the same names on every rank;
+eager ops run one at a time and an unnamed one uses its kind's name.
+`process_set=` restricts an op to a set's ranks; roots are world ranks, as
+in Horovod.
 """
+import itertools
 import re
 
 import tensorflow as tf
@@ -34,22 +36,55 @@ def _set_id(process_set):
     return 0 if process_set is None else process_set.process_set_id
 
 
-def _naming(name, prefix, tensor_name):
-    """(node name, tensor_name attr) for an op: in a graph the node's name
-    is the engine's name (the caller's, else prefix + the input's name); an
-    eager op has no node name of its own, so a given name goes in the attr."""
+_graphs_seen = itertools.count()  # graphs given a tag, in the order their first kolo op was built
+
+
+def _graph_position():
+    """"g<graph>.<op>": the default graph's tag and the number of kolo ops
+    built in it so far. Every rank runs the same program, so it builds the
+    same graphs and their kolo ops in the same order, and the positions
+    agree; tensor names do not always (a tf.function's captured tensors are
+    named by a per-process counter)."""
+    graph = tf.compat.v1.get_default_graph()
+    if not hasattr(graph, "_kolo_tag"):
+        graph._kolo_tag = next(_graphs_seen)
+        graph._kolo_ops = itertools.count()
+    return "g%d.%d" % (graph._kolo_tag, next(graph._kolo_ops))
+
+
+def _naming(name, prefix):
+    """(node name, tensor_name attr) for an op. In a graph the node's name
+    is the engine's name: the caller's, else prefix and the op's position
+    (_graph_position). An eager op has no node name of its own, so a given
+    name goes in the attr; an unnamed one is named after its kind, which is
+    safe because eager ops run one at a time."""
     if _executing_eagerly():
         return None, name or ""
-    if name is None:
-        name = "%s_%s" % (prefix, _normalize_name(tensor_name))
-    return name, ""
+    return name if name is not None else "%s.%s" % (prefix, _graph_position()), ""
 
 
-def _tensor_name(x):
-    return getattr(x, "name", None) or "tensor"
+# ---- dtypes and ops -----------------------------------------------------------------
+
+_REDUCED_DTYPES = (tf.int8, tf.uint8, tf.int32, tf.uint32, tf.int64, tf.uint64, tf.float16, tf.bfloat16, tf.float32,
+                   tf.float64)
 
 
-# ---- allreduce -----------------------------------------------------------------
+def _reducible(tensor, what):
+    """tensor, after checking kolo can reduce its dtype (a TypeError on this rank otherwise)."""
+    tensor = tf.convert_to_tensor(tensor)
+    if tensor.dtype not in _REDUCED_DTYPES:
+        raise TypeError("%s: kolo cannot reduce %s tensors; it reduces %s" % (
+            what, tensor.dtype.name, ", ".join(d.name for d in _REDUCED_DTYPES)))
+    return tensor
+
+
+def _movable(tensor, what):
+    """tensor, after checking its elements have a fixed size (a TypeError otherwise)."""
+    tensor = tf.convert_to_tensor(tensor)
+    if tensor.dtype in (tf.string, tf.resource, tf.variant):
+        raise TypeError("%s: kolo moves tensors of fixed-size elements, not %s" % (what, tensor.dtype.name))
+    return tensor
+
 
 def _check_reduction_op(op):
     if op not in (Average, Sum, Min, Max, Product, Adasum):
@@ -63,8 +98,8 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
     if op == Adasum:
         from kolo.tensorflow import adasum
         return adasum.allreduce(tensor, name, prescale_factor, postscale_factor, process_set)
-    tensor = tf.convert_to_tensor(tensor)
-    node, attr = _naming(name, "KoloAllreduce", _tensor_name(tensor))
+    tensor = _reducible(tensor, "allreduce")
+    node, attr = _naming(name, "KoloAllreduce")
     return _ops.kolo_allreduce(tensor, reduce_op=op, prescale_factor=prescale_factor,
                                postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
                                process_set_id=_set_id(process_set), tensor_name=attr, name=node)
@@ -81,23 +116,31 @@ def _allreduce_grad(op, grad):
 
 def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
                        ignore_name_scope=False, process_set=global_process_set):
-    """One engine operation reducing every tensor (one dtype)."""
+    """The tensors reduced as one engine operation per dtype (a grouped
+    operation takes one dtype; with several, each dtype's tensors form an
+    operation named NAME.<dtype>)."""
     _check_reduction_op(op)
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [_reducible(t, "grouped_allreduce") for t in tensors]
     if not tensors:
         return []
     if op == Adasum:
         from kolo.tensorflow import adasum
         return [adasum.allreduce(t, None if name is None else "%s.%d" % (name, i), prescale_factor,
                                  postscale_factor, process_set) for i, t in enumerate(tensors)]
-    dtypes = sorted({t.dtype.name for t in tensors})
-    if len(dtypes) > 1:
-        raise TypeError("grouped_allreduce: all tensors must have one dtype, got %s" % ", ".join(dtypes))
-    node, attr = _naming(name, "KoloGroupedAllreduce",
-                         "%s_%s" % (_tensor_name(tensors[0]), _tensor_name(tensors[-1])))
-    return _ops.kolo_grouped_allreduce(tensors, reduce_op=op, prescale_factor=prescale_factor,
-                                       postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-                                       process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+    by_dtype = {}
+    for i, t in enumerate(tensors):
+        by_dtype.setdefault(t.dtype, []).append(i)
+    out = [None] * len(tensors)
+    for dtype, positions in by_dtype.items():
+        part = [tensors[i] for i in positions]
+        part_name = name if name is None or len(by_dtype) == 1 else "%s.%s" % (name, dtype.name)
+        node, attr = _naming(part_name, "KoloGroupedAllreduce")
+        reduced = _ops.kolo_grouped_allreduce(part, reduce_op=op, prescale_factor=prescale_factor,
+                                              postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+                                              process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+        for i, r in zip(positions, reduced):
+            out[i] = r
+    return out
 
 
 @_tf_ops.RegisterGradient("KoloGroupedAllreduce")
@@ -114,8 +157,8 @@ def _grouped_allreduce_grad(op, *grads):
 def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
     """The set's tensors concatenated along the first dimension, in rank
     order; the first dimension may differ between ranks."""
-    tensor = tf.convert_to_tensor(tensor)
-    node, attr = _naming(name, "KoloAllgather", _tensor_name(tensor))
+    tensor = _movable(tensor, "allgather")
+    node, attr = _naming(name, "KoloAllgather")
     return _ops.kolo_allgather(tensor, ignore_name_scope=ignore_name_scope, process_set_id=_set_id(process_set),
                                tensor_name=attr, name=node)
 
@@ -141,11 +184,10 @@ def _allgather_grad(op, grad):
 
 def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=global_process_set):
     """allgather of each tensor, as one op (engine names NAME.0, NAME.1...)."""
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [_movable(t, "grouped_allgather") for t in tensors]
     if not tensors:
         return []
-    node, attr = _naming(name, "KoloGroupedAllgather",
-                         "%s_%s" % (_tensor_name(tensors[0]), _tensor_name(tensors[-1])))
+    node, attr = _naming(name, "KoloGroupedAllgather")
     return _ops.kolo_grouped_allgather(tensors, ignore_name_scope=ignore_name_scope,
                                        process_set_id=_set_id(process_set), tensor_name=attr, name=node)
 
@@ -164,8 +206,8 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set
     """root_rank's tensor (root_rank a world rank of the set) on every rank of the set."""
     group = group_of(process_set)
     group.group_rank(root_rank)  # a ValueError naming the root if it is not in the set
-    tensor = tf.convert_to_tensor(tensor)
-    node, attr = _naming(name, "KoloBroadcast", _tensor_name(tensor))
+    tensor = _movable(tensor, "broadcast")
+    node, attr = _naming(name, "KoloBroadcast")
     return _ops.kolo_broadcast(tensor, root_rank=root_rank, ignore_name_scope=ignore_name_scope,
                                process_set_id=_set_id(process_set), tensor_name=attr, name=node)
 
@@ -182,11 +224,10 @@ def _broadcast_grad(op, grad):
 def grouped_broadcast(tensors, root_rank, name=None, ignore_name_scope=False, process_set=global_process_set):
     """broadcast of each tensor (any dtypes), as one op (engine names NAME.0, NAME.1...)."""
     group_of(process_set).group_rank(root_rank)
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [_movable(t, "grouped_broadcast") for t in tensors]
     if not tensors:
         return []
-    node, attr = _naming(name, "KoloGroupedBroadcast",
-                         "%s_%s" % (_tensor_name(tensors[0]), _tensor_name(tensors[-1])))
+    node, attr = _naming(name, "KoloGroupedBroadcast")
     return _ops.kolo_grouped_broadcast(tensors, root_rank=root_rank, ignore_name_scope=ignore_name_scope,
                                        process_set_id=_set_id(process_set), tensor_name=attr, name=node)
 
@@ -211,11 +252,11 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
     """Sends splits[q] rows of tensor (equal parts if None) to rank q of the
     set; returns the rows received in rank order and, when splits was
     given, how many came from each rank."""
-    tensor = tf.convert_to_tensor(tensor)
+    tensor = _movable(tensor, "alltoall")
     split_tensor = tf.convert_to_tensor(splits) if splits is not None else tf.constant([], dtype=tf.int32)
     if split_tensor.dtype not in (tf.int32, tf.int64):
         raise TypeError("alltoall splits must be int32 or int64, not %s" % split_tensor.dtype.name)
-    node, attr = _naming(name, "KoloAlltoall", _tensor_name(tensor))
+    node, attr = _naming(name, "KoloAlltoall")
     output, received = _ops.kolo_alltoall(tensor, split_tensor, ignore_name_scope=ignore_name_scope,
                                           process_set_id=_set_id(process_set), tensor_name=attr, name=node)
     return (output, received) if splits is not None else output
@@ -242,8 +283,8 @@ def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False, process_s
     """op over the set's tensors, cut along the first dimension: rank r of
     the set gets part r (the first shape[0] % size parts have one more row)."""
     _check_reducescatter_op(op)
-    tensor = tf.convert_to_tensor(tensor)
-    node, attr = _naming(name, "KoloReducescatter", _tensor_name(tensor))
+    tensor = _reducible(tensor, "reducescatter")
+    node, attr = _naming(name, "KoloReducescatter")
     return _ops.kolo_reducescatter(tensor, reduce_op=op, prescale_factor=prescale_factor,
                                    postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
                                    process_set_id=_set_id(process_set), tensor_name=attr, name=node)
@@ -267,14 +308,13 @@ def _reducescatter_grad(op, grad):
 def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False, process_set=global_process_set,
                            prescale_factor=1.0, postscale_factor=1.0):
     _check_reducescatter_op(op)
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [_reducible(t, "grouped_reducescatter") for t in tensors]
     if not tensors:
         return []
     dtypes = sorted({t.dtype.name for t in tensors})
     if len(dtypes) > 1:
         raise TypeError("grouped_reducescatter: all tensors must have one dtype, got %s" % ", ".join(dtypes))
-    node, attr = _naming(name, "KoloGroupedReducescatter",
-                         "%s_%s" % (_tensor_name(tensors[0]), _tensor_name(tensors[-1])))
+    node, attr = _naming(name, "KoloGroupedReducescatter")
     return _ops.kolo_grouped_reducescatter(tensors, reduce_op=op, prescale_factor=prescale_factor,
                                            postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
                                            process_set_id=_set_id(process_set), tensor_name=attr, name=node)
@@ -297,7 +337,7 @@ def join():
 
 def barrier(process_set=global_process_set, name=None):
     """Returns once every rank of the set has reached it."""
-    node, attr = _naming(name, "KoloBarrier", "barrier")
+    node, attr = _naming(name, "KoloBarrier")
     return _ops.kolo_barrier(process_set_id=_set_id(process_set), tensor_name=attr, name=node)
 
 

@@ -1,6 +1,7 @@
 """horovod.tensorflow.keras's API: with Keras 3, tf.keras and keras are one
 package, so this is kolo.keras (which also runs on Keras's torch backend)."""
 from kolo.keras import *  # noqa: F401,F403
-from kolo.keras import (DistributedOptimizer, HorovodInternalError, SyncBatchNormalization,  # noqa: F401
+from kolo.keras import (DistributedOptimizer, HorovodInternalError, PartialDistributedOptimizer,  # noqa: F401
+                        SyncBatchNormalization,
                         allgather, allreduce, broadcast, broadcast_global_variables, broadcast_variables, callbacks,
                         load_model, reducescatter)
