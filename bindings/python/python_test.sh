@@ -10,6 +10,11 @@
 #   python_test.sh torch_programs_N  real torch.distributed programs
 #                            (tests/torch_programs) on N ranks, kolo
 #                            against gloo
+#   python_test.sh tensorflow_N  kolo.tensorflow's and kolo.keras's tests
+#                            on N ranks (Keras on its tensorflow, then its
+#                            torch backend); tensorflow_2 also starts jobs
+#                            rank by rank (failures)
+#   python_test.sh tensorflow_examples  the TensorFlow and Keras seed twins
 # The package loads this build's libkolo.so; a sanitizer build of it needs
 # its sanitizer's runtime loaded first into the (uninstrumented) interpreter.
 set -uo pipefail
@@ -54,6 +59,24 @@ if [[ "$1" == torch_programs_* ]]; then
   port=$(free_port)
   exec timeout 280 "$KOLO_VENV/bin/torchrun" --nproc_per_node "$ranks" --master_addr 127.0.0.1 \
     --master_port "$port" --redirects 2 --tee 3 "$ROOT/bindings/python/tests/torch_programs/programs.py"
+fi
+if [[ "$1" == tensorflow_* ]]; then
+  [ -n "${LD_PRELOAD:-}" ] &&
+    skip "the TensorFlow tests run in the optimized pass (TensorFlow under a sanitizer needs more than a preload)"
+  # kolo's TensorFlow kernels are compiled once per test, in its own space.
+  export KOLO_TF_OPS_DIR="$TEST_TMPDIR/tf_ops" PYTHONPATH="$ROOT/bindings/python" MPLCONFIGDIR="$TEST_TMPDIR/mpl"
+  if [[ "$1" == tensorflow_examples ]]; then
+    exec "${PYTEST[@]}" test_tensorflow_examples.py
+  fi
+  ranks=${1#tensorflow_}
+  # One job per folder (each has a conftest of its own), Keras on each backend.
+  for run in "tensorflow tensorflow" "tensorflow keras" "torch keras"; do
+    read -r backend folder <<< "$run"
+    KERAS_BACKEND=$backend "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np "$ranks" --timeout 280 "${PYTEST[@]}" \
+      "$folder" || exit 1
+  done
+  [[ "$ranks" == 2 ]] || exit 0
+  exec "${PYTEST[@]}" test_tensorflow_failures.py
 fi
 if [[ "$1" == torch_* ]]; then
   ranks=${1#torch_}
