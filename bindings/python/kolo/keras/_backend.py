@@ -41,12 +41,17 @@ def gradient_reducer(compression, sparse_as_dense, op, gradient_predivide_factor
         by_dtype = {}
         for i in present:
             by_dtype.setdefault(grads[i].dtype, []).append(i)
+        # In place (the gradients are Keras's own fresh tensors), all dtypes in flight at once.
+        pending = []
         for positions in by_dtype.values():
-            compressed = [compression.compress(grads[i]) for i in positions]
-            reduced = kt.grouped_allreduce([c for c, _ in compressed], op=op, prescale_factor=prescale,
-                                           postscale_factor=postscale, process_set=process_set)
-            for i, r, (_, ctx) in zip(positions, reduced, compressed):
-                grads[i] = compression.decompress(r, ctx)
+            compressed = [compression.compress(grads[i].contiguous()) for i in positions]
+            tensors = [c for c, _ in compressed]
+            pending.append((positions, compressed, tensors, kt.grouped_allreduce_async_(
+                tensors, op=op, prescale_factor=prescale, postscale_factor=postscale, process_set=process_set)))
+        for positions, compressed, tensors, handle in pending:
+            kt.synchronize(handle)
+            for i, t, (_, ctx) in zip(positions, tensors, compressed):
+                grads[i] = compression.decompress(t, ctx)
         return grads
 
     return reduce
