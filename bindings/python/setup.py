@@ -27,6 +27,7 @@ from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VERSION_FILE = os.path.join(HERE, "..", "c", "version.bzl")
+KOLO_H = os.path.join(HERE, "..", "c", "kolo.h")
 
 
 def read_version():
@@ -47,14 +48,19 @@ SONAME = "libkolo.so.%s" % VERSION.split(".")[0]
 
 class BuildPyWithVersion(build_py):
     """Writes kolo/_version.py into the built package: installed, it cannot
-    read version.bzl, and needs the version to find libkolo.so.MAJOR. With
-    KOLO_WHEEL_LIBRARY, copies that library in as kolo/libkolo.so.MAJOR."""
+    read version.bzl, and needs the version to find libkolo.so.MAJOR. Copies
+    kolo.h into kolo/include (kolo.tensorflow compiles its kernels against
+    it on first use). With KOLO_WHEEL_LIBRARY, copies that library in as
+    kolo/libkolo.so.MAJOR."""
 
     def run(self):
         super().run()
         path = os.path.join(self.build_lib, "kolo", "_version.py")
         with open(path, "w") as f:
             f.write("# Written by setup.py from bindings/c/version.bzl.\nversion = %r\n" % VERSION)
+        include = os.path.join(self.build_lib, "kolo", "include")
+        os.makedirs(include, exist_ok=True)
+        shutil.copyfile(KOLO_H, os.path.join(include, "kolo.h"))
         if LIBRARY:
             shutil.copyfile(LIBRARY, os.path.join(self.build_lib, "kolo", SONAME))
 
@@ -94,8 +100,9 @@ setup(
     description="kolo: ring-allreduce collectives over libkolo (NumPy; kolo.torch mirrors horovod.torch)",
     packages=find_packages(HERE, include=["kolo", "kolo.*"]),
     py_modules=["_kolo_torch_backend"],
-    # Compiled on first use of a device map that mixes kolo with another backend.
-    package_data={"kolo.torch": ["_device_backend.cpp"]},
+    # Compiled on first use: a device map that mixes kolo with another
+    # backend; kolo.tensorflow's kernels.
+    package_data={"kolo.torch": ["_device_backend.cpp"], "kolo.tensorflow": ["_ops.cc"]},
     entry_points={"torch.backends": ["kolo = _kolo_torch_backend:register"]},
     # A plain script, not a console-script entry point: kolorun must start
     # without importing kolo (which loads libkolo). pip points its first

@@ -3,8 +3,9 @@
 # build's libkolo; it goes with `pip install` into a fresh virtual
 # environment that has torch (the project environment's packages, through
 # a .pth file) and nothing of kolo's; then, with no PYTHONPATH and no
-# KOLO_LIBRARY, `kolorun -np 4` runs kolo.torch, and a DDP script that never
-# imports kolo runs on backend "kolo" under kolorun and under torchrun.
+# KOLO_LIBRARY, `kolorun -np 4` runs kolo.torch, a DDP script that never
+# imports kolo runs on backend "kolo" under kolorun and under torchrun, and
+# kolo.tensorflow builds its kernels from the installed package.
 set -uo pipefail
 ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
 # shellcheck source=tests/lib/common.sh
@@ -22,7 +23,8 @@ wheel=$(KOLO_WHEEL_LIBRARY="$LIB" bash "$ROOT/tools/build_wheel.sh" "$WORK/dist"
 echo "wheel: $(basename "$wheel"), $(stat -c %s "$wheel") bytes"
 [[ "$(basename "$wheel")" == kolo-*-py3-none-linux_*.whl ]] || fail "the wheel's tag is not py3-none-<platform>"
 contents=$("$KOLO_PYTHON" -m zipfile -l "$wheel")
-for f in kolo/libkolo.so. kolo/torch/process_group.py _kolo_torch_backend.py /scripts/kolorun entry_points.txt; do
+for f in kolo/libkolo.so. kolo/torch/process_group.py _kolo_torch_backend.py /scripts/kolorun entry_points.txt \
+  kolo/tensorflow/_ops.cc kolo/include/kolo.h; do
   grep -q "$f" <<< "$contents" || fail "the wheel has no $f"
 done
 
@@ -65,4 +67,9 @@ script="$ROOT/bindings/python/tests/scripts/ddp_without_kolo_import.py"
 run ddp-kolorun 4 "ddp on kolo ok" "$env/bin/kolorun" -np 4 "$env/bin/python" "$script"
 run ddp-torchrun 2 "ddp on kolo ok" "$env/bin/python" -m torch.distributed.run --nproc_per_node 2 \
   --master_addr 127.0.0.1 --master_port "$(free_port)" "$script"
+# kolo.tensorflow compiles its kernels against the installed kolo/include/kolo.h.
+run tensorflow 2 "tf sum 1.0 ok" env KOLO_TF_OPS_DIR="$WORK/tf_ops" "$env/bin/kolorun" -np 2 "$env/bin/python" -c '
+import tensorflow as tf, kolo.tensorflow as hvd
+hvd.init()
+print("tf sum", float(hvd.allreduce(tf.constant([float(hvd.rank())]), op=hvd.Sum)[0]), "ok")'
 finish wheel_test

@@ -2,7 +2,8 @@
 # kolo under Debian's real Open MPI mpirun, with nothing passed: every rank
 # is on this host, so the master is 127.0.0.1 and the port comes from the
 # job id. 2 and 4 ranks of the C worker and of a Python script; 3 ranks of
-# a torch.distributed DDP script on the kolo backend and of an mpi4py one.
+# a torch.distributed DDP script on the kolo backend, of an mpi4py one and
+# of a kolo.tensorflow one.
 set -uo pipefail
 # shellcheck source=tests/launchers/lib.sh
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/launchers/lib.sh"
@@ -25,7 +26,9 @@ if [ ${#TORCH_RANK[@]} -gt 0 ]; then
   run_job "mpirun-torch-3" 3 "torch rank %r of 3 ok" 180 "${MPIRUN[@]}" -np 3 "${TORCH_RANK[@]}" 3 "$(free_port)"
   run_job "mpirun-mpi4py-3" 3 "mpi4py rank %r of 3 ok" 120 "${MPIRUN[@]}" -np 3 "$KOLO_PYTHON" \
     "$ROOT/tests/launchers/mpi4py_job.py"
+  run_job "mpirun-tensorflow-3" 3 "tensorflow rank %r of 3 ok" 180 "${MPIRUN[@]}" -np 3 "${TENSORFLOW_RANK[@]}" 3
 else
-  echo "mpirun-torch-3: not in this pass (a sanitizer build: torch runs in the optimized pass)"
+  echo "mpirun-torch-3, mpirun-tensorflow-3: not in this pass (a sanitizer build: torch and TensorFlow run" \
+    "in the optimized pass)"
 fi
 finish mpirun_test

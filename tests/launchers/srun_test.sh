@@ -5,8 +5,9 @@
 # and slurmd itself, everything (config, key, state, pids, logs, ports)
 # under a temporary directory, and stops them on exit. srun -n 4 of the C
 # worker, of a Python script, of a torch.distributed DDP script on the kolo
-# backend, and of PyTorch Lightning's Trainer on kolo against gloo, found
-# by Lightning's own Slurm detection (4 tasks on a node declared with 4 CPUs).
+# backend, of PyTorch Lightning's Trainer on kolo against gloo, found by
+# Lightning's own Slurm detection (4 tasks on a node declared with 4 CPUs),
+# and of a kolo.tensorflow program.
 set -uo pipefail
 # shellcheck source=tests/launchers/lib.sh
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/launchers/lib.sh"
@@ -110,7 +111,9 @@ if [ ${#TORCH_RANK[@]} -gt 0 ]; then
   run_job "srun-torch-4" 4 "torch rank %r of 4 ok" 180 "${SRUN[@]}" "${TORCH_RANK[@]}" 4 "$(free_port)"
   # Lightning finds the ranks itself (its SLURMEnvironment).
   lightning_on "srun-lightning-4" 4 srun -n 4 --ntasks-per-node 4 --oversubscribe --time=4 --kill-on-bad-exit=1
+  run_job "srun-tensorflow-4" 4 "tensorflow rank %r of 4 ok" 180 "${SRUN[@]}" "${TENSORFLOW_RANK[@]}" 4
 else
-  echo "srun-torch-4: not in this pass (a sanitizer build: torch runs in the optimized pass)"
+  echo "srun-torch-4, srun-tensorflow-4: not in this pass (a sanitizer build: torch and TensorFlow run in the" \
+    "optimized pass)"
 fi
 finish srun_test

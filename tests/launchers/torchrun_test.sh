@@ -2,7 +2,7 @@
 # kolo under torch 2.13's real torchrun: the agent serves a c10d
 # TCPStore on MASTER_ADDR:MASTER_PORT and kolo's ranks join it as clients.
 # 2 and 3 ranks of the C worker and of a Python script; PyTorch Lightning's
-# Trainer on kolo against gloo, 2 and 4 ranks.
+# Trainer on kolo against gloo, 2 and 4 ranks; a kolo.tensorflow program on 2.
 set -uo pipefail
 # shellcheck source=tests/launchers/lib.sh
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/launchers/lib.sh"
@@ -26,8 +26,12 @@ if [ ${#TORCH_RANK[@]} -gt 0 ]; then
     lightning_on "torchrun-lightning-$n" "$n" "$KOLO_VENV/bin/torchrun" --nproc_per_node "$n" \
       --master_port "$(free_port)" --log_dir "$WORK/logs" --no_python
   done
+  # A TensorFlow program starts the same way (torchrun --no_python).
+  read -ra TORCHRUN <<<"$(torchrun 2)"
+  run_job "torchrun-tensorflow-2" 2 "tensorflow rank %r of 2 ok" 180 "${TORCHRUN[@]}" "${TENSORFLOW_RANK[@]}" 2
 else
-  echo "torchrun-lightning: not in this pass (a sanitizer build: torch runs in the optimized pass)"
+  echo "torchrun-lightning, torchrun-tensorflow: not in this pass (a sanitizer build: torch and TensorFlow run" \
+    "in the optimized pass)"
 fi
 grep -q "cannot serve the rendezvous store" "$WORK"/*.out && fail "a rank tried to serve its own store"
 finish torchrun_test
