@@ -34,8 +34,8 @@ def main(expected_ranks, paths):
     for name in names:
         seen = [r.get(name, ("failed", "did not run on every rank")) for r in ranks]
         failed = [s for s in seen if s[0] == "failed"]
-        if failed and not_applicable.reason(name, failed[0][1]):
-            merged[name] = ("n/a", not_applicable.reason(name, failed[0][1]))
+        if failed and not_applicable.reason(name, failed[0][1], expected_ranks):
+            merged[name] = ("n/a", not_applicable.reason(name, failed[0][1], expected_ranks))
         elif failed:
             merged[name] = failed[0]
         elif all(s[0] == "passed" for s in seen):

@@ -44,33 +44,36 @@ def broadcast_global_variables(root_rank):
                        "hvd.broadcast_variables(model.variables, root_rank=%d)" % (root_rank, root_rank))
 
 
+def _numpy(value):
+    return np.asarray(keras.ops.convert_to_numpy(value))
+
+
 def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0, op=None,
               compression=Compression.none, process_set=global_process_set):
-    """The op (Average unless told) over the set of a value (number, array or
-    tensor), as a NumPy array."""
+    """The op (Average unless told) over the set of a value (number, array
+    or tensor), as a tensor of the Keras backend."""
     del compression
     if op is None:
         op = Sum if average is False else Average
-    return kolo.allreduce(np.asarray(keras.ops.convert_to_numpy(value)), op=op, name=name,
-                          prescale_factor=prescale_factor, postscale_factor=postscale_factor,
-                          process_set=process_set)
+    return keras.ops.convert_to_tensor(kolo.allreduce(_numpy(value), op=op, name=name, process_set=process_set,
+                                                      prescale_factor=prescale_factor,
+                                                      postscale_factor=postscale_factor))
 
 
 def allgather(value, name=None, process_set=global_process_set):
-    """Every rank's value concatenated along the first dimension, as a NumPy array."""
-    return kolo.allgather(np.asarray(keras.ops.convert_to_numpy(value)), name=name, process_set=process_set)
+    """Every rank's value concatenated along the first dimension, as a tensor of the Keras backend."""
+    return keras.ops.convert_to_tensor(kolo.allgather(_numpy(value), name=name, process_set=process_set))
 
 
 def broadcast(value, root_rank, name=None, process_set=global_process_set):
-    """root_rank's value, as a NumPy array."""
-    return kolo.broadcast(np.asarray(keras.ops.convert_to_numpy(value)), root_rank, name=name,
-                          process_set=process_set)
+    """root_rank's value, as a tensor of the Keras backend."""
+    return keras.ops.convert_to_tensor(kolo.broadcast(_numpy(value), root_rank, name=name, process_set=process_set))
 
 
 def reducescatter(value, name=None, op=Average, process_set=global_process_set):
-    """The op over the set of a value, this rank's part of the first dimension, as a NumPy array."""
-    return kolo.reducescatter(np.asarray(keras.ops.convert_to_numpy(value)), op=op, name=name,
-                              process_set=process_set)
+    """The op over the set of a value, this rank's part of the first
+    dimension, as a tensor of the Keras backend."""
+    return keras.ops.convert_to_tensor(kolo.reducescatter(_numpy(value), op=op, name=name, process_set=process_set))
 
 
 def load_model(filepath, custom_optimizers=None, custom_objects=None, compression=Compression.none):

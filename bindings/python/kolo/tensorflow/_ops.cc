@@ -69,6 +69,7 @@ std::atomic<bool> bound{false};
 
 struct ProcessSetEntry {
   kolo_comm_t comm = nullptr;  // null: the set exists, this rank is not in it
+  std::vector<int> world_ranks;  // its members' world ranks, in its rank order
 };
 std::shared_mutex table_mutex;
 std::unordered_map<int, ProcessSetEntry> process_sets;
@@ -529,34 +530,20 @@ class BroadcastOp : public KoloKernel {
     std::vector<int> members;
     {
       std::shared_lock<std::shared_mutex> lock(table_mutex);
-      auto it = world_ranks.find(process_set_id_);
-      if (it != world_ranks.end()) members = it->second;
-    }
-    if (members.empty()) {
-      // The world (or a set whose ranks Python did not give): world ranks are its ranks.
-      int size = group_size(s);
-      if (!s->ok()) return 0;
-      if (root_rank_ < 0 || root_rank_ >= size) {
-        *s = absl::InvalidArgumentError("broadcast root_rank " + std::to_string(root_rank_) +
-                                        " is not a rank of the job (0.." + std::to_string(size - 1) + ")");
-      }
-      return root_rank_;
+      auto it = process_sets.find(process_set_id_);
+      if (it != process_sets.end()) members = it->second.world_ranks;
     }
     for (size_t i = 0; i < members.size(); ++i) {
       if (members[i] == root_rank_) return int(i);
     }
-    *s = absl::InvalidArgumentError("broadcast root_rank " + std::to_string(root_rank_) +
-                                    " is not a rank of process set " + std::to_string(process_set_id_));
+    *s = absl::InvalidArgumentError("broadcast root_rank " + std::to_string(root_rank_) + " is not a rank of " +
+                                    (process_set_id_ == 0 ? std::string("the job")
+                                                          : "process set " + std::to_string(process_set_id_)));
     return 0;
   }
 
- public:
-  static std::unordered_map<int, std::vector<int>> world_ranks;  // process set id -> its world ranks
-
- private:
   int root_rank_ = 0;
 };
-std::unordered_map<int, std::vector<int>> BroadcastOp::world_ranks;
 
 // ---- reduce-scatter ------------------------------------------------------------
 
@@ -713,11 +700,22 @@ class CommValueOp : public tf::OpKernel {
       output->scalar<int32_t>()() = value;
       return;
     }
+    if (kind == "KoloSize") {
+      // Any set's size, on every rank: members or not (Horovod's).
+      std::shared_lock<std::shared_mutex> lock(table_mutex);
+      auto it = process_sets.find(process_set_id_);
+      OP_REQUIRES(ctx, bound.load() && it != process_sets.end(),
+                  process_set_id_ == 0 || !bound.load()
+                      ? absl::FailedPreconditionError("kolo has not been initialized; call hvd.init() first")
+                      : absl::InvalidArgumentError("process set " + std::to_string(process_set_id_) +
+                                                   " does not exist"));
+      output->scalar<int32_t>()() = static_cast<int32_t>(it->second.world_ranks.size());
+      return;
+    }
     CommLease comm;
-    OP_REQUIRES_OK(ctx, lease(kind == "KoloSize" ? process_set_id_ : 0, &comm));
+    OP_REQUIRES_OK(ctx, lease(0, &comm));
     int value = 0;
     kolo_result_t code = KOLO_SUCCESS;
-    if (kind == "KoloSize") code = api.kolo_comm_size(comm.comm, &value);
     if (kind == "KoloRank") code = api.kolo_comm_rank(comm.comm, &value);
     if (kind == "KoloLocalSize") code = api.kolo_comm_local_size(comm.comm, &value);
     if (kind == "KoloLocalRank") code = api.kolo_comm_local_rank(comm.comm, &value);
@@ -919,8 +917,9 @@ __attribute__((visibility("default"))) int kolo_tf_bind(const char* path, char* 
 __attribute__((visibility("default"))) void kolo_tf_set_process_set(int id, void* comm, const int* world_ranks,
                                                                     int n) {
   std::unique_lock<std::shared_mutex> lock(kolo_tf::table_mutex);
-  kolo_tf::process_sets[id].comm = static_cast<kolo_comm_t>(comm);
-  kolo_tf::BroadcastOp::world_ranks[id].assign(world_ranks, world_ranks + n);
+  kolo_tf::ProcessSetEntry& entry = kolo_tf::process_sets[id];
+  entry.comm = static_cast<kolo_comm_t>(comm);
+  entry.world_ranks.assign(world_ranks, world_ranks + n);
 }
 
 // Forgets process set id (every set, id < 0). Returns once no kernel is
@@ -929,10 +928,8 @@ __attribute__((visibility("default"))) void kolo_tf_forget_process_set(int id) {
   std::unique_lock<std::shared_mutex> lock(kolo_tf::table_mutex);
   if (id < 0) {
     kolo_tf::process_sets.clear();
-    kolo_tf::BroadcastOp::world_ranks.clear();
   } else {
     kolo_tf::process_sets.erase(id);
-    kolo_tf::BroadcastOp::world_ranks.erase(id);
   }
 }
 }

@@ -147,7 +147,8 @@ def _gradient_reducer(name, compression, sparse_as_dense, op, gradient_predivide
     variables: one grouped op per list, the others alone). In a graph each
     op starts as soon as its gradient exists, overlapping the rest of the
     backward pass; eager calls run the ops together inside one tf.function.
-    A set of one rank leaves the gradients as they are."""
+    A set of one rank, or one this rank is not in, leaves the gradients as
+    they are (Horovod's rule)."""
     if op == Average:
         prescale, postscale = 1.0 / gradient_predivide_factor, gradient_predivide_factor
     else:
@@ -188,7 +189,8 @@ def _gradient_reducer(name, compression, sparse_as_dense, op, gradient_predivide
         grads = list(grads)
         if sparse_as_dense:
             grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
-        if group_of(process_set).size == 1:
+        # Horovod's rule: a rank outside the set, or a set of one, keeps its own gradients.
+        if not process_set.included() or group_of(process_set).size == 1:
             return grads
         bundles = bundles_of(grads, list(variables))
         if _executing_eagerly():

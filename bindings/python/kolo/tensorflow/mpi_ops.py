@@ -29,10 +29,22 @@ def _normalize_name(name):
     return re.sub("[^a-zA-Z0-9_]", "_", name)
 
 
+class ProcessSetError(tf.errors.InvalidArgumentError, ValueError):
+    """An op given a process set this rank may not submit to (not a member,
+    or a set that does not exist): TensorFlow's InvalidArgumentError, as
+    Horovod raises, and a ValueError, as kolo's other front ends do."""
+
+    def __init__(self, message):
+        tf.errors.InvalidArgumentError.__init__(self, None, None, message)
+
+
 def _set_id(process_set):
-    """The set's id, after checking that this rank may submit to it (a
-    ValueError naming the set otherwise)."""
-    group_of(process_set)
+    """The set's id, after checking that this rank may submit to it
+    (ProcessSetError naming the set otherwise)."""
+    try:
+        group_of(process_set)
+    except ValueError as e:
+        raise ProcessSetError(str(e)) from None
     return 0 if process_set is None else process_set.process_set_id
 
 

@@ -57,7 +57,7 @@ def linear_model(rank):
 
 
 def gathered(values):
-    return hvd.allgather(np.asarray(values, dtype=np.float64)[None])
+    return keras.ops.convert_to_numpy(hvd.allgather(np.asarray(values, dtype=np.float64)[None]))
 
 
 @pytest.mark.parametrize("passes,average", [(1, False), (2, False), (2, True)])
@@ -153,7 +153,9 @@ def test_partial_distributed_optimizer_keeps_local_layers_local():
 
 def test_value_collectives_and_broadcast_global_variables():
     rank, n = world()
-    np.testing.assert_allclose(hvd.allreduce([float(rank), 1.0], op=hvd.Sum), [n * (n - 1) / 2, n])
-    np.testing.assert_array_equal(hvd.broadcast(np.array([rank]), n - 1), [n - 1])
+    total = hvd.allreduce([float(rank), 1.0], op=hvd.Sum)
+    assert keras.backend.standardize_dtype(total.dtype) == "float64"  # a tensor of the backend
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(total), [n * (n - 1) / 2, n])
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(hvd.broadcast(np.array([rank]), n - 1)), [n - 1])
     with pytest.raises(RuntimeError, match="BroadcastGlobalVariablesCallback"):
         hvd.broadcast_global_variables(0)

@@ -301,9 +301,18 @@ def test_process_sets():
         root = mine.ranks[-1]
         np.testing.assert_array_equal(hvd.broadcast(x, root, process_set=mine).numpy(), inputs(root, (3,), "float32"))
         assert hvd.size_op(process_set_id=mine.process_set_id).numpy() == len(mine.ranks)
+        assert hvd.size_op(process_set_id=other.process_set_id).numpy() == len(other.ranks)  # any set's size
         assert hvd.process_set_included_op(other.process_set_id).numpy() == 0
         with pytest.raises(ValueError, match="not in process set"):
             hvd.allreduce(x, process_set=other)
+        with pytest.raises(tf.errors.InvalidArgumentError):  # Horovod's kind of error, and a ValueError
+            hvd.allreduce(x, process_set=other)
+        # A tape or optimizer over a set this rank is not in keeps its own gradients (Horovod's rule).
+        w = tf.Variable([1.0])
+        with tf.GradientTape() as tape:
+            loss = (rank + 1.0) * w[0]
+        grad, = hvd.DistributedGradientTape(tape, process_set=other).gradient(loss, [w])
+        np.testing.assert_allclose(grad.numpy(), [rank + 1.0])
         with pytest.raises(ValueError, match="root_rank"):
             hvd.broadcast(x, other.ranks[0], process_set=mine)
     finally:
