@@ -55,6 +55,8 @@ cmp -s "$ROOT/bindings/c/kolo.h" "$PREFIX/include/kolo/kolo.h" || fail "include/
 [[ -x "$PREFIX/bin/kolorun" ]] || fail "no bin/kolorun"
 SITE="$PREFIX/lib/python$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages"
 [[ -f "$SITE/kolo/__init__.py" && -f "$SITE/kolo/torch/__init__.py" ]] || fail "no Python package in $SITE"
+[[ -f "$SITE/kolo/tensorflow/_ops.cc" && -f "$SITE/kolo/include/kolo.h" ]] ||
+  fail "no kolo/tensorflow/_ops.cc or kolo/include/kolo.h in $SITE (kolo.tensorflow compiles them on first use)"
 
 export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
 [[ $(pkg-config --modversion kolo) == "$VERSION" ]] || fail "kolo.pc says version $(pkg-config --modversion kolo), want $VERSION"
@@ -143,11 +145,11 @@ if ! /usr/bin/python3 -m pip --version > /dev/null 2>&1; then
   echo "install_test: ok (pip check skipped: /usr/bin/python3 has no pip; tools/setup.sh installs python3-pip)"
   exit 0
 fi
-# setup.py reads ../c/version.bzl and ../../tools/kolorun: a copy in the
-# checkout's layout, outside the (read-only) runfiles.
+# setup.py reads ../c/version.bzl, ../c/kolo.h and ../../tools/kolorun: a
+# copy in the checkout's layout, outside the (read-only) runfiles.
 mkdir -p src/bindings/python src/bindings/c src/tools
 cp -rL "$ROOT/bindings/python/setup.py" "$ROOT/bindings/python/pyproject.toml" "$ROOT/bindings/python/kolo" src/bindings/python/
-cp -L "$ROOT/bindings/c/version.bzl" src/bindings/c/
+cp -L "$ROOT/bindings/c/version.bzl" "$ROOT/bindings/c/kolo.h" src/bindings/c/
 cp -L "$ROOT/tools/kolorun" src/tools/
 /usr/bin/python3 -m pip install --no-build-isolation --no-deps --no-index --no-cache-dir --root-user-action=ignore \
   --prefix "$WORK/pip" ./src/bindings/python > pip.out 2>&1 || show_fail pip.out "pip install --prefix failed"

@@ -96,12 +96,15 @@ chmod 0644 "$DEST$PREFIX/lib/pkgconfig/kolo.pc"
 chmod 0755 "$DEST$PREFIX/bin/kolorun.tmp"
 mv -f "$DEST$PREFIX/bin/kolorun.tmp" "$DEST$PREFIX/bin/kolorun"
 
-# The package afresh (no module of an earlier version left behind), plus the
-# version it cannot read from version.bzl once installed.
+# The package afresh (no module of an earlier version left behind), with the
+# C++ sources it compiles on first use (kolo.tensorflow's kernels, the torch
+# device backend) and kolo.h for them, plus the version it cannot read from
+# version.bzl once installed.
 rm -rf "$DEST$SITE/kolo"
-(cd "$ROOT/bindings/python" && find kolo -name '*.py') | while read -r f; do
+(cd "$ROOT/bindings/python" && find kolo -name '*.py' -o -name '*.cc' -o -name '*.cpp') | while read -r f; do
   install -D -m 0644 "$ROOT/bindings/python/$f" "$DEST$SITE/$f"
 done
+install -D -m 0644 "$ROOT/bindings/c/kolo.h" "$DEST$SITE/kolo/include/kolo.h"
 printf '# Written by tools/install.sh from bindings/c/version.bzl.\nversion = "%s"\n' "$VERSION" \
   > "$DEST$SITE/kolo/_version.py"
 

@@ -11,9 +11,9 @@
 #                            (tests/torch_programs) on N ranks, kolo
 #                            against gloo
 #   python_test.sh tensorflow_N  kolo.tensorflow's and kolo.keras's tests
-#                            on N ranks (Keras on its tensorflow, then its
-#                            torch backend); tensorflow_2 also starts jobs
-#                            rank by rank (failures)
+#                            on N ranks (Keras on its tensorflow backend,
+#                            and on 2 ranks its torch backend); tensorflow_2
+#                            also starts jobs rank by rank (failures)
 #   python_test.sh tensorflow_examples  the TensorFlow and Keras seed twins
 # The package loads this build's libkolo.so; a sanitizer build of it needs
 # its sanitizer's runtime loaded first into the (uninstrumented) interpreter.
@@ -69,8 +69,11 @@ if [[ "$1" == tensorflow_* ]]; then
     exec "${PYTEST[@]}" test_tensorflow_examples.py
   fi
   ranks=${1#tensorflow_}
-  # One job per folder (each has a conftest of its own), Keras on each backend.
-  for run in "tensorflow tensorflow" "tensorflow keras" "torch keras"; do
+  # One job per folder (each has a conftest of its own), Keras on each
+  # backend (on 4 ranks, its tensorflow backend: the torch one runs on 2).
+  runs=("tensorflow tensorflow" "tensorflow keras")
+  [[ "$ranks" == 2 ]] && runs+=("torch keras")
+  for run in "${runs[@]}"; do
     read -r backend folder <<< "$run"
     KERAS_BACKEND=$backend "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np "$ranks" --timeout 280 "${PYTEST[@]}" \
       "$folder" || exit 1
