@@ -14,7 +14,7 @@ import keras
 import numpy as np
 
 import kolo.keras as hvd
-from seed_common_tf import Layout, StepTimer, TWO_PI, column, log, log_loss, output_path, parse_args, relative_l2, \
+from seed_common_tf import Layout, StepTimer, TWO_PI, column, log_loss, output_path, parse_args, relative_l2, \
     report, save_plot
 
 

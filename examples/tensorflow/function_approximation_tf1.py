@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 import kolo.tensorflow as hvd
-from seed_common_tf import Layout, StepTimer, TWO_PI, column, log, log_loss, output_path, parse_args, relative_l2, \
+from seed_common_tf import Layout, StepTimer, TWO_PI, column, log_loss, output_path, parse_args, relative_l2, \
     report, save_plot
 
 

@@ -20,7 +20,7 @@ import tensorflow as tf  # noqa: E402
 import kolo.keras as hvd  # noqa: E402
 from function_approximation_keras import Progress, fit, mlp  # noqa: E402
 from pinn_tf1 import pinn_args, wave_number  # noqa: E402
-from seed_common_tf import Layout, StepTimer, log, output_path, relative_l2, report, save_plot  # noqa: E402
+from seed_common_tf import Layout, StepTimer, log, output_path, plot_pinn, relative_l2, report  # noqa: E402
 
 
 class Pinn(keras.Model):
@@ -83,14 +83,7 @@ def main():
         model.net.save(output_path(args, "pinn_keras%s.keras" % ("_member%d" % layout.member if args.ensemble
                                                                   else "")))
     if hvd.rank() == 0:
-        if args.ensemble:
-            curves = [("member %d, k = %d pi" % (m, m + 1), p[:, 0]) for m, p in enumerate(predictions)]
-            truth = None
-        else:
-            curves, truth = [("prediction", predictions[0][:, 0])], np.sin(k * x_all)[:, 0]
-        save_plot(output_path(args, "pinn_keras.png"),
-                  "Keras PINN %s on %d ranks" % ("ensemble" if args.ensemble else "data parallel", hvd.size()),
-                  x_all[:, 0], truth, curves)
+        plot_pinn(args, layout, "pinn_keras.png", "Keras", k, x_all, predictions)
         log("plot: %s" % output_path(args, "pinn_keras.png"))
 
 

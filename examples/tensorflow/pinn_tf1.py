@@ -19,7 +19,7 @@ import tensorflow as tf
 
 import kolo.tensorflow as hvd
 from function_approximation_tf1 import mlp
-from seed_common_tf import Layout, StepTimer, log, log_loss, output_path, parse_args, relative_l2, report, save_plot
+from seed_common_tf import Layout, StepTimer, log_loss, output_path, parse_args, plot_pinn, relative_l2, report
 
 
 def pinn_args(description):
@@ -83,14 +83,7 @@ def main():
                 log_loss(step, value, layout)
         x_all, predictions = report(layout, evaluate, initial_error, timer)
     if hvd.rank() == 0:
-        if args.ensemble:
-            curves = [("member %d, k = %d pi" % (m, m + 1), p[:, 0]) for m, p in enumerate(predictions)]
-            truth = None
-        else:
-            curves, truth = [("prediction", predictions[0][:, 0])], np.sin(k * x_all)[:, 0]
-        save_plot(output_path(args, "pinn_tf1.png"),
-                  "TF1 PINN %s on %d ranks" % ("ensemble" if args.ensemble else "data parallel", hvd.size()),
-                  x_all[:, 0], truth, curves)
+        plot_pinn(args, layout, "pinn_tf1.png", "TF1", k, x_all, predictions)
 
 
 if __name__ == "__main__":

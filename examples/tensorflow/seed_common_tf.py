@@ -167,6 +167,18 @@ def save_plot(path, title, x, truth, curves):
     plt.close(fig)
 
 
+def plot_pinn(args, layout, name, style, k, x_all, predictions):
+    """Rank 0's plot of a PINN run: the prediction against sin(k x), or
+    every member's (each solves its own problem)."""
+    if layout.members > 1:
+        curves = [("member %d, k = %d pi" % (m, m + 1), p[:, 0]) for m, p in enumerate(predictions)]
+        truth = None
+    else:
+        curves, truth = [("prediction", predictions[0][:, 0])], np.sin(k * x_all)[:, 0]
+    save_plot(output_path(args, name), "%s PINN %s on %d ranks" % (
+        style, "ensemble" if layout.members > 1 else "data parallel", kolo.size()), x_all[:, 0], truth, curves)
+
+
 def output_path(args, name):
     os.makedirs(args.output_dir, exist_ok=True)
     return os.path.join(args.output_dir, name)

@@ -1,43 +1,16 @@
-"""Gradient compression for kolo.keras, on any backend's tensors (keras.ops),
-with horovod's names."""
+"""Gradient compression for kolo.keras, on any Keras backend's tensors
+(keras.ops), with Horovod's names."""
 import keras
 
-
-class Compressor:
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
+from kolo._compression import Compressor, NoneCompressor, compression  # noqa: F401 (re-exported)
 
 
-class NoneCompressor(Compressor):
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+def _to_float16(tensor):
+    dtype = keras.backend.standardize_dtype(tensor.dtype)
+    if "float" in dtype and dtype != "float16":
+        return keras.ops.cast(tensor, "float16"), dtype
+    return tensor, None
 
 
-class FP16Compressor(Compressor):
-    """Floating-point tensors travel as float16; kolo reduces them in float32."""
-
-    @staticmethod
-    def compress(tensor):
-        dtype = keras.backend.standardize_dtype(tensor.dtype)
-        if "float" in dtype and dtype != "float16":
-            return keras.ops.cast(tensor, "float16"), dtype
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return keras.ops.cast(tensor, ctx) if ctx is not None else tensor
-
-
-class Compression:
-    none = NoneCompressor
-    fp16 = FP16Compressor
+Compression = compression(_to_float16, keras.ops.cast)
+FP16Compressor = Compression.fp16

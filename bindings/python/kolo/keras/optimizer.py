@@ -112,16 +112,22 @@ def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sp
                                 groups=None, process_set=global_process_set, local_layers=None,
                                 scale_local_gradients=True):
     """DistributedOptimizer whose local_layers' (Keras layers) gradients stay local."""
+    local = local_layer_variables(local_layers)
+    wrapped = DistributedOptimizer(optimizer, name, device_dense, device_sparse, compression, sparse_as_dense,
+                                   gradient_predivide_factor, op, backward_passes_per_step,
+                                   average_aggregated_gradients, 0, groups, process_set, scale_local_gradients)
+    for var in local:
+        wrapped.register_local_var(var)
+    return wrapped
+
+
+def local_layer_variables(local_layers):
+    """The trainable variables of local_layers (a Keras layer, a list of
+    them, or None), whose gradients a Partial optimizer or tape keeps local."""
     if local_layers is None:
         local_layers = []
     elif isinstance(local_layers, keras.layers.Layer):
         local_layers = [local_layers]
     elif not all(isinstance(layer, keras.layers.Layer) for layer in local_layers):
         raise ValueError("All local layers must be of keras.layers.Layer type.")
-    wrapped = DistributedOptimizer(optimizer, name, device_dense, device_sparse, compression, sparse_as_dense,
-                                   gradient_predivide_factor, op, backward_passes_per_step,
-                                   average_aggregated_gradients, 0, groups, process_set, scale_local_gradients)
-    for layer in local_layers:
-        for var in layer.trainable_weights:
-            wrapped.register_local_var(var)
-    return wrapped
+    return [var for layer in local_layers for var in layer.trainable_weights]

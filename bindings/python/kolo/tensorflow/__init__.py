@@ -19,6 +19,8 @@ arguments a ValueError or TypeError on the calling rank.
 """
 import tensorflow as tf
 
+from kolo._builds import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, mpi_built,  # noqa: F401
+                          mpi_enabled, mpi_threads_supported, nccl_built, rocm_built)
 from kolo._library import KoloError, KoloTimeoutError, MismatchError, PeerLostError  # noqa: F401
 from kolo._process_sets import (ProcessSet, add_process_set, global_process_set, init,  # noqa: F401
                                 remove_process_set)
@@ -68,43 +70,3 @@ class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):
 
     def after_create_session(self, session, coord):
         session.run(self.bcast_op)
-
-
-def mpi_threads_supported():
-    return False
-
-
-def mpi_enabled():
-    return False
-
-
-def mpi_built():
-    return False
-
-
-def gloo_enabled():
-    return False
-
-
-def gloo_built():
-    return False
-
-
-def nccl_built():
-    return False
-
-
-def ddl_built():
-    return False
-
-
-def ccl_built():
-    return False
-
-
-def cuda_built():
-    return False
-
-
-def rocm_built():
-    return False

@@ -3,7 +3,7 @@ import tensorflow as tf
 
 from kolo import _objects
 from kolo._process_sets import global_process_set
-from kolo.tensorflow.mpi_ops import _executing_eagerly, broadcast, broadcast_, grouped_broadcast
+from kolo.tensorflow.mpi_ops import _executing_eagerly, broadcast_, grouped_broadcast
 
 
 def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=False):
@@ -39,5 +39,3 @@ def allgather_object(obj, session=None, name=None, process_set=global_process_se
     del session
     return _objects.allgather_object(obj, name=name, process_set=process_set)
 
-
-__all__ = ["broadcast", "broadcast_variables", "broadcast_object", "broadcast_object_fn", "allgather_object"]

@@ -66,17 +66,11 @@ def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="", 
                                    scale_local_gradients=True):
     """DistributedGradientTape whose local_layers' (Keras layers) gradients
     stay local."""
-    import keras
-    if local_layers is None:
-        local_layers = []
-    elif isinstance(local_layers, keras.layers.Layer):
-        local_layers = [local_layers]
-    elif not all(isinstance(layer, keras.layers.Layer) for layer in local_layers):
-        raise ValueError("All local layers must be of tf.keras.layers.Layer type.")
+    from kolo.keras.optimizer import local_layer_variables
+    local = local_layer_variables(local_layers)
     tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression, sparse_as_dense, op,
                                    gradient_predivide_factor, num_groups, groups, process_set,
                                    scale_local_gradients)
-    for layer in local_layers:
-        for var in layer.trainable_weights:
-            tape.register_local_source(var)
+    for var in local:
+        tape.register_local_source(var)
     return tape

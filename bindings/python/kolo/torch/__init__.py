@@ -11,6 +11,8 @@ int16, bool and complex are carried). Engine failures (ranks disagreeing
 on a tensor, a lost peer, a timeout) raise kolo.KoloError subclasses with
 the engine's message.
 """
+from kolo._builds import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, mpi_built,  # noqa: F401
+                          mpi_enabled, mpi_threads_supported, nccl_built, rocm_built)
 from kolo._library import KoloError, KoloTimeoutError, MismatchError, PeerLostError  # noqa: F401
 from kolo._process_sets import (ProcessSet, add_process_set, global_process_set, init,  # noqa: F401
                                 remove_process_set)
@@ -32,43 +34,3 @@ from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 
 # horovod's name for the error a failed collective raises.
 HorovodInternalError = KoloError
-
-
-def mpi_threads_supported():
-    return False
-
-
-def mpi_enabled():
-    return False
-
-
-def mpi_built():
-    return False
-
-
-def gloo_enabled():
-    return False
-
-
-def gloo_built():
-    return False
-
-
-def nccl_built():
-    return False
-
-
-def ddl_built():
-    return False
-
-
-def ccl_built():
-    return False
-
-
-def cuda_built():
-    return False
-
-
-def rocm_built():
-    return False

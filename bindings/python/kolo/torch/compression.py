@@ -1,44 +1,14 @@
 """Gradient compression for allreduce, as horovod.torch's."""
 import torch
 
-
-class Compressor:
-    """compress(tensor) -> (tensor to send, context); decompress undoes it."""
-
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
+from kolo._compression import Compressor, NoneCompressor, compression  # noqa: F401 (re-exported)
 
 
-class NoneCompressor(Compressor):
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+def _to_float16(tensor):
+    if tensor.dtype.is_floating_point and tensor.dtype != torch.float16:
+        return tensor.to(torch.float16), tensor.dtype
+    return tensor, None
 
 
-class FP16Compressor(Compressor):
-    """Floating-point tensors travel as float16 (half the bytes); kolo
-    reduces float16 in float32 and rounds once."""
-
-    @staticmethod
-    def compress(tensor):
-        if tensor.dtype.is_floating_point and tensor.dtype != torch.float16:
-            return tensor.to(torch.float16), tensor.dtype
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor.to(ctx) if ctx is not None else tensor
-
-
-class Compression:
-    none = NoneCompressor
-    fp16 = FP16Compressor
+Compression = compression(_to_float16, lambda tensor, dtype: tensor.to(dtype))
+FP16Compressor = Compression.fp16

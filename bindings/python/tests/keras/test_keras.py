@@ -8,19 +8,11 @@ import numpy as np
 import pytest
 
 import kolo.keras as hvd
-
-STEPS, LOCAL_BATCH, FEATURES = 4, 3, 5
+from training_reference import FEATURES, LOCAL_BATCH, STEPS, global_batch, initial_weights, reference_sgd
 
 
 def world():
     return hvd.rank(), hvd.size()
-
-
-def global_batch(step, n):
-    rng = np.random.default_rng(100 + step)
-    x = rng.standard_normal((n * LOCAL_BATCH, FEATURES)).astype(np.float32)
-    y = (x @ np.arange(1, FEATURES + 1, dtype=np.float32) + 0.5)[:, None]
-    return x, y
 
 
 def local_data(rank, n, steps=STEPS):
@@ -28,26 +20,6 @@ def local_data(rank, n, steps=STEPS):
     parts = [global_batch(s, n) for s in range(steps)]
     sl = slice(rank * LOCAL_BATCH, (rank + 1) * LOCAL_BATCH)
     return np.concatenate([x[sl] for x, _ in parts]), np.concatenate([y[sl] for _, y in parts])
-
-
-def initial_weights(seed):
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal((FEATURES, 1)).astype(np.float32), np.zeros([1], np.float32)]
-
-
-def reference_sgd(lr, n, steps=STEPS, accumulate=1, average_accumulated=False):
-    w, b = [v.astype(np.float64) for v in initial_weights(0)]
-    gw, gb = np.zeros_like(w), np.zeros_like(b)
-    for step in range(steps):
-        x, y = global_batch(step, n)
-        err = x @ w + b - y
-        gw += 2 * x.T @ err / len(x)
-        gb += 2 * err.mean(0)
-        if (step + 1) % accumulate == 0:
-            scale = 1.0 / accumulate if average_accumulated else 1.0
-            w, b = w - lr * scale * gw, b - lr * scale * gb
-            gw, gb = np.zeros_like(w), np.zeros_like(b)
-    return w, b
 
 
 def linear_model(rank):

@@ -4,10 +4,17 @@ rank runs the same tests in the same order. Rank r's inputs are a
 function of r alone, so every rank computes the expected result of a
 collective by itself, in NumPy."""
 import numpy as np
+import os
+import sys
+
 import pytest
 import tensorflow as tf
 
 import kolo.tensorflow as hvd
+
+
+# training_reference.py, shared with the other framework's tests, is one folder up.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="session", autouse=True)
