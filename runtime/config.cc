@@ -1,6 +1,7 @@
 #include "runtime/config.h"
 
 #include <iomanip>
+#include <iterator>
 #include <sstream>
 
 #include "common/env.h"
@@ -40,41 +41,64 @@ Status check_algorithm(const std::string& name, const std::string& value) {
   return Status::ok();
 }
 
-Status load_config(Config* c) {
-  Config d;
-  KOLO_RETURN_IF_ERROR(load_log_settings());
-  KOLO_RETURN_IF_ERROR(env_double("KOLO_TIMEOUT_S", d.timeout_s, limits::timeout_s.min, limits::timeout_s.max, &c->timeout_s));
-  KOLO_RETURN_IF_ERROR(env_int64("KOLO_SEGMENT_BYTES", d.segment_bytes, int64_t(limits::segment_bytes.min), int64_t(limits::segment_bytes.max), &c->segment_bytes));
-  KOLO_RETURN_IF_ERROR(env_int64("KOLO_PIPELINE_DEPTH", d.pipeline_depth, int64_t(limits::pipeline_depth.min), int64_t(limits::pipeline_depth.max), &c->pipeline_depth));
-  KOLO_RETURN_IF_ERROR(env_int64("KOLO_SMALL_ALLREDUCE_BYTES", d.small_allreduce_bytes, int64_t(limits::small_allreduce_bytes.min), int64_t(limits::small_allreduce_bytes.max), &c->small_allreduce_bytes));
-  KOLO_RETURN_IF_ERROR(env_int64("KOLO_SOCKETS_PER_PEER", d.sockets_per_peer, int64_t(limits::sockets_per_peer.min), int64_t(limits::sockets_per_peer.max), &c->sockets_per_peer));
-  KOLO_RETURN_IF_ERROR(
-      env_int64("KOLO_SOCKET_BUFFER", d.socket_buffer_bytes, int64_t(limits::socket_buffer_bytes.min), int64_t(limits::socket_buffer_bytes.max), &c->socket_buffer_bytes));
-  KOLO_RETURN_IF_ERROR(env_int64("KOLO_SPIN_US", d.spin_us, int64_t(limits::spin_us.min), int64_t(limits::spin_us.max), &c->spin_us));
-  KOLO_RETURN_IF_ERROR(env_int64("KOLO_SPIN_YIELD", d.spin_yield, int64_t(limits::spin_yield.min), int64_t(limits::spin_yield.max), &c->spin_yield));
-  KOLO_RETURN_IF_ERROR(env_bool("KOLO_CHECKSUM", d.checksum, &c->checksum));
-  KOLO_RETURN_IF_ERROR(env_bool("KOLO_CUDA_IPC", d.cuda_ipc, &c->cuda_ipc));
-  c->bind_address = env_string("KOLO_BIND_ADDR").value_or("");
-  if (c->bind_address.empty()) {
-    if (auto ifname = env_string("KOLO_IFNAME")) KOLO_RETURN_IF_ERROR(interface_address(*ifname, &c->bind_address));
+Status check_text(SettingKind kind, const std::string& name, const std::string& value) {
+  switch (kind) {
+    case SettingKind::kTransport:
+      return check_transport(name, value);
+    case SettingKind::kAlgorithm:
+      return check_algorithm(name, value);
+    default:
+      return Status::ok();
   }
-  KOLO_RETURN_IF_ERROR(env_int64("KOLO_FUSION_THRESHOLD", d.fusion_threshold_bytes, int64_t(limits::fusion_threshold_bytes.min), int64_t(limits::fusion_threshold_bytes.max), &c->fusion_threshold_bytes));
-  KOLO_RETURN_IF_ERROR(env_double("KOLO_CYCLE_TIME_MS", d.cycle_time_ms, limits::cycle_time_ms.min, limits::cycle_time_ms.max, &c->cycle_time_ms));
-  KOLO_RETURN_IF_ERROR(env_int64("KOLO_CACHE_CAPACITY", d.cache_capacity, int64_t(limits::cache_capacity.min), int64_t(limits::cache_capacity.max), &c->cache_capacity));
-  c->timeline_path = env_string("KOLO_TIMELINE").value_or("");
-  KOLO_RETURN_IF_ERROR(env_double("KOLO_STALL_WARNING_S", d.stall_warning_s, limits::stall_warning_s.min, limits::stall_warning_s.max, &c->stall_warning_s));
-  KOLO_RETURN_IF_ERROR(env_double("KOLO_STALL_SHUTDOWN_S", d.stall_shutdown_s, limits::stall_shutdown_s.min, limits::stall_shutdown_s.max, &c->stall_shutdown_s));
-  c->job_id = env_string("KOLO_JOB_ID").value_or("");
-  c->secret = env_string("KOLO_SECRET").value_or("");
-  c->transport = env_string("KOLO_TRANSPORT").value_or(d.transport);
-  KOLO_RETURN_IF_ERROR(check_transport("KOLO_TRANSPORT", c->transport));
-  c->host_name = env_string("KOLO_HOSTNAME").value_or("");
-  c->algorithm = env_string("KOLO_ALGORITHM").value_or(d.algorithm);
-  KOLO_RETURN_IF_ERROR(check_algorithm("KOLO_ALGORITHM", c->algorithm));
-  c->ib_device = env_string("KOLO_IB_DEV").value_or("");
-  KOLO_RETURN_IF_ERROR(env_int64("KOLO_IB_PORT", d.ib_port, int64_t(limits::ib_port.min), int64_t(limits::ib_port.max), &c->ib_port));
-  KOLO_RETURN_IF_ERROR(env_int64("KOLO_IB_GID_INDEX", d.ib_gid_index, int64_t(limits::ib_gid_index.min), int64_t(limits::ib_gid_index.max), &c->ib_gid_index));
+}
+
+namespace {
+
+// One variable over one field, by the field's type; unset leaves it.
+Status overlay(const char* variable, SettingKind, Limit limit, int64_t* value) {
+  return env_int64(variable, *value, int64_t(limit.min), int64_t(limit.max), value);
+}
+Status overlay(const char* variable, SettingKind, Limit limit, double* value) {
+  return env_double(variable, *value, limit.min, limit.max, value);
+}
+Status overlay(const char* variable, SettingKind, Limit, bool* value) { return env_bool(variable, *value, value); }
+Status overlay(const char* variable, SettingKind kind, Limit, std::string* value) {
+  auto text = env_string(variable);
+  if (!text) return Status::ok();
+  KOLO_RETURN_IF_ERROR(check_text(kind, variable, *text));
+  *value = *text;
   return Status::ok();
+}
+
+#define KOLO_SETTING_INFO(field, kind, variable, value, min, max, shown, meaning) \
+  {#field, SettingKind::k##kind, variable, limits::field, shown, meaning},
+const SettingInfo kSettings[] = {KOLO_SETTINGS(KOLO_SETTING_INFO)};
+#undef KOLO_SETTING_INFO
+
+}  // namespace
+
+const SettingInfo* settings_begin() { return std::begin(kSettings); }
+const SettingInfo* settings_end() { return std::end(kSettings); }
+
+Status overlay_environment(Config* c) {
+  KOLO_RETURN_IF_ERROR(load_log_settings());
+#define KOLO_OVERLAY(field, kind, variable, value, min, max, shown, meaning) \
+  KOLO_RETURN_IF_ERROR(overlay(variable, SettingKind::k##kind, limits::field, &c->field));
+  KOLO_SETTINGS(KOLO_OVERLAY)
+#undef KOLO_OVERLAY
+  return Status::ok();
+}
+
+Status resolve_config(Config* c) {
+  if (c->bind_address.empty() && !c->interface_name.empty()) {
+    KOLO_RETURN_IF_ERROR(interface_address(c->interface_name, &c->bind_address));
+  }
+  return Status::ok();
+}
+
+Status load_config(Config* c) {
+  KOLO_RETURN_IF_ERROR(overlay_environment(c));
+  return resolve_config(c);
 }
 
 }  // namespace kolo

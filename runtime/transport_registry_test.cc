@@ -30,7 +30,9 @@ TEST(TransportRegistry, EveryPairChoosesAlike) {
   for (int a = 0; a < n; ++a) {
     EXPECT_EQ(routes[a].kind[a], -1);
     for (int b = 0; b < n; ++b) {
-      if (a != b) EXPECT_EQ(routes[a].kind[b], routes[b].kind[a]) << a << " and " << b;
+      if (a != b) {
+        EXPECT_EQ(routes[a].kind[b], routes[b].kind[a]) << a << " and " << b;
+      }
     }
   }
   EXPECT_EQ(name_of(routes[0].kind[1]), "shm");

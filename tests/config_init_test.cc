@@ -6,12 +6,14 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "bindings/c/config_from_c.h"
 #include "bindings/c/kolo.h"
+#include "runtime/config.h"
 
 namespace {
 
@@ -79,6 +81,113 @@ TEST(ConfigTest, SizeAndVersionAreChecked) {
   config = KOLO_CONFIG_INITIALIZER;
   config.size = offsetof(kolo_config_t, segment_bytes);
   EXPECT_NE(error_of(config).find("config.size"), std::string::npos);
+}
+
+TEST(ConfigTest, DefaultsLieUnderTheEnvironment) {
+  ::setenv("KOLO_SPIN_US", "300", 1);
+  kolo_config_t defaults = KOLO_CONFIG_INITIALIZER;
+  defaults.spin_us = 50;    // under KOLO_SPIN_US
+  defaults.spin_yield = 1;  // no variable: the default's
+  defaults.timeout_s = 9;
+  kolo_config_t config = KOLO_CONFIG_INITIALIZER;
+  config.timeout_s = 12;  // over the defaults
+  config.defaults = &defaults;
+  kolo::Config c;
+  ASSERT_TRUE(kolo_c::config_from_c(&config, &c).is_ok());
+  EXPECT_EQ(c.spin_us, 300);
+  EXPECT_EQ(c.spin_yield, 1);
+  EXPECT_EQ(c.timeout_s, 12);
+  EXPECT_EQ(c.pipeline_depth, kolo::Config().pipeline_depth);
+  ::unsetenv("KOLO_SPIN_US");
+  defaults.pipeline_depth = 0;
+  EXPECT_NE(error_of(config).find("config.defaults.pipeline_depth = 0"), std::string::npos);
+}
+
+TEST(ConfigTest, VersionOneConfigsStillWork) {
+  // A program built against version 1's kolo.h passes the smaller struct:
+  // the fields of version 2 are unset, whatever lies beyond it in memory.
+  kolo_config_t config = KOLO_CONFIG_INITIALIZER;
+  config.version = 1;
+  config.size = offsetof(kolo_config_t, algorithm);
+  config.segment_bytes = 8192;
+  config.algorithm = "not read";
+  kolo::Config c;
+  ASSERT_TRUE(kolo_c::config_from_c(&config, &c).is_ok());
+  EXPECT_EQ(c.segment_bytes, 8192);
+  EXPECT_EQ(c.algorithm, "auto");
+}
+
+TEST(ConfigTest, VersionTwoSettings) {
+  kolo_config_t config = KOLO_CONFIG_INITIALIZER;
+  config.algorithm = "ring";
+  config.host_name = "node-7";
+  config.interface_name = "lo";
+  kolo::Config c;
+  ASSERT_TRUE(kolo_c::config_from_c(&config, &c).is_ok());
+  EXPECT_EQ(c.algorithm, "ring");
+  EXPECT_EQ(c.host_name, "node-7");
+  EXPECT_EQ(c.bind_address, "127.0.0.1");  // the interface's address
+  config.algorithm = "tree";
+  EXPECT_NE(error_of(config).find("config.algorithm='tree'"), std::string::npos);
+}
+
+// kolo.h's struct holds the settings table's rows, in its order, each of the
+// type its kind needs; KOLO_CONFIG_INITIALIZER leaves every one unset.
+bool unset(int64_t v) { return v == KOLO_CONFIG_UNSET_INT; }
+bool unset(double v) { return v == KOLO_CONFIG_UNSET_DOUBLE; }
+bool unset(const char* v) { return v == nullptr; }
+#define KOLO_C_TYPE_Int int64_t
+#define KOLO_C_TYPE_Bool int64_t
+#define KOLO_C_TYPE_Double double
+#define KOLO_C_TYPE_Text const char*
+#define KOLO_C_TYPE_Transport const char*
+#define KOLO_C_TYPE_Algorithm const char*
+#define KOLO_CHECK_TYPE(field, kind, variable, initial, min, max, shown, meaning)             \
+  static_assert(std::is_same<decltype(kolo_config_t::field), KOLO_C_TYPE_##kind>::value, \
+                "kolo_config_t::" #field " has the type of a " #kind " setting");
+KOLO_SETTINGS(KOLO_CHECK_TYPE)
+#undef KOLO_CHECK_TYPE
+
+TEST(ConfigTest, KoloHAgreesWithTheSettingsTable) {
+  const kolo_config_t initial = KOLO_CONFIG_INITIALIZER;
+  std::vector<size_t> offsets;
+#define KOLO_ROW(field, kind, variable, value, min, max, shown, meaning) \
+  offsets.push_back(offsetof(kolo_config_t, field));                     \
+  EXPECT_TRUE(unset(initial.field)) << #field " is set by KOLO_CONFIG_INITIALIZER";
+  KOLO_SETTINGS(KOLO_ROW)
+#undef KOLO_ROW
+  EXPECT_TRUE(initial.defaults == nullptr);
+  EXPECT_EQ(initial.version, unsigned(KOLO_CONFIG_VERSION));
+  // In order, and nothing else in the struct but size, version and the
+  // defaults pointer (every field is 8 bytes).
+  for (size_t i = 1; i < offsets.size(); ++i) EXPECT_GT(offsets[i], offsets[i - 1]) << "row " << i;
+  EXPECT_EQ(offsets.front(), offsetof(kolo_config_t, timeout_s));
+  EXPECT_EQ(sizeof(kolo_config_t), offsets.front() + 8 * (offsets.size() + 1));
+}
+
+TEST(ConfigTest, DescribeListsEveryField) {
+  const std::string text = kolo_config_describe();
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+    lines.push_back(text.substr(start, end - start));
+  }
+  ASSERT_EQ(lines.size(), size_t(1 + (kolo::settings_end() - kolo::settings_begin()) + 1));
+  EXPECT_EQ(lines[0], "kolo_config_t\t" + std::to_string(KOLO_CONFIG_VERSION) + "\t" +
+                          std::to_string(sizeof(kolo_config_t)));
+  EXPECT_EQ(lines[1].rfind("timeout_s\tdouble\t" + std::to_string(offsetof(kolo_config_t, timeout_s)) +
+                               "\tKOLO_TIMEOUT_S\t300\t0.001\t",
+                           0),
+            0u)
+      << lines[1];
+  EXPECT_EQ(lines[lines.size() - 2].rfind("interface_name\tstring\t", 0), 0u) << lines[lines.size() - 2];
+  bool found_defaults = false;
+  for (const auto& line : lines) {
+    if (line.rfind("defaults\tconfig\t" + std::to_string(offsetof(kolo_config_t, defaults)) + "\t", 0) == 0) {
+      found_defaults = true;
+    }
+  }
+  EXPECT_TRUE(found_defaults);
 }
 
 TEST(ConfigTest, InitRankRefusesSecretAndBadIds) {

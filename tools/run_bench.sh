@@ -8,5 +8,8 @@ cd "$ROOT"
 bash tools/setup.sh
 N="${1:-4}"
 shift || true
-bazel build //bench:kolo_bench //bindings/c:libkolo.so
+echo "run_bench: building (bazel build //bench:kolo_bench)" >&2
+# Bazel's progress lines and INFO messages off; warnings and errors stay.
+bazel build --noshow_progress --ui_event_filters=-info //bench:kolo_bench //bindings/c:libkolo.so
+echo "run_bench: $N ranks on this machine" >&2
 exec tools/kolorun -np "$N" --no-prefix bazel-bin/bench/kolo_bench "$@"

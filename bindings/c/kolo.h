@@ -78,22 +78,26 @@ kolo_result_t kolo_comm_init(kolo_comm_t* comm, int rank, int world_size, const 
 
 /* Per-communicator settings in code (NCCL's ncclConfig_t): every setting
  * that is otherwise an environment variable (see the README's Configuration
- * table). Start from KOLO_CONFIG_INITIALIZER, which leaves every field
- * unset, and set the ones you want:
+ * table, or kolo_config_describe). Start from KOLO_CONFIG_INITIALIZER,
+ * which leaves every field unset, and set the ones you want:
  *
  *   kolo_config_t config = KOLO_CONFIG_INITIALIZER;
  *   config.segment_bytes = 1 << 20;
  *
  * Precedence: a field that is set wins over its environment variable; an
  * unset one (KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_DOUBLE, NULL) takes
- * the variable's value, else the default. Values are checked against the
- * same ranges as the variables; a bad one is KOLO_ERR_INVALID_ARGUMENT
- * naming the field ("config.segment_bytes = 3: must be at least 64").
+ * the variable's value, else the value `defaults` sets, else kolo's
+ * default. `defaults` (NULL = none) is for a framework that knows better
+ * defaults than kolo's and still lets its users' variables decide, e.g. a
+ * short spin where the rank computes on the CPU meanwhile; its own
+ * `defaults` is ignored. Values are checked against the same ranges as the
+ * variables; a bad one is KOLO_ERR_INVALID_ARGUMENT naming the field
+ * ("config.segment_bytes = 3: must be at least 64").
  * size and version let a program built against an older kolo.h run with a
  * newer library: the fields beyond an older version's size are unset. A
  * version newer than the library's, or a size smaller than the version
  * implies, is KOLO_ERR_INVALID_ARGUMENT. Strings are copied. */
-#define KOLO_CONFIG_VERSION 1
+#define KOLO_CONFIG_VERSION 2
 #define KOLO_CONFIG_UNSET_INT (-9223372036854775807LL - 1)
 #define KOLO_CONFIG_UNSET_DOUBLE (-1.0e300)
 typedef struct kolo_config {
@@ -122,6 +126,11 @@ typedef struct kolo_config {
   double stall_warning_s;         /* KOLO_STALL_WARNING_S */
   double stall_shutdown_s;        /* KOLO_STALL_SHUTDOWN_S */
   const char* job_id;             /* KOLO_JOB_ID (refused by kolo_comm_init_rank: the id carries one) */
+  /* KOLO_CONFIG_VERSION 2 */
+  const char* algorithm;          /* KOLO_ALGORITHM: "auto", "ring" or "hierarchical" */
+  const char* host_name;          /* KOLO_HOSTNAME */
+  const char* interface_name;     /* KOLO_IFNAME */
+  const struct kolo_config* defaults; /* see above; NULL = none */
 } kolo_config_t;
 #define KOLO_CONFIG_INITIALIZER                                                                         \
   {                                                                                                     \
@@ -130,8 +139,18 @@ typedef struct kolo_config {
         KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, NULL, NULL, NULL, NULL,    \
         KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT,     \
         KOLO_CONFIG_UNSET_DOUBLE, KOLO_CONFIG_UNSET_INT, NULL, KOLO_CONFIG_UNSET_DOUBLE,                \
-        KOLO_CONFIG_UNSET_DOUBLE, NULL                                                                  \
+        KOLO_CONFIG_UNSET_DOUBLE, NULL, NULL, NULL, NULL, NULL                                          \
   }
+
+/* Every field of kolo_config_t after size and version, for bindings that
+ * mirror the struct and for people (the README's Configuration table comes
+ * from the same rows). A static NUL-terminated text: a first line
+ * "kolo_config_t\t<KOLO_CONFIG_VERSION>\t<sizeof(kolo_config_t)>", then one
+ * line per field, in the struct's order, of tab-separated columns:
+ * field, type (int64, double, string or config: the `defaults` pointer),
+ * offset in bytes, environment variable, kolo's default, least and
+ * greatest value (numbers), meaning. */
+const char* kolo_config_describe(void);
 
 /* A job's rendezvous in 128 opaque bytes (NCCL's ncclUniqueId): the
  * address and port of the store rank 0 serves, a job id and a random
@@ -200,6 +219,11 @@ kolo_result_t kolo_comm_local_size(kolo_comm_t comm, int* local_size);
  * as long as comm. */
 kolo_result_t kolo_comm_get_transport(kolo_comm_t comm, const char** name);
 kolo_result_t kolo_comm_get_allreduce_algorithm(kolo_comm_t comm, size_t bytes, const char** name);
+
+/* The deadline of the communicator's waits, in seconds, as its settings'
+ * layers decided it (kolo_config_t, KOLO_TIMEOUT_S, defaults): for a
+ * binding that waits on kolo's handles with the same patience. */
+kolo_result_t kolo_comm_get_timeout(kolo_comm_t comm, double* seconds);
 
 /* recvbuf[i] = op over all ranks of sendbuf[i], for i < count, bitwise
  * identical on every rank. sendbuf == recvbuf is in place; other overlaps

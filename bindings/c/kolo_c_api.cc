@@ -117,6 +117,13 @@ kolo_result_t kolo_comm_get_transport(kolo_comm_t comm, const char** name) {
   return KOLO_SUCCESS;
 }
 
+kolo_result_t kolo_comm_get_timeout(kolo_comm_t comm, double* seconds) {
+  if (!comm) return null_comm();
+  if (!seconds) return kolo_c::report(kolo::invalid_argument("seconds output pointer is NULL"));
+  *seconds = comm->impl->config().timeout_s;
+  return KOLO_SUCCESS;
+}
+
 kolo_result_t kolo_comm_get_allreduce_algorithm(kolo_comm_t comm, size_t bytes, const char** name) {
   if (!comm) return null_comm();
   if (!name) return kolo_c::report(kolo::invalid_argument("name output pointer is NULL"));

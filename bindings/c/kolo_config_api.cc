@@ -6,11 +6,15 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <iomanip>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bindings/c/api_support.h"
 #include "bindings/c/config_from_c.h"
@@ -28,9 +32,6 @@
 using kolo_c::guarded;
 
 namespace {
-
-// What each KOLO_CONFIG_VERSION's struct holds: its size on this ABI.
-constexpr size_t kConfigV1Size = sizeof(kolo_config_t);
 
 // The unique id's layout in its 128 bytes.
 struct UniqueId {
@@ -112,29 +113,105 @@ std::string job_name(const UniqueId& u) { return "uid-" + std::string(u.job, siz
 bool is_set(int64_t v) { return v != KOLO_CONFIG_UNSET_INT; }
 bool is_set(double v) { return v != KOLO_CONFIG_UNSET_DOUBLE; }
 
-kolo::Status set_int(const char* field, int64_t v, kolo::Limit limit, int64_t* out) {
+// One kolo_config_t field over one Config member, by their types; an unset
+// field leaves the member.
+kolo::Status apply(const std::string& name, kolo::SettingKind, kolo::Limit limit, int64_t v, int64_t* out) {
   if (!is_set(v)) return kolo::Status::ok();
-  KOLO_RETURN_IF_ERROR(kolo::check_limit(std::string("config.") + field, static_cast<double>(v), limit));
+  KOLO_RETURN_IF_ERROR(kolo::check_limit(name, static_cast<double>(v), limit));
   *out = v;
   return kolo::Status::ok();
 }
-
-kolo::Status set_bool(const char* field, int64_t v, bool* out) {
+kolo::Status apply(const std::string& name, kolo::SettingKind, kolo::Limit limit, int64_t v, bool* out) {
   if (!is_set(v)) return kolo::Status::ok();
-  KOLO_RETURN_IF_ERROR(kolo::check_limit(std::string("config.") + field, static_cast<double>(v), kolo::limits::boolean));
+  KOLO_RETURN_IF_ERROR(kolo::check_limit(name, static_cast<double>(v), limit));
   *out = v != 0;
   return kolo::Status::ok();
 }
-
-kolo::Status set_double(const char* field, double v, kolo::Limit limit, double* out) {
+kolo::Status apply(const std::string& name, kolo::SettingKind, kolo::Limit limit, double v, double* out) {
   if (!is_set(v)) return kolo::Status::ok();
-  KOLO_RETURN_IF_ERROR(kolo::check_limit(std::string("config.") + field, v, limit));
+  KOLO_RETURN_IF_ERROR(kolo::check_limit(name, v, limit));
+  *out = v;
+  return kolo::Status::ok();
+}
+kolo::Status apply(const std::string& name, kolo::SettingKind kind, kolo::Limit, const char* v, std::string* out) {
+  if (!v) return kolo::Status::ok();
+  KOLO_RETURN_IF_ERROR(kolo::check_text(kind, name, v));
   *out = v;
   return kolo::Status::ok();
 }
 
-void set_string(const char* v, std::string* out) {
-  if (v) *out = v;
+// The bytes of kolo_config_t each KOLO_CONFIG_VERSION holds.
+size_t size_of_version(unsigned version) {
+  return version == 1 ? offsetof(kolo_config_t, algorithm) : sizeof(kolo_config_t);
+}
+
+// *given checked for its size and version, with the fields beyond what the
+// caller's version holds unset.
+kolo::Status read_fields(const std::string& prefix, const kolo_config_t* given, kolo_config_t* fields) {
+  if (given->version < 1 || given->version > KOLO_CONFIG_VERSION) {
+    return kolo::invalid_argument(prefix + "version = " + std::to_string(given->version) + ": this library knows 1 to " +
+                                  std::to_string(KOLO_CONFIG_VERSION) + " (start from KOLO_CONFIG_INITIALIZER)");
+  }
+  const size_t needed = size_of_version(given->version);
+  if (given->size < needed) {
+    return kolo::invalid_argument(prefix + "size = " + std::to_string(given->size) + ": version " +
+                                  std::to_string(given->version) + " needs at least " + std::to_string(needed) +
+                                  " (start from KOLO_CONFIG_INITIALIZER)");
+  }
+  *fields = KOLO_CONFIG_INITIALIZER;
+  std::memcpy(fields, given, std::min(needed, sizeof(*fields)));
+  return kolo::Status::ok();
+}
+
+// Every field of `f` that is set, over *c; errors name prefix + field.
+kolo::Status apply_fields(const std::string& prefix, const kolo_config_t& f, kolo::Config* c) {
+#define KOLO_APPLY(field, kind, variable, value, min, max, shown, meaning) \
+  KOLO_RETURN_IF_ERROR(apply(prefix + #field, kolo::SettingKind::k##kind, kolo::limits::field, f.field, &c->field));
+  KOLO_SETTINGS(KOLO_APPLY)
+#undef KOLO_APPLY
+  return kolo::Status::ok();
+}
+
+const char* type_name(kolo::SettingKind kind) {
+  switch (kind) {
+    case kolo::SettingKind::kInt:
+    case kolo::SettingKind::kBool:
+      return "int64";
+    case kolo::SettingKind::kDouble:
+      return "double";
+    default:
+      return "string";
+  }
+}
+
+std::string describe_config() {
+  // (offset, line) of every field after size and version, put in the
+  // struct's order: the settings' rows, and the defaults pointer.
+  std::vector<std::pair<size_t, std::string>> lines;
+  const size_t offsets[] = {
+#define KOLO_OFFSET(field, kind, variable, value, min, max, shown, meaning) offsetof(kolo_config_t, field),
+      KOLO_SETTINGS(KOLO_OFFSET)
+#undef KOLO_OFFSET
+  };
+  const size_t* offset = offsets;
+  for (const kolo::SettingInfo* s = kolo::settings_begin(); s != kolo::settings_end(); ++s, ++offset) {
+    std::ostringstream line;
+    line << s->field << "\t" << type_name(s->kind) << "\t" << *offset << "\t" << s->variable << "\t"
+         << s->shown_default << "\t";
+    if (std::string(type_name(s->kind)) != "string") line << std::setprecision(17) << s->limit.min << "\t" << s->limit.max;
+    else line << "\t";
+    line << "\t" << s->meaning << "\n";
+    lines.emplace_back(*offset, line.str());
+  }
+  std::ostringstream defaults;
+  defaults << "defaults\tconfig\t" << offsetof(kolo_config_t, defaults)
+           << "\t\t\t\t\tvalues under the environment's (see kolo.h)\n";
+  lines.emplace_back(offsetof(kolo_config_t, defaults), defaults.str());
+  std::sort(lines.begin(), lines.end());
+  std::string out = "kolo_config_t\t" + std::to_string(KOLO_CONFIG_VERSION) + "\t" +
+                    std::to_string(sizeof(kolo_config_t)) + "\n";
+  for (const auto& l : lines) out += l.second;
+  return out;
 }
 
 }  // namespace
@@ -142,52 +219,20 @@ void set_string(const char* v, std::string* out) {
 namespace kolo_c {
 
 kolo::Status config_from_c(const kolo_config_t* given, kolo::Config* c) {
-  KOLO_RETURN_IF_ERROR(kolo::load_config(c));
-  if (!given) return kolo::Status::ok();
-  if (given->version < 1 || given->version > KOLO_CONFIG_VERSION) {
-    return kolo::invalid_argument("config.version = " + std::to_string(given->version) + ": this library knows 1 to " +
-                                  std::to_string(KOLO_CONFIG_VERSION) + " (start from KOLO_CONFIG_INITIALIZER)");
+  if (given) {
+    kolo_config_t fields;
+    KOLO_RETURN_IF_ERROR(read_fields("config.", given, &fields));
+    if (fields.defaults) {
+      kolo_config_t defaults;
+      KOLO_RETURN_IF_ERROR(read_fields("config.defaults.", fields.defaults, &defaults));
+      KOLO_RETURN_IF_ERROR(apply_fields("config.defaults.", defaults, c));
+    }
+    KOLO_RETURN_IF_ERROR(kolo::overlay_environment(c));
+    KOLO_RETURN_IF_ERROR(apply_fields("config.", fields, c));
+  } else {
+    KOLO_RETURN_IF_ERROR(kolo::overlay_environment(c));
   }
-  const size_t needed = kConfigV1Size;  // every version so far: 1
-  if (given->size < needed) {
-    return kolo::invalid_argument("config.size = " + std::to_string(given->size) + ": version " +
-                                  std::to_string(given->version) + " needs at least " + std::to_string(needed) +
-                                  " (start from KOLO_CONFIG_INITIALIZER)");
-  }
-  // Fields beyond what the caller's version holds stay unset.
-  kolo_config_t f = KOLO_CONFIG_INITIALIZER;
-  std::memcpy(&f, given, std::min(given->size, sizeof(f)));
-  namespace L = kolo::limits;
-  KOLO_RETURN_IF_ERROR(set_double("timeout_s", f.timeout_s, L::timeout_s, &c->timeout_s));
-  KOLO_RETURN_IF_ERROR(set_int("segment_bytes", f.segment_bytes, L::segment_bytes, &c->segment_bytes));
-  KOLO_RETURN_IF_ERROR(set_int("pipeline_depth", f.pipeline_depth, L::pipeline_depth, &c->pipeline_depth));
-  KOLO_RETURN_IF_ERROR(set_int("small_allreduce_bytes", f.small_allreduce_bytes, L::small_allreduce_bytes,
-                               &c->small_allreduce_bytes));
-  KOLO_RETURN_IF_ERROR(set_int("sockets_per_peer", f.sockets_per_peer, L::sockets_per_peer, &c->sockets_per_peer));
-  KOLO_RETURN_IF_ERROR(
-      set_int("socket_buffer_bytes", f.socket_buffer_bytes, L::socket_buffer_bytes, &c->socket_buffer_bytes));
-  KOLO_RETURN_IF_ERROR(set_int("spin_us", f.spin_us, L::spin_us, &c->spin_us));
-  KOLO_RETURN_IF_ERROR(set_int("spin_yield", f.spin_yield, L::spin_yield, &c->spin_yield));
-  KOLO_RETURN_IF_ERROR(set_bool("checksum", f.checksum, &c->checksum));
-  set_string(f.bind_address, &c->bind_address);
-  set_string(f.secret, &c->secret);
-  if (f.transport) {
-    KOLO_RETURN_IF_ERROR(kolo::check_transport("config.transport", f.transport));
-    c->transport = f.transport;
-  }
-  set_string(f.ib_device, &c->ib_device);
-  KOLO_RETURN_IF_ERROR(set_int("ib_port", f.ib_port, L::ib_port, &c->ib_port));
-  KOLO_RETURN_IF_ERROR(set_int("ib_gid_index", f.ib_gid_index, L::ib_gid_index, &c->ib_gid_index));
-  KOLO_RETURN_IF_ERROR(set_bool("cuda_ipc", f.cuda_ipc, &c->cuda_ipc));
-  KOLO_RETURN_IF_ERROR(set_int("fusion_threshold_bytes", f.fusion_threshold_bytes, L::fusion_threshold_bytes,
-                               &c->fusion_threshold_bytes));
-  KOLO_RETURN_IF_ERROR(set_double("cycle_time_ms", f.cycle_time_ms, L::cycle_time_ms, &c->cycle_time_ms));
-  KOLO_RETURN_IF_ERROR(set_int("cache_capacity", f.cache_capacity, L::cache_capacity, &c->cache_capacity));
-  set_string(f.timeline_path, &c->timeline_path);
-  KOLO_RETURN_IF_ERROR(set_double("stall_warning_s", f.stall_warning_s, L::stall_warning_s, &c->stall_warning_s));
-  KOLO_RETURN_IF_ERROR(set_double("stall_shutdown_s", f.stall_shutdown_s, L::stall_shutdown_s, &c->stall_shutdown_s));
-  set_string(f.job_id, &c->job_id);
-  return kolo::Status::ok();
+  return kolo::resolve_config(c);
 }
 
 }  // namespace kolo_c
@@ -228,7 +273,7 @@ kolo_result_t kolo_comm_init_rank(kolo_comm_t* comm, int nranks, const kolo_uniq
     if (rank < 0 || rank >= nranks) {
       return kolo::invalid_argument("rank " + std::to_string(rank) + " is not in [0, " + std::to_string(nranks) + ")");
     }
-    if (config && config->version >= 1 && config->size >= kConfigV1Size) {
+    if (config && config->version >= 1 && config->size >= size_of_version(1)) {
       if (config->secret) return kolo::invalid_argument("config.secret is set: the unique id carries the job's secret");
       if (config->job_id) return kolo::invalid_argument("config.job_id is set: the unique id carries the job's id");
     }
@@ -249,6 +294,15 @@ kolo_result_t kolo_comm_init_rank(kolo_comm_t* comm, int nranks, const kolo_uniq
     *comm = handle.release();
     return kolo::Status::ok();
   });
+}
+
+const char* kolo_config_describe(void) {
+  try {
+    static const std::string text = describe_config();  // built once
+    return text.c_str();
+  } catch (...) {  // no exception crosses the C API; out of memory: nothing
+    return "";
+  }
 }
 
 kolo_result_t kolo_comm_init_from_env_config(kolo_comm_t* comm, const kolo_config_t* config) {

@@ -5,4 +5,4 @@
 # it in a checkout; installs get a generated kolo/_version.py).
 # MAJOR changes when the C ABI breaks (it is in the SONAME), MINOR when the
 # API grows, PATCH for fixes.
-KOLO_VERSION = "0.10.0"
+KOLO_VERSION = "0.11.0"

@@ -92,16 +92,11 @@ class UniqueId(ctypes.Structure):
 
 
 class Config(ctypes.Structure):
-    """kolo_config_t; Config.unset() leaves every field to the environment
-    and the defaults (KOLO_CONFIG_INITIALIZER)."""
-    _fields_ = [("size", ctypes.c_size_t), ("version", ctypes.c_uint), ("timeout_s", ctypes.c_double)] + [
-        (name, ctypes.c_int64) for name in ("segment_bytes", "pipeline_depth", "small_allreduce_bytes",
-                                             "sockets_per_peer", "socket_buffer_bytes", "spin_us", "spin_yield",
-                                             "checksum")
-    ] + [(name, ctypes.c_char_p) for name in ("bind_address", "secret", "transport", "ib_device")] + [
-        (name, ctypes.c_int64) for name in ("ib_port", "ib_gid_index", "cuda_ipc", "fusion_threshold_bytes")
-    ] + [("cycle_time_ms", ctypes.c_double), ("cache_capacity", ctypes.c_int64), ("timeline_path", ctypes.c_char_p),
-         ("stall_warning_s", ctypes.c_double), ("stall_shutdown_s", ctypes.c_double), ("job_id", ctypes.c_char_p)]
+    """kolo_config_t, its fields made from the library's own list of them
+    (kolo_config_describe, once the library is loaded: _mirror_config);
+    Config.unset() leaves every field to the environment and the defaults
+    (KOLO_CONFIG_INITIALIZER)."""
+    config_version = None  # KOLO_CONFIG_VERSION of the loaded library
 
     @classmethod
     def unset(cls):
@@ -111,21 +106,23 @@ class Config(ctypes.Structure):
                 setattr(c, name, CONFIG_UNSET_INT)
             elif kind is ctypes.c_double:
                 setattr(c, name, CONFIG_UNSET_DOUBLE)
-        c.size, c.version = ctypes.sizeof(cls), 1
+        c.size, c.version = ctypes.sizeof(cls), cls.config_version
         return c
 
     @classmethod
     def sharing_cores(cls):
-        """Config.unset(), for a rank that computes on the CPU while kolo
-        communicates (DDP and Horovod-style training overlap allreduces with
-        the backward pass): kolo's thread polls briefly (50 us) and yields
-        rather than spin for milliseconds on a core the compute needs.
-        KOLO_SPIN_US / KOLO_SPIN_YIELD, when set, decide instead."""
+        """Config.unset() whose defaults suit a rank that computes on the
+        CPU while kolo communicates (DDP and Horovod-style training overlap
+        allreduces with the backward pass): kolo's thread polls briefly
+        (50 us) and yields rather than spin for milliseconds on a core the
+        compute needs. They are defaults: KOLO_SPIN_US / KOLO_SPIN_YIELD,
+        when set, win (kolo.h's `defaults`). Set c.defaults_config's fields
+        for more such defaults."""
         c = cls.unset()
-        if "KOLO_SPIN_US" not in os.environ:
-            c.spin_us = 50
-        if "KOLO_SPIN_YIELD" not in os.environ:
-            c.spin_yield = 1
+        d = cls.unset()
+        d.spin_us, d.spin_yield = 50, 1
+        c.defaults_config = d  # kept alive with c
+        c.defaults = ctypes.addressof(d)
         return c
 
 
@@ -163,6 +160,7 @@ _SIGNATURES = {
     "kolo_comm_local_rank": [ctypes.c_void_p, _c_int_p],
     "kolo_comm_local_size": [ctypes.c_void_p, _c_int_p],
     "kolo_comm_abort": [ctypes.c_void_p],
+    "kolo_comm_get_timeout": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_double)],
     "kolo_submit_allreduce": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
                               _c_int64_p, ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.c_double, _c_void_pp],
     "kolo_submit_grouped_allreduce": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, _c_void_pp, _c_void_pp,
@@ -279,7 +277,10 @@ def _load():
     major = wanted.split(".")[0]
     lib, where = _open("libkolo.so." + major)
     for name, argtypes in _SIGNATURES.items():
-        fn = getattr(lib, name)
+        fn = getattr(lib, name, None)
+        if fn is None:
+            raise ImportError("kolo: %s has no %s: it is older than this package (libkolo %s); rebuild it with "
+                              "`bazel build //bindings/c:libkolo.so` or install the matching one" % (where, name, wanted))
         fn.argtypes = argtypes
         fn.restype = ctypes.c_int
     lib.kolo_last_error.argtypes = []
@@ -299,6 +300,31 @@ def _load():
 
 # The library, its version (kolo.__version__) and the file it was loaded from.
 lib, version, path = _load()
+
+
+def _mirror_config():
+    """Config's fields, from the library's list of kolo_config_t's fields,
+    checked against the offsets it gives."""
+    lib.kolo_config_describe.argtypes = []
+    lib.kolo_config_describe.restype = ctypes.c_char_p
+    lines = lib.kolo_config_describe().decode().splitlines()
+    _, config_version, size = lines[0].split("\t")
+    types = {"int64": ctypes.c_int64, "double": ctypes.c_double, "string": ctypes.c_char_p, "config": ctypes.c_void_p}
+    rows = [line.split("\t") for line in lines[1:]]
+    Config._fields_ = [("size", ctypes.c_size_t), ("version", ctypes.c_uint)] + [(r[0], types[r[1]]) for r in rows]
+    Config.config_version = int(config_version)
+    for r in rows:
+        if getattr(Config, r[0]).offset != int(r[2]):
+            raise ImportError("kolo: kolo_config_t.%s lies at %s in %s, not where the mirror puts it (%d)"
+                              % (r[0], r[2], path, getattr(Config, r[0]).offset))
+    if ctypes.sizeof(Config) != int(size):
+        raise ImportError("kolo: kolo_config_t is %s bytes in %s, not %d" % (size, path, ctypes.sizeof(Config)))
+    return rows
+
+
+# kolo_config_t's fields as the library lists them: name, type, offset,
+# variable, default, least, greatest, meaning.
+config_fields = _mirror_config()
 
 
 def error_for(code):

@@ -59,8 +59,7 @@ class KoloProcessGroup(ProcessGroup):
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
         self._comm = ctypes.c_void_p()
-        deadline_s = _deadline_s(timeout)
-        _join(self._comm, store, rank, size, deadline_s)
+        deadline_s = _join(self._comm, store, rank, size, timeout)
         # A call and its place in the order go together. Reentrant: a work
         # already done when posted completes at once on the posting thread,
         # and its future's callbacks may post more.
@@ -533,17 +532,11 @@ def _completed(outputs):
     return future
 
 
-def _deadline_s(timeout):
-    """The kolo deadline for torch's timeout: KOLO_TIMEOUT_S when set and
-    the timeout is torch's default, else the timeout."""
-    if "KOLO_TIMEOUT_S" in os.environ and timeout == dist.default_pg_timeout:
-        return float(os.environ["KOLO_TIMEOUT_S"])
-    return timeout.total_seconds()
-
-
-def _join(comm, store, rank, size, deadline_s):
+def _join(comm, store, rank, size, timeout):
     """Creates the group's communicator: rank 0 starts a kolo rendezvous and
-    publishes its id in torch's store; every rank then joins it."""
+    publishes its id in torch's store; every rank then joins it. torch's
+    timeout is kolo's deadline; its default (30 minutes) is only a default,
+    under KOLO_TIMEOUT_S. Returns the deadline kolo settled on."""
     ident = UniqueId()
     if rank == 0:
         check(lib.kolo_get_unique_id(ctypes.byref(ident)))
@@ -554,8 +547,14 @@ def _join(comm, store, rank, size, deadline_s):
             raise RuntimeError("kolo: the store's %s holds %d bytes, not a kolo id" % (_ID_KEY, len(got)))
         ctypes.memmove(ctypes.addressof(ident), got, len(got))
     config = Config.sharing_cores()
-    config.timeout_s = deadline_s
+    if timeout == dist.default_pg_timeout:
+        config.defaults_config.timeout_s = timeout.total_seconds()
+    else:
+        config.timeout_s = timeout.total_seconds()
     check(lib.kolo_comm_init_rank(ctypes.byref(comm), size, ctypes.byref(ident), rank, ctypes.byref(config)))
+    seconds = ctypes.c_double()
+    check(lib.kolo_comm_get_timeout(comm, ctypes.byref(seconds)))
+    return seconds.value
 
 
 def _create(store, rank, size, timeout):

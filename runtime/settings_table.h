@@ -1,0 +1,75 @@
+// Every setting of a communicator, written once. Adding a setting is one row
+// here, one field at the end of kolo_config_t (kolo.h, in a new
+// KOLO_CONFIG_VERSION) and nothing else: from these rows come Config's
+// members and limits (config.h), the environment reader (load_config), the
+// conversion of kolo_config_t (bindings/c), the Python mirror of
+// kolo_config_t (built from kolo_config_describe) and the README's
+// Configuration table (`bazel run //runtime:settings_doc`). Tests check that
+// kolo.h, the Python mirror and the README agree with the rows.
+//
+// X(field, kind, variable, default, min, max, shown default, meaning)
+//   field     Config's member and kolo_config_t's field
+//   kind      Int (int64_t; the variable takes sizes such as 64K, 2M),
+//             Double, Bool (0/1 in kolo_config_t), Text (std::string; a
+//             const char* in kolo_config_t), or Transport / Algorithm
+//             (Text with a fixed set of values)
+//   min, max  the accepted range of a number (Text: unused)
+//
+// The rows are in kolo_config_t's order.
+#pragma once
+
+#define KOLO_SETTINGS(X)                                                                                           \
+  X(timeout_s, Double, "KOLO_TIMEOUT_S", 300, 0.001, 1e7, "300",                                                   \
+    "longest wait without progress (rendezvous, connect, collective)")                                            \
+  /* Larger pipeline units mean fewer system calls and wake-ups per byte, */                                      \
+  /* which is what loopback TCP in a VM pays for most: 2 MiB beat 512 KiB */                                      \
+  /* by 10-20% from 4 MiB up at N=2 and N=4 on 2-core VMs; 4 MiB was no   */                                      \
+  /* better again. */                                                                                             \
+  X(segment_bytes, Int, "KOLO_SEGMENT_BYTES", 2 << 20, 64, double(int64_t{1} << 30), "2M",                          \
+    "pipeline unit on the wire")                                                                                   \
+  X(pipeline_depth, Int, "KOLO_PIPELINE_DEPTH", 4, 1, 64, "4", "receives staged ahead of the reduction")           \
+  X(small_allreduce_bytes, Int, "KOLO_SMALL_ALLREDUCE_BYTES", 64 << 10, 0, double(int64_t{1} << 30), "64K",         \
+    "allreduces up to this size use recursive doubling")                                                          \
+  X(sockets_per_peer, Int, "KOLO_SOCKETS_PER_PEER", 1, 1, 64, "1", "parallel TCP connections to each neighbour")  \
+  X(socket_buffer_bytes, Int, "KOLO_SOCKET_BUFFER", 0, 0, double(int64_t{1} << 30), "0",                           \
+    "`SO_SNDBUF`/`SO_RCVBUF`; 0 keeps kernel autotuning")                                                          \
+  X(spin_us, Int, "KOLO_SPIN_US", -1, -1, 1000000, "auto (-1)",                                                     \
+    "busy-poll budget before sleeping: 2000 when each local rank has a core, 50 when oversubscribed")             \
+  X(spin_yield, Int, "KOLO_SPIN_YIELD", -1, -1, 1, "auto (-1)",                                                     \
+    "`sched_yield` while spinning (0 or 1): off when each local rank has a core, on when oversubscribed")         \
+  X(checksum, Bool, "KOLO_CHECKSUM", 0, 0, 1, "0", "1: CRC-32C on every frame payload")                            \
+  X(bind_address, Text, "KOLO_BIND_ADDR", "", 0, 0, "the address that reaches the master",                         \
+    "where this rank listens")                                                                                    \
+  X(secret, Text, "KOLO_SECRET", "", 0, 0, "unset (kolorun sets one)",                                              \
+    "job secret authenticating every connection; never logged")                                                   \
+  X(transport, Transport, "KOLO_TRANSPORT", "auto", 0, 0, "auto",                                                  \
+    "`auto`: per peer, shared memory on this host, else RDMA where both ends have an active port, else TCP "      \
+    "(logged); `shm`, `ib` or `tcp` for every peer")                                                               \
+  X(ib_device, Text, "KOLO_IB_DEV", "", 0, 0, "the first with an active port", "the RDMA device")                  \
+  X(ib_port, Int, "KOLO_IB_PORT", 0, 0, 255, "0 (the first active)", "the RDMA device's port")                     \
+  X(ib_gid_index, Int, "KOLO_IB_GID_INDEX", -1, -1, 1 << 16, "-1 (RoCE v2 IPv4 first)", "the RDMA port's GID")     \
+  X(cuda_ipc, Bool, "KOLO_CUDA_IPC", 1, 0, 1, "1",                                                                  \
+    "device buffers between ranks on one node over CUDA IPC; 0: staged through host memory")                      \
+  X(fusion_threshold_bytes, Int, "KOLO_FUSION_THRESHOLD", int64_t{64} << 20, 0, double(int64_t{1} << 34), "64M",   \
+    "engine: fusion buffer size; 0 turns fusion off")                                                             \
+  X(cycle_time_ms, Double, "KOLO_CYCLE_TIME_MS", 0, 0, 1e6, "0",                                                   \
+    "engine: least time between two rounds a rank starts (0: a round starts whenever there is news; what "        \
+    "arrives during a round goes in the next)")                                                                   \
+  X(cache_capacity, Int, "KOLO_CACHE_CAPACITY", 1024, 0, 1 << 20, "1024",                                          \
+    "engine: names remembered after negotiation (least recently used evicted); 0 = none")                         \
+  X(timeline_path, Text, "KOLO_TIMELINE", "", 0, 0, "unset", "engine: rank 0 writes a Chrome trace here")          \
+  X(stall_warning_s, Double, "KOLO_STALL_WARNING_S", 60, 0.001, 1e7, "60",                                          \
+    "engine: rank 0 reports names missing on some ranks this long")                                               \
+  X(stall_shutdown_s, Double, "KOLO_STALL_SHUTDOWN_S", 0, 0, 1e7, "0 (never)",                                      \
+    "engine: a stall this long fails every rank")                                                                 \
+  X(job_id, Text, "KOLO_JOB_ID", "", 0, 0, "derived from the master address (kolorun sets one)",                   \
+    "names the job, so that jobs sharing a master address never join each other")                                 \
+  /* KOLO_CONFIG_VERSION 2 */                                                                                     \
+  X(algorithm, Algorithm, "KOLO_ALGORITHM", "auto", 0, 0, "auto",                                                  \
+    "allreduce: `auto` (above `KOLO_SMALL_ALLREDUCE_BYTES`: shared memory when every rank is on this host, "      \
+    "hierarchical when hosts hold equal numbers of ranks, 2+), `ring` (flat only), `hierarchical`")               \
+  X(host_name, Text, "KOLO_HOSTNAME", "", 0, 0, "the host name",                                                   \
+    "what tells hosts apart (with the kernel and the network and IPC namespaces): ranks with different names "    \
+    "never share memory")                                                                                          \
+  X(interface_name, Text, "KOLO_IFNAME", "", 0, 0, "unset",                                                         \
+    "listen on this interface's address (when `KOLO_BIND_ADDR` is unset)")
