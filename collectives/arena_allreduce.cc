@@ -9,8 +9,8 @@
 
 namespace kolo {
 
-Status arena_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op) {
-  SharedArena& arena = *ctx.arena;
+Status arena_allreduce_spans(const RingContext& ctx, SharedArena& arena, const std::vector<Span>& spans,
+                             DataType dtype, ReduceOp op) {
   const size_t elem = dtype_size(dtype);
   const SpanCutter buffer(spans);
   const size_t total = buffer.total();
@@ -61,5 +61,21 @@ Status arena_allreduce_spans(const RingContext& ctx, const std::vector<Span>& sp
   }
   return Status::ok();
 }
+
+namespace {
+
+bool applies(const Topology& t, const Thresholds&, const Call& c) {
+  return t.arena != nullptr && c.host_memory && t.size > 1 && c.bytes > 0;
+}
+
+void no_peers(const Topology&, const Thresholds&, std::vector<int>*) {}
+
+Status run(const RingContext& ctx, const Topology& t, const AllreduceArgs& a) {
+  return arena_allreduce_spans(ctx, *t.arena, a.spans, a.dtype, a.op);
+}
+
+}  // namespace
+
+const AllreduceAlgorithm kSharedMemoryAllreduce = {"shared_memory", applies, no_peers, run};
 
 }  // namespace kolo

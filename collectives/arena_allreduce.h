@@ -13,8 +13,13 @@
 
 namespace kolo {
 
-// As ring_allreduce_spans; ctx.arena must be set (every rank of ctx in it,
-// at its own rank).
-Status arena_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op);
+// As ring_allreduce_spans, through `arena` (every rank of ctx in it, at its
+// own rank).
+Status arena_allreduce_spans(const RingContext& ctx, SharedArena& arena, const std::vector<Span>& spans,
+                             DataType dtype, ReduceOp op);
+
+// Its entry in the allreduce table: where the communicator has an arena
+// and the buffers are the host's.
+extern const AllreduceAlgorithm kSharedMemoryAllreduce;
 
 }  // namespace kolo

@@ -39,15 +39,12 @@ RingContext sub_ring(const RingContext& ctx, const std::vector<int>& members, in
   sub.size = n;
   sub.left = members[(index + n - 1) % n];
   sub.right = members[(index + 1) % n];
-  sub.hosts = nullptr;
-  sub.arena = nullptr;
   sub.reduce_scatter_done = nullptr;
   return sub;
 }
 
-Status hierarchical_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype,
-                                    ReduceOp op) {
-  const HostLayout& layout = *ctx.hosts;
+Status hierarchical_allreduce_spans(const RingContext& ctx, const HostLayout& layout, const std::vector<Span>& spans,
+                                    DataType dtype, ReduceOp op) {
   const size_t elem_size = dtype_size(dtype);
   size_t total = 0;
   for (const Span& s : spans) total += s.count;
@@ -91,13 +88,8 @@ Status hierarchical_allreduce_spans(const RingContext& ctx, const std::vector<Sp
   return Status::ok();
 }
 
-bool hierarchical_applies(const RingContext& ctx, size_t bytes) {
-  return ctx.hosts != nullptr && bytes > 0 && bytes >= ctx.hierarchical_bytes;
-}
-
-Status hierarchical_allgather(const RingContext& ctx, const void* send, void* recv, size_t send_count,
-                              DataType dtype) {
-  const HostLayout& layout = *ctx.hosts;
+Status hierarchical_allgather(const RingContext& ctx, const HostLayout& layout, const void* send, void* recv,
+                              size_t send_count, DataType dtype) {
   const size_t elem = dtype_size(dtype), block = send_count * elem;
   const size_t h = layout.cross.size(), l = layout.local.size();
   auto* out = static_cast<unsigned char*>(recv);
@@ -119,9 +111,8 @@ Status hierarchical_allgather(const RingContext& ctx, const void* send, void* re
   return Status::ok();
 }
 
-Status hierarchical_reduce_scatter(const RingContext& ctx, const void* send, void* recv, size_t recv_count,
-                                   DataType dtype, ReduceOp op) {
-  const HostLayout& layout = *ctx.hosts;
+Status hierarchical_reduce_scatter(const RingContext& ctx, const HostLayout& layout, const void* send, void* recv,
+                                   size_t recv_count, DataType dtype, ReduceOp op) {
   const size_t elem = dtype_size(dtype), block = recv_count * elem;
   const size_t h = layout.cross.size(), l = layout.local.size();
   const auto* in = static_cast<const unsigned char*>(send);
@@ -144,5 +135,40 @@ Status hierarchical_reduce_scatter(const RingContext& ctx, const void* send, voi
   if (op == ReduceOp::kAvg) ctx.memory->finalize(dtype, op, recv, recv_count, static_cast<int>(h * l));
   return Status::ok();
 }
+
+namespace {
+
+bool applies(const Topology& t, const Thresholds& th, const Call& c) {
+  return t.hosts != nullptr && c.bytes > 0 && c.bytes >= th.hierarchical_bytes;
+}
+
+bool applies_to_equal_blocks(const Topology& t, const Thresholds& th, const Call& c) {
+  return c.equal_blocks && applies(t, th, c);
+}
+
+void peers(const Topology& t, const Thresholds&, std::vector<int>* out) {
+  if (!t.hosts) return;
+  add_ring_neighbours(t.hosts->local, t.hosts->local_index, t.rank, out);
+  add_ring_neighbours(t.hosts->cross, t.hosts->host_index, t.rank, out);
+}
+
+Status run_allreduce(const RingContext& ctx, const Topology& t, const AllreduceArgs& a) {
+  return hierarchical_allreduce_spans(ctx, *t.hosts, a.spans, a.dtype, a.op);
+}
+
+Status run_allgather(const RingContext& ctx, const Topology& t, const AllgatherArgs& a) {
+  return hierarchical_allgather(ctx, *t.hosts, a.send, a.recv, a.counts[0], a.dtype);
+}
+
+Status run_reduce_scatter(const RingContext& ctx, const Topology& t, const ReduceScatterArgs& a) {
+  return hierarchical_reduce_scatter(ctx, *t.hosts, a.send, a.recv, a.counts[0], a.dtype, a.op);
+}
+
+}  // namespace
+
+const AllreduceAlgorithm kHierarchicalAllreduce = {"hierarchical", applies, peers, run_allreduce};
+const AllgatherAlgorithm kHierarchicalAllgather = {"hierarchical", applies_to_equal_blocks, peers, run_allgather};
+const ReduceScatterAlgorithm kHierarchicalReduceScatter = {"hierarchical", applies_to_equal_blocks, peers,
+                                                           run_reduce_scatter};
 
 }  // namespace kolo

@@ -32,23 +32,28 @@ bool make_host_layout(const std::vector<std::string>& host_of_rank, int rank, Ho
 RingContext sub_ring(const RingContext& ctx, const std::vector<int>& members, int index);
 
 // recv = reduction of every rank's spans (as ring_allreduce_spans), by the
-// schedule above. ctx.hosts must be set.
-Status hierarchical_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype,
-                                    ReduceOp op);
+// schedule above, over `layout`.
+Status hierarchical_allreduce_spans(const RingContext& ctx, const HostLayout& layout, const std::vector<Span>& spans,
+                                    DataType dtype, ReduceOp op);
 
 // Allgather (as ring_allgather) by the same idea: an allgather of each
 // rank's block across hosts among the ranks with its local index, then an
 // allgather of those within each host. A host's link carries (H-1)/H of the
 // result, a flat ring's crossing link (N-1)/N.
-Status hierarchical_allgather(const RingContext& ctx, const void* send, void* recv, size_t send_count, DataType dtype);
+Status hierarchical_allgather(const RingContext& ctx, const HostLayout& layout, const void* send, void* recv,
+                              size_t send_count, DataType dtype);
 
 // Reduce-scatter (as ring_reduce_scatter), the other way round: within each
 // host, then across hosts.
-Status hierarchical_reduce_scatter(const RingContext& ctx, const void* send, void* recv, size_t recv_count,
-                                   DataType dtype, ReduceOp op);
+Status hierarchical_reduce_scatter(const RingContext& ctx, const HostLayout& layout, const void* send, void* recv,
+                                   size_t recv_count, DataType dtype, ReduceOp op);
 
-// Whether the two above run for a result (allgather) or input
-// (reduce-scatter) of `bytes` in ctx, else the ring.
-bool hierarchical_applies(const RingContext& ctx, size_t bytes);
+// Its entries in the tables: where the topology has a host layout, from
+// the hierarchical threshold up (allgather and reduce-scatter: equal
+// blocks only); each exchanges with its neighbours in the ring of its host
+// and in the ring across hosts.
+extern const AllreduceAlgorithm kHierarchicalAllreduce;
+extern const AllgatherAlgorithm kHierarchicalAllgather;
+extern const ReduceScatterAlgorithm kHierarchicalReduceScatter;
 
 }  // namespace kolo

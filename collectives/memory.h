@@ -37,6 +37,10 @@ class Memory {
   // A third, for an algorithm that packs its input into one buffer and then
   // runs others that use the two above (hierarchical.h).
   virtual void* packing(size_t bytes) = 0;
+
+  // Whether these buffers are the host's (what the shared-memory arena and
+  // the host's reduction kernels can touch directly).
+  virtual bool is_host() const { return false; }
 };
 
 // Host memory, with the reduction kernels of reduce_kernels.h. Its scratch
@@ -58,6 +62,7 @@ class HostMemory : public Memory {
   void finalize(DataType dtype, ReduceOp op, void* buf, size_t count, int divisor) override;
   void* staging(size_t bytes) override { return staging_.get(bytes); }
   void* scratch(size_t bytes) override { return scratch_.get(bytes); }
+  bool is_host() const override { return true; }
   void* packing(size_t bytes) override { return packing_.get(bytes); }
 
  private:

@@ -24,4 +24,8 @@ std::vector<int> recursive_doubling_peers(int rank, int size);
 Status recursive_doubling_allreduce(const RingContext& ctx, const void* send, void* recv, size_t count,
                                     DataType dtype, ReduceOp op);
 
+// Its entry in the allreduce table: from 1 byte to the small-message
+// threshold, with two ranks or more.
+extern const AllreduceAlgorithm kRecursiveDoublingAllreduce;
+
 }  // namespace kolo

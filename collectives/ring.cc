@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collectives/fingerprint.h"
+#include "collectives/rooted.h"
 #include "collectives/ring_schedule.h"
 #include "collectives/span_cutter.h"
 #include "common/ranges.h"
@@ -281,5 +282,33 @@ Status ring_barrier(const RingContext& ctx) {
   }
   return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
+
+namespace {
+
+bool always(const Topology&, const Thresholds&, const Call&) { return true; }
+
+void neighbours(const Topology& t, const Thresholds&, std::vector<int>* out) {
+  if (t.size < 2) return;
+  add_peer((t.rank + 1) % t.size, t.rank, out);
+  add_peer((t.rank + t.size - 1) % t.size, t.rank, out);
+}
+
+Status run_allreduce(const RingContext& ctx, const Topology&, const AllreduceArgs& a) {
+  return ring_allreduce_spans(ctx, a.spans, a.dtype, a.op);
+}
+
+Status run_allgather(const RingContext& ctx, const Topology&, const AllgatherArgs& a) {
+  return ring_allgather_displs(ctx, a.send, a.recv, a.counts, a.displs, a.dtype);
+}
+
+Status run_reduce_scatter(const RingContext& ctx, const Topology&, const ReduceScatterArgs& a) {
+  return ring_reduce_scatter_v(ctx, a.send, a.recv, a.counts, a.dtype, a.op);
+}
+
+}  // namespace
+
+const AllreduceAlgorithm kRingAllreduce = {"ring", always, neighbours, run_allreduce};
+const AllgatherAlgorithm kRingAllgather = {"ring", always, neighbours, run_allgather};
+const ReduceScatterAlgorithm kRingReduceScatter = {"ring", always, neighbours, run_reduce_scatter};
 
 }  // namespace kolo

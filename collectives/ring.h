@@ -1,7 +1,7 @@
 // The ring collectives over any Transport. Each builds the unit lists of its
 // schedule (ring_schedule.h) and hands them to the pipeline executor. These
-// are the ring and only the ring: allreduce.h chooses between it and
-// recursive doubling.
+// are the ring and only the ring: algorithms.h chooses between it and the
+// others.
 // Arguments are already validated by the caller (runtime/communicator); these
 // functions only move and reduce data.
 #pragma once
@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "collectives/algorithm.h"
 #include "collectives/dtype.h"
 #include "collectives/pipeline.h"
 #include "common/status.h"
@@ -17,9 +18,8 @@
 
 namespace kolo {
 
-struct HostLayout;
-class SharedArena;
-
+// What a schedule runs with. Which schedule runs is the algorithm tables'
+// business (algorithms.h), from the communicator's Topology.
 struct RingContext {
   Transport* transport;
   int rank;
@@ -27,20 +27,10 @@ struct RingContext {
   int left;   // rank - 1
   int right;  // rank + 1
   size_t segment_bytes;
-  size_t small_allreduce_bytes;  // allreduce (allreduce.h): at or below, recursive doubling (fewer hops)
   PipelineOptions pipeline;
   // Holds every buffer the call names (host memory, or a GPU's), and the
   // scratch space of the same kind.
   Memory* memory;
-  // Where the ranks run, when they are spread over hosts the hierarchical
-  // allreduce can use (hierarchical.h): from hierarchical_bytes up, allreduce
-  // runs it. nullptr: the flat algorithms only.
-  const HostLayout* hosts = nullptr;
-  size_t hierarchical_bytes = 0;
-  // Memory every rank maps, when all run on one host and buffers are the
-  // host's: above small_allreduce_bytes, allreduce runs through it
-  // (arena_allreduce.h). nullptr: messages only.
-  SharedArena* arena = nullptr;
   // Optional: the ring allreduce writes the time its reduce-scatter phase
   // ended here (left unchanged when recursive doubling runs instead).
   std::chrono::steady_clock::time_point* reduce_scatter_done = nullptr;
@@ -99,5 +89,11 @@ Pipeline ring_pipeline(const RingContext& ctx, uint64_t tag);
 // count, collective, dtype, op or root) learns it now, as MISMATCH, instead
 // of waiting for a message that never comes.
 Status ring_fingerprint_exchange(const RingContext& ctx, uint64_t tag);
+
+// The ring's entries in the algorithm tables: it applies always, and
+// exchanges with its two neighbours.
+extern const AllreduceAlgorithm kRingAllreduce;
+extern const AllgatherAlgorithm kRingAllgather;
+extern const ReduceScatterAlgorithm kRingReduceScatter;
 
 }  // namespace kolo

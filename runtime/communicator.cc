@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/allreduce.h"
+#include "collectives/algorithms.h"
 #include "collectives/alltoall.h"
 #include "collectives/fingerprint.h"
 #include "collectives/recursive_doubling.h"
@@ -24,6 +24,14 @@
 
 namespace kolo {
 namespace {
+
+// displs: empty means blocks in rank order, one after another.
+std::vector<size_t> packed_or(const std::vector<size_t>& displs, const std::vector<size_t>& counts) {
+  if (!displs.empty()) return displs;
+  std::vector<size_t> d(counts.size(), 0);
+  for (size_t q = 1; q < counts.size(); ++q) d[q] = d[q - 1] + counts[q - 1];
+  return d;
+}
 
 Status check_dtype(int dtype) {
   if (!valid_dtype(dtype)) return invalid_argument("unknown dtype " + std::to_string(dtype));
@@ -352,7 +360,7 @@ Status Communicator::open_arena(const std::string& store_prefix) {
   // Every rank on this host, reached over shared memory: the allreduce can
   // then read its peers' data where they put it (arena_allreduce.h). Made
   // whatever this rank's KOLO_ALGORITHM, which may differ from another's:
-  // the decision must be the same on every rank (ring_context() leaves the
+  // the decision must be the same on every rank (topology() leaves the
   // arena out for KOLO_ALGORITHM=ring).
   if (world_.size == 1 || std::string(transport_name()) != "shm") return Status::ok();
   ShmArenaOptions options;
@@ -377,27 +385,10 @@ Status Communicator::open_arena(const std::string& store_prefix) {
 Status Communicator::connect_ring() {
   if (world_.size == 1) return Status::ok();
   const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
-  std::vector<int> peers = {(world_.rank + 1) % world_.size};
-  if (world_.size > 2) peers.push_back((world_.rank + world_.size - 1) % world_.size);
-  // The small-message allreduce's partners too: a connection made lazily
+  // Every peer an algorithm may exchange with: a connection made lazily
   // inside a collective could leave a rank waiting for a peer that has
   // already failed, with no socket to tell it so.
-  if (config_.small_allreduce_bytes > 0) {
-    for (int peer : recursive_doubling_peers(world_.rank, world_.size)) {
-      if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
-    }
-  }
-  // The hierarchical allreduce's ring neighbours within the host and
-  // across hosts.
-  if (hosts_) {
-    for (const auto* ring : {&hosts_->local, &hosts_->cross}) {
-      const int n = static_cast<int>(ring->size());
-      const int at = ring == &hosts_->local ? hosts_->local_index : hosts_->host_index;
-      for (int peer : {(*ring)[(at + 1) % n], (*ring)[(at + n - 1) % n]}) {
-        if (peer != world_.rank && std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
-      }
-    }
-  }
+  const std::vector<int> peers = algorithm_peers(topology(), thresholds());
   KOLO_RETURN_IF_ERROR(transport_->prepare(peers));
   for (int peer : peers) KOLO_RETURN_IF_ERROR(transport_->connect(peer, deadline));
   return Status::ok();
@@ -423,10 +414,6 @@ RingContext Communicator::ring_context() {
   ctx.left = (world_.rank + world_.size - 1) % world_.size;
   ctx.right = (world_.rank + 1) % world_.size;
   ctx.segment_bytes = static_cast<size_t>(config_.segment_bytes);
-  ctx.small_allreduce_bytes = static_cast<size_t>(config_.small_allreduce_bytes);
-  ctx.hosts = hosts_.get();
-  ctx.arena = config_.algorithm == "ring" ? nullptr : arena_.get();
-  ctx.hierarchical_bytes = config_.algorithm == "hierarchical" ? 0 : ctx.small_allreduce_bytes + 1;
   ctx.pipeline.staging_slots = static_cast<size_t>(config_.pipeline_depth);
   ctx.pipeline.timeout_s = config_.timeout_s;
   ctx.memory = &host_memory_;
@@ -434,8 +421,26 @@ RingContext Communicator::ring_context() {
   return ctx;
 }
 
+Topology Communicator::topology() const {
+  Topology t;
+  t.rank = world_.rank;
+  t.size = world_.size;
+  t.hosts = hosts_.get();  // none for KOLO_ALGORITHM=ring (choose_algorithm)
+  t.arena = config_.algorithm == "ring" ? nullptr : arena_.get();
+  return t;
+}
+
+Thresholds Communicator::thresholds() const {
+  Thresholds th;
+  th.small_bytes = static_cast<size_t>(config_.small_allreduce_bytes);
+  // KOLO_ALGORITHM=hierarchical: at every size where it applies; auto:
+  // above the latency-bound sizes.
+  th.hierarchical_bytes = config_.algorithm == "hierarchical" ? 0 : th.small_bytes + 1;
+  return th;
+}
+
 const char* Communicator::allreduce_algorithm(size_t bytes) {
-  return algorithm_name(choose_allreduce(ring_context(), bytes));
+  return kolo::allreduce_algorithm(topology(), thresholds(), bytes, /*host_memory=*/true);
 }
 
 Status Communicator::check_healthy() const {
@@ -539,8 +544,9 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, int d
   }
   return dispatch("allreduce", {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}}, std::move(launch),
                   [=](const RingContext& ctx) {
-                    return kolo::allreduce(ctx, send, recv, count, static_cast<DataType>(dtype),
-                                          static_cast<ReduceOp>(op));
+                    const std::vector<Span> spans = {Span{send, recv, count}};
+                    return kolo::allreduce(ctx, topology(), thresholds(),
+                                           {spans, static_cast<DataType>(dtype), static_cast<ReduceOp>(op)});
                   });
 }
 
@@ -555,11 +561,9 @@ Status Communicator::allgather(const void* send, void* recv, size_t send_count, 
   }
   return dispatch("allgather", {{send, block, "sendbuf"}, {recv, block * world_.size, "recvbuf"}}, std::move(launch),
                   [=](const RingContext& ctx) {
-                    const auto dt = static_cast<DataType>(dtype);
-                    if (hierarchical_applies(ctx, send_count * dtype_size(dt) * world_.size)) {
-                      return hierarchical_allgather(ctx, send, recv, send_count, dt);
-                    }
-                    return ring_allgather(ctx, send, recv, send_count, dt);
+                    const std::vector<size_t> counts(world_.size, send_count);
+                    return kolo::allgather(ctx, topology(), thresholds(),
+                                           {send, recv, counts, packed_or({}, counts), static_cast<DataType>(dtype)});
                   });
 }
 
@@ -582,12 +586,10 @@ Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_co
   return dispatch("reduce_scatter", {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}},
                   std::move(launch),
                   [=](const RingContext& ctx) {
-                    const auto dt = static_cast<DataType>(dtype);
-                    const auto o = static_cast<ReduceOp>(op);
-                    if (hierarchical_applies(ctx, block * world_.size)) {
-                      return hierarchical_reduce_scatter(ctx, send, recv, recv_count, dt, o);
-                    }
-                    return ring_reduce_scatter(ctx, send, recv, recv_count, dt, o);
+                    const std::vector<size_t> counts(world_.size, recv_count);
+                    return kolo::reduce_scatter(ctx, topology(), thresholds(),
+                                                {send, recv, counts, static_cast<DataType>(dtype),
+                                                 static_cast<ReduceOp>(op)});
                   });
 }
 
@@ -702,7 +704,6 @@ Status Communicator::run_on_device(const char* what, const Collective& fn) {
   return run(what, [&](const RingContext& host_ctx) {
     RingContext ctx = host_ctx;
     KOLO_RETURN_IF_ERROR(gpu()->adapt(&ctx, transport_.get(), world_.same_host, config_));
-    ctx.arena = nullptr;  // host memory only
     Device* device = nullptr;
     KOLO_RETURN_IF_ERROR(gpu()->device(&device));
     const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
@@ -722,7 +723,8 @@ Status Communicator::allgather_v(const void* send, void* recv, const std::vector
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   if (counts.size() != static_cast<size_t>(world_.size)) return invalid_argument("allgather_v needs one count per rank");
   return run("allgather", [&](const RingContext& ctx) {
-    return ring_allgather_v(ctx, send, recv, counts, static_cast<DataType>(dtype));
+    return kolo::allgather(ctx, topology(), thresholds(),
+                           {send, recv, counts, packed_or({}, counts), static_cast<DataType>(dtype)});
   });
 }
 
@@ -732,7 +734,8 @@ Status Communicator::reduce_scatter_v(const void* send, void* recv, const std::v
   KOLO_RETURN_IF_ERROR(check_op(op));
   if (counts.size() != static_cast<size_t>(world_.size)) return invalid_argument("reduce_scatter_v needs one count per rank");
   return run("reduce_scatter", [&](const RingContext& ctx) {
-    return ring_reduce_scatter_v(ctx, send, recv, counts, static_cast<DataType>(dtype), static_cast<ReduceOp>(op));
+    return kolo::reduce_scatter(ctx, topology(), thresholds(),
+                                {send, recv, counts, static_cast<DataType>(dtype), static_cast<ReduceOp>(op)});
   });
 }
 
@@ -755,7 +758,8 @@ Status Communicator::allreduce_spans(const std::vector<Span>& spans, int dtype, 
     KOLO_RETURN_IF_ERROR(check_buffer(s.recv, s.count, "span recv"));
   }
   return run("allreduce", [&](const RingContext& ctx) {
-    return kolo::allreduce_spans(ctx, spans, static_cast<DataType>(dtype), static_cast<ReduceOp>(op));
+    return kolo::allreduce(ctx, topology(), thresholds(),
+                           {spans, static_cast<DataType>(dtype), static_cast<ReduceOp>(op)});
   });
 }
 
@@ -795,14 +799,6 @@ Status check_counts(const std::vector<size_t>& counts, int size, const char* nam
                             std::to_string(counts.size()));
   }
   return Status::ok();
-}
-
-// displs: empty means blocks in rank order, one after another.
-std::vector<size_t> packed_or(const std::vector<size_t>& displs, const std::vector<size_t>& counts) {
-  if (!displs.empty()) return displs;
-  std::vector<size_t> d(counts.size(), 0);
-  for (size_t q = 1; q < counts.size(); ++q) d[q] = d[q - 1] + counts[q - 1];
-  return d;
 }
 
 // The blocks [displs[q], displs[q] + counts[q]) of one buffer: one per rank
@@ -964,7 +960,8 @@ Status Communicator::allgatherv(const void* send, size_t send_count, void* recv,
   return dispatch("allgatherv",
                   {named(send, send_count * es, "sendbuf"), named(recv, extent * es, "recvbuf")}, std::move(launch),
                   [=](const RingContext& ctx) {
-                    return ring_allgather_displs(ctx, send, recv, counts, displs, static_cast<DataType>(dtype));
+                    return kolo::allgather(ctx, topology(), thresholds(),
+                                           {send, recv, counts, displs, static_cast<DataType>(dtype)});
                   });
 }
 
@@ -982,8 +979,9 @@ Status Communicator::reduce_scatterv(const void* send, void* recv, const std::ve
   return dispatch("reduce_scatterv",
                   {named(send, total * es, "sendbuf"), named(recv, counts[world_.rank] * es, "recvbuf")}, std::move(launch),
                   [=](const RingContext& ctx) {
-                    return ring_reduce_scatter_v(ctx, send, recv, counts, static_cast<DataType>(dtype),
-                                                 static_cast<ReduceOp>(op));
+                    return kolo::reduce_scatter(ctx, topology(), thresholds(),
+                                                {send, recv, counts, static_cast<DataType>(dtype),
+                                                 static_cast<ReduceOp>(op)});
                   });
 }
 

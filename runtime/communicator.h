@@ -255,6 +255,9 @@ class Communicator {
   // connections so the neighbours learn at once.
   Status fail(Status local);
   RingContext ring_context();
+  // What the algorithm tables (collectives/algorithms.h) choose from.
+  Topology topology() const;
+  Thresholds thresholds() const;
 
   const Config config_;  // as asked; what it left open is settled in world_
   Membership world_;

@@ -1,0 +1,90 @@
+// What an algorithm of a collective is, for the ordered tables
+// (algorithms.h) that choose one per call, as Horovod's OperationManager
+// lists and NCCL's tuning tables do: a name, when it applies, which peers it
+// exchanges with (connected when the communicator is made), and how it
+// runs. Each algorithm's file defines its entries; adding one is its file
+// and a line in a table.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "collectives/dtype.h"
+#include "common/status.h"
+
+namespace kolo {
+
+struct HostLayout;
+class SharedArena;
+struct RingContext;
+struct Span;
+
+// Where a communicator's ranks run and what they share: with a call, what
+// decides which algorithm applies. (RingContext is what a schedule runs
+// with: transport, neighbours, pipeline, memory.)
+struct Topology {
+  int rank = 0;
+  int size = 1;
+  // Ranks spread over several hosts, the same number (two or more) on
+  // each, as the hierarchical schedules need (hierarchical.h); else nullptr.
+  const HostLayout* hosts = nullptr;
+  // Memory every rank maps, when all run on this host (arena_allreduce.h);
+  // else nullptr.
+  SharedArena* arena = nullptr;
+};
+
+// The sizes at which the choice changes (settings: KOLO_SMALL_ALLREDUCE_BYTES,
+// KOLO_ALGORITHM).
+struct Thresholds {
+  size_t small_bytes = 0;         // latency-bound up to here: recursive doubling
+  size_t hierarchical_bytes = 0;  // the hierarchical schedules from here, where they apply
+};
+
+// One call, as a table sees it.
+struct Call {
+  size_t bytes = 0;           // allreduce: the buffer; allgather: the result; reduce-scatter: the input
+  bool equal_blocks = true;   // allgather, reduce-scatter: every rank's block the same, packed in rank order
+  bool host_memory = true;    // the buffers are the host's, not a GPU's
+};
+
+template <typename Args>
+struct Algorithm {
+  const char* name;
+  bool (*applies)(const Topology&, const Thresholds&, const Call&);
+  // Adds the ranks it may exchange with (any call), for the communicator to
+  // connect up front: a connection made inside a collective could leave a
+  // rank waiting for a peer that has already failed.
+  void (*peers)(const Topology&, const Thresholds&, std::vector<int>* out);
+  Status (*run)(const RingContext&, const Topology&, const Args&);
+};
+
+// The arguments of each collective's algorithms (already validated).
+struct AllreduceArgs {
+  const std::vector<Span>& spans;  // one allreduce over their concatenation
+  DataType dtype;
+  ReduceOp op;
+};
+struct AllgatherArgs {
+  const void* send;
+  void* recv;
+  const std::vector<size_t>& counts;  // rank q's block: counts[q] elements ...
+  const std::vector<size_t>& displs;  // ... at displs[q] in recv
+  DataType dtype;
+};
+struct ReduceScatterArgs {
+  const void* send;  // counts[0] + ... elements, rank order
+  void* recv;        // this rank's counts[rank] elements
+  const std::vector<size_t>& counts;
+  DataType dtype;
+  ReduceOp op;
+};
+
+using AllreduceAlgorithm = Algorithm<AllreduceArgs>;
+using AllgatherAlgorithm = Algorithm<AllgatherArgs>;
+using ReduceScatterAlgorithm = Algorithm<ReduceScatterArgs>;
+
+// Peer helpers for entries.
+void add_peer(int peer, int rank, std::vector<int>* out);  // once, never rank itself
+void add_ring_neighbours(const std::vector<int>& members, int index, int rank, std::vector<int>* out);
+
+}  // namespace kolo

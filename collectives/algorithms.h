@@ -1,0 +1,39 @@
+// The collectives whose algorithm depends on the call: allreduce, allgather
+// and reduce-scatter, each with one ordered table of algorithm.h entries;
+// the first that applies runs (the last applies always). Every entry point
+// (blocking, stream, asynchronous, the engine's fused operations, the v
+// variants) goes through these, so one call picks alike whatever the entry.
+//
+//   allreduce:      hierarchical, recursive_doubling, shared_memory, ring
+//   allgather:      hierarchical, ring
+//   reduce_scatter: hierarchical, ring
+#pragma once
+
+#include <vector>
+
+#include "collectives/algorithm.h"
+#include "collectives/ring.h"
+
+namespace kolo {
+
+const std::vector<const AllreduceAlgorithm*>& allreduce_algorithms();
+const std::vector<const AllgatherAlgorithm*>& allgather_algorithms();
+const std::vector<const ReduceScatterAlgorithm*>& reduce_scatter_algorithms();
+
+// What allreduce runs for a buffer of `bytes`: its name ("ring",
+// "recursive_doubling", "hierarchical", "shared_memory").
+const char* allreduce_algorithm(const Topology& topology, const Thresholds& thresholds, size_t bytes,
+                                bool host_memory);
+
+Status allreduce(const RingContext& ctx, const Topology& topology, const Thresholds& thresholds,
+                 const AllreduceArgs& args);
+Status allgather(const RingContext& ctx, const Topology& topology, const Thresholds& thresholds,
+                 const AllgatherArgs& args);
+Status reduce_scatter(const RingContext& ctx, const Topology& topology, const Thresholds& thresholds,
+                      const ReduceScatterArgs& args);
+
+// Every peer an algorithm of these tables may exchange with, in the order
+// the tables name them.
+std::vector<int> algorithm_peers(const Topology& topology, const Thresholds& thresholds);
+
+}  // namespace kolo
