@@ -1,9 +1,10 @@
-// The README's Configuration table, made from the settings table
-// (settings_table.h), so the documentation cannot drift from the code.
+// The docs' table of settings (docs/configuration.md), made from the
+// settings table (settings_table.h), so the documentation cannot drift from
+// the code.
 //
 //   bazel run //runtime:settings_doc                      # prints the table
-//   bazel run //runtime:settings_doc -- --write $PWD/README.md
-//   settings_doc --check README.md                        # settings_doc_test
+//   bazel run //runtime:settings_doc -- --write $PWD/docs/configuration.md
+//   settings_doc --check docs/configuration.md            # settings_doc_test
 //
 // The table lies in the file between kBegin and kEnd.
 #include <fstream>
@@ -15,7 +16,7 @@
 
 namespace {
 
-const char kBegin[] = "<!-- settings: made by `bazel run //runtime:settings_doc -- --write $PWD/README.md` -->\n";
+const char kBegin[] = "<!-- settings: made by `bazel run //runtime:settings_doc -- --write $PWD/docs/configuration.md` -->\n";
 const char kEnd[] = "<!-- end of settings -->\n";
 
 std::string table() {

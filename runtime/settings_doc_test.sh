@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's Configuration table is the one runtime/settings_table.h makes.
+# The docs' table of settings is the one runtime/settings_table.h makes.
 set -euo pipefail
 cd "$TEST_SRCDIR/$TEST_WORKSPACE"
-runtime/settings_doc --check README.md
+runtime/settings_doc --check docs/configuration.md

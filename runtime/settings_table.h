@@ -3,9 +3,9 @@
 // KOLO_CONFIG_VERSION) and nothing else: from these rows come Config's
 // members and limits (config.h), the environment reader (load_config), the
 // conversion of kolo_config_t (bindings/c), the Python mirror of
-// kolo_config_t (built from kolo_config_describe) and the README's
-// Configuration table (`bazel run //runtime:settings_doc`). Tests check that
-// kolo.h, the Python mirror and the README agree with the rows.
+// kolo_config_t (built from kolo_config_describe) and the docs' table
+// (docs/configuration.md, `bazel run //runtime:settings_doc`). Tests check
+// that kolo.h, the Python mirror and the docs agree with the rows.
 //
 // X(field, kind, variable, default, min, max, shown default, meaning)
 //   field     Config's member and kolo_config_t's field

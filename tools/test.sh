@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test, three ways: the optimized build, with CUDA compiled in
 # (--config=cuda) where a CUDA toolkit is at /usr/local/cuda (GPU tests skip
-# without a GPU and say so), then AddressSanitizer with
+# without a GPU and say so), and every code block of the README and docs/
+# (tools/docs_check.py), then AddressSanitizer with
 # UndefinedBehaviorSanitizer, then ThreadSanitizer (configs in .bazelrc),
 # both without CUDA, which is the default build; then each fuzz target for
 # FUZZ_SECONDS (default 20); then the RDMA conformance suite over soft-RoCE
@@ -98,6 +99,18 @@ for config in "$optimized" "--config=asan" "--config=tsan"; do
     fi
   done <"$PART"
   timed "bazel build and test ${config:-(optimized)}"
+  if [ "$config" = "$optimized" ]; then
+    # While bazel-bin is the optimized build: every code block of the docs.
+    echo "== the docs' code blocks (tools/docs_check.py)"
+    if .venv/bin/python tools/docs_check.py >"$PART" 2>&1; then
+      note "-- docs code blocks: passed ($(tail -1 "$PART"))"
+    else
+      grep -E "FAILED" -A20 "$PART"
+      note "-- docs code blocks: FAILED ($(tail -1 "$PART"))"
+      status=1
+    fi
+    timed "docs code blocks"
+  fi
 done
 
 echo "== fuzzing, ${FUZZ_SECONDS:-20} s per target"

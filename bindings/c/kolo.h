@@ -77,8 +77,8 @@ kolo_result_t kolo_comm_init_from_env(kolo_comm_t* comm);
 kolo_result_t kolo_comm_init(kolo_comm_t* comm, int rank, int world_size, const char* master_addr, int master_port);
 
 /* Per-communicator settings in code (NCCL's ncclConfig_t): every setting
- * that is otherwise an environment variable (see the README's Configuration
- * table, or kolo_config_describe). Start from KOLO_CONFIG_INITIALIZER,
+ * that is otherwise an environment variable (see docs/configuration.md, or
+ * kolo_config_describe). Start from KOLO_CONFIG_INITIALIZER,
  * which leaves every field unset, and set the ones you want:
  *
  *   kolo_config_t config = KOLO_CONFIG_INITIALIZER;
@@ -143,7 +143,7 @@ typedef struct kolo_config {
   }
 
 /* Every field of kolo_config_t after size and version, for bindings that
- * mirror the struct and for people (the README's Configuration table comes
+ * mirror the struct and for people (docs/configuration.md's table comes
  * from the same rows). A static NUL-terminated text: a first line
  * "kolo_config_t\t<KOLO_CONFIG_VERSION>\t<sizeof(kolo_config_t)>", then one
  * line per field, in the struct's order, of tab-separated columns:
