@@ -17,46 +17,13 @@
 #include "common/rank_list.h"
 #include "common/ranges.h"
 #include "gpu/device.h"
+#include "runtime/argument_checks.h"
 #include "runtime/transport_registry.h"
 #include "transport/handshake.h"
 #include "transport/per_peer_transport.h"
 #include "transport/shm/shm_arena.h"
 
 namespace kolo {
-namespace {
-
-// displs: empty means blocks in rank order, one after another.
-std::vector<size_t> packed_or(const std::vector<size_t>& displs, const std::vector<size_t>& counts) {
-  if (!displs.empty()) return displs;
-  std::vector<size_t> d(counts.size(), 0);
-  for (size_t q = 1; q < counts.size(); ++q) d[q] = d[q - 1] + counts[q - 1];
-  return d;
-}
-
-Status check_dtype(int dtype) {
-  if (!valid_dtype(dtype)) return invalid_argument("unknown dtype " + std::to_string(dtype));
-  return Status::ok();
-}
-
-Status check_op(int op) {
-  if (!valid_op(op)) return invalid_argument("unknown reduction op " + std::to_string(op));
-  return Status::ok();
-}
-
-Status check_buffer(const void* p, size_t count, const char* name) {
-  if (p == nullptr && count > 0) return invalid_argument(std::string(name) + " is NULL with count > 0");
-  return Status::ok();
-}
-
-// A reducing collective's arguments: its dtype, op and both buffers.
-Status check_reduction(int dtype, int op, const void* send, const void* recv, size_t count) {
-  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
-  KOLO_RETURN_IF_ERROR(check_op(op));
-  KOLO_RETURN_IF_ERROR(check_buffer(send, count, "sendbuf"));
-  return check_buffer(recv, count, "recvbuf");
-}
-
-}  // namespace
 
 Communicator::Communicator(const Config& config) : config_(config) {}
 
@@ -786,51 +753,6 @@ void Communicator::abort() {
 // The checks of the collectives below (kolo.h's kolo_reduce .. kolo_alltoallv).
 namespace {
 
-Status check_root(int root, int size) {
-  if (root < 0 || root >= size) {
-    return invalid_argument("root " + std::to_string(root) + " is not a rank of a world of " + std::to_string(size));
-  }
-  return Status::ok();
-}
-
-Status check_counts(const std::vector<size_t>& counts, int size, const char* name) {
-  if (counts.size() != static_cast<size_t>(size)) {
-    return invalid_argument(std::string(name) + " needs one count per rank (" + std::to_string(size) + "), not " +
-                            std::to_string(counts.size()));
-  }
-  return Status::ok();
-}
-
-// The blocks [displs[q], displs[q] + counts[q]) of one buffer: one per rank
-// and no two overlapping. Sets *extent to the elements they span.
-Status check_blocks(const std::vector<size_t>& counts, const std::vector<size_t>& displs, int size, const char* name,
-                    size_t* extent) {
-  if (displs.size() != static_cast<size_t>(size)) {
-    return invalid_argument(std::string(name) + " needs one displacement per rank (" + std::to_string(size) +
-                            "), not " + std::to_string(displs.size()));
-  }
-  std::vector<std::pair<size_t, size_t>> blocks;  // (start, end), nonempty only
-  *extent = 0;
-  for (int q = 0; q < size; ++q) {
-    if (counts[q] == 0) continue;
-    blocks.emplace_back(displs[q], displs[q] + counts[q]);
-    *extent = std::max(*extent, displs[q] + counts[q]);
-  }
-  std::sort(blocks.begin(), blocks.end());
-  for (size_t i = 1; i < blocks.size(); ++i) {
-    if (blocks[i].first < blocks[i - 1].second) {
-      return invalid_argument(std::string(name) + " puts two ranks' blocks on the same elements");
-    }
-  }
-  return Status::ok();
-}
-
-size_t total_of(const std::vector<size_t>& counts) {
-  size_t t = 0;
-  for (size_t c : counts) t += c;
-  return t;
-}
-
 // A buffer as dispatch() classifies it: by its address even when empty, so
 // that a rank with nothing to send or receive in a collective whose other
 // ranks move data (a gatherv's zero block) runs it on the same path as
@@ -840,44 +762,6 @@ NamedBuffer named(const void* data, size_t bytes, const char* name) {
   return {data, data ? std::max<size_t>(bytes, 1) : 0, name};
 }
 
-// gatherv and scatterv mirror each other: every rank has a block of its own
-// (`own`, own_count elements), the root a buffer holding every rank's block
-// at its displacement (`blocks`). Checks both and gives the root's
-// displacements and the elements its buffer spans.
-struct RootedBlocks {
-  int dtype, root, rank, size;
-  const std::vector<size_t>& counts;
-  const char* counts_name;
-  const std::vector<size_t>& displs_or_packed;
-  const void* own;
-  size_t own_count;
-  const char* own_name;   // "sendbuf" in a gather
-  const char* own_count_name;
-  const void* blocks;
-  const char* blocks_name;
-};
-
-Status check_rooted_blocks(const RootedBlocks& a, std::vector<size_t>* displs, size_t* extent) {
-  KOLO_RETURN_IF_ERROR(check_dtype(a.dtype));
-  KOLO_RETURN_IF_ERROR(check_root(a.root, a.size));
-  KOLO_RETURN_IF_ERROR(check_counts(a.counts, a.size, a.counts_name));
-  if (a.counts[a.rank] != a.own_count) {
-    return invalid_argument(std::string(a.own_count_name) + " " + std::to_string(a.own_count) + " differs from " +
-                            a.counts_name + "[" + std::to_string(a.rank) + "] = " + std::to_string(a.counts[a.rank]));
-  }
-  KOLO_RETURN_IF_ERROR(check_buffer(a.own, a.own_count, a.own_name));
-  *extent = 0;
-  if (a.rank != a.root) return Status::ok();
-  const size_t es = dtype_size(static_cast<DataType>(a.dtype));
-  *displs = packed_or(a.displs_or_packed, a.counts);
-  KOLO_RETURN_IF_ERROR(check_blocks(a.counts, *displs, a.size, "displs", extent));
-  KOLO_RETURN_IF_ERROR(check_buffer(a.blocks, *extent, a.blocks_name));
-  const void* roots_block = static_cast<const char*>(a.blocks) + (*displs)[a.root] * es;
-  if (a.own != roots_block && ranges_overlap(a.own, a.own_count * es, a.blocks, *extent * es)) {
-    return invalid_argument(std::string(a.own_name) + " overlaps " + a.blocks_name + " but is not root's block of it");
-  }
-  return Status::ok();
-}
 
 }  // namespace
 

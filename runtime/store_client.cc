@@ -65,36 +65,13 @@ Status StoreClient::connect_once(const std::string& host, int port, uint64_t job
   c->server_ = host + ":" + std::to_string(port);
   tcp::endpoint ep;
   KOLO_RETURN_IF_ERROR(resolve_endpoint(host, port, &ep));
-  // Rank 0 may not be listening yet: retry refused connections until the
-  // deadline, backing off to at most 100 ms between tries.
-  int backoff_ms = 5;
-  for (;;) {
-    auto socket = std::make_unique<tcp::socket>(c->io_);
-    boost::system::error_code ec;
-    socket->open(ep.protocol(), ec);
-    if (!ec) socket->non_blocking(true, ec);
-    if (ec) return transport_error("cannot create a socket: " + ec.message());
-    int rc = ::connect(socket->native_handle(), ep.data(), static_cast<socklen_t>(ep.size()));
-    int err = rc == 0 ? 0 : errno;
-    if (err == EINPROGRESS) {
-      Status w = wait_fd(socket->native_handle(), POLLOUT, deadline, "connecting to the rendezvous store");
-      if (!w.is_ok()) break;
-      socklen_t len = sizeof(err);
-      ::getsockopt(socket->native_handle(), SOL_SOCKET, SO_ERROR, &err, &len);
-    }
-    if (err == 0) {
-      socket->set_option(tcp::no_delay(true), ec);
-      c->socket_ = std::move(socket);
-      break;
-    }
-    if (deadline.expired()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoff_ms, deadline.remaining_ms())));
-    backoff_ms = std::min(backoff_ms * 2, 100);
-  }
-  if (!c->socket_) {
+  // Rank 0 may not be listening yet.
+  Status connected = connect_with_retry(c->io_, ep, deadline, "connecting to the rendezvous store", &c->socket_);
+  if (connected.code() == Code::kTimeout) {
     return timeout_error("could not reach the rendezvous store at " + c->server_ +
                          " (rank 0 serves it: did rank 0 start, and is KOLO_MASTER_ADDR right?)");
   }
+  KOLO_RETURN_IF_ERROR(connected);
   // The server opens with a challenge: [magic, nonce].
   const std::string what = "talking to the rendezvous store at " + c->server_;
   unsigned char len_buf[4];

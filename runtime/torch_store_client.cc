@@ -40,39 +40,22 @@ Status TorchStoreClient::open(Deadline deadline) {
   tcp::endpoint ep;
   KOLO_RETURN_IF_ERROR(resolve_endpoint(host_, port_, &ep));
   // The agent starts its store before the workers, but a restarted agent
-  // may still be binding: retry until the deadline, backing off to 100 ms.
-  int backoff_ms = 5;
-  for (;;) {
-    auto socket = std::make_unique<tcp::socket>(io_);
-    boost::system::error_code ec;
-    socket->open(ep.protocol(), ec);
-    if (!ec) socket->non_blocking(true, ec);
-    if (ec) return transport_error("cannot create a socket: " + ec.message());
-    int rc = ::connect(socket->native_handle(), ep.data(), static_cast<socklen_t>(ep.size()));
-    int err = rc == 0 ? 0 : errno;
-    if (err == EINPROGRESS) {
-      Status w = wait_fd(socket->native_handle(), POLLOUT, deadline, "connecting to torchrun's store at " + server_);
-      if (!w.is_ok()) break;
-      socklen_t len = sizeof(err);
-      ::getsockopt(socket->native_handle(), SOL_SOCKET, SO_ERROR, &err, &len);
-    }
-    if (err == 0) {
-      socket->set_option(tcp::no_delay(true), ec);
-      auto local = socket->local_endpoint(ec);
-      if (!ec) local_address_ = local.address().to_string();
-      // torch 2's greeting, before any request (it has no reply).
-      const std::string hello = torch_validate_request();
-      Status s = write_fully(*socket, hello.data(), hello.size(), deadline, "greeting torchrun's store at " + server_);
-      if (!s.is_ok()) return s;
-      socket_ = std::move(socket);
-      return Status::ok();
-    }
-    if (deadline.expired()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoff_ms, deadline.remaining_ms())));
-    backoff_ms = std::min(backoff_ms * 2, 100);
+  // may still be binding.
+  std::unique_ptr<tcp::socket> socket;
+  Status connected = connect_with_retry(io_, ep, deadline, "connecting to torchrun's store at " + server_, &socket);
+  if (connected.code() == Code::kTimeout) {
+    return timeout_error("could not reach torchrun's store at " + server_ +
+                         " (TORCHELASTIC_USE_AGENT_STORE is set: the torchrun agent serves it at MASTER_ADDR:MASTER_PORT)");
   }
-  return timeout_error("could not reach torchrun's store at " + server_ +
-                       " (TORCHELASTIC_USE_AGENT_STORE is set: the torchrun agent serves it at MASTER_ADDR:MASTER_PORT)");
+  KOLO_RETURN_IF_ERROR(connected);
+  boost::system::error_code ec;
+  auto local = socket->local_endpoint(ec);
+  if (!ec) local_address_ = local.address().to_string();
+  // torch 2's greeting, before any request (it has no reply).
+  const std::string hello = torch_validate_request();
+  KOLO_RETURN_IF_ERROR(write_fully(*socket, hello.data(), hello.size(), deadline, "greeting torchrun's store at " + server_));
+  socket_ = std::move(socket);
+  return Status::ok();
 }
 
 std::string TorchStoreClient::where(const std::string& key) const {

@@ -1,15 +1,10 @@
 // kolo_config_t, kolo_get_unique_id and kolo_comm_init_rank (NCCL's
-// ncclConfig_t, ncclGetUniqueId and ncclCommInitRank).
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
-
+// ncclConfig_t, ncclGetUniqueId and ncclCommInitRank): wrappers of the
+// settings table (runtime/config.h) and the unique id (runtime/unique_id.h).
 #include <algorithm>
 #include <cstddef>
 #include <iomanip>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -19,96 +14,17 @@
 #include "bindings/c/api_support.h"
 #include "bindings/c/config_from_c.h"
 #include "bindings/c/kolo.h"
-#include "common/env.h"
-#include "common/hmac.h"
 #include "common/log.h"
 #include "runtime/communicator.h"
 #include "runtime/config.h"
 #include "runtime/launch_env.h"
-#include "runtime/rendezvous.h"
-#include "transport/handshake.h"
-#include "transport/socket/address.h"
+#include "runtime/unique_id.h"
 
 using kolo_c::guarded;
 
+static_assert(kolo::kUniqueIdBytes == KOLO_UNIQUE_ID_BYTES, "kolo.h's id holds the runtime's");
+
 namespace {
-
-// The unique id's layout in its 128 bytes.
-struct UniqueId {
-  char magic[4];     // "KLID"
-  uint8_t version;   // 1
-  uint8_t pad;
-  uint16_t port;     // host order: the id never leaves the job's machines' ABI
-  char address[64];  // NUL-terminated
-  char job[16];      // hex
-  char secret[40];   // 20 random bytes, hex, NUL-terminated
-};
-static_assert(sizeof(UniqueId) <= KOLO_UNIQUE_ID_BYTES, "the id fits kolo_unique_id_t");
-
-std::string hex(const std::string& bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
-
-// The interface of the default route (/proc/net/route), if any.
-std::string default_route_interface() {
-  std::ifstream routes("/proc/net/route");
-  std::string line;
-  std::getline(routes, line);  // header
-  while (std::getline(routes, line)) {
-    std::istringstream fields(line);
-    std::string ifname, destination, gateway, flags, refcnt, use, metric, mask;
-    if (!(fields >> ifname >> destination >> gateway >> flags >> refcnt >> use >> metric >> mask)) continue;
-    if (destination == "00000000" && mask == "00000000") return ifname;
-  }
-  return "";
-}
-
-std::string first_non_loopback_ipv4() {
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return "";
-  std::string found;
-  for (ifaddrs* a = list; a && found.empty(); a = a->ifa_next) {
-    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET || (a->ifa_flags & IFF_LOOPBACK) || !(a->ifa_flags & IFF_UP)) {
-      continue;
-    }
-    char text[INET_ADDRSTRLEN] = {0};
-    if (::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text))) found = text;
-  }
-  ::freeifaddrs(list);
-  return found;
-}
-
-// Where rank 0's store listens: what other hosts reach (see kolo.h).
-kolo::Status unique_id_address(std::string* address) {
-  *address = kolo::env_string("KOLO_BIND_ADDR").value_or("");
-  if (!address->empty()) return kolo::Status::ok();
-  if (auto ifname = kolo::env_string("KOLO_IFNAME")) return kolo::interface_address(*ifname, address);
-  const std::string route = default_route_interface();
-  if (!route.empty() && kolo::interface_address(route, address).is_ok() && !address->empty()) {
-    return kolo::Status::ok();
-  }
-  *address = first_non_loopback_ipv4();
-  if (address->empty()) *address = "127.0.0.1";
-  return kolo::Status::ok();
-}
-
-kolo::Status decode_id(const kolo_unique_id_t* id, UniqueId* out) {
-  std::memcpy(out, id->internal, sizeof(*out));
-  if (std::memcmp(out->magic, "KLID", 4) != 0 || out->version != 1 ||
-      std::memchr(out->address, 0, sizeof(out->address)) == nullptr ||
-      std::memchr(out->secret, 0, sizeof(out->secret)) == nullptr || out->port == 0) {
-    return kolo::invalid_argument("id is not a kolo unique id (made by kolo_get_unique_id)");
-  }
-  return kolo::Status::ok();
-}
-
-std::string job_name(const UniqueId& u) { return "uid-" + std::string(u.job, sizeof(u.job)); }
 
 bool is_set(int64_t v) { return v != KOLO_CONFIG_UNSET_INT; }
 bool is_set(double v) { return v != KOLO_CONFIG_UNSET_DOUBLE; }
@@ -243,23 +159,9 @@ kolo_result_t kolo_get_unique_id(kolo_unique_id_t* id) {
   return guarded([&] {
     if (!id) return kolo::invalid_argument("id output pointer is NULL");
     std::memset(id, 0, sizeof(*id));
-    KOLO_RETURN_IF_ERROR(kolo::load_log_settings());
-    UniqueId u{};
-    std::memcpy(u.magic, "KLID", 4);
-    u.version = 1;
-    std::string address;
-    KOLO_RETURN_IF_ERROR(unique_id_address(&address));
-    if (address.size() >= sizeof(u.address)) return kolo::invalid_argument("bind address '" + address + "' is too long");
-    std::memcpy(u.address, address.data(), address.size());
-    const std::string job = hex(kolo::random_bytes(8));
-    std::memcpy(u.job, job.data(), sizeof(u.job));
-    const std::string secret = hex(kolo::random_bytes(19));
-    std::memcpy(u.secret, secret.data(), secret.size());
-    int port = 0;
-    KOLO_RETURN_IF_ERROR(kolo::Rendezvous::reserve_server(address, kolo::job_id_from_name(job_name(u)), secret, &port));
-    u.port = static_cast<uint16_t>(port);
-    std::memcpy(id->internal, &u, sizeof(u));
-    return kolo::Status::ok();
+    kolo::Config c;
+    KOLO_RETURN_IF_ERROR(kolo::load_config(&c));
+    return kolo::make_unique_id(c, id->internal);
   });
 }
 
@@ -279,18 +181,8 @@ kolo_result_t kolo_comm_init_rank(kolo_comm_t* comm, int nranks, const kolo_uniq
     }
     kolo::Config c;
     KOLO_RETURN_IF_ERROR(kolo_c::config_from_c(config, &c));
-    UniqueId u;
-    KOLO_RETURN_IF_ERROR(decode_id(id, &u));
-    c.secret = u.secret;
-    c.job_id = job_name(u);
-    kolo::LaunchInfo info;
-    info.rank = rank;
-    info.world_size = nranks;
-    info.master_addr = u.address;
-    info.master_port = u.port;
-    info.source = "kolo_comm_init_rank";
     auto handle = std::make_unique<kolo_comm>();
-    KOLO_RETURN_IF_ERROR(kolo::Communicator::create(info, c, &handle->impl));
+    KOLO_RETURN_IF_ERROR(kolo::join_unique_id(id->internal, rank, nranks, c, &handle->impl));
     *comm = handle.release();
     return kolo::Status::ok();
   });

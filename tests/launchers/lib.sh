@@ -64,7 +64,10 @@ run_job() {
   timeout "$limit" "$@" >"$WORK/$label.out" 2>&1
   rc=$?
   echo "$label: exit $rc in $(seconds_since "$start" 1)s"
-  [ "$rc" = 0 ] || fail "$label: exit status $rc"
+  if [ "$rc" != 0 ]; then
+    fail "$label: exit status $rc"
+    tail -30 "$WORK/$label.out"
+  fi
   expect_ranks "$label" "$n" "$pattern" "$WORK/$label.out"
 }
 

@@ -2,7 +2,12 @@
 
 #include <poll.h>
 
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 
 #include <boost/asio/error.hpp>
 #include <boost/asio/socket_base.hpp>
@@ -75,6 +80,34 @@ Status configure_data_socket(asio::ip::tcp::socket& socket, int buffer_bytes) {
   socket.non_blocking(true, ec);
   if (ec) return transport_error("cannot make socket non-blocking: " + ec.message());
   return Status::ok();
+}
+
+Status connect_with_retry(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint, Deadline deadline,
+                          const std::string& what, std::unique_ptr<asio::ip::tcp::socket>* out) {
+  int backoff_ms = 5;
+  for (;;) {
+    auto socket = std::make_unique<asio::ip::tcp::socket>(io);
+    boost::system::error_code ec;
+    socket->open(endpoint.protocol(), ec);
+    if (!ec) socket->non_blocking(true, ec);
+    if (ec) return transport_error("cannot create a socket: " + ec.message());
+    int rc = ::connect(socket->native_handle(), endpoint.data(), static_cast<socklen_t>(endpoint.size()));
+    int err = rc == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      Status w = wait_fd(socket->native_handle(), POLLOUT, deadline, what);
+      if (!w.is_ok()) return timeout_error(what + ": no connection before the deadline");
+      socklen_t len = sizeof(err);
+      ::getsockopt(socket->native_handle(), SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    if (err == 0) {
+      socket->set_option(asio::ip::tcp::no_delay(true), ec);
+      *out = std::move(socket);
+      return Status::ok();
+    }
+    if (deadline.expired()) return timeout_error(what + ": no connection before the deadline");
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoff_ms, deadline.remaining_ms())));
+    backoff_ms = std::min(backoff_ms * 2, 100);
+  }
 }
 
 }  // namespace kolo

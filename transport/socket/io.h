@@ -5,8 +5,10 @@
 
 #include <atomic>
 #include <cstddef>
+#include <memory>
 #include <string>
 
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
 #include "common/deadline.h"
@@ -21,6 +23,14 @@ Status write_fully(boost::asio::ip::tcp::socket& socket, const void* data, size_
                    const std::string& what);
 Status read_fully(boost::asio::ip::tcp::socket& socket, void* data, size_t bytes, Deadline deadline,
                   const std::string& what);
+
+// Connects to a server that may not be listening yet (a store whose process
+// is still starting): refused connections are retried, backing off from 5
+// to at most 100 ms, until the deadline (then kTimeout). The socket comes
+// back connected, non-blocking, with TCP_NODELAY.
+Status connect_with_retry(boost::asio::io_context& io, const boost::asio::ip::tcp::endpoint& endpoint,
+                          Deadline deadline, const std::string& what,
+                          std::unique_ptr<boost::asio::ip::tcp::socket>* out);
 
 // Applies the data-path socket options: TCP_NODELAY, buffer sizes (0 keeps
 // the kernel's autotuning), non-blocking mode.

@@ -1,0 +1,49 @@
+// The checks of a collective's arguments, before anything is queued or
+// sent: each failure is invalid_argument naming what was wrong. Pure (no
+// communicator), so each is unit-tested (argument_checks_test.cc).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kolo {
+
+// displs: empty means blocks in rank order, one after another.
+std::vector<size_t> packed_or(const std::vector<size_t>& displs, const std::vector<size_t>& counts);
+size_t total_of(const std::vector<size_t>& counts);
+
+Status check_dtype(int dtype);
+Status check_op(int op);
+// NULL is allowed only with nothing to move.
+Status check_buffer(const void* p, size_t count, const char* name);
+// A reducing collective's arguments: its dtype, op and both buffers.
+Status check_reduction(int dtype, int op, const void* send, const void* recv, size_t count);
+Status check_root(int root, int size);
+// One count per rank.
+Status check_counts(const std::vector<size_t>& counts, int size, const char* name);
+// The blocks [displs[q], displs[q] + counts[q]) of one buffer: one per rank
+// and no two overlapping. Sets *extent to the elements they span.
+Status check_blocks(const std::vector<size_t>& counts, const std::vector<size_t>& displs, int size, const char* name,
+                    size_t* extent);
+
+// gatherv and scatterv mirror each other: every rank has a block of its own
+// (`own`, own_count elements), the root a buffer holding every rank's block
+// at its displacement (`blocks`). Checks both and gives the root's
+// displacements and the elements its buffer spans.
+struct RootedBlocks {
+  int dtype, root, rank, size;
+  const std::vector<size_t>& counts;
+  const char* counts_name;
+  const std::vector<size_t>& displs_or_packed;
+  const void* own;
+  size_t own_count;
+  const char* own_name;  // "sendbuf" in a gather
+  const char* own_count_name;
+  const void* blocks;
+  const char* blocks_name;
+};
+Status check_rooted_blocks(const RootedBlocks& a, std::vector<size_t>* displs, size_t* extent);
+
+}  // namespace kolo
