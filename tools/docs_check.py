@@ -125,7 +125,7 @@ def run_c(where, attrs, body, work):
     if compiled.returncode != 0:
         return False, "does not compile:\n" + compiled.stdout
     if "gpu" in attrs and os.environ.get("KOLO_DOCS_GPU") != "1":
-        return True, "compiled (running it needs a GPU: KOLO_DOCS_GPU=1)"
+        return True, "checked: compiled; running it needs a GPU (KOLO_DOCS_GPU=1)"
     ok, output = ranks([program])
     return ok, "ran on 2 ranks" if ok else "failed on 2 ranks:\n" + output
 
