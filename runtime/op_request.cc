@@ -1,5 +1,6 @@
 #include "runtime/op_request.h"
 
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -176,6 +177,16 @@ std::string encode_requests(const std::vector<OpRequest>& requests) {
   return w.take();
 }
 
+// Every value at least 0, and their product (a shape's elements) and sum
+// (splits' rows) within int64_t.
+static bool countable(const std::vector<int64_t>& values) {
+  int64_t product = 1, sum = 0;
+  for (int64_t v : values) {
+    if (v < 0 || __builtin_mul_overflow(product, v, &product) || __builtin_add_overflow(sum, v, &sum)) return false;
+  }
+  return true;
+}
+
 Status decode_requests(const std::string& bytes, std::vector<OpRequest>* out) {
   Reader rd(bytes);
   out->clear();
@@ -190,11 +201,19 @@ Status decode_requests(const std::string& bytes, std::vector<OpRequest>* out) {
               rd.f64(&r.prescale) && rd.f64(&r.postscale) && rd.u32(&tensors) && tensors <= rd.left() / 4;
     if (!ok || kind < 1 || kind > kMaxOpKind) return internal_error("negotiation message: truncated or bad request");
     r.kind = static_cast<OpKind>(kind);
+    // Submissions refuse scale factors that are not finite (submission.cc).
+    if (!std::isfinite(r.prescale) || !std::isfinite(r.postscale)) {
+      return internal_error("negotiation message: a scale factor that is not finite");
+    }
     r.shapes.resize(tensors);
     for (auto& s : r.shapes) {
       if (!rd.i64s(&s)) return internal_error("negotiation message: truncated shape");
+      // What a rank submits has passed the submission checks: a negative
+      // dimension, or one whose product overflows, is a damaged message.
+      if (!countable(s)) return internal_error("negotiation message: a shape with a negative or overflowing size");
     }
     if (!rd.i64s(&r.splits)) return internal_error("negotiation message: truncated splits");
+    if (!countable(r.splits)) return internal_error("negotiation message: negative or overflowing splits");
     out->push_back(std::move(r));
   }
   if (rd.left() != 0) return internal_error("negotiation message: trailing bytes");

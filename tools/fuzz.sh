@@ -20,9 +20,11 @@ declare -A SOURCES=(
   [frame]="transport/frame.cc collectives/fingerprint.cc collectives/dtype.cc common/status.cc"
   [torch_reply]="runtime/torch_store_protocol.cc common/status.cc"
   [hostlist]="runtime/slurm_env.cc common/status.cc"
+  [op_request]="runtime/op_request.cc collectives/dtype.cc common/status.cc"
+  [rank_facts]="runtime/rank_facts.cc common/status.cc"
 )
 status=0
-for target in store_request handshake frame torch_reply hostlist; do
+for target in store_request handshake frame torch_reply hostlist op_request rank_facts; do
   # shellcheck disable=SC2086
   "$CXX" "${FLAGS[@]}" "tests/fuzz/${target}_fuzz.cc" ${SOURCES[$target]} -o "$WORK/$target"
   mkdir -p "$WORK/corpus-$target"
