@@ -18,6 +18,7 @@
 #include "common/ranges.h"
 #include "gpu/device.h"
 #include "runtime/argument_checks.h"
+#include "runtime/engine.h"
 #include "runtime/transport_registry.h"
 #include "transport/handshake.h"
 #include "transport/per_peer_transport.h"
@@ -28,6 +29,7 @@ namespace kolo {
 Communicator::Communicator(const Config& config) : config_(config) {}
 
 Communicator::~Communicator() {
+  engine_.reset();  // it uses this communicator's store
   stream_queue_->stop();  // runs what callers enqueued (bounded by their deadlines)
   stream_queue_.reset();
   if (transport_) transport_->abort();
@@ -417,8 +419,19 @@ Status Communicator::check_healthy() const {
 }
 
 Status Communicator::async_error() const {
-  std::lock_guard<std::mutex> lock(error_mutex_);
-  return sticky_;
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (!sticky_.is_ok()) return sticky_;
+  }
+  std::lock_guard<std::mutex> lock(engine_mutex_);
+  if (engine_ && engine_->error().code() != Code::kInvalidUsage) return engine_->error();
+  return Status::ok();
+}
+
+Engine* Communicator::engine() {
+  std::lock_guard<std::mutex> lock(engine_mutex_);
+  if (!engine_) engine_ = std::make_unique<Engine>(this);
+  return engine_.get();
 }
 
 namespace {
@@ -743,6 +756,10 @@ void Communicator::cancel_store_waits(const Status& why) {
 }
 
 void Communicator::abort() {
+  {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    if (engine_) engine_->abort();
+  }
   if (failed_.load()) return;
   // The resulting error is kept as the sticky one; calls report it.
   Status why = aborted("rank " + std::to_string(world_.rank) + " aborted its communicator (kolo_comm_abort)");

@@ -86,6 +86,8 @@ struct Membership {
   std::string description;
 };
 
+class Engine;
+
 class Communicator {
  public:
   // Rendezvous from the launcher's environment (see launch_env.h).
@@ -171,10 +173,17 @@ class Communicator {
   // and later: a split's store is its own view of the world's (the world's
   // own ignores this), so its engine, still connecting, stops waiting.
   void cancel_store_waits(const Status& why);
-  // Makes the current and every later call fail with ABORTED. Any thread.
+  // Makes the current and every later call fail with ABORTED, the engine's
+  // named operations too. Any thread.
   void abort();
-  // The sticky error, OK while healthy.
+  // The sticky error, else the engine's (an engine stopped by a shutdown is
+  // not a failure); OK while healthy.
   Status async_error() const;
+
+  // The runtime engine of this communicator's named operations (engine.h),
+  // made by the first of them: its own thread and connections, beside this
+  // communicator's. Destroyed before the communicator (it uses its store).
+  Engine* engine();
 
   // The collectives of the C API's kolo_reduce .. kolo_alltoallv (kolo.h
   // says what each accepts), checked as the calls above are. Blocking or
@@ -260,6 +269,8 @@ class Communicator {
   Thresholds thresholds() const;
 
   const Config config_;  // as asked; what it left open is settled in world_
+  mutable std::mutex engine_mutex_;
+  std::unique_ptr<Engine> engine_;
   Membership world_;
   uint64_t splits_ = 0;  // split() calls so far: the same on every rank, since splits are collective
   std::unique_ptr<Transport> transport_;

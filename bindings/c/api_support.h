@@ -16,19 +16,7 @@
 
 struct kolo_comm {
   std::unique_ptr<kolo::Communicator> impl;
-  // The runtime engine, made by the first named operation.
-  std::mutex engine_mu;
-  std::unique_ptr<kolo::Engine> engine;
-
-  kolo::Engine* get_engine() {
-    std::lock_guard<std::mutex> lock(engine_mu);
-    if (!engine) engine = std::make_unique<kolo::Engine>(impl.get());
-    return engine.get();
-  }
-  ~kolo_comm() {
-    engine.reset();  // it uses impl's store
-    impl.reset();
-  }
+  kolo::Engine* get_engine() { return impl->engine(); }
 };
 
 struct kolo_handle {

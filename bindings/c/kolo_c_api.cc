@@ -153,8 +153,6 @@ kolo_result_t kolo_comm_abort(kolo_comm_t comm) {
   if (!comm) return null_comm();
   return guarded([&] {
     comm->impl->abort();
-    std::lock_guard<std::mutex> lock(comm->engine_mu);
-    if (comm->engine) comm->engine->abort();
     return kolo::Status::ok();
   });
 }
@@ -163,12 +161,7 @@ kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_e
   if (!comm) return null_comm();
   if (!async_error) return report(kolo::invalid_argument("async_error output pointer is NULL"));
   return guarded([&] {
-    kolo::Status s = comm->impl->async_error();
-    if (s.is_ok()) {
-      std::lock_guard<std::mutex> lock(comm->engine_mu);
-      // An engine stopped by a shutdown is not a failure; anything else is.
-      if (comm->engine && comm->engine->error().code() != kolo::Code::kInvalidUsage) s = comm->engine->error();
-    }
+    const kolo::Status s = comm->impl->async_error();
     *async_error = static_cast<kolo_result_t>(s.code());
     if (!s.is_ok()) kolo_c::last_error() = s.to_string();
     return kolo::Status::ok();
