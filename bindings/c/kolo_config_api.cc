@@ -30,23 +30,13 @@ bool is_set(int64_t v) { return v != KOLO_CONFIG_UNSET_INT; }
 bool is_set(double v) { return v != KOLO_CONFIG_UNSET_DOUBLE; }
 
 // One kolo_config_t field over one Config member, by their types; an unset
-// field leaves the member.
-kolo::Status apply(const std::string& name, kolo::SettingKind, kolo::Limit limit, int64_t v, int64_t* out) {
+// field leaves the member. Numbers (int64_t or double; a Bool setting is an
+// int64_t limited to 0 and 1) are checked against the setting's limits.
+template <typename Number, typename Member>
+kolo::Status apply(const std::string& name, kolo::SettingKind, kolo::Limit limit, Number v, Member* out) {
   if (!is_set(v)) return kolo::Status::ok();
   KOLO_RETURN_IF_ERROR(kolo::check_limit(name, static_cast<double>(v), limit));
-  *out = v;
-  return kolo::Status::ok();
-}
-kolo::Status apply(const std::string& name, kolo::SettingKind, kolo::Limit limit, int64_t v, bool* out) {
-  if (!is_set(v)) return kolo::Status::ok();
-  KOLO_RETURN_IF_ERROR(kolo::check_limit(name, static_cast<double>(v), limit));
-  *out = v != 0;
-  return kolo::Status::ok();
-}
-kolo::Status apply(const std::string& name, kolo::SettingKind, kolo::Limit limit, double v, double* out) {
-  if (!is_set(v)) return kolo::Status::ok();
-  KOLO_RETURN_IF_ERROR(kolo::check_limit(name, v, limit));
-  *out = v;
+  *out = static_cast<Member>(v);
   return kolo::Status::ok();
 }
 kolo::Status apply(const std::string& name, kolo::SettingKind kind, kolo::Limit, const char* v, std::string* out) {
@@ -88,7 +78,9 @@ kolo::Status apply_fields(const std::string& prefix, const kolo_config_t& f, kol
   return kolo::Status::ok();
 }
 
-const char* type_name(kolo::SettingKind kind) {
+// The C type of a setting's kolo_config_t field, as kolo_config_describe
+// names it; nullptr for text (a const char*, which has no limits).
+const char* number_type(kolo::SettingKind kind) {
   switch (kind) {
     case kolo::SettingKind::kInt:
     case kolo::SettingKind::kBool:
@@ -96,7 +88,7 @@ const char* type_name(kolo::SettingKind kind) {
     case kolo::SettingKind::kDouble:
       return "double";
     default:
-      return "string";
+      return nullptr;
   }
 }
 
@@ -112,9 +104,10 @@ std::string describe_config() {
   const size_t* offset = offsets;
   for (const kolo::SettingInfo* s = kolo::settings_begin(); s != kolo::settings_end(); ++s, ++offset) {
     std::ostringstream line;
-    line << s->field << "\t" << type_name(s->kind) << "\t" << *offset << "\t" << s->variable << "\t"
+    const char* number = number_type(s->kind);
+    line << s->field << "\t" << (number ? number : "string") << "\t" << *offset << "\t" << s->variable << "\t"
          << s->shown_default << "\t";
-    if (std::string(type_name(s->kind)) != "string") line << std::setprecision(17) << s->limit.min << "\t" << s->limit.max;
+    if (number) line << std::setprecision(17) << s->limit.min << "\t" << s->limit.max;
     else line << "\t";
     line << "\t" << s->meaning << "\n";
     lines.emplace_back(*offset, line.str());

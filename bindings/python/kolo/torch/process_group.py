@@ -31,7 +31,6 @@ import atexit
 import ctypes
 import datetime
 import math
-import os
 import threading
 import time
 import weakref
