@@ -98,8 +98,7 @@ struct AnyPeers {
     std::string s;
     auto add = [&](const std::vector<int>& ranks, const char* what) {
       if (ranks.empty()) return;
-      s += (s.empty() ? "" : "; ") + std::string(ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks, 16) +
-           what;
+      s += (s.empty() ? "" : "; ") + ranks_named(ranks, 16) + what;
     };
     add(connected, ": sent nothing");
     add(unconnected, ": never connected to this rank");

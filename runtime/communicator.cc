@@ -19,10 +19,10 @@
 #include "gpu/device.h"
 #include "runtime/argument_checks.h"
 #include "runtime/engine.h"
-#include "runtime/transport_registry.h"
+#include "runtime/failure_record.h"
 #include "transport/handshake.h"
 #include "transport/per_peer_transport.h"
-#include "transport/shm/shm_arena.h"
+#include "transport/routes.h"
 
 namespace kolo {
 
@@ -83,11 +83,7 @@ Status Communicator::create_sibling(Communicator* parent, const std::string& pre
                                     std::unique_ptr<Communicator>* out) {
   std::unique_ptr<Communicator> c(new Communicator(parent->config_));
   c->world_ = parent->world_;
-  KOLO_RETURN_IF_ERROR(c->make_transport(prefix));
-  c->choose_polling();
-  c->choose_algorithm();
-  KOLO_RETURN_IF_ERROR(full_mesh ? c->connect_all() : c->connect_ring());
-  KOLO_RETURN_IF_ERROR(c->open_arena(prefix));
+  KOLO_RETURN_IF_ERROR(c->bring_up(prefix, full_mesh, {}));
   *out = std::move(c);
   return Status::ok();
 }
@@ -113,57 +109,74 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
 
   const std::string name = "split" + std::to_string(sequence) + "." + std::to_string(color) + "/";
   std::unique_ptr<Communicator> c(new Communicator(config_));
-  Membership& w = c->world_;
-  w = world_;  // bind address, settled transport, rendezvous, machine ranks, device_local_rank
-  w.size = static_cast<int>(members.size());
-  w.same_host.assign(members.size(), false);
-  w.facts.assign(world_.facts.empty() ? 0 : members.size(), RankFacts{});
-  w.local_rank = 0;
-  w.local_size = 0;
-  for (size_t i = 0; i < members.size(); ++i) {
-    const bool here = world_.same_host.empty() ? members[i] == world_.rank : world_.same_host[members[i]];
-    if (members[i] == world_.rank) w.rank = static_cast<int>(i);
-    w.same_host[i] = here;
-    if (!world_.facts.empty()) w.facts[i] = world_.facts[members[i]];
-    if (here) {
-      if (members[i] < world_.rank) ++w.local_rank;
-      ++w.local_size;
-    }
-  }
-  w.store = std::make_shared<PrefixStore>(world_.store, name);
-  w.job_name = world_.job_name + "/" + name;
-  w.description =
-      " of " + name.substr(0, name.size() - 1) + " (whose ranks are ranks " + rank_list(members, 16) + " of its parent)";
-  KOLO_RETURN_IF_ERROR(c->make_transport(""));
-  c->choose_polling();
-  c->choose_algorithm();
-  KOLO_RETURN_IF_ERROR(c->connect_ring());
-  KOLO_RETURN_IF_ERROR(c->open_arena(""));
-  KOLO_DEBUG("split " << name << ": rank " << w.rank << " of " << w.size);
+  c->world_ = world_.subset(members, name);
+  KOLO_RETURN_IF_ERROR(c->bring_up("", /*full_mesh=*/false, {}));
+  KOLO_DEBUG("split " << name << ": rank " << c->world_.rank << " of " << c->world_.size);
   *out = std::move(c);
   return Status::ok();
 }
 
-Status Communicator::make_transport(const std::string& store_prefix, std::unique_ptr<IbTransport> opened_rdma) {
+Status Communicator::init(int local_rank, int local_size) {
+  if (world_.size < 1 || world_.rank < 0 || world_.rank >= world_.size) {
+    return invalid_argument("rank " + std::to_string(world_.rank) + " of world size " + std::to_string(world_.size) +
+                            " is impossible");
+  }
+  install_fingerprint_describer();
+  set_log_prefix("rank " + std::to_string(world_.rank));
+  world_.transport = config_.transport;
+  std::vector<std::unique_ptr<DirectTransport>> opened;
+  KOLO_RETURN_IF_ERROR(meet(local_rank, local_size, &opened));
+  KOLO_RETURN_IF_ERROR(bring_up("", /*full_mesh=*/false, std::move(opened)));
+  KOLO_INFO("communicator ready: rank " << world_.rank << " of " << world_.size << ", local " << world_.local_rank << " of "
+                                        << world_.local_size);
+  return Status::ok();
+}
+
+Status Communicator::bring_up(const std::string& store_prefix, bool full_mesh,
+                              std::vector<std::unique_ptr<DirectTransport>> opened) {
+  KOLO_RETURN_IF_ERROR(make_transport(store_prefix, std::move(opened)));
+  choose_polling();
+  choose_algorithm();
+  KOLO_RETURN_IF_ERROR(full_mesh ? connect_all() : connect_ring());
+  return open_arena(store_prefix);
+}
+
+TransportContext Communicator::transport_context(const std::string& store_prefix) const {
+  TransportContext context;
+  context.store = world_.store.get();
+  context.rank = world_.rank;
+  context.size = world_.size;
+  context.store_prefix = store_prefix;
+  context.job_name = world_.job_name;
+  context.bind_address = world_.bind_address;
+  context.timeout_s = config_.timeout_s;
+  context.settings = setting_values(config_);
+  return context;
+}
+
+Status Communicator::make_transport(const std::string& store_prefix,
+                                    std::vector<std::unique_ptr<DirectTransport>> opened_early) {
   if (world_.size == 1) return Status::ok();
   Routes routes;
   KOLO_RETURN_IF_ERROR(choose_routes(world_.facts, world_.rank, world_.transport, &routes));
-  TransportSetup setup = transport_setup(store_prefix);
-  setup.opened_rdma = std::move(opened_rdma);
-  // Each kind of transport in use opened once, in the registry's order;
-  // every peer routed to its own.
-  const auto& kinds = transport_registry();
+  const TransportContext context = transport_context(store_prefix);
+  // Each kind of transport in use opened once, in order of preference
+  // (or taken from what its offer opened); every peer routed to its own.
+  const auto& kinds = transport_kinds();
   std::vector<std::unique_ptr<DirectTransport>> opened;
   std::vector<int> routed(world_.size, 0);
-  for (int k = 0; k < static_cast<int>(kinds.size()); ++k) {
-    if (std::find(routes.kind.begin(), routes.kind.end(), k) == routes.kind.end()) continue;
-    std::unique_ptr<DirectTransport> t;
-    KOLO_RETURN_IF_ERROR(kinds[k].open(&setup, &t));
+  opened_early.resize(kinds.size());
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (std::find(routes.kind.begin(), routes.kind.end(), kinds[k]) == routes.kind.end()) continue;
+    std::unique_ptr<DirectTransport> t = std::move(opened_early[k]);
+    if (!t) KOLO_RETURN_IF_ERROR(kinds[k]->open(context, &t));
     for (int peer = 0; peer < world_.size; ++peer) {
-      if (routes.kind[peer] == k) routed[peer] = static_cast<int>(opened.size());
+      if (routes.kind[peer] == kinds[k]) routed[peer] = static_cast<int>(opened.size());
     }
     opened.push_back(std::move(t));
   }
+  // The shared arena needs every peer reached through memory, by one kind.
+  arena_kind_ = opened.size() == 1 && kinds.size() > 0 ? routes.kind[world_.rank == 0 ? 1 : 0] : nullptr;
   // Said once per process, for the first communicator (the world).
   static std::once_flag told;
   std::call_once(told, [&] { KOLO_INFO("transports: " << routes.summary); });
@@ -179,78 +192,39 @@ Status Communicator::make_transport(const std::string& store_prefix, std::unique
   return Status::ok();
 }
 
-TransportSetup Communicator::transport_setup(const std::string& store_prefix) const {
-  TransportSetup setup;
-  setup.store = world_.store.get();
-  setup.rank = world_.rank;
-  setup.size = world_.size;
-  setup.store_prefix = store_prefix;
-  setup.job_name = world_.job_name;
-  setup.tcp = tcp_options(store_prefix);
-  setup.ib.device = config_.ib_device;
-  setup.ib.port = static_cast<int>(config_.ib_port);
-  setup.ib.gid_index = static_cast<int>(config_.ib_gid_index);
-  return setup;
-}
-
-TcpOptions Communicator::tcp_options(const std::string& store_prefix) const {
-  TcpOptions topt;
-  topt.store_prefix = store_prefix + "tcp/";
-  // One id per communicator, the same on all its ranks: the process's TCP
-  // device tells the engine's sibling (prefix "engine/") and the main
-  // communicator (prefix "") apart by it.
-  topt.job_id = job_id_from_name(world_.job_name + store_prefix);
-  topt.bind_address = world_.bind_address;
-  topt.streams_per_peer = static_cast<int>(config_.sockets_per_peer);
-  topt.socket_buffer_bytes = static_cast<int>(config_.socket_buffer_bytes);
-  topt.checksum = config_.checksum;
-  topt.secret = config_.secret;
-  topt.handshake_timeout_s = std::min(config_.timeout_s, 10.0);
-  return topt;
-}
-
-Status Communicator::init(int local_rank, int local_size) {
-  if (world_.size < 1 || world_.rank < 0 || world_.rank >= world_.size) {
-    return invalid_argument("rank " + std::to_string(world_.rank) + " of world size " + std::to_string(world_.size) +
-                            " is impossible");
-  }
-  install_fingerprint_describer();
-  set_log_prefix("rank " + std::to_string(world_.rank));
-  world_.transport = config_.transport;
-  // Whether this rank can use RDMA is known only by opening a device; the
-  // transport opened then is kept for the peers it will reach.
-  std::unique_ptr<IbTransport> rdma;
-  if (world_.size > 1 && (config_.transport == "auto" || config_.transport == "ib")) {
-    Status why_not = open_rdma(transport_setup(""), &rdma);
-    if (!why_not.is_ok() && config_.transport == "ib") return why_not.with_context("KOLO_TRANSPORT=ib: the RDMA transport");
-    if (!why_not.is_ok()) KOLO_DEBUG("no RDMA: " << why_not.message());
-  }
-  KOLO_RETURN_IF_ERROR(learn_local_rank(local_rank, local_size, rdma != nullptr));
-  KOLO_RETURN_IF_ERROR(make_transport("", std::move(rdma)));
-  choose_polling();
-  choose_algorithm();
-  KOLO_RETURN_IF_ERROR(connect_ring());
-  KOLO_RETURN_IF_ERROR(open_arena(""));
-  KOLO_INFO("communicator ready: rank " << world_.rank << " of " << world_.size << ", local " << world_.local_rank << " of "
-                                        << world_.local_size);
-  return Status::ok();
-}
-
-Status Communicator::learn_local_rank(int given_local_rank, int given_local_size, bool rdma) {
+Status Communicator::meet(int given_local_rank, int given_local_size,
+                          std::vector<std::unique_ptr<DirectTransport>>* opened) {
   if (world_.size == 1) {
-    world_.local_rank = 0;
-    world_.local_size = 1;
+    world_.place(-1, -1);
     return Status::ok();
   }
-  // Every rank publishes its host and the transports it can use; reading
-  // all of them doubles as the check that the whole world has arrived,
-  // naming any rank that has not.
-  const RankFacts mine = local_rank_facts(config_.host_name, rdma);
+  // What each kind of transport offers here (transport/kind.h): only the
+  // forced one under KOLO_TRANSPORT, which must then be usable. A kind
+  // that opened itself to find out keeps that transport for the world.
+  RankFacts mine;
+  mine.host = local_host(config_.host_name);
+  const TransportContext context = transport_context("");
+  const auto& kinds = transport_kinds();
+  opened->resize(kinds.size());
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (config_.transport != "auto" && config_.transport != kinds[k]->name()) continue;
+    std::string offer;
+    Status why_not = kinds[k]->offer(context, &offer, &(*opened)[k]);
+    if (why_not.is_ok()) {
+      mine.offers[kinds[k]->name()] = offer;
+    } else if (config_.transport != "auto") {
+      return why_not.with_context("KOLO_TRANSPORT=" + config_.transport);
+    } else {
+      KOLO_DEBUG("no " << kinds[k]->name() << ": " << why_not.message());
+    }
+  }
+  // Every rank publishes its facts; reading all of them doubles as the
+  // check that the whole world has arrived, naming any rank that has not.
   KOLO_RETURN_IF_ERROR(world_.store->set("host/" + std::to_string(world_.rank), encode_rank_facts(mine)));
   std::vector<std::string> keys;
   for (int r = 0; r < world_.size; ++r) keys.push_back("host/" + std::to_string(r));
-  std::vector<std::string> hosts;
-  Status s = world_.store->get(keys, Deadline::after_seconds(config_.timeout_s), &hosts);
+  std::vector<std::string> records;
+  Status s = world_.store->get(keys, Deadline::after_seconds(config_.timeout_s), &records);
   if (s.code() == Code::kTimeout) {
     // The store lists the missing keys as "host/N"; turn them into ranks.
     std::string missing = s.message();
@@ -270,21 +244,8 @@ Status Communicator::learn_local_rank(int given_local_rank, int given_local_size
   }
   KOLO_RETURN_IF_ERROR(s);
   world_.facts.resize(world_.size);
-  for (int r = 0; r < world_.size; ++r) KOLO_RETURN_IF_ERROR(decode_rank_facts(hosts[r], &world_.facts[r]));
-  int lr = 0, ls = 0, machine = 0;
-  const auto kernel = [](const std::string& host) { return host.substr(host.rfind('/') + 1); };
-  world_.same_host.assign(world_.size, false);
-  for (int r = 0; r < world_.size; ++r) {
-    if (world_.facts[r].host == mine.host) {
-      world_.same_host[r] = true;
-      if (r < world_.rank) ++lr;
-      ++ls;
-    }
-    if (kernel(world_.facts[r].host) == kernel(mine.host)) ++machine;
-  }
-  world_.machine_ranks = machine;
-  world_.local_rank = given_local_rank >= 0 ? given_local_rank : lr;
-  world_.local_size = given_local_size >= 0 ? given_local_size : ls;
+  for (int r = 0; r < world_.size; ++r) KOLO_RETURN_IF_ERROR(decode_rank_facts(records[r], &world_.facts[r]));
+  world_.place(given_local_rank, given_local_size);
   world_.device_local_rank = world_.local_rank;
   return Status::ok();
 }
@@ -326,20 +287,15 @@ void Communicator::choose_algorithm() {
 }
 
 Status Communicator::open_arena(const std::string& store_prefix) {
-  // Every rank on this host, reached over shared memory: the allreduce can
-  // then read its peers' data where they put it (arena_allreduce.h). Made
+  // Every peer reached by one kind that maps memory: the allreduce can then
+  // read its peers' data where they put it (arena_allreduce.h). Made
   // whatever this rank's KOLO_ALGORITHM, which may differ from another's:
   // the decision must be the same on every rank (topology() leaves the
   // arena out for KOLO_ALGORITHM=ring).
-  if (world_.size == 1 || std::string(transport_name()) != "shm") return Status::ok();
-  ShmArenaOptions options;
-  options.job_id = job_id_from_name(world_.job_name + store_prefix);
-  options.store_key = store_prefix + "shm/arena";
-  options.spin_us = polling_.spin_us;
-  options.yield = polling_.yield;
-  std::unique_ptr<ShmArena> arena;
-  Status s = ShmArena::create(world_.store.get(), world_.rank, world_.size, options,
-                              Deadline::after_seconds(config_.timeout_s), &arena);
+  if (world_.size == 1 || !arena_kind_ || !arena_kind_->shares_memory()) return Status::ok();
+  std::unique_ptr<SharedArena> arena;
+  Status s = arena_kind_->open_arena(transport_context(store_prefix), polling_.spin_us, polling_.yield,
+                                     Deadline::after_seconds(config_.timeout_s), &arena);
   if (s.code() == Code::kUnsupported) {
     // Every rank learns it alike and keeps the ring over the transport.
     static std::once_flag told;
@@ -438,40 +394,20 @@ namespace {
 
 constexpr char kFailureKey[] = "failure";
 
-// "rank|code|message" in the store.
-std::string encode_failure(int rank, const Status& s) {
-  return std::to_string(rank) + "|" + std::to_string(static_cast<int>(s.code())) + "|" + s.message();
-}
-
-bool decode_failure(const std::string& text, int* rank, Code* code, std::string* message) {
-  auto a = text.find('|');
-  auto b = a == std::string::npos ? a : text.find('|', a + 1);
-  if (b == std::string::npos) return false;
-  *rank = std::atoi(text.substr(0, a).c_str());
-  int c = std::atoi(text.substr(a + 1, b - a - 1).c_str());
-  if (c <= 0 || c > static_cast<int>(Code::kDevice)) return false;
-  *code = static_cast<Code>(c);
-  *message = text.substr(b + 1);
-  return true;
-}
-
 }  // namespace
 
 Status Communicator::fail(Status local) {
   Status final = local;
   if (world_.store && world_.size > 1) {
     // Bounded: the store may be gone with rank 0.
-    const std::string mine = encode_failure(world_.rank, local);
+    const std::string mine = encode_failure({world_.rank, local.code(), local.message()});
     std::string first;
     Status st = world_.store->set_if_absent(kFailureKey, mine, Deadline::after_seconds(std::min(config_.timeout_s, 2.0)),
                                       &first);
-    int root_rank = -1;
-    Code root_code = Code::kOk;
-    std::string root_message;
-    if (st.is_ok() && first != mine && decode_failure(first, &root_rank, &root_code, &root_message) &&
-        root_rank != world_.rank) {
-      final = Status(root_code, local.message() + "; the job's first failure was on rank " +
-                                    std::to_string(root_rank) + ": " + root_message);
+    FailureRecord root;
+    if (st.is_ok() && first != mine && decode_failure(first, &root).is_ok() && root.rank != world_.rank) {
+      final = Status(root.code, local.message() + "; the job's first failure was on rank " +
+                                    std::to_string(root.rank) + ": " + root.message);
     } else if (!st.is_ok() && world_.rank != 0) {
       final = Status(local.code(), local.message() +
                                        "; the rendezvous store on rank 0 is unreachable too, so rank 0 has "

@@ -29,21 +29,17 @@
 #include "runtime/config.h"
 #include "runtime/gpu_context.h"
 #include "runtime/stream_queue.h"
-#include "runtime/rank_facts.h"
+#include "runtime/membership.h"
 #include "runtime/launch_env.h"
 #include "runtime/op_handle.h"
 #include "runtime/rendezvous.h"
+#include "transport/kind.h"
 #include "transport/registered_buffer.h"
 #include "transport/shared_arena.h"
 #include "transport/store.h"
 #include "transport/transport.h"
 
 namespace kolo {
-
-class IbTransport;
-struct TcpOptions;
-struct TransportSetup;
-
 
 // How a collective of the public API is launched: blocking (the default);
 // enqueued on a caller's CUDA stream (on_stream; stream nullptr is the
@@ -61,29 +57,6 @@ struct Launch {
     launch.stream = stream;
     return launch;
   }
-};
-
-// What creating a world communicator settled, from its Config and the
-// rendezvous: who this rank is among the others and how it reaches them.
-// Kept apart from the Config, which stays what was asked; a sibling
-// communicator takes it whole, so it cannot be half-copied.
-struct Membership {
-  int rank = 0;
-  int size = 1;
-  int local_rank = 0;
-  int local_size = 1;
-  int machine_ranks = 1;          // ranks sharing this machine's cores (same kernel), whatever the launcher says
-  std::vector<bool> same_host;    // rank r is on this node
-  std::vector<RankFacts> facts;   // what each rank told at the rendezvous (empty for a world of one)
-  int device_local_rank = 0;      // picks this process's GPU: the world's local rank (a split keeps it)
-  std::shared_ptr<Rendezvous> rendezvous;  // keeps the store up
-  std::shared_ptr<Store> store;   // the rendezvous store; a split's keys are under a prefix of its own
-  std::string job_name;           // Config::job_id, else the master's address
-  std::string bind_address;       // Config::bind_address, else the address that reaches the master
-  std::string transport = "auto";  // Config::transport: auto (per peer, transport_registry.h), or the one forced
-  // "" for a world communicator; for a split, which one and its parent's
-  // ranks (errors name ranks in the split's numbering).
-  std::string description;
 };
 
 class Engine;
@@ -228,17 +201,24 @@ class Communicator {
 
  private:
   explicit Communicator(const Config& config);
+  // A world communicator's: meet the others, then bring_up.
   Status init(int local_rank, int local_size);
-  // Also tells the others what this rank can use (RankFacts) and learns
-  // theirs, into world_.facts.
-  Status learn_local_rank(int given_local_rank, int given_local_size, bool rdma);
+  // The rendezvous proper: tells the others where this rank runs and what
+  // each kind of transport offers here (RankFacts), learns theirs into
+  // world_.facts, and places the ranks on hosts. *opened: per kind (in
+  // transport_kinds() order), what its offer opened.
+  Status meet(int given_local_rank, int given_local_size, std::vector<std::unique_ptr<DirectTransport>>* opened);
+  // Everything after the membership is settled, for every way a
+  // communicator is made (world, sibling, split): transports, polling,
+  // algorithms, connections, the shared arena.
+  Status bring_up(const std::string& store_prefix, bool full_mesh,
+                  std::vector<std::unique_ptr<DirectTransport>> opened);
   Status connect_ring();
   Status connect_all();
-  // The transport to each peer (transport_registry.h): one of them, or a
-  // PerPeerTransport over several. opened_rdma: see TransportSetup.
-  Status make_transport(const std::string& store_prefix, std::unique_ptr<IbTransport> opened_rdma = nullptr);
-  TransportSetup transport_setup(const std::string& store_prefix) const;
-  TcpOptions tcp_options(const std::string& store_prefix) const;
+  // The transport to each peer (transport/routes.h): one of them, or a
+  // PerPeerTransport over several. opened_early: see meet.
+  Status make_transport(const std::string& store_prefix, std::vector<std::unique_ptr<DirectTransport>> opened_early);
+  TransportContext transport_context(const std::string& store_prefix) const;
   void choose_polling();
   // Sets hosts_ from world_.facts and config_.algorithm.
   void choose_algorithm();
@@ -277,7 +257,9 @@ class Communicator {
   // Where the ranks run, when the hierarchical allreduce can use it and
   // KOLO_ALGORITHM allows it (see choose_algorithm).
   std::unique_ptr<HostLayout> hosts_;
-  // Memory every rank maps, when all are on this host (open_arena).
+  // The one kind of transport that reaches every peer, if one does: it may
+  // offer memory every rank maps (open_arena).
+  const TransportKind* arena_kind_ = nullptr;
   std::unique_ptr<SharedArena> arena_;
   struct Polling {
     int spin_us = 50;

@@ -6,7 +6,7 @@
 
 #include "common/env.h"
 #include "common/log.h"
-#include "runtime/transport_registry.h"
+#include "transport/kind.h"
 #include "transport/socket/address.h"
 
 namespace kolo {
@@ -25,10 +25,10 @@ Status check_limit(const std::string& name, double value, Limit limit) {
 Status check_transport(const std::string& name, const std::string& value) {
   // Any transport of the registry, by name.
   std::string names = "auto";
-  const auto& kinds = transport_registry();
+  const auto& kinds = transport_kinds();
   for (size_t k = 0; k < kinds.size(); ++k) {
-    if (value == kinds[k].name) return Status::ok();
-    names += (k + 1 < kinds.size() ? ", " : " or ") + std::string(kinds[k].name);
+    if (value == kinds[k]->name()) return Status::ok();
+    names += (k + 1 < kinds.size() ? ", " : " or ") + std::string(kinds[k]->name());
   }
   if (value == "auto") return Status::ok();
   return invalid_argument(name + "='" + value + "': use " + names);
@@ -79,6 +79,28 @@ const SettingInfo kSettings[] = {KOLO_SETTINGS(KOLO_SETTING_INFO)};
 
 const SettingInfo* settings_begin() { return std::begin(kSettings); }
 const SettingInfo* settings_end() { return std::end(kSettings); }
+
+namespace {
+
+std::string value_text(int64_t v) { return std::to_string(v); }
+std::string value_text(double v) {
+  std::ostringstream o;
+  o << std::setprecision(17) << v;
+  return o.str();
+}
+std::string value_text(bool v) { return v ? "1" : "0"; }
+std::string value_text(const std::string& v) { return v; }
+
+}  // namespace
+
+SettingValues setting_values(const Config& c) {
+  SettingValues values;
+#define KOLO_SETTING_VALUE(field, kind, variable, value, min, max, shown, meaning) \
+  values.set(variable, value_text(c.field));
+  KOLO_SETTINGS(KOLO_SETTING_VALUE)
+#undef KOLO_SETTING_VALUE
+  return values;
+}
 
 Status overlay_environment(Config* c) {
   KOLO_RETURN_IF_ERROR(load_log_settings());

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/setting_values.h"
 #include "common/status.h"
 #include "runtime/settings_table.h"
 
@@ -69,6 +70,10 @@ Status check_algorithm(const std::string& name, const std::string& value);
 // The check of a Text setting of this kind (Transport, Algorithm; any
 // other Text is free).
 Status check_text(SettingKind kind, const std::string& name, const std::string& value);
+
+// Every setting's value as text by its variable (KOLO_IB_PORT), for the
+// transports, which read their own (transport/kind.h).
+SettingValues setting_values(const Config& config);
 
 // Settings come in layers, each replacing what the one before set: the
 // defaults above, then (kolo_config_t's `defaults`), the environment, then

@@ -84,7 +84,7 @@ void serve(const StoreServer& server, Deadline deadline) {
     if (!told && quiet.expired()) {
       const bool one = ranks.size() == 1;
       KOLO_WARN("the rendezvous store rank 0 serves stays up for "
-                << (one ? "rank " : "ranks ") << rank_list(ranks, 16)
+                << ranks_named(ranks, 16)
                 << (one ? ", whose communicator is still open: until it closes it or exits"
                         : ", whose communicators are still open: until they close them or exit")
                 << ", for at most " << (deadline.remaining_ms() + 999) / 1000

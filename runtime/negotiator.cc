@@ -3,15 +3,10 @@
 #include <algorithm>
 
 #include "collectives/dtype.h"
+#include "common/rank_list.h"
 
 namespace kolo {
 namespace {
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s;
-}
 
 // What a rank's own engine already checked on submission; re-checked for
 // requests from other ranks so that a corrupted one fails cleanly.
@@ -182,7 +177,7 @@ void Negotiator::check_joined(OpResponse* r) const {
   if (r->joined.empty() || !r->error.is_ok()) return;
   const std::string what = std::string(op_kind_name(r->spec.kind)) + " '" + r->spec.name + "'";
   if (fails_while_joined(r->spec.kind)) {
-    r->error = invalid_usage(what + " cannot run while " + rank_list(r->joined) +
+    r->error = invalid_usage(what + " cannot run while " + ranks_named(r->joined) +
                              " have joined (only allreduce and barrier can)");
   }
 }
@@ -223,7 +218,7 @@ OpResponse Negotiator::resolve(const std::string& name, const Entry& e) const {
     }
     std::string text = "'" + name + "': ranks disagree on the " + field + ":";
     for (size_t i = 0; i < groups.size(); ++i) {
-      text += (i ? "; " : " ") + groups[i].first + " on " + rank_list(groups[i].second);
+      text += (i ? "; " : " ") + groups[i].first + " on " + ranks_named(groups[i].second);
     }
     resp.error = mismatch(text);
     return resp;

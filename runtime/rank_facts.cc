@@ -1,10 +1,9 @@
 #include "runtime/rank_facts.h"
 
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <cstdlib>
+#include <cctype>
 #include <fstream>
 
 namespace kolo {
@@ -16,43 +15,59 @@ std::string namespace_id(const char* which) {
   return std::to_string(st.st_ino);
 }
 
+Status malformed(const std::string& text, const char* why) {
+  return internal_error("malformed rank record '" + text.substr(0, 200) + "' in the store (" + why + ")");
+}
+
 }  // namespace
 
+// "<length of host>:<host>" then ";<kind>=<offer>" per kind: the host is
+// free text (KOLO_HOSTNAME), the kinds' names and offers are the kinds'
+// own and hold no ';'.
 std::string encode_rank_facts(const RankFacts& f) {
-  return f.host + "|" + (f.rdma ? "rdma" : "-") + "|" + std::to_string(f.shm_free);
+  std::string text = std::to_string(f.host.size()) + ":" + f.host;
+  for (const auto& [kind, offer] : f.offers) text += ";" + kind + "=" + offer;
+  return text;
 }
 
 Status decode_rank_facts(const std::string& text, RankFacts* f) {
-  const size_t b2 = text.rfind('|');
-  const size_t b1 = b2 == std::string::npos || b2 == 0 ? std::string::npos : text.rfind('|', b2 - 1);
-  if (b1 == std::string::npos) return internal_error("malformed rank record '" + text + "' in the store");
-  f->host = text.substr(0, b1);
-  f->rdma = text.substr(b1 + 1, b2 - b1 - 1) == "rdma";
-  f->shm_free = std::strtoull(text.c_str() + b2 + 1, nullptr, 10);
+  size_t i = 0;
+  uint64_t length = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) && i < 9) {
+    length = length * 10 + static_cast<uint64_t>(text[i++] - '0');
+  }
+  if (i == 0 || i >= text.size() || text[i] != ':') return malformed(text, "no host length");
+  ++i;
+  if (length > text.size() - i) return malformed(text, "host longer than the record");
+  f->host = text.substr(i, length);
+  f->offers.clear();
+  i += length;
+  while (i < text.size()) {
+    if (text[i] != ';') return malformed(text, "no ';' before a transport");
+    const size_t end = std::min(text.find(';', i + 1), text.size());
+    const size_t eq = text.find('=', i + 1);
+    if (eq == std::string::npos || eq >= end || eq == i + 1) return malformed(text, "a transport without a name");
+    const std::string kind = text.substr(i + 1, eq - i - 1);
+    if (!f->offers.emplace(kind, text.substr(eq + 1, end - eq - 1)).second) {
+      return malformed(text, "a transport twice");
+    }
+    i = end;
+  }
   return Status::ok();
 }
 
-RankFacts local_rank_facts(const std::string& host_name, bool rdma) {
-  RankFacts f;
+std::string local_host(const std::string& host_name) {
   std::string name = host_name;
   if (name.empty()) {
     char buf[256] = {0};
     ::gethostname(buf, sizeof(buf) - 1);
     name = buf;
   }
-  // The kernel's boot id last, after '/': ranks of one kernel share its
-  // cores (Communicator::choose_polling) whatever their namespaces.
   std::string boot_id;
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   boot >> boot_id;
-  f.host = name + ":net" + namespace_id("net") + ":ipc" + namespace_id("ipc") + ":pid" + namespace_id("pid") + "/" +
-           boot_id;
-  f.rdma = rdma;
-  struct statvfs vfs {};
-  if (::statvfs("/dev/shm", &vfs) == 0 && ::access("/dev/shm", W_OK) == 0) {
-    f.shm_free = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-  }
-  return f;
+  return name + ":net" + namespace_id("net") + ":ipc" + namespace_id("ipc") + ":pid" + namespace_id("pid") + "/" +
+         boot_id;
 }
 
 }  // namespace kolo

@@ -1,27 +1,21 @@
-// What each rank tells the others at the rendezvous about where it runs
-// and which transports it can use (transport_registry.h decides from them).
+// What each rank tells the others at the rendezvous (RankFacts,
+// transport/routes.h), as text in the store, and this rank's own host.
 #pragma once
 
-#include <cstdint>
 #include <string>
 
 #include "common/status.h"
+#include "transport/routes.h"
 
 namespace kolo {
 
-// What one rank can use, as it tells the others.
-struct RankFacts {
-  // Ranks with the same host share a kernel and network, IPC and PID
-  // namespaces (so /dev/shm and process ids mean the same to them: two
-  // containers of one pod sharing a network are kept apart).
-  std::string host;
-  bool rdma = false;      // it opened an RDMA device
-  uint64_t shm_free = 0;  // bytes free in its /dev/shm (0: none usable)
-};
 std::string encode_rank_facts(const RankFacts& facts);
+// Refuses (INTERNAL, naming the record) what encode_rank_facts cannot
+// have written: another rank's damaged record fails cleanly.
 Status decode_rank_facts(const std::string& text, RankFacts* facts);
-// This rank's facts: host from host_name (empty: the machine's name) and
-// the namespaces; the /dev/shm it sees.
-RankFacts local_rank_facts(const std::string& host_name, bool rdma);
+// What tells this rank's host apart: host_name (empty: the machine's
+// name), the network, IPC and PID namespaces, and after the last '/' the
+// kernel's boot id (ranks of one kernel share its cores).
+std::string local_host(const std::string& host_name);
 
 }  // namespace kolo

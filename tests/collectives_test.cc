@@ -270,7 +270,6 @@ TEST_P(Collectives, AllreduceOverSpansEqualsEachSpanReduced) {
 }
 
 TEST_P(Collectives, SeveralSocketsPerPeer) {
-  const int n = std::get<0>(GetParam());
   Config c = test_config(4096);
   c.sockets_per_peer = 3;  // messages striped over three streams per neighbour
   ThreadWorld w = make_world(GetParam(), c);

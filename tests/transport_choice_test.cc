@@ -12,7 +12,7 @@
 
 #include "collectives/dtype.h"
 #include "runtime/config.h"
-#include "runtime/rank_facts.h"
+#include "transport/kind.h"
 #include "tests/thread_world.h"
 #include "transport/memory_store.h"
 #include "transport/ib/device.h"
@@ -21,7 +21,12 @@ namespace kolo {
 namespace {
 
 // Whether one host's ranks can share memory here (a /dev/shm with room).
-bool machine_has_shm() { return local_rank_facts("", false).shm_free >= (64u << 20); }
+bool machine_has_shm() {
+  std::string offer;
+  std::unique_ptr<DirectTransport> unused;
+  return find_transport_kind("shm")->offer(TransportContext{}, &offer, &unused).is_ok() &&
+         std::stoull(offer) >= (64u << 20);
+}
 
 bool machine_has_rdma() {
   std::vector<IbDeviceInfo> devices;

@@ -22,9 +22,10 @@ declare -A SOURCES=(
   [hostlist]="runtime/slurm_env.cc common/status.cc"
   [op_request]="runtime/op_request.cc collectives/dtype.cc common/status.cc"
   [rank_facts]="runtime/rank_facts.cc common/status.cc"
+  [failure_record]="runtime/failure_record.cc common/status.cc"
 )
 status=0
-for target in store_request handshake frame torch_reply hostlist op_request rank_facts; do
+for target in store_request handshake frame torch_reply hostlist op_request rank_facts failure_record; do
   # shellcheck disable=SC2086
   "$CXX" "${FLAGS[@]}" "tests/fuzz/${target}_fuzz.cc" ${SOURCES[$target]} -o "$WORK/$target"
   mkdir -p "$WORK/corpus-$target"

@@ -1,7 +1,7 @@
 // One transport per peer: the first that can reach it wins (shared memory
-// for a rank on this machine, RDMA, then TCP; runtime/transport_registry.h
-// decides), and the algorithms see one Transport as before. Requests go to
-// the peer's own transport; progress() drives all of them in one loop.
+// for a rank on this machine, RDMA, then TCP; transport/routes.h decides),
+// and the algorithms see one Transport as before. Requests go to the
+// peer's own transport; progress() drives all of them in one loop.
 //
 // Waiting: a shared-memory transport sleeps on futexes, the others in
 // poll() on descriptors, and no system call sleeps on both. When only one

@@ -1,7 +1,8 @@
-// The per-peer choice of transport, from what ranks publish (RankFacts):
-// both ends of every pair choose alike, the first transport that reaches a
-// peer wins, KOLO_TRANSPORT forces one, and the summary says why.
-#include "runtime/transport_registry.h"
+// The per-peer choice of transport, from what ranks publish (RankFacts)
+// and the kinds the transports' folders register: both ends of every pair
+// choose alike, the first transport that reaches a peer wins,
+// KOLO_TRANSPORT forces one, and the summary says why.
+#include "transport/routes.h"
 
 #include <gtest/gtest.h>
 
@@ -10,17 +11,27 @@ namespace {
 
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 
+// What the shm, ib and tcp kinds offer on such a rank.
 RankFacts on(const std::string& host, bool rdma = false, uint64_t shm_free = kGiB) {
   RankFacts f;
   f.host = host + "/boot";
-  f.rdma = rdma;
-  f.shm_free = shm_free;
+  if (rdma) f.offers["ib"] = "1";
+  f.offers["shm"] = std::to_string(shm_free);
+  f.offers["tcp"] = "";
   return f;
 }
 
-std::string name_of(int kind) { return transport_registry()[kind].name; }
+std::string name_of(const TransportKind* kind) { return kind ? kind->name() : "none"; }
 
-TEST(TransportRegistry, EveryPairChoosesAlike) {
+TEST(TransportKinds, EveryFolderRegistersItsKindInOrderOfPreference) {
+  std::vector<std::string> names;
+  for (const TransportKind* kind : transport_kinds()) names.push_back(kind->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"shm", "ib", "tcp"}));
+  EXPECT_EQ(find_transport_kind("tcp"), transport_kinds().back());
+  EXPECT_EQ(find_transport_kind("carrier pigeon"), nullptr);
+}
+
+TEST(Routes, EveryPairChoosesAlike) {
   // Two machines of two ranks, RDMA on one rank of each and on a third
   // machine's rank: every combination of the rules.
   const std::vector<RankFacts> facts = {on("a", true), on("a"), on("b", true), on("b"), on("c", true)};
@@ -28,7 +39,7 @@ TEST(TransportRegistry, EveryPairChoosesAlike) {
   std::vector<Routes> routes(n);
   for (int r = 0; r < n; ++r) ASSERT_TRUE(choose_routes(facts, r, "auto", &routes[r]).is_ok());
   for (int a = 0; a < n; ++a) {
-    EXPECT_EQ(routes[a].kind[a], -1);
+    EXPECT_EQ(routes[a].kind[a], nullptr);
     for (int b = 0; b < n; ++b) {
       if (a != b) {
         EXPECT_EQ(routes[a].kind[b], routes[b].kind[a]) << a << " and " << b;
@@ -44,7 +55,7 @@ TEST(TransportRegistry, EveryPairChoosesAlike) {
                                "tcp to rank 3 (another machine; RDMA on one end only)");
 }
 
-TEST(TransportRegistry, ForcedTransportGoesToEveryPeer) {
+TEST(Routes, ForcedTransportGoesToEveryPeer) {
   const std::vector<RankFacts> facts = {on("a", true), on("a", true), on("b", true)};
   Routes routes;
   ASSERT_TRUE(choose_routes(facts, 0, "tcp", &routes).is_ok());
@@ -55,7 +66,7 @@ TEST(TransportRegistry, ForcedTransportGoesToEveryPeer) {
   EXPECT_EQ(name_of(routes.kind[1]), "ib");
 }
 
-TEST(TransportRegistry, ForcedTransportThatCannotReachAPeerNamesIt) {
+TEST(Routes, ForcedTransportThatCannotReachAPeerNamesIt) {
   const std::vector<RankFacts> facts = {on("a"), on("a"), on("b")};
   Routes routes;
   Status s = choose_routes(facts, 0, "shm", &routes);
@@ -66,7 +77,7 @@ TEST(TransportRegistry, ForcedTransportThatCannotReachAPeerNamesIt) {
   EXPECT_EQ(s.message(), "KOLO_TRANSPORT=ib cannot reach rank 0: no RDMA device");
 }
 
-TEST(TransportRegistry, SmallDevShmFallsBackToTcpAndSaysHowToFixIt) {
+TEST(Routes, SmallDevShmFallsBackToTcpAndSaysHowToFixIt) {
   // Four ranks need 4 * 3 rings of just over 1 MiB and two arenas of 4 MiB:
   // 8 MiB free is too little
   // (the smaller of the two ends counts, so both decide alike).
@@ -83,19 +94,13 @@ TEST(TransportRegistry, SmallDevShmFallsBackToTcpAndSaysHowToFixIt) {
   EXPECT_NE(r0.summary.find("--shm-size"), std::string::npos) << r0.summary;
 }
 
-TEST(TransportRegistry, RankFactsSurviveTheStore) {
-  RankFacts f = on("host|with|bars", true, 12345), g;
-  ASSERT_TRUE(decode_rank_facts(encode_rank_facts(f), &g).is_ok());
-  EXPECT_EQ(g.host, f.host);
-  EXPECT_TRUE(g.rdma);
-  EXPECT_EQ(g.shm_free, 12345u);
-  EXPECT_EQ(decode_rank_facts("garbage", &g).code(), Code::kInternal);
-}
-
-TEST(TransportRegistry, LocalFactsTellNamespacesApart) {
-  const RankFacts f = local_rank_facts("name", false);
-  EXPECT_EQ(f.host.rfind("name:net", 0), 0u) << f.host;
-  EXPECT_NE(f.host.find(":ipc"), std::string::npos) << f.host;
+TEST(Routes, ARankWithoutWritableShmIsReachedOtherwise) {
+  std::vector<RankFacts> facts = {on("a"), on("a")};
+  facts[1].offers.erase("shm");
+  Routes routes;
+  ASSERT_TRUE(choose_routes(facts, 0, "auto", &routes).is_ok());
+  EXPECT_EQ(name_of(routes.kind[1]), "tcp");
+  EXPECT_EQ(routes.summary, "tcp to rank 1 (no writable /dev/shm; no RDMA device)");
 }
 
 }  // namespace

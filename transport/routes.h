@@ -1,0 +1,37 @@
+// Which transport carries the messages to each peer. At the rendezvous
+// every rank publishes where it runs and what each kind of transport
+// offered there (RankFacts); for each peer the first kind (transport_kinds(),
+// in order of preference) that both ends can use wins, so the two ranks of
+// a pair always agree. KOLO_TRANSPORT names one kind to force it for every
+// peer.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "transport/kind.h"
+
+namespace kolo {
+
+// What one rank tells the others at the rendezvous.
+struct RankFacts {
+  // Ranks with the same host share a kernel and network, IPC and PID
+  // namespaces (so /dev/shm and process ids mean the same to them: two
+  // containers of one pod sharing a network are kept apart).
+  std::string host;
+  // Per kind of transport this rank can use: what it offered
+  // (TransportKind::offer). A kind absent cannot be used here.
+  std::map<std::string, std::string> offers;
+};
+
+struct Routes {
+  std::vector<const TransportKind*> kind;  // per rank (this rank's: nullptr)
+  std::string summary;  // "shm to ranks 1-3 (same machine); tcp to ranks 4-7 (...)"
+};
+// forced: KOLO_TRANSPORT ("auto" chooses per peer). A forced transport that
+// cannot reach a peer is an error naming it.
+Status choose_routes(const std::vector<RankFacts>& facts, int rank, const std::string& forced, Routes* out);
+
+}  // namespace kolo
