@@ -11,6 +11,12 @@
 // (the first one recorded is the job's root cause) and closes its
 // connections; its neighbours then fail in turn, and every rank reports the
 // root cause (the dead rank's name, or MISMATCH) with its own view.
+//
+// The class is written in parts, one concern each: communicator.cc (the
+// collectives and point-to-point, checked and handed to the algorithm
+// tables), communicator_bring_up.cc (rendezvous, transports, connections),
+// communicator_launch.cc (blocking, stream and asynchronous launches),
+// communicator_failure.cc (sticky errors, the job's first failure, abort).
 #pragma once
 
 #include <atomic>
@@ -225,9 +231,9 @@ class Communicator {
   // Maps arena_ where every rank is reached over shared memory (collective).
   Status open_arena(const std::string& store_prefix);
   using Collective = std::function<Status(const RingContext&)>;
-  // Runs a collective under the call lock, turning its failure sticky.
-  template <typename Fn>
-  Status run(const char* what, Fn&& fn);
+  // Runs a collective under the call lock, turning its failure sticky
+  // (communicator_failure.cc).
+  Status run(const char* what, const Collective& fn);
   // The same on device buffers: through the GPU's memory and transports,
   // and done once the GPU's work for it has run.
   Status run_on_device(const char* what, const Collective& fn);

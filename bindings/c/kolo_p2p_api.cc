@@ -1,42 +1,19 @@
 // kolo_send, kolo_recv, kolo_recv_any, their _async forms, and groups
-// (kolo.h). A group is per thread, as NCCL's: between kolo_group_start and
-// the outermost kolo_group_end, sends and receives are checked and queued;
-// the end posts each communicator's queue as one batch, and waits for it
-// unless every call queued for that communicator was an _async one.
+// (kolo.h). Groups are the runtime's (runtime/point_to_point_group.h): per
+// thread, as NCCL's.
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "bindings/c/api_support.h"
 #include "bindings/c/kolo.h"
+#include "runtime/point_to_point_group.h"
 
 using kolo_c::guarded;
 using kolo_c::null_comm;
 using kolo_c::raw_enum;
 
 namespace {
-
-struct Batch {
-  std::vector<kolo::PointToPoint> ops;
-  std::vector<std::shared_ptr<kolo::OpHandle>> done;  // the handles of its _async calls
-  bool blocking = false;                              // one of its calls was not _async
-};
-
-struct Group {
-  int depth = 0;
-  // Per communicator, in the order each first appeared.
-  std::vector<std::pair<kolo_comm_t, Batch>> batches;
-
-  Batch& of(kolo_comm_t comm) {
-    for (auto& b : batches) {
-      if (b.first == comm) return b.second;
-    }
-    batches.push_back({comm, Batch{}});
-    return batches.back().second;
-  }
-};
-
-thread_local Group group;
 
 // handle NULL: the blocking call; else the _async one.
 // d: the dtype as the C caller's int (any value may come).
@@ -47,7 +24,8 @@ kolo_result_t point_to_point(kolo_comm_t comm, kolo::PointToPoint::Direction dir
   auto check_dtype = [&] {
     return kolo::valid_dtype(d) ? kolo::Status::ok() : kolo::invalid_argument("unknown dtype " + std::to_string(d));
   };
-  if (group.depth == 0) {
+  kolo::PointToPointGroup& group = kolo::PointToPointGroup::of_this_thread();
+  if (!group.open()) {
     auto call = [&](kolo::Launch launch) {
       KOLO_RETURN_IF_ERROR(check_dtype());
       return comm->impl->point_to_point({op()}, std::move(launch));
@@ -58,30 +36,12 @@ kolo_result_t point_to_point(kolo_comm_t comm, kolo::PointToPoint::Direction dir
   return guarded([&] {
     if (handle) *handle = nullptr;
     KOLO_RETURN_IF_ERROR(check_dtype());
-    KOLO_RETURN_IF_ERROR(comm->impl->check_point_to_point(op()));
     auto h = handle ? std::make_unique<kolo_handle>() : nullptr;
-    Batch& batch = group.of(comm);
-    batch.ops.push_back(op());
-    if (h) {
-      h->impl = std::make_shared<kolo::OpHandle>();
-      batch.done.push_back(h->impl);
-      *handle = h.release();
-    } else {
-      batch.blocking = true;
-    }
+    if (h) h->impl = std::make_shared<kolo::OpHandle>();
+    KOLO_RETURN_IF_ERROR(group.add(comm->impl.get(), op(), h ? h->impl : nullptr));
+    if (h) *handle = h.release();
     return kolo::Status::ok();
   });
-}
-
-kolo::Status post(kolo_comm_t comm, Batch batch) {
-  kolo::Launch launch;
-  if (!batch.blocking) launch.done = batch.done;
-  kolo::Status s = comm->impl->point_to_point(batch.ops, std::move(launch));
-  // Blocking, or not queued at all: the handles learn the result here.
-  if (batch.blocking || !s.is_ok()) {
-    for (const auto& h : batch.done) h->complete(s);
-  }
-  return s;
 }
 
 // kolo_recv_any(_async): handle NULL for the blocking call. Never queued in
@@ -89,7 +49,7 @@ kolo::Status post(kolo_comm_t comm, Batch batch) {
 // it, and a group posts all of its own at once.
 kolo_result_t receive_any(kolo_comm_t comm, void* recvbuf, size_t count, int d, int* source, kolo_handle_t* handle) {
   auto call = [&](kolo::Launch launch) {
-    if (group.depth > 0) {
+    if (kolo::PointToPointGroup::of_this_thread().open()) {
       if (source) *source = -1;
       return kolo::invalid_argument(
           "kolo_recv_any cannot be grouped (called between kolo_group_start and kolo_group_end): which message it "
@@ -138,23 +98,12 @@ kolo_result_t kolo_recv_any_async(kolo_comm_t comm, void* recvbuf, size_t count,
 }
 
 kolo_result_t kolo_group_start(void) {
-  ++group.depth;
+  kolo::PointToPointGroup::of_this_thread().start();
   return KOLO_SUCCESS;
 }
 
 kolo_result_t kolo_group_end(void) {
-  return guarded([&] {
-    if (group.depth == 0) return kolo::invalid_usage("kolo_group_end without kolo_group_start");
-    if (--group.depth > 0) return kolo::Status::ok();
-    auto batches = std::move(group.batches);
-    group.batches.clear();
-    kolo::Status first = kolo::Status::ok();
-    for (auto& b : batches) {
-      kolo::Status s = post(b.first, std::move(b.second));
-      if (first.is_ok()) first = s;
-    }
-    return first;
-  });
+  return guarded([&] { return kolo::PointToPointGroup::of_this_thread().end(); });
 }
 
 }  // extern "C"

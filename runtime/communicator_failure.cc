@@ -1,0 +1,99 @@
+// A communicator's failures: run() turns a collective's failure sticky;
+// fail() reconciles it with the job's first failure (the store's failure
+// record) and ends the connections so the neighbours learn at once;
+// abort() and async_error() for other threads.
+#include <algorithm>
+
+#include "common/log.h"
+#include "runtime/communicator.h"
+#include "runtime/engine.h"
+#include "runtime/failure_record.h"
+
+namespace kolo {
+
+Status Communicator::check_healthy() const {
+  if (!failed_.load()) return Status::ok();
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  return Status(sticky_.code(), "communicator failed earlier: " + sticky_.message());
+}
+
+Status Communicator::async_error() const {
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (!sticky_.is_ok()) return sticky_;
+  }
+  std::lock_guard<std::mutex> lock(engine_mutex_);
+  if (engine_ && engine_->error().code() != Code::kInvalidUsage) return engine_->error();
+  return Status::ok();
+}
+
+namespace {
+
+constexpr char kFailureKey[] = "failure";
+
+}  // namespace
+
+Status Communicator::fail(Status local) {
+  Status final = local;
+  if (world_.store && world_.size > 1) {
+    // Bounded: the store may be gone with rank 0.
+    const std::string mine = encode_failure({world_.rank, local.code(), local.message()});
+    std::string first;
+    Status st = world_.store->set_if_absent(kFailureKey, mine, Deadline::after_seconds(std::min(config_.timeout_s, 2.0)),
+                                      &first);
+    FailureRecord root;
+    if (st.is_ok() && first != mine && decode_failure(first, &root).is_ok() && root.rank != world_.rank) {
+      final = Status(root.code, local.message() + "; the job's first failure was on rank " +
+                                    std::to_string(root.rank) + ": " + root.message);
+    } else if (!st.is_ok() && world_.rank != 0) {
+      final = Status(local.code(), local.message() +
+                                       "; the rendezvous store on rank 0 is unreachable too, so rank 0 has "
+                                       "probably failed or exited");
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (sticky_.is_ok()) sticky_ = final;
+    final = sticky_;
+  }
+  failed_.store(true);
+  if (world_.rendezvous) world_.rendezvous->mark_failed();
+  if (transport_) transport_->abort();
+  if (arena_) arena_->abort();
+  return final;
+}
+
+Status Communicator::run(const char* what, const Collective& fn) {
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  KOLO_RETURN_IF_ERROR(check_healthy());
+  Status s = fn(ring_context());
+  if (s.is_ok()) return s;
+  s = fail(s.with_context(std::string(what) + " on rank " + std::to_string(world_.rank) + world_.description));
+  KOLO_ERROR(s.message());
+  return s;
+}
+
+
+void Communicator::interrupt() {
+  if (transport_) transport_->interrupt();
+}
+
+void Communicator::cancel_store_waits(const Status& why) {
+  if (world_.store) world_.store->cancel(why);
+}
+
+void Communicator::abort() {
+  {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    if (engine_) engine_->abort();
+  }
+  if (failed_.load()) return;
+  // The resulting error is kept as the sticky one; calls report it.
+  Status why = aborted("rank " + std::to_string(world_.rank) + " aborted its communicator (kolo_comm_abort)");
+  cancel_store_waits(why);
+  (void)fail(why);
+}
+
+// The checks of the collectives below (kolo.h's kolo_reduce .. kolo_alltoallv).
+
+}  // namespace kolo
