@@ -16,11 +16,11 @@ namespace kolo {
 
 struct HostLayout;
 class SharedArena;
-struct RingContext;
+struct ScheduleContext;
 struct Span;
 
 // Where a communicator's ranks run and what they share: with a call, what
-// decides which algorithm applies. (RingContext is what a schedule runs
+// decides which algorithm applies. (ScheduleContext is what a schedule runs
 // with: transport, neighbours, pipeline, memory.)
 struct Topology {
   int rank = 0;
@@ -55,7 +55,7 @@ struct Algorithm {
   // connect up front: a connection made inside a collective could leave a
   // rank waiting for a peer that has already failed.
   void (*peers)(const Topology&, const Thresholds&, std::vector<int>* out);
-  Status (*run)(const RingContext&, const Topology&, const Args&);
+  Status (*run)(const ScheduleContext&, const Topology&, const Args&);
 };
 
 // The arguments of each collective's algorithms (already validated).

@@ -60,7 +60,7 @@ const Algorithm<Args>& choose(const char* collective, const std::vector<const Al
   return *table.back();  // applies always; reached only if an entry says otherwise
 }
 
-bool host_memory(const RingContext& ctx) { return ctx.memory->is_host(); }
+bool host_memory(const ScheduleContext& ctx) { return ctx.memory->is_host(); }
 
 }  // namespace
 
@@ -72,7 +72,7 @@ const char* allreduce_algorithm(const Topology& topology, const Thresholds& thre
   return choose("allreduce", allreduce_algorithms(), topology, thresholds, call).name;
 }
 
-Status allreduce(const RingContext& ctx, const Topology& topology, const Thresholds& thresholds,
+Status allreduce(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
                  const AllreduceArgs& args) {
   Call call;
   for (const Span& s : args.spans) call.bytes += s.count * dtype_size(args.dtype);
@@ -80,7 +80,7 @@ Status allreduce(const RingContext& ctx, const Topology& topology, const Thresho
   return choose("allreduce", allreduce_algorithms(), topology, thresholds, call).run(ctx, topology, args);
 }
 
-Status allgather(const RingContext& ctx, const Topology& topology, const Thresholds& thresholds,
+Status allgather(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
                  const AllgatherArgs& args) {
   Call call;
   size_t at = 0;
@@ -93,7 +93,7 @@ Status allgather(const RingContext& ctx, const Topology& topology, const Thresho
   return choose("allgather", allgather_algorithms(), topology, thresholds, call).run(ctx, topology, args);
 }
 
-Status reduce_scatter(const RingContext& ctx, const Topology& topology, const Thresholds& thresholds,
+Status reduce_scatter(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
                       const ReduceScatterArgs& args) {
   Call call;
   size_t total = 0;

@@ -25,11 +25,11 @@ const std::vector<const ReduceScatterAlgorithm*>& reduce_scatter_algorithms();
 const char* allreduce_algorithm(const Topology& topology, const Thresholds& thresholds, size_t bytes,
                                 bool host_memory);
 
-Status allreduce(const RingContext& ctx, const Topology& topology, const Thresholds& thresholds,
+Status allreduce(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
                  const AllreduceArgs& args);
-Status allgather(const RingContext& ctx, const Topology& topology, const Thresholds& thresholds,
+Status allgather(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
                  const AllgatherArgs& args);
-Status reduce_scatter(const RingContext& ctx, const Topology& topology, const Thresholds& thresholds,
+Status reduce_scatter(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
                       const ReduceScatterArgs& args);
 
 // Every peer an algorithm of these tables may exchange with, in the order

@@ -17,13 +17,13 @@ std::vector<size_t> packed(const std::vector<size_t>& counts) {
 
 }  // namespace
 
-Status pairwise_alltoall(const RingContext& ctx, const void* send, const std::vector<size_t>& send_counts,
+Status pairwise_alltoall(const ScheduleContext& ctx, const void* send, const std::vector<size_t>& send_counts,
                          void* recv, const std::vector<size_t>& recv_counts, DataType dtype) {
   return pairwise_alltoall_displs(ctx, send, send_counts, packed(send_counts), recv, recv_counts, packed(recv_counts),
                                   dtype);
 }
 
-Status pairwise_alltoall_displs(const RingContext& ctx, const void* send, const std::vector<size_t>& send_counts,
+Status pairwise_alltoall_displs(const ScheduleContext& ctx, const void* send, const std::vector<size_t>& send_counts,
                                 const std::vector<size_t>& send_displs, void* recv,
                                 const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
                                 DataType dtype) {

@@ -15,13 +15,13 @@ namespace kolo {
 // go to rank q. recv gets sum(recv_counts) elements in rank order:
 // recv_counts[q] from rank q. send_counts[q] on rank r must equal
 // recv_counts[r] on rank q (a difference is reported as MISMATCH).
-Status pairwise_alltoall(const RingContext& ctx, const void* send, const std::vector<size_t>& send_counts,
+Status pairwise_alltoall(const ScheduleContext& ctx, const void* send, const std::vector<size_t>& send_counts,
                          void* recv, const std::vector<size_t>& recv_counts, DataType dtype);
 
 // The same with displacements: send_counts[q] elements from
 // send + send_displs[q] go to rank q, recv_counts[q] from rank q land at
 // recv + recv_displs[q].
-Status pairwise_alltoall_displs(const RingContext& ctx, const void* send, const std::vector<size_t>& send_counts,
+Status pairwise_alltoall_displs(const ScheduleContext& ctx, const void* send, const std::vector<size_t>& send_counts,
                                 const std::vector<size_t>& send_displs, void* recv,
                                 const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
                                 DataType dtype);

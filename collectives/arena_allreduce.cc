@@ -9,7 +9,7 @@
 
 namespace kolo {
 
-Status arena_allreduce_spans(const RingContext& ctx, SharedArena& arena, const std::vector<Span>& spans,
+Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, const std::vector<Span>& spans,
                              DataType dtype, ReduceOp op) {
   const size_t elem = dtype_size(dtype);
   const SpanCutter buffer(spans);
@@ -70,7 +70,7 @@ bool applies(const Topology& t, const Thresholds&, const Call& c) {
 
 void no_peers(const Topology&, const Thresholds&, std::vector<int>*) {}
 
-Status run(const RingContext& ctx, const Topology& t, const AllreduceArgs& a) {
+Status run(const ScheduleContext& ctx, const Topology& t, const AllreduceArgs& a) {
   return arena_allreduce_spans(ctx, *t.arena, a.spans, a.dtype, a.op);
 }
 

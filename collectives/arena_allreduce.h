@@ -15,7 +15,7 @@ namespace kolo {
 
 // As ring_allreduce_spans, through `arena` (every rank of ctx in it, at its
 // own rank).
-Status arena_allreduce_spans(const RingContext& ctx, SharedArena& arena, const std::vector<Span>& spans,
+Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, const std::vector<Span>& spans,
                              DataType dtype, ReduceOp op);
 
 // Its entry in the allreduce table: where the communicator has an arena

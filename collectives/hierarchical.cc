@@ -32,8 +32,8 @@ bool make_host_layout(const std::vector<std::string>& host_of_rank, int rank, Ho
   return true;
 }
 
-RingContext sub_ring(const RingContext& ctx, const std::vector<int>& members, int index) {
-  RingContext sub = ctx;
+ScheduleContext sub_ring(const ScheduleContext& ctx, const std::vector<int>& members, int index) {
+  ScheduleContext sub = ctx;
   const int n = static_cast<int>(members.size());
   sub.rank = index;
   sub.size = n;
@@ -43,7 +43,7 @@ RingContext sub_ring(const RingContext& ctx, const std::vector<int>& members, in
   return sub;
 }
 
-Status hierarchical_allreduce_spans(const RingContext& ctx, const HostLayout& layout, const std::vector<Span>& spans,
+Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout& layout, const std::vector<Span>& spans,
                                     DataType dtype, ReduceOp op) {
   const size_t elem_size = dtype_size(dtype);
   size_t total = 0;
@@ -71,8 +71,8 @@ Status hierarchical_allreduce_spans(const RingContext& ctx, const HostLayout& la
   unsigned char* slice = buf + mine.offset * elem_size;
   // An average is a sum until the whole job's is known, divided once.
   const ReduceOp sum_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-  RingContext local = sub_ring(ctx, layout.local, layout.local_index);
-  RingContext cross = sub_ring(ctx, layout.cross, layout.host_index);
+  ScheduleContext local = sub_ring(ctx, layout.local, layout.local_index);
+  ScheduleContext cross = sub_ring(ctx, layout.cross, layout.host_index);
   KOLO_RETURN_IF_ERROR(ring_reduce_scatter_v(local, input, slice, counts, dtype, sum_op));
   if (ctx.reduce_scatter_done) *ctx.reduce_scatter_done = std::chrono::steady_clock::now();
   KOLO_RETURN_IF_ERROR(ring_allreduce(cross, slice, slice, mine.count, dtype, sum_op));
@@ -88,7 +88,7 @@ Status hierarchical_allreduce_spans(const RingContext& ctx, const HostLayout& la
   return Status::ok();
 }
 
-Status hierarchical_allgather(const RingContext& ctx, const HostLayout& layout, const void* send, void* recv,
+Status hierarchical_allgather(const ScheduleContext& ctx, const HostLayout& layout, const void* send, void* recv,
                               size_t send_count, DataType dtype) {
   const size_t elem = dtype_size(dtype), block = send_count * elem;
   const size_t h = layout.cross.size(), l = layout.local.size();
@@ -111,7 +111,7 @@ Status hierarchical_allgather(const RingContext& ctx, const HostLayout& layout, 
   return Status::ok();
 }
 
-Status hierarchical_reduce_scatter(const RingContext& ctx, const HostLayout& layout, const void* send, void* recv,
+Status hierarchical_reduce_scatter(const ScheduleContext& ctx, const HostLayout& layout, const void* send, void* recv,
                                    size_t recv_count, DataType dtype, ReduceOp op) {
   const size_t elem = dtype_size(dtype), block = recv_count * elem;
   const size_t h = layout.cross.size(), l = layout.local.size();
@@ -152,15 +152,15 @@ void peers(const Topology& t, const Thresholds&, std::vector<int>* out) {
   add_ring_neighbours(t.hosts->cross, t.hosts->host_index, t.rank, out);
 }
 
-Status run_allreduce(const RingContext& ctx, const Topology& t, const AllreduceArgs& a) {
+Status run_allreduce(const ScheduleContext& ctx, const Topology& t, const AllreduceArgs& a) {
   return hierarchical_allreduce_spans(ctx, *t.hosts, a.spans, a.dtype, a.op);
 }
 
-Status run_allgather(const RingContext& ctx, const Topology& t, const AllgatherArgs& a) {
+Status run_allgather(const ScheduleContext& ctx, const Topology& t, const AllgatherArgs& a) {
   return hierarchical_allgather(ctx, *t.hosts, a.send, a.recv, a.counts[0], a.dtype);
 }
 
-Status run_reduce_scatter(const RingContext& ctx, const Topology& t, const ReduceScatterArgs& a) {
+Status run_reduce_scatter(const ScheduleContext& ctx, const Topology& t, const ReduceScatterArgs& a) {
   return hierarchical_reduce_scatter(ctx, *t.hosts, a.send, a.recv, a.counts[0], a.dtype, a.op);
 }
 

@@ -29,23 +29,23 @@ bool make_host_layout(const std::vector<std::string>& host_of_rank, int rank, Ho
 
 // The context of the ring through `members` (ranks of ctx), this rank at
 // position `index`.
-RingContext sub_ring(const RingContext& ctx, const std::vector<int>& members, int index);
+ScheduleContext sub_ring(const ScheduleContext& ctx, const std::vector<int>& members, int index);
 
 // recv = reduction of every rank's spans (as ring_allreduce_spans), by the
 // schedule above, over `layout`.
-Status hierarchical_allreduce_spans(const RingContext& ctx, const HostLayout& layout, const std::vector<Span>& spans,
+Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout& layout, const std::vector<Span>& spans,
                                     DataType dtype, ReduceOp op);
 
 // Allgather (as ring_allgather) by the same idea: an allgather of each
 // rank's block across hosts among the ranks with its local index, then an
 // allgather of those within each host. A host's link carries (H-1)/H of the
 // result, a flat ring's crossing link (N-1)/N.
-Status hierarchical_allgather(const RingContext& ctx, const HostLayout& layout, const void* send, void* recv,
+Status hierarchical_allgather(const ScheduleContext& ctx, const HostLayout& layout, const void* send, void* recv,
                               size_t send_count, DataType dtype);
 
 // Reduce-scatter (as ring_reduce_scatter), the other way round: within each
 // host, then across hosts.
-Status hierarchical_reduce_scatter(const RingContext& ctx, const HostLayout& layout, const void* send, void* recv,
+Status hierarchical_reduce_scatter(const ScheduleContext& ctx, const HostLayout& layout, const void* send, void* recv,
                                    size_t recv_count, DataType dtype, ReduceOp op);
 
 // Its entries in the tables: where the topology has a host layout, from

@@ -20,7 +20,7 @@ std::string describe(const PointToPoint& op) {
 }
 
 // Messages to this rank itself: the k-th send meets the k-th receive.
-Status copy_to_self(const RingContext& ctx, const std::vector<PointToPoint>& ops) {
+Status copy_to_self(const ScheduleContext& ctx, const std::vector<PointToPoint>& ops) {
   std::vector<const PointToPoint*> sends, recvs;
   for (const auto& op : ops) {
     if (op.peer != ctx.rank) continue;
@@ -41,7 +41,7 @@ Status copy_to_self(const RingContext& ctx, const std::vector<PointToPoint>& ops
 
 }  // namespace
 
-Status run_point_to_point(const RingContext& ctx, const std::vector<PointToPoint>& ops) {
+Status run_point_to_point(const ScheduleContext& ctx, const std::vector<PointToPoint>& ops) {
   KOLO_RETURN_IF_ERROR(copy_to_self(ctx, ops));
   // Each message goes in segments, cut the same way on both sides (both
   // know the count), so that no message outgrows what a transport stages.
@@ -112,7 +112,7 @@ void erase(std::vector<int>* v, int peer) { v->erase(std::remove(v->begin(), v->
 
 }  // namespace
 
-Status receive_from_any(const RingContext& ctx, void* data, size_t count, DataType dtype, AnySourceState* state,
+Status receive_from_any(const ScheduleContext& ctx, void* data, size_t count, DataType dtype, AnySourceState* state,
                         int* source) {
   Transport* t = ctx.transport;
   const int n = ctx.size;

@@ -26,7 +26,7 @@ struct PointToPoint {
 // and its receive must agree on dtype and count (else MISMATCH at the
 // receive). Messages to this rank itself are copied, matched in order.
 // Every peer must be connected already.
-Status run_point_to_point(const RingContext& ctx, const std::vector<PointToPoint>& ops);
+Status run_point_to_point(const ScheduleContext& ctx, const std::vector<PointToPoint>& ops);
 
 // What receives from any peer remember between calls: where the next look
 // at the peers starts (after the peer taken last, so that none starves).
@@ -54,7 +54,7 @@ struct AnySourceState {
 //  - TIMEOUT after ctx.pipeline.timeout_s with no peer's message, saying
 //    which peers were waited for.
 // Every peer must be reachable by a transport that can_peek.
-Status receive_from_any(const RingContext& ctx, void* data, size_t count, DataType dtype, AnySourceState* state,
+Status receive_from_any(const ScheduleContext& ctx, void* data, size_t count, DataType dtype, AnySourceState* state,
                         int* source);
 
 }  // namespace kolo

@@ -9,7 +9,7 @@ namespace kolo {
 namespace {
 
 // Sends `out` to and receives `in` from `peer` at the same time.
-Status exchange(const RingContext& ctx, int peer, const void* out, void* in, size_t bytes, uint64_t tag) {
+Status exchange(const ScheduleContext& ctx, int peer, const void* out, void* in, size_t bytes, uint64_t tag) {
   Request sreq, rreq;
   KOLO_RETURN_IF_ERROR(ctx.transport->post_send(peer, out, bytes, tag, &sreq));
   KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(peer, in, bytes, tag, &rreq));
@@ -19,7 +19,7 @@ Status exchange(const RingContext& ctx, int peer, const void* out, void* in, siz
   return Status::ok();
 }
 
-Status one_way(const RingContext& ctx, int peer, const void* out, void* in, size_t bytes, uint64_t tag) {
+Status one_way(const ScheduleContext& ctx, int peer, const void* out, void* in, size_t bytes, uint64_t tag) {
   Request req;
   if (out) KOLO_RETURN_IF_ERROR(ctx.transport->post_send(peer, out, bytes, tag, &req));
   else KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(peer, in, bytes, tag, &req));
@@ -56,7 +56,7 @@ std::vector<int> recursive_doubling_peers(int r, int n) {
   return peers;
 }
 
-Status recursive_doubling_allreduce(const RingContext& ctx, const void* send, void* recv, size_t count,
+Status recursive_doubling_allreduce(const ScheduleContext& ctx, const void* send, void* recv, size_t count,
                                     DataType dtype, ReduceOp op) {
   const size_t bytes = count * dtype_size(dtype);
   Memory* m = ctx.memory;
@@ -114,7 +114,7 @@ void peers(const Topology& t, const Thresholds& th, std::vector<int>* out) {
   for (int peer : recursive_doubling_peers(t.rank, t.size)) add_peer(peer, t.rank, out);
 }
 
-Status run(const RingContext& ctx, const Topology&, const AllreduceArgs& a) {
+Status run(const ScheduleContext& ctx, const Topology&, const AllreduceArgs& a) {
   const std::vector<Span>& spans = a.spans;
   size_t total = 0;
   for (const Span& s : spans) total += s.count;

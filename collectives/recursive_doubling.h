@@ -21,7 +21,7 @@ namespace kolo {
 // failing rank never leaves a peer waiting for a connection.
 std::vector<int> recursive_doubling_peers(int rank, int size);
 
-Status recursive_doubling_allreduce(const RingContext& ctx, const void* send, void* recv, size_t count,
+Status recursive_doubling_allreduce(const ScheduleContext& ctx, const void* send, void* recv, size_t count,
                                     DataType dtype, ReduceOp op);
 
 // Its entry in the allreduce table: from 1 byte to the small-message

@@ -77,7 +77,7 @@ long build_wavefront(int steps, size_t segments, size_t elem_size, Pipeline* p, 
 
 }  // namespace
 
-Pipeline ring_pipeline(const RingContext& ctx, uint64_t tag) {
+Pipeline ring_pipeline(const ScheduleContext& ctx, uint64_t tag) {
   Pipeline p;
   p.transport = ctx.transport;
   p.left = ctx.left;
@@ -86,7 +86,7 @@ Pipeline ring_pipeline(const RingContext& ctx, uint64_t tag) {
   return p;
 }
 
-Status ring_fingerprint_exchange(const RingContext& ctx, uint64_t tag) {
+Status ring_fingerprint_exchange(const ScheduleContext& ctx, uint64_t tag) {
   if (ctx.size == 1) return Status::ok();
   Pipeline p = ring_pipeline(ctx, tag);
   p.sends.push_back({nullptr, 0, -1});
@@ -94,12 +94,12 @@ Status ring_fingerprint_exchange(const RingContext& ctx, uint64_t tag) {
   return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
 
-Status ring_allreduce(const RingContext& ctx, const void* send, void* recv, size_t count, DataType dtype,
+Status ring_allreduce(const ScheduleContext& ctx, const void* send, void* recv, size_t count, DataType dtype,
                       ReduceOp op) {
   return ring_allreduce_spans(ctx, {Span{send, recv, count}}, dtype, op);
 }
 
-Status ring_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op) {
+Status ring_allreduce_spans(const ScheduleContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op) {
   const size_t elem_size = dtype_size(dtype);
   const SpanCutter buffer(spans);
   const size_t total = buffer.total();
@@ -142,12 +142,12 @@ Status ring_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spa
   return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
 
-Status ring_reduce_scatter(const RingContext& ctx, const void* send, void* recv, size_t recv_count, DataType dtype,
+Status ring_reduce_scatter(const ScheduleContext& ctx, const void* send, void* recv, size_t recv_count, DataType dtype,
                            ReduceOp op) {
   return ring_reduce_scatter_v(ctx, send, recv, std::vector<size_t>(ctx.size, recv_count), dtype, op);
 }
 
-Status ring_reduce_scatter_v(const RingContext& ctx, const void* send, void* recv,
+Status ring_reduce_scatter_v(const ScheduleContext& ctx, const void* send, void* recv,
                              const std::vector<size_t>& counts, DataType dtype, ReduceOp op) {
   const size_t elem_size = dtype_size(dtype);
   const RingLayout layout(counts, elem_size, ctx.segment_bytes);
@@ -195,11 +195,11 @@ Status ring_reduce_scatter_v(const RingContext& ctx, const void* send, void* rec
   return Status::ok();
 }
 
-Status ring_allgather(const RingContext& ctx, const void* send, void* recv, size_t send_count, DataType dtype) {
+Status ring_allgather(const ScheduleContext& ctx, const void* send, void* recv, size_t send_count, DataType dtype) {
   return ring_allgather_v(ctx, send, recv, std::vector<size_t>(ctx.size, send_count), dtype);
 }
 
-Status ring_allgather_v(const RingContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
+Status ring_allgather_v(const ScheduleContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
                         DataType dtype) {
   const size_t elem_size = dtype_size(dtype);
   const RingLayout layout(counts, elem_size, ctx.segment_bytes);
@@ -233,7 +233,7 @@ Status ring_allgather_v(const RingContext& ctx, const void* send, void* recv, co
   return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
 
-Status ring_broadcast(const RingContext& ctx, void* buf, size_t count, DataType dtype, int root) {
+Status ring_broadcast(const ScheduleContext& ctx, void* buf, size_t count, DataType dtype, int root) {
   const size_t elem_size = dtype_size(dtype);
   const uint64_t tag = fingerprint(CollectiveKind::kBroadcast, dtype, ReduceOp::kSum, root, count);
   if (ctx.size == 1) return Status::ok();
@@ -266,7 +266,7 @@ Status ring_broadcast(const RingContext& ctx, void* buf, size_t count, DataType 
   return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
 
-Status ring_barrier(const RingContext& ctx) {
+Status ring_barrier(const ScheduleContext& ctx) {
   if (ctx.size == 1) return Status::ok();
   // A token goes around the ring twice: after the first lap every rank has
   // entered; the second lap tells every rank so.
@@ -293,15 +293,15 @@ void neighbours(const Topology& t, const Thresholds&, std::vector<int>* out) {
   add_peer((t.rank + t.size - 1) % t.size, t.rank, out);
 }
 
-Status run_allreduce(const RingContext& ctx, const Topology&, const AllreduceArgs& a) {
+Status run_allreduce(const ScheduleContext& ctx, const Topology&, const AllreduceArgs& a) {
   return ring_allreduce_spans(ctx, a.spans, a.dtype, a.op);
 }
 
-Status run_allgather(const RingContext& ctx, const Topology&, const AllgatherArgs& a) {
+Status run_allgather(const ScheduleContext& ctx, const Topology&, const AllgatherArgs& a) {
   return ring_allgather_displs(ctx, a.send, a.recv, a.counts, a.displs, a.dtype);
 }
 
-Status run_reduce_scatter(const RingContext& ctx, const Topology&, const ReduceScatterArgs& a) {
+Status run_reduce_scatter(const ScheduleContext& ctx, const Topology&, const ReduceScatterArgs& a) {
   return ring_reduce_scatter_v(ctx, a.send, a.recv, a.counts, a.dtype, a.op);
 }
 

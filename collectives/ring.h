@@ -13,28 +13,11 @@
 #include "collectives/algorithm.h"
 #include "collectives/dtype.h"
 #include "collectives/pipeline.h"
+#include "collectives/schedule_context.h"
 #include "common/status.h"
 #include "transport/transport.h"
 
 namespace kolo {
-
-// What a schedule runs with. Which schedule runs is the algorithm tables'
-// business (algorithms.h), from the communicator's Topology.
-struct RingContext {
-  Transport* transport;
-  int rank;
-  int size;
-  int left;   // rank - 1
-  int right;  // rank + 1
-  size_t segment_bytes;
-  PipelineOptions pipeline;
-  // Holds every buffer the call names (host memory, or a GPU's), and the
-  // scratch space of the same kind.
-  Memory* memory;
-  // Optional: the ring allreduce writes the time its reduce-scatter phase
-  // ended here (left unchanged when recursive doubling runs instead).
-  std::chrono::steady_clock::time_point* reduce_scatter_done = nullptr;
-};
 
 // A piece of a larger logical buffer: count elements read from send and
 // written to recv (send == recv is in place).
@@ -49,46 +32,46 @@ struct Span {
 // of the same counts in the same order; only the addresses are its own.
 // Wire messages are cut at span boundaries, so the ring moves the same bytes
 // as over one buffer, in a few more messages.
-Status ring_allreduce_spans(const RingContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op);
+Status ring_allreduce_spans(const ScheduleContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op);
 
 // recv = reduction of every rank's send (count elements), by the ring at
 // any size. send == recv is in place.
-Status ring_allreduce(const RingContext& ctx, const void* send, void* recv, size_t count, DataType dtype,
+Status ring_allreduce(const ScheduleContext& ctx, const void* send, void* recv, size_t count, DataType dtype,
                       ReduceOp op);
 
 // send holds size * recv_count elements; rank r gets the reduction of block r.
-Status ring_reduce_scatter(const RingContext& ctx, const void* send, void* recv, size_t recv_count, DataType dtype,
+Status ring_reduce_scatter(const ScheduleContext& ctx, const void* send, void* recv, size_t recv_count, DataType dtype,
                            ReduceOp op);
 
 // recv holds size * send_count elements, rank r's contribution at block r.
 // send == recv, or send == recv + r * block, means the block is already in place.
-Status ring_allgather(const RingContext& ctx, const void* send, void* recv, size_t send_count, DataType dtype);
+Status ring_allgather(const ScheduleContext& ctx, const void* send, void* recv, size_t send_count, DataType dtype);
 
 // The same with blocks of any size: rank q contributes counts[q] elements,
 // laid out in rank order in recv. Every rank passes the same counts.
-Status ring_allgather_v(const RingContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
+Status ring_allgather_v(const ScheduleContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
                         DataType dtype);
 
 // send holds sum(counts) elements; rank r gets the reduction of its block
 // (counts[r] elements at offset counts[0] + ... + counts[r-1]).
-Status ring_reduce_scatter_v(const RingContext& ctx, const void* send, void* recv,
+Status ring_reduce_scatter_v(const ScheduleContext& ctx, const void* send, void* recv,
                              const std::vector<size_t>& counts, DataType dtype, ReduceOp op);
 
 // Pipelined chain from root around the ring.
-Status ring_broadcast(const RingContext& ctx, void* buf, size_t count, DataType dtype, int root);
+Status ring_broadcast(const ScheduleContext& ctx, void* buf, size_t count, DataType dtype, int root);
 
 // Returns on each rank only after every rank has entered.
-Status ring_barrier(const RingContext& ctx);
+Status ring_barrier(const ScheduleContext& ctx);
 
 // An empty pipeline between this rank's ring neighbours, its messages
 // tagged `tag`: what every ring and chain algorithm starts from.
-Pipeline ring_pipeline(const RingContext& ctx, uint64_t tag);
+Pipeline ring_pipeline(const ScheduleContext& ctx, uint64_t tag);
 
 // One empty frame to the right, one from the left: for calls with nothing
 // to move, so that a rank whose neighbour called something else (another
 // count, collective, dtype, op or root) learns it now, as MISMATCH, instead
 // of waiting for a message that never comes.
-Status ring_fingerprint_exchange(const RingContext& ctx, uint64_t tag);
+Status ring_fingerprint_exchange(const ScheduleContext& ctx, uint64_t tag);
 
 // The ring's entries in the algorithm tables: it applies always, and
 // exchanges with its two neighbours.

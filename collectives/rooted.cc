@@ -40,7 +40,7 @@ size_t sum(const std::vector<size_t>& v) {
 
 }  // namespace
 
-Status ring_reduce(const RingContext& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+Status ring_reduce(const ScheduleContext& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                    int root) {
   const size_t es = dtype_size(dtype);
   const int n = ctx.size;
@@ -82,7 +82,7 @@ Status ring_reduce(const RingContext& ctx, const void* send, void* recv, size_t 
   return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
 
-Status ring_gather_v(const RingContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
+Status ring_gather_v(const ScheduleContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
                      const std::vector<size_t>& displs, DataType dtype, int root) {
   const size_t es = dtype_size(dtype);
   const int n = ctx.size, r = ctx.rank;
@@ -132,7 +132,7 @@ Status ring_gather_v(const RingContext& ctx, const void* send, void* recv, const
   return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
 
-Status ring_scatter_v(const RingContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
+Status ring_scatter_v(const ScheduleContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
                       const std::vector<size_t>& displs, DataType dtype, int root) {
   const size_t es = dtype_size(dtype);
   const int n = ctx.size, r = ctx.rank;
@@ -190,7 +190,7 @@ Status ring_scatter_v(const RingContext& ctx, const void* send, void* recv, cons
   return run_pipeline(p, ctx.pipeline, ctx.memory);
 }
 
-Status ring_allgather_displs(const RingContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
+Status ring_allgather_displs(const ScheduleContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
                              const std::vector<size_t>& displs, DataType dtype) {
   const size_t es = dtype_size(dtype);
   const int n = ctx.size, r = ctx.rank;

@@ -32,26 +32,26 @@ namespace kolo {
 // The chain starts at root + 1: each rank receives the partial result from
 // its left, reduces its own data in and forwards it to the right; the root
 // reduces last.
-Status ring_reduce(const RingContext& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+Status ring_reduce(const ScheduleContext& ctx, const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                    int root);
 
 // Rank q's send (counts[q] elements) lands at root's recv + displs[q]
 // elements. counts is the same on every rank; displs is read on root only.
 // On root, send == recv + displs[root] is in place (no copy).
-Status ring_gather_v(const RingContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
+Status ring_gather_v(const ScheduleContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
                      const std::vector<size_t>& displs, DataType dtype, int root);
 
 // Rank q's recv gets counts[q] elements from root's send + displs[q].
 // counts is the same on every rank; displs is read on root only. On root,
 // recv == send + displs[root] is in place (no copy).
-Status ring_scatter_v(const RingContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
+Status ring_scatter_v(const ScheduleContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
                       const std::vector<size_t>& displs, DataType dtype, int root);
 
 // ring_allgather_v with rank q's block at recv + displs[q]: blocks in rank
 // order one after another go straight into recv; any other layout is
 // gathered into scratch and copied out (one local copy of the result).
 // send == recv + displs[rank] is in place.
-Status ring_allgather_displs(const RingContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
+Status ring_allgather_displs(const ScheduleContext& ctx, const void* send, void* recv, const std::vector<size_t>& counts,
                              const std::vector<size_t>& displs, DataType dtype);
 
 }  // namespace kolo

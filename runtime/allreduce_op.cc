@@ -80,7 +80,7 @@ Status run_single_tensor(const OpResources& res, const OpRequest& spec, Particip
     send = recv;
   }
   const auto begin = Clock::now();
-  KOLO_RETURN_IF_ERROR(res.comm->allreduce(send, recv, count, spec.dtype, spec.op));
+  KOLO_RETURN_IF_ERROR(res.comm->allreduce(send, recv, count, spec.data_type(), spec.reduce_op()));
   if (trace->active()) trace->ring(begin, Clock::now());
   if (part.sub && spec.postscale != 1) scale_copy(dtype, recv, recv, count, spec.postscale);
   return Status::ok();
@@ -142,7 +142,7 @@ Status run_allreduce_batch(const OpResources& res, const std::vector<const OpReq
     last_packed = pc.packed;
   }
   const auto copied_in = Clock::now();
-  KOLO_RETURN_IF_ERROR(res.comm->allreduce_spans(spans, first.dtype, first.op));
+  KOLO_RETURN_IF_ERROR(res.comm->allreduce_spans(spans, first.data_type(), first.reduce_op()));
   const auto reduced = Clock::now();
 
   offset = 0;

@@ -16,13 +16,15 @@ std::vector<size_t> packed_or(const std::vector<size_t>& displs, const std::vect
   return d;
 }
 
-Status check_dtype(int dtype) {
-  if (!valid_dtype(dtype)) return invalid_argument("unknown dtype " + std::to_string(dtype));
+Status check_dtype(DataType dtype) {
+  const int d = static_cast<int>(dtype);
+  if (!valid_dtype(d)) return invalid_argument("unknown dtype " + std::to_string(d));
   return Status::ok();
 }
 
-Status check_op(int op) {
-  if (!valid_op(op)) return invalid_argument("unknown reduction op " + std::to_string(op));
+Status check_op(ReduceOp op) {
+  const int o = static_cast<int>(op);
+  if (!valid_op(o)) return invalid_argument("unknown reduction op " + std::to_string(o));
   return Status::ok();
 }
 
@@ -31,7 +33,7 @@ Status check_buffer(const void* p, size_t count, const char* name) {
   return Status::ok();
 }
 
-Status check_reduction(int dtype, int op, const void* send, const void* recv, size_t count) {
+Status check_reduction(DataType dtype, ReduceOp op, const void* send, const void* recv, size_t count) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
   KOLO_RETURN_IF_ERROR(check_buffer(send, count, "sendbuf"));
@@ -92,7 +94,7 @@ Status check_rooted_blocks(const RootedBlocks& a, std::vector<size_t>* displs, s
   KOLO_RETURN_IF_ERROR(check_buffer(a.own, a.own_count, a.own_name));
   *extent = 0;
   if (a.rank != a.root) return Status::ok();
-  const size_t es = dtype_size(static_cast<DataType>(a.dtype));
+  const size_t es = dtype_size(a.dtype);
   *displs = packed_or(a.displs_or_packed, a.counts);
   KOLO_RETURN_IF_ERROR(check_blocks(a.counts, *displs, a.size, "displs", extent));
   KOLO_RETURN_IF_ERROR(check_buffer(a.blocks, *extent, a.blocks_name));

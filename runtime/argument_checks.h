@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "collectives/dtype.h"
 #include "common/status.h"
 
 namespace kolo {
@@ -14,12 +15,14 @@ namespace kolo {
 std::vector<size_t> packed_or(const std::vector<size_t>& displs, const std::vector<size_t>& counts);
 size_t total_of(const std::vector<size_t>& counts);
 
-Status check_dtype(int dtype);
-Status check_op(int op);
+// The C++ API takes the enums, but a value cast from a caller's int may be
+// none of them: refused, naming it.
+Status check_dtype(DataType dtype);
+Status check_op(ReduceOp op);
 // NULL is allowed only with nothing to move.
 Status check_buffer(const void* p, size_t count, const char* name);
 // A reducing collective's arguments: its dtype, op and both buffers.
-Status check_reduction(int dtype, int op, const void* send, const void* recv, size_t count);
+Status check_reduction(DataType dtype, ReduceOp op, const void* send, const void* recv, size_t count);
 Status check_root(int root, int size);
 // One count per rank.
 Status check_counts(const std::vector<size_t>& counts, int size, const char* name);
@@ -33,7 +36,8 @@ Status check_blocks(const std::vector<size_t>& counts, const std::vector<size_t>
 // at its displacement (`blocks`). Checks both and gives the root's
 // displacements and the elements its buffer spans.
 struct RootedBlocks {
-  int dtype, root, rank, size;
+  DataType dtype;
+  int root, rank, size;
   const std::vector<size_t>& counts;
   const char* counts_name;
   const std::vector<size_t>& displs_or_packed;

@@ -20,16 +20,16 @@ std::string refusal(const Status& s) {
 bool says(const Status& s, const std::string& words) { return refusal(s).find(words) != std::string::npos; }
 
 TEST(ArgumentChecks, DtypeOpAndBuffers) {
-  EXPECT_TRUE(check_dtype(static_cast<int>(DataType::kFloat32)).is_ok());
-  EXPECT_TRUE(says(check_dtype(-1), "unknown dtype -1"));
-  EXPECT_TRUE(says(check_dtype(kNumDataTypes), "unknown dtype"));
-  EXPECT_TRUE(check_op(static_cast<int>(ReduceOp::kSum)).is_ok());
-  EXPECT_TRUE(says(check_op(kNumReduceOps), "unknown reduction op"));
+  EXPECT_TRUE(check_dtype(DataType::kFloat32).is_ok());
+  EXPECT_TRUE(says(check_dtype(static_cast<DataType>(-1)), "unknown dtype -1"));
+  EXPECT_TRUE(says(check_dtype(static_cast<DataType>(kNumDataTypes)), "unknown dtype"));
+  EXPECT_TRUE(check_op(ReduceOp::kSum).is_ok());
+  EXPECT_TRUE(says(check_op(static_cast<ReduceOp>(kNumReduceOps)), "unknown reduction op"));
   int x = 0;
   EXPECT_TRUE(check_buffer(nullptr, 0, "sendbuf").is_ok());  // nothing to move
   EXPECT_TRUE(check_buffer(&x, 1, "sendbuf").is_ok());
   EXPECT_TRUE(says(check_buffer(nullptr, 1, "recvbuf"), "recvbuf is NULL with count > 0"));
-  EXPECT_TRUE(says(check_reduction(0, 0, &x, nullptr, 1), "recvbuf"));
+  EXPECT_TRUE(says(check_reduction(DataType::kFloat32, ReduceOp::kSum, &x, nullptr, 1), "recvbuf"));
   EXPECT_TRUE(says(check_root(3, 3), "root 3 is not a rank of a world of 3"));
   EXPECT_TRUE(says(check_root(-1, 3), "root -1"));
   EXPECT_TRUE(check_root(2, 3).is_ok());
@@ -57,7 +57,7 @@ TEST(ArgumentChecks, RootedBlocks) {
   std::vector<size_t> displs;
   size_t extent = 0;
   // Rank 1 as root of a gatherv: its own block may be its block of the whole.
-  RootedBlocks gather{0, 1, 1, 3, counts, "recvcounts", packed, all + 2, 2, "sendbuf", "sendcount", all, "recvbuf"};
+  RootedBlocks gather{DataType::kFloat32, 1, 1, 3, counts, "recvcounts", packed, all + 2, 2, "sendbuf", "sendcount", all, "recvbuf"};
   ASSERT_TRUE(check_rooted_blocks(gather, &displs, &extent).is_ok());
   EXPECT_EQ(displs, (std::vector<size_t>{0, 2, 4}));
   EXPECT_EQ(extent, 6u);

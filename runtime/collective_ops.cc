@@ -14,7 +14,7 @@ namespace {
 Status broadcast(const OpResources& res, const OpRequest& q, Participation part) {
   const size_t count = static_cast<size_t>(element_count(q.shapes[0]));
   void* buf = part.sub ? part.sub->recvs[0] : res.scratch->get(count * dtype_size(static_cast<DataType>(q.dtype)));
-  return res.comm->broadcast(buf, count, q.dtype, q.root);
+  return res.comm->broadcast(buf, count, q.data_type(), q.root);
 }
 
 Status allgather(const OpResources& res, const OpResponse& r, Participation part) {
@@ -25,7 +25,7 @@ Status allgather(const OpResources& res, const OpResponse& r, Participation part
   size_t total = 0;
   for (int p = 0; p < size; ++p) total += counts[p] = static_cast<size_t>(r.rows[p]) * row;
   std::vector<unsigned char> out(total * dtype_size(static_cast<DataType>(q.dtype)));
-  KOLO_RETURN_IF_ERROR(res.comm->allgather_v(part.sub ? part.sub->sends[0] : nullptr, out.data(), counts, q.dtype));
+  KOLO_RETURN_IF_ERROR(res.comm->allgather_v(part.sub ? part.sub->sends[0] : nullptr, out.data(), counts, q.data_type()));
   if (part.handle) {
     part.handle->output = std::move(out);
     part.handle->output_rows = r.rows;
@@ -61,7 +61,7 @@ Status reduce_scatter(const OpResources& res, const OpRequest& q, Participation 
   }
   alignas(8) static unsigned char nowhere[8];
   if (!recv) recv = nowhere;  // nothing lands here (this rank's part has no rows)
-  KOLO_RETURN_IF_ERROR(res.comm->reduce_scatter_v(send, recv, counts, q.dtype, q.op));
+  KOLO_RETURN_IF_ERROR(res.comm->reduce_scatter_v(send, recv, counts, q.data_type(), q.reduce_op()));
   if (part.sub && q.postscale != 1) scale_copy(dtype, recv, recv, counts[rank], q.postscale);
   return Status::ok();
 }
@@ -80,7 +80,7 @@ Status alltoall(const OpResources& res, const OpResponse& r, Participation part)
   }
   std::vector<unsigned char> out(total * dtype_size(static_cast<DataType>(q.dtype)));
   KOLO_RETURN_IF_ERROR(res.comm->alltoall(part.sub ? part.sub->sends[0] : nullptr, send_counts, out.data(),
-                                          recv_counts, q.dtype));
+                                          recv_counts, q.data_type()));
   if (part.handle) {
     part.handle->output = std::move(out);
     part.handle->output_rows = std::move(recv_rows);

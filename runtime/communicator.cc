@@ -37,8 +37,8 @@ Engine* Communicator::engine() {
   return engine_.get();
 }
 
-RingContext Communicator::ring_context() {
-  RingContext ctx;
+ScheduleContext Communicator::schedule_context() {
+  ScheduleContext ctx;
   ctx.transport = transport_.get();
   ctx.rank = world_.rank;
   ctx.size = world_.size;
@@ -91,113 +91,119 @@ Status Communicator::deregister_memory(const void* data, size_t bytes) {
 }
 
 
-Status Communicator::allreduce(const void* send, void* recv, size_t count, int dtype, int op, Launch launch) {
+Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, count));
-  const size_t bytes = count * dtype_size(static_cast<DataType>(dtype));
+  const size_t bytes = count * dtype_size(dtype);
   if (send != recv && ranges_overlap(send, bytes, recv, bytes)) {
     return invalid_argument("sendbuf and recvbuf overlap without being equal");
   }
   return dispatch("allreduce", {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}}, std::move(launch),
-                  [=](const RingContext& ctx) {
+                  [=](const ScheduleContext& ctx) {
                     const std::vector<Span> spans = {Span{send, recv, count}};
                     return kolo::allreduce(ctx, topology(), thresholds(),
-                                           {spans, static_cast<DataType>(dtype), static_cast<ReduceOp>(op)});
+                                           {spans, dtype, op});
                   });
 }
 
-Status Communicator::allgather(const void* send, void* recv, size_t send_count, int dtype, Launch launch) {
+Status Communicator::allgather(const void* send, void* recv, size_t send_count, DataType dtype, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_buffer(send, send_count, "sendbuf"));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, send_count, "recvbuf"));
-  const size_t block = send_count * dtype_size(static_cast<DataType>(dtype));
+  const size_t block = send_count * dtype_size(dtype);
   const void* own = static_cast<const char*>(recv) + world_.rank * block;
   if (send != recv && send != own && ranges_overlap(send, block, recv, block * world_.size)) {
     return invalid_argument("sendbuf overlaps recvbuf but is neither recvbuf nor this rank's block of it");
   }
   return dispatch("allgather", {{send, block, "sendbuf"}, {recv, block * world_.size, "recvbuf"}}, std::move(launch),
-                  [=](const RingContext& ctx) {
+                  [=](const ScheduleContext& ctx) {
                     const std::vector<size_t> counts(world_.size, send_count);
                     return kolo::allgather(ctx, topology(), thresholds(),
-                                           {send, recv, counts, packed_or({}, counts), static_cast<DataType>(dtype)});
+                                           {send, recv, counts, packed_or({}, counts), dtype});
                   });
 }
 
-Status Communicator::broadcast(void* buf, size_t count, int dtype, int root, Launch launch) {
+Status Communicator::broadcast(void* buf, size_t count, DataType dtype, int root, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_buffer(buf, count, "buf"));
   if (root < 0 || root >= world_.size) {
     return invalid_argument("root " + std::to_string(root) + " is not a rank of a world of " +
                             std::to_string(world_.size));
   }
-  const size_t bytes = count * dtype_size(static_cast<DataType>(dtype));
-  return dispatch("broadcast", {{buf, bytes, "buf"}}, std::move(launch), [=](const RingContext& ctx) {
-    return ring_broadcast(ctx, buf, count, static_cast<DataType>(dtype), root);
+  const size_t bytes = count * dtype_size(dtype);
+  return dispatch("broadcast", {{buf, bytes, "buf"}}, std::move(launch), [=](const ScheduleContext& ctx) {
+    return ring_broadcast(ctx, buf, count, dtype, root);
   });
 }
 
-Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op, Launch launch) {
+Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, recv_count));
-  const size_t block = recv_count * dtype_size(static_cast<DataType>(dtype));
+  const size_t block = recv_count * dtype_size(dtype);
   return dispatch("reduce_scatter", {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}},
                   std::move(launch),
-                  [=](const RingContext& ctx) {
+                  [=](const ScheduleContext& ctx) {
                     const std::vector<size_t> counts(world_.size, recv_count);
                     return kolo::reduce_scatter(ctx, topology(), thresholds(),
-                                                {send, recv, counts, static_cast<DataType>(dtype),
-                                                 static_cast<ReduceOp>(op)});
+                                                {send, recv, counts, dtype,
+                                                 op});
                   });
 }
 
 
 Status Communicator::barrier(Launch launch) {
-  return dispatch("barrier", {}, std::move(launch), [](const RingContext& ctx) { return ring_barrier(ctx); });
+  return dispatch("barrier", {}, std::move(launch), [](const ScheduleContext& ctx) { return ring_barrier(ctx); });
 }
 
-Status Communicator::allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, int dtype) {
+Status Communicator::allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype) {
+  // allgatherv's checks, where they apply to blocks packed in rank order.
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
-  if (counts.size() != static_cast<size_t>(world_.size)) return invalid_argument("allgather_v needs one count per rank");
-  return run("allgather", [&](const RingContext& ctx) {
+  KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "counts"));
+  KOLO_RETURN_IF_ERROR(check_buffer(send, counts[world_.rank], "sendbuf"));
+  KOLO_RETURN_IF_ERROR(check_buffer(recv, total_of(counts), "recvbuf"));
+  return run("allgather", [&](const ScheduleContext& ctx) {
     return kolo::allgather(ctx, topology(), thresholds(),
-                           {send, recv, counts, packed_or({}, counts), static_cast<DataType>(dtype)});
+                           {send, recv, counts, packed_or({}, counts), dtype});
   });
 }
 
-Status Communicator::reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, int dtype,
-                                      int op) {
+Status Communicator::reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype,
+                                      ReduceOp op) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
-  if (counts.size() != static_cast<size_t>(world_.size)) return invalid_argument("reduce_scatter_v needs one count per rank");
-  return run("reduce_scatter", [&](const RingContext& ctx) {
+  KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "counts"));
+  KOLO_RETURN_IF_ERROR(check_buffer(send, total_of(counts), "sendbuf"));
+  KOLO_RETURN_IF_ERROR(check_buffer(recv, counts[world_.rank], "recvbuf"));
+  return run("reduce_scatter", [&](const ScheduleContext& ctx) {
     return kolo::reduce_scatter(ctx, topology(), thresholds(),
-                                {send, recv, counts, static_cast<DataType>(dtype), static_cast<ReduceOp>(op)});
+                                {send, recv, counts, dtype, op});
   });
 }
 
 Status Communicator::alltoall(const void* send, const std::vector<size_t>& send_counts, void* recv,
-                              const std::vector<size_t>& recv_counts, int dtype) {
+                              const std::vector<size_t>& recv_counts, DataType dtype) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
-  if (send_counts.size() != static_cast<size_t>(world_.size) || recv_counts.size() != static_cast<size_t>(world_.size)) {
-    return invalid_argument("alltoall needs one send and one receive count per rank");
-  }
-  return run("alltoall", [&](const RingContext& ctx) {
-    return pairwise_alltoall(ctx, send, send_counts, recv, recv_counts, static_cast<DataType>(dtype));
+  KOLO_RETURN_IF_ERROR(check_counts(send_counts, world_.size, "send counts"));
+  KOLO_RETURN_IF_ERROR(check_counts(recv_counts, world_.size, "receive counts"));
+  KOLO_RETURN_IF_ERROR(check_buffer(send, total_of(send_counts), "sendbuf"));
+  KOLO_RETURN_IF_ERROR(check_buffer(recv, total_of(recv_counts), "recvbuf"));
+  return run("alltoall", [&](const ScheduleContext& ctx) {
+    return pairwise_alltoall(ctx, send, send_counts, recv, recv_counts, dtype);
   });
 }
 
-Status Communicator::allreduce_spans(const std::vector<Span>& spans, int dtype, int op) {
+Status Communicator::allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
   for (const Span& s : spans) {
     KOLO_RETURN_IF_ERROR(check_buffer(s.send, s.count, "span send"));
     KOLO_RETURN_IF_ERROR(check_buffer(s.recv, s.count, "span recv"));
   }
-  return run("allreduce", [&](const RingContext& ctx) {
+  return run("allreduce", [&](const ScheduleContext& ctx) {
     return kolo::allreduce(ctx, topology(), thresholds(),
-                           {spans, static_cast<DataType>(dtype), static_cast<ReduceOp>(op)});
+                           {spans, dtype, op});
   });
 }
 
-Status Communicator::run_custom(const char* what, const std::function<Status(const RingContext&)>& fn) {
+Status Communicator::run_custom(const char* what, const std::function<Status(const ScheduleContext&)>& fn) {
   return run(what, fn);
 }
 
@@ -216,12 +222,12 @@ NamedBuffer named(const void* data, size_t bytes, const char* name) {
 
 }  // namespace
 
-Status Communicator::reduce(const void* send, void* recv, size_t count, int dtype, int op, int root, Launch launch) {
+Status Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
   KOLO_RETURN_IF_ERROR(check_root(root, world_.size));
   KOLO_RETURN_IF_ERROR(check_buffer(send, count, "sendbuf"));
-  const size_t bytes = count * dtype_size(static_cast<DataType>(dtype));
+  const size_t bytes = count * dtype_size(dtype);
   const bool is_root = world_.rank == root;
   if (is_root) {
     KOLO_RETURN_IF_ERROR(check_buffer(recv, count, "recvbuf"));
@@ -231,32 +237,32 @@ Status Communicator::reduce(const void* send, void* recv, size_t count, int dtyp
   }
   void* out = is_root ? recv : nullptr;
   return dispatch("reduce", {named(send, bytes, "sendbuf"), named(out, bytes, "recvbuf")}, std::move(launch),
-                  [=](const RingContext& ctx) {
-                    return ring_reduce(ctx, send, out, count, static_cast<DataType>(dtype), static_cast<ReduceOp>(op),
+                  [=](const ScheduleContext& ctx) {
+                    return ring_reduce(ctx, send, out, count, dtype, op,
                                        root);
                   });
 }
 
 Status Communicator::gatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                             const std::vector<size_t>& displs_or_packed, int dtype, int root, Launch launch) {
+                             const std::vector<size_t>& displs_or_packed, DataType dtype, int root, Launch launch) {
   std::vector<size_t> displs;
   size_t extent = 0;
   KOLO_RETURN_IF_ERROR(check_rooted_blocks({dtype, root, world_.rank, world_.size, counts, "recvcounts",
                                             displs_or_packed, send, send_count, "sendbuf", "sendcount", recv,
                                             "recvbuf"},
                                            &displs, &extent));
-  const size_t es = dtype_size(static_cast<DataType>(dtype));
+  const size_t es = dtype_size(dtype);
   const bool is_root = world_.rank == root;
   void* out = is_root ? recv : nullptr;
   return dispatch("gather", {named(send, send_count * es, "sendbuf"), named(out, extent * es, "recvbuf")},
                   std::move(launch),
-                  [=](const RingContext& ctx) {
-                    return ring_gather_v(ctx, send, out, counts, displs, static_cast<DataType>(dtype), root);
+                  [=](const ScheduleContext& ctx) {
+                    return ring_gather_v(ctx, send, out, counts, displs, dtype, root);
                   });
 }
 
 Status Communicator::scatterv(const void* send, const std::vector<size_t>& counts,
-                              const std::vector<size_t>& displs_or_packed, void* recv, size_t recv_count, int dtype,
+                              const std::vector<size_t>& displs_or_packed, void* recv, size_t recv_count, DataType dtype,
                               int root, Launch launch) {
   std::vector<size_t> displs;
   size_t extent = 0;
@@ -264,18 +270,18 @@ Status Communicator::scatterv(const void* send, const std::vector<size_t>& count
                                             displs_or_packed, recv, recv_count, "recvbuf", "recvcount", send,
                                             "sendbuf"},
                                            &displs, &extent));
-  const size_t es = dtype_size(static_cast<DataType>(dtype));
+  const size_t es = dtype_size(dtype);
   const bool is_root = world_.rank == root;
   const void* in = is_root ? send : nullptr;
   return dispatch("scatter", {named(in, extent * es, "sendbuf"), named(recv, recv_count * es, "recvbuf")},
                   std::move(launch),
-                  [=](const RingContext& ctx) {
-                    return ring_scatter_v(ctx, in, recv, counts, displs, static_cast<DataType>(dtype), root);
+                  [=](const ScheduleContext& ctx) {
+                    return ring_scatter_v(ctx, in, recv, counts, displs, dtype, root);
                   });
 }
 
 Status Communicator::allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                                const std::vector<size_t>& displs_or_packed, int dtype, Launch launch) {
+                                const std::vector<size_t>& displs_or_packed, DataType dtype, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "recvcounts"));
   if (counts[world_.rank] != send_count) {
@@ -287,43 +293,43 @@ Status Communicator::allgatherv(const void* send, size_t send_count, void* recv,
   size_t extent = 0;
   KOLO_RETURN_IF_ERROR(check_blocks(counts, displs, world_.size, "displs", &extent));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, extent, "recvbuf"));
-  const size_t es = dtype_size(static_cast<DataType>(dtype));
+  const size_t es = dtype_size(dtype);
   const void* own = static_cast<const char*>(recv) + displs[world_.rank] * es;
   if (send != own && ranges_overlap(send, send_count * es, recv, extent * es)) {
     return invalid_argument("sendbuf overlaps recvbuf but is not this rank's block of it");
   }
   return dispatch("allgatherv",
                   {named(send, send_count * es, "sendbuf"), named(recv, extent * es, "recvbuf")}, std::move(launch),
-                  [=](const RingContext& ctx) {
+                  [=](const ScheduleContext& ctx) {
                     return kolo::allgather(ctx, topology(), thresholds(),
-                                           {send, recv, counts, displs, static_cast<DataType>(dtype)});
+                                           {send, recv, counts, displs, dtype});
                   });
 }
 
-Status Communicator::reduce_scatterv(const void* send, void* recv, const std::vector<size_t>& counts, int dtype,
-                                     int op, Launch launch) {
+Status Communicator::reduce_scatterv(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype,
+                                     ReduceOp op, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
   KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "recvcounts"));
   const size_t total = total_of(counts);
   KOLO_RETURN_IF_ERROR(check_buffer(send, total, "sendbuf"));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, counts[world_.rank], "recvbuf"));
-  const size_t es = dtype_size(static_cast<DataType>(dtype));
+  const size_t es = dtype_size(dtype);
   // Any overlap of recvbuf with sendbuf is fine: ring_reduce_scatter_v then
   // works through scratch.
   return dispatch("reduce_scatterv",
                   {named(send, total * es, "sendbuf"), named(recv, counts[world_.rank] * es, "recvbuf")}, std::move(launch),
-                  [=](const RingContext& ctx) {
+                  [=](const ScheduleContext& ctx) {
                     return kolo::reduce_scatter(ctx, topology(), thresholds(),
-                                                {send, recv, counts, static_cast<DataType>(dtype),
-                                                 static_cast<ReduceOp>(op)});
+                                                {send, recv, counts, dtype,
+                                                 op});
                   });
 }
 
 Status Communicator::alltoallv(const void* send, const std::vector<size_t>& send_counts,
                                const std::vector<size_t>& send_displs_or_packed, void* recv,
                                const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs_or_packed,
-                               int dtype, Launch launch) {
+                               DataType dtype, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_counts(send_counts, world_.size, "sendcounts"));
   KOLO_RETURN_IF_ERROR(check_counts(recv_counts, world_.size, "recvcounts"));
@@ -343,24 +349,24 @@ Status Communicator::alltoallv(const void* send, const std::vector<size_t>& send
   }
   KOLO_RETURN_IF_ERROR(check_buffer(send, send_extent, "sendbuf"));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, recv_extent, "recvbuf"));
-  const size_t es = dtype_size(static_cast<DataType>(dtype));
+  const size_t es = dtype_size(dtype);
   if (ranges_overlap(send, send_extent * es, recv, recv_extent * es)) {
     return invalid_argument("sendbuf and recvbuf overlap (alltoall is not in place)");
   }
   return dispatch("alltoallv",
                   {named(send, send_extent * es, "sendbuf"), named(recv, recv_extent * es, "recvbuf")}, std::move(launch),
-                  [=](const RingContext& ctx) {
+                  [=](const ScheduleContext& ctx) {
                     if (!mesh_connected_) {
                       // First over the ring's connections, so that a rank
                       // whose neighbour runs another collective learns it
                       // (MISMATCH) instead of waiting to be connected.
                       KOLO_RETURN_IF_ERROR(ring_fingerprint_exchange(
-                          ctx, fingerprint(CollectiveKind::kAlltoall, static_cast<DataType>(dtype), ReduceOp::kSum,
+                          ctx, fingerprint(CollectiveKind::kAlltoall, dtype, ReduceOp::kSum,
                                            0, 0)));
                     }
                     KOLO_RETURN_IF_ERROR(connect_mesh_once());
                     return pairwise_alltoall_displs(ctx, send, send_counts, sdispls, recv, recv_counts, rdispls,
-                                                    static_cast<DataType>(dtype));
+                                                    dtype);
                   });
 }
 
@@ -381,17 +387,17 @@ Status Communicator::connect_mesh_once() {
   return Status::ok();
 }
 
-Status Communicator::send(const void* buf, size_t count, int dtype, int peer) {
-  return point_to_point({{PointToPoint::kSend, peer, const_cast<void*>(buf), count, static_cast<DataType>(dtype)}});
+Status Communicator::send(const void* buf, size_t count, DataType dtype, int peer) {
+  return point_to_point({{PointToPoint::kSend, peer, const_cast<void*>(buf), count, dtype}});
 }
 
-Status Communicator::recv(void* buf, size_t count, int dtype, int peer) {
-  return point_to_point({{PointToPoint::kRecv, peer, buf, count, static_cast<DataType>(dtype)}});
+Status Communicator::recv(void* buf, size_t count, DataType dtype, int peer) {
+  return point_to_point({{PointToPoint::kRecv, peer, buf, count, dtype}});
 }
 
 Status Communicator::check_point_to_point(const PointToPoint& op) const {
   const bool sending = op.direction == PointToPoint::kSend;
-  KOLO_RETURN_IF_ERROR(check_dtype(static_cast<int>(op.dtype)));
+  KOLO_RETURN_IF_ERROR(check_dtype(op.dtype));
   KOLO_RETURN_IF_ERROR(check_buffer(op.data, op.count, sending ? "send buffer" : "receive buffer"));
   if (op.peer < 0 || op.peer >= world_.size) {
     return invalid_argument(std::string(sending ? "send to" : "receive from") + " rank " + std::to_string(op.peer) +
@@ -411,7 +417,7 @@ Status Communicator::point_to_point(const std::vector<PointToPoint>& ops, Launch
       peers.push_back(op.peer);
     }
   }
-  return dispatch("send/recv", buffers, std::move(launch), [this, ops, peers](const RingContext& ctx) {
+  return dispatch("send/recv", buffers, std::move(launch), [this, ops, peers](const ScheduleContext& ctx) {
     // Connected on first use: both ranks of a pair post to each other, so
     // both connect; the listening side accepts in the background, so the
     // order of the peers does not matter. Through the host transport, which
@@ -425,7 +431,7 @@ Status Communicator::point_to_point(const std::vector<PointToPoint>& ops, Launch
   });
 }
 
-Status Communicator::recv_any(void* buf, size_t count, int dtype, int* source, Launch launch) {
+Status Communicator::recv_any(void* buf, size_t count, DataType dtype, int* source, Launch launch) {
   if (source == nullptr) return invalid_argument("source output pointer is NULL");
   *source = -1;
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
@@ -444,7 +450,7 @@ Status Communicator::recv_any(void* buf, size_t count, int dtype, int* source, L
                        transport_->name() + "; RDMA moves nothing before the receiver names the buffer, TCP and "
                        "shared memory can: KOLO_TRANSPORT=tcp)");
   }
-  const size_t bytes = count * dtype_size(static_cast<DataType>(dtype));
+  const size_t bytes = count * dtype_size(dtype);
   {
     // Device memory: the GPU transports decide how each message crosses
     // (CUDA IPC is receiver-driven too), so they cannot be looked into.
@@ -454,8 +460,8 @@ Status Communicator::recv_any(void* buf, size_t count, int dtype, int* source, L
     if (on_device) return unsupported("a receive from any rank takes host buffers; recvbuf is device memory");
   }
   return dispatch("recv_any", {{buf, bytes, "receive buffer"}}, std::move(launch),
-                  [this, buf, count, dtype, source](const RingContext& ctx) {
-                    return receive_from_any(ctx, buf, count, static_cast<DataType>(dtype), &any_source_, source);
+                  [this, buf, count, dtype, source](const ScheduleContext& ctx) {
+                    return receive_from_any(ctx, buf, count, dtype, &any_source_, source);
                   });
 }
 

@@ -116,24 +116,26 @@ class Communicator {
   // their arguments: they run on the communicator's thread in call order,
   // with the stream-ordered ones, and complete their handles (a failure is
   // sticky as well). A blocking call first waits for everything queued.
-  Status allreduce(const void* send, void* recv, size_t count, int dtype, int op, Launch launch = {});
-  Status allgather(const void* send, void* recv, size_t send_count, int dtype, Launch launch = {});
-  Status broadcast(void* buf, size_t count, int dtype, int root, Launch launch = {});
-  Status reduce_scatter(const void* send, void* recv, size_t recv_count, int dtype, int op, Launch launch = {});
+  Status allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, Launch launch = {});
+  Status allgather(const void* send, void* recv, size_t send_count, DataType dtype, Launch launch = {});
+  Status broadcast(void* buf, size_t count, DataType dtype, int root, Launch launch = {});
+  Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op, Launch launch = {});
   Status barrier(Launch launch = {});
   // Opens this rank's GPU (gpu_context.h) and gives its CUDA device number.
   Status gpu_ordinal(int* ordinal);
-  // Block sizes per rank (elements); the caller guarantees the arguments
-  // are the same on every rank (the runtime engine negotiated them).
-  Status allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, int dtype);
-  Status reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, int dtype, int op);
+  // Block sizes per rank (elements), packed in rank order; the caller
+  // guarantees the arguments are the same on every rank (the runtime
+  // engine negotiated them). Checked as allgatherv and reduce_scatterv
+  // check theirs, and run by the same algorithm tables.
+  Status allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype);
+  Status reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype, ReduceOp op);
   // One allreduce over the concatenation of spans (see allreduce_spans).
-  Status allreduce_spans(const std::vector<Span>& spans, int dtype, int op);
+  Status allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op);
   Status alltoall(const void* send, const std::vector<size_t>& send_counts, void* recv,
-                  const std::vector<size_t>& recv_counts, int dtype);
+                  const std::vector<size_t>& recv_counts, DataType dtype);
   // Runs `fn` under the call lock like a collective (failures become
   // sticky): for protocols built directly on the transport.
-  Status run_custom(const char* what, const std::function<Status(const RingContext&)>& fn);
+  Status run_custom(const char* what, const std::function<Status(const ScheduleContext&)>& fn);
   // Declares [data, data + bytes) long-lived until deregister_memory covers
   // it (Transport::register_memory): over RDMA, messages in it move with no
   // staging copy. Waits for a collective in progress, like one.
@@ -170,19 +172,19 @@ class Communicator {
   // displacements run as chains around the ring (collectives/rooted.h).
   // counts are elements per rank, significant on every rank; displs
   // (elements; empty = blocks in rank order, packed) as kolo.h says.
-  Status reduce(const void* send, void* recv, size_t count, int dtype, int op, int root, Launch launch = {});
+  Status reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root, Launch launch = {});
   Status gatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                 const std::vector<size_t>& displs, int dtype, int root, Launch launch = {});
+                 const std::vector<size_t>& displs, DataType dtype, int root, Launch launch = {});
   Status scatterv(const void* send, const std::vector<size_t>& counts, const std::vector<size_t>& displs, void* recv,
-                  size_t recv_count, int dtype, int root, Launch launch = {});
+                  size_t recv_count, DataType dtype, int root, Launch launch = {});
   Status allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                    const std::vector<size_t>& displs, int dtype, Launch launch = {});
-  Status reduce_scatterv(const void* send, void* recv, const std::vector<size_t>& counts, int dtype, int op,
+                    const std::vector<size_t>& displs, DataType dtype, Launch launch = {});
+  Status reduce_scatterv(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype, ReduceOp op,
                          Launch launch = {});
   // Connects every pair of ranks first, once (see connect_mesh_once).
   Status alltoallv(const void* send, const std::vector<size_t>& send_counts, const std::vector<size_t>& send_displs,
                    void* recv, const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
-                   int dtype, Launch launch = {});
+                   DataType dtype, Launch launch = {});
 
   // Point-to-point (kolo_send, kolo_recv): messages between a pair match in
   // call order, per direction. point_to_point posts a batch (a group) at
@@ -190,8 +192,8 @@ class Communicator {
   // receives in one batch completes without deadlock (asynchronously: the
   // batch is queued, and completes its handles when all of it is done).
   // Peers are connected on first use.
-  Status send(const void* buf, size_t count, int dtype, int peer);
-  Status recv(void* buf, size_t count, int dtype, int peer);
+  Status send(const void* buf, size_t count, DataType dtype, int peer);
+  Status recv(void* buf, size_t count, DataType dtype, int peer);
   Status point_to_point(const std::vector<PointToPoint>& ops, Launch launch = {});
   // One operation's arguments (dtype, buffer, peer), as point_to_point
   // checks them: for callers that queue operations first (groups).
@@ -203,7 +205,7 @@ class Communicator {
   // buffers only; refused at once (nothing sticky) in a world of one and
   // where a peer's transport cannot look at messages before they are
   // received (RDMA), both saying why.
-  Status recv_any(void* buf, size_t count, int dtype, int* source, Launch launch = {});
+  Status recv_any(void* buf, size_t count, DataType dtype, int* source, Launch launch = {});
 
  private:
   explicit Communicator(const Config& config);
@@ -230,7 +232,7 @@ class Communicator {
   void choose_algorithm();
   // Maps arena_ where every rank is reached over shared memory (collective).
   Status open_arena(const std::string& store_prefix);
-  using Collective = std::function<Status(const RingContext&)>;
+  using Collective = std::function<Status(const ScheduleContext&)>;
   // Runs a collective under the call lock, turning its failure sticky
   // (communicator_failure.cc).
   Status run(const char* what, const Collective& fn);
@@ -249,7 +251,7 @@ class Communicator {
   // one's code and story are what every rank reports), and then ends the
   // connections so the neighbours learn at once.
   Status fail(Status local);
-  RingContext ring_context();
+  ScheduleContext schedule_context();
   // What the algorithm tables (collectives/algorithms.h) choose from.
   Topology topology() const;
   Thresholds thresholds() const;

@@ -77,7 +77,7 @@ Status Communicator::split(int color, int key, std::unique_ptr<Communicator>* ou
   // calls another collective meanwhile makes both fail with MISMATCH.
   const int64_t mine[2] = {color, key};
   std::vector<int64_t> all(2 * static_cast<size_t>(world_.size));
-  KOLO_RETURN_IF_ERROR(allgather(mine, all.data(), 2, static_cast<int>(DataType::kInt64)));
+  KOLO_RETURN_IF_ERROR(allgather(mine, all.data(), 2, DataType::kInt64));
   const uint64_t sequence = splits_++;
   if (color == kSplitNoColor) return Status::ok();
   std::vector<int> members;  // parent ranks, in the new communicator's order

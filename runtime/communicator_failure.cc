@@ -66,7 +66,7 @@ Status Communicator::fail(Status local) {
 Status Communicator::run(const char* what, const Collective& fn) {
   std::lock_guard<std::mutex> lock(call_mutex_);
   KOLO_RETURN_IF_ERROR(check_healthy());
-  Status s = fn(ring_context());
+  Status s = fn(schedule_context());
   if (s.is_ok()) return s;
   s = fail(s.with_context(std::string(what) + " on rank " + std::to_string(world_.rank) + world_.description));
   KOLO_ERROR(s.message());

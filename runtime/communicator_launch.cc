@@ -65,7 +65,7 @@ Status Communicator::enqueue_on_stream(const char* what, bool on_device, void* s
     } else {
       // Host buffers: the stream's earlier work (a copy into them) must
       // have run before the host touches them.
-      (void)run(what, [&](const RingContext& ctx) {
+      (void)run(what, [&](const ScheduleContext& ctx) {
         KOLO_RETURN_IF_ERROR(device->synchronize(Deadline::after_seconds(config_.timeout_s)));
         return fn(ctx);
       });
@@ -114,8 +114,8 @@ Status Communicator::enqueue_async(const char* what, bool on_device, std::vector
 }
 
 Status Communicator::run_on_device(const char* what, const Collective& fn) {
-  return run(what, [&](const RingContext& host_ctx) {
-    RingContext ctx = host_ctx;
+  return run(what, [&](const ScheduleContext& host_ctx) {
+    ScheduleContext ctx = host_ctx;
     KOLO_RETURN_IF_ERROR(gpu()->adapt(&ctx, transport_.get(), world_.same_host, config_));
     Device* device = nullptr;
     KOLO_RETURN_IF_ERROR(gpu()->device(&device));

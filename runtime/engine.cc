@@ -210,7 +210,7 @@ Status Engine::wait_for_round() {
   }
 }
 
-Status Engine::post_token_recv(const RingContext& ctx) {
+Status Engine::post_token_recv(const ScheduleContext& ctx) {
   // Posted once per round, by whichever comes first: the idle wait (so a
   // peer's round wakes this rank) or this rank starting the round itself.
   if (token_posted_) return Status::ok();
@@ -227,7 +227,7 @@ Status Engine::idle_wait(Clock::time_point until) {
     return Status::ok();
   }
   const Deadline deadline = Deadline::after(until - Clock::now());
-  return comm_->run_custom("engine (waiting for work)", [&](const RingContext& ctx) {
+  return comm_->run_custom("engine (waiting for work)", [&](const ScheduleContext& ctx) {
     KOLO_RETURN_IF_ERROR(post_token_recv(ctx));
     Status s = ctx.transport->progress(deadline);
     // Waiting for work is not a failure, however long it takes.
@@ -239,13 +239,13 @@ Status Engine::idle_wait(Clock::time_point until) {
 Status Engine::exchange_messages(const std::string& mine, std::vector<std::string>* all) {
   std::vector<uint64_t> lengths(size_);
   const uint64_t my_length = mine.size();
-  KOLO_RETURN_IF_ERROR(comm_->allgather(&my_length, lengths.data(), 1, static_cast<int>(DataType::kUint64)));
+  KOLO_RETURN_IF_ERROR(comm_->allgather(&my_length, lengths.data(), 1, DataType::kUint64));
   const uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
   std::string padded = mine;
   padded.resize(longest);
   std::string gathered(longest * size_, '\0');
   KOLO_RETURN_IF_ERROR(
-      comm_->allgather(padded.data(), &gathered[0], longest, static_cast<int>(DataType::kUint8)));
+      comm_->allgather(padded.data(), &gathered[0], longest, DataType::kUint8));
   all->resize(size_);
   for (int q = 0; q < size_; ++q) (*all)[q] = gathered.substr(q * longest, lengths[q]);
   return Status::ok();
@@ -257,7 +257,7 @@ Status Engine::run_round() {
   if (size_ > 1) {
     // Pass the token on and wait for it from the left: after this, every
     // rank is in the round.
-    KOLO_RETURN_IF_ERROR(comm_->run_custom("engine round start", [&](const RingContext& ctx) {
+    KOLO_RETURN_IF_ERROR(comm_->run_custom("engine round start", [&](const ScheduleContext& ctx) {
       KOLO_RETURN_IF_ERROR(post_token_recv(ctx));
       token_out_ = Request();
       KOLO_RETURN_IF_ERROR(ctx.transport->post_send(ctx.right, nullptr, 0, kRoundTag, &token_out_));
@@ -275,7 +275,7 @@ Status Engine::run_round() {
   }
   std::vector<uint8_t> reduced(mine.control.size());
   KOLO_RETURN_IF_ERROR(comm_->allreduce(mine.control.data(), reduced.data(), mine.control.size(),
-                                        static_cast<int>(DataType::kUint8), static_cast<int>(ReduceOp::kMin)));
+                                        DataType::kUint8, ReduceOp::kMin));
   std::vector<std::string> messages;
   if (reduced[0] == 0) KOLO_RETURN_IF_ERROR(exchange_messages(mine.message, &messages));
   const auto negotiated = Clock::now();

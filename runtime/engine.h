@@ -105,7 +105,7 @@ class Engine {
   Status run();
   void drain_queue();
   Status wait_for_round();
-  Status post_token_recv(const RingContext& ctx);
+  Status post_token_recv(const ScheduleContext& ctx);
   Status idle_wait(Clock::time_point until);
   Status run_round();
   Status exchange_messages(const std::string& mine, std::vector<std::string>* all);

@@ -65,7 +65,7 @@ Status GpuContext::classify(const std::vector<NamedBuffer>& buffers, bool* on_de
   return Status::ok();
 }
 
-Status GpuContext::adapt(RingContext* ctx, Transport* host_transport, const std::vector<bool>& same_host,
+Status GpuContext::adapt(ScheduleContext* ctx, Transport* host_transport, const std::vector<bool>& same_host,
                          const Config& config) {
   Device* d = nullptr;
   KOLO_RETURN_IF_ERROR(device(&d));

@@ -43,7 +43,7 @@ class GpuContext {
   // Turns the communicator's ring context into one for device buffers.
   // host_transport: the communicator's transport (nullptr alone in the
   // world); same_host[r]: rank r is on this node.
-  Status adapt(RingContext* ctx, Transport* host_transport, const std::vector<bool>& same_host,
+  Status adapt(ScheduleContext* ctx, Transport* host_transport, const std::vector<bool>& same_host,
                const Config& config);
 
  private:

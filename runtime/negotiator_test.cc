@@ -137,7 +137,9 @@ TEST(Negotiator, AJoinedRankTakesPartWithoutData) {
   for (int i = 0; i < 3 && !done; ++i) {
     auto o = w.round();
     done = o[0].join_done && o[1].join_done;
-    if (done) EXPECT_EQ(o[0].last_joined, 0);
+    if (done) {
+      EXPECT_EQ(o[0].last_joined, 0);
+    }
   }
   EXPECT_TRUE(done);
 }

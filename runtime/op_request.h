@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/dtype.h"
 #include "common/status.h"
 
 namespace kolo {
@@ -34,6 +35,10 @@ struct OpRequest {
   OpKind kind = OpKind::kAllreduce;
   int32_t dtype = 0;
   int32_t op = 0;    // reducing kinds only
+  // As the communicator takes them (a request from another rank is checked
+  // before it runs: Negotiator's check_remote).
+  DataType data_type() const { return static_cast<DataType>(dtype); }
+  ReduceOp reduce_op() const { return static_cast<ReduceOp>(op); }
   int32_t root = 0;  // broadcast only
   double prescale = 1;
   double postscale = 1;

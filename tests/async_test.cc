@@ -80,13 +80,14 @@ TEST_P(Async, EveryCallQueuedBeforeAnyIsWaitedFor) {
       x.scattered.assign(x.in.size() / n, 0);
     }
     for (auto& x : reductions) {
-      const int d = static_cast<int>(x.d), op = static_cast<int>(x.op);
+      const DataType d = x.d;
+      const ReduceOp op = x.op;
       ASSERT_TRUE(c.allreduce(x.in.data(), x.all.data(), count * n, d, op, async(&handles)).is_ok());
       ASSERT_TRUE(c.reduce(x.in.data(), x.rooted.data(), count * n, d, op, n - 1, async(&handles)).is_ok());
       ASSERT_TRUE(c.reduce_scatter(x.in.data(), x.scattered.data(), count, d, op, async(&handles)).is_ok());
     }
     // Data movement, in uint8 with uneven blocks (zeros included).
-    const int u8 = static_cast<int>(DataType::kUint8);
+    const DataType u8 = DataType::kUint8;
     Counts counts(n);
     for (int q = 0; q < n; ++q) counts[q] = q % 3 == 1 ? 0 : 5000 + 37 * q;
     size_t total = 0;
@@ -182,8 +183,8 @@ TEST_P(Async, CallsFromSeveralThreadsRunInCallOrder) {
             ran.push_back(k);
           });
           launch.done.push_back(handles[k]);
-          Status s = c.allreduce(bufs[k].data(), bufs[k].data(), bufs[k].size(), static_cast<int>(DataType::kInt64),
-                                 static_cast<int>(ReduceOp::kSum), launch);
+          Status s = c.allreduce(bufs[k].data(), bufs[k].data(), bufs[k].size(), DataType::kInt64,
+                                 ReduceOp::kSum, launch);
           EXPECT_TRUE(s.is_ok()) << s.to_string();
           ++turn;
           turn_cv.notify_all();
@@ -210,7 +211,8 @@ TEST(AsyncOrder, ABlockingCallRunsAfterWhatIsQueued) {
   ThreadWorld w(3, test_config());
   w.run([&](int r) {
     Communicator& c = w.comm(r);
-    const int i32 = static_cast<int>(DataType::kInt32), sum = static_cast<int>(ReduceOp::kSum);
+    const DataType i32 = DataType::kInt32;
+    const ReduceOp sum = ReduceOp::kSum;
     std::vector<int32_t> queued(20000, r + 1), blocking(10, 1);
     Handles h;
     ASSERT_TRUE(c.allreduce(queued.data(), queued.data(), queued.size(), i32, sum, async(&h)).is_ok());
@@ -226,7 +228,8 @@ TEST(AsyncOrder, ACallbackMayQueueTheNextCall) {
   ThreadWorld w(2, test_config());
   w.run([&](int r) {
     Communicator& c = w.comm(r);
-    const int i64 = static_cast<int>(DataType::kInt64), sum = static_cast<int>(ReduceOp::kSum);
+    const DataType i64 = DataType::kInt64;
+    const ReduceOp sum = ReduceOp::kSum;
     int64_t first = r + 1, second = 10 * (r + 1);
     std::promise<std::shared_ptr<OpHandle>> next;
     Launch launch;
@@ -254,7 +257,8 @@ TEST(AsyncFailure, AMismatchFailsEveryQueuedCallAndLaterCallsAreRefused) {
   ThreadWorld w(3, test_config());
   w.run([&](int r) {
     Communicator& c = w.comm(r);
-    const int f32 = static_cast<int>(DataType::kFloat32), sum = static_cast<int>(ReduceOp::kSum);
+    const DataType f32 = DataType::kFloat32;
+    const ReduceOp sum = ReduceOp::kSum;
     std::vector<float> a(100, 1), b(r == 2 ? 50 : 60, 1), d(100, 1);
     Handles h;
     ASSERT_TRUE(c.allreduce(a.data(), a.data(), a.size(), f32, sum, async(&h)).is_ok());
@@ -281,8 +285,8 @@ TEST(AsyncFailure, AbortEndsAQueueWaitingOnAbsentPeersPromptly) {
   std::vector<double> x(1000, 1);
   Handles h;
   for (int k = 0; k < 3; ++k) {
-    ASSERT_TRUE(c.allreduce(x.data(), x.data(), x.size(), static_cast<int>(DataType::kFloat64),
-                            static_cast<int>(ReduceOp::kSum), async(&h))
+    ASSERT_TRUE(c.allreduce(x.data(), x.data(), x.size(), DataType::kFloat64,
+                            ReduceOp::kSum, async(&h))
                     .is_ok());
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));

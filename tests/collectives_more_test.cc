@@ -85,7 +85,7 @@ void check_reduce(ThreadWorld& w, DataType d, ReduceOp op, size_t count, int roo
     Bytes out(count * es, 0xAB);
     const bool use_in_place = in_place && r == root;
     void* recv = r == root ? (use_in_place ? in.data() : out.data()) : nullptr;
-    Status s = w.comm(r).reduce(in.data(), recv, count, static_cast<int>(d), static_cast<int>(op), root);
+    Status s = w.comm(r).reduce(in.data(), recv, count, d, op, root);
     ASSERT_TRUE(s.is_ok()) << what("reduce", d, count, n, root, in_place) << " " << op_name(op) << ": "
                            << s.to_string();
     if (r != root || count == 0) return;
@@ -128,9 +128,9 @@ void check_gather(ThreadWorld& w, DataType d, const Counts& counts, bool scatter
       sendp = recv.data() + displs[r] * es;
     }
     Status s = equal ? w.comm(r).gatherv(sendp, counts[r], r == root ? recv.data() : nullptr, counts, {},
-                                         static_cast<int>(d), root)
+                                         d, root)
                      : w.comm(r).gatherv(sendp, counts[r], r == root ? recv.data() : nullptr, counts,
-                                         r == root ? displs : Counts{}, static_cast<int>(d), root);
+                                         r == root ? displs : Counts{}, d, root);
     const std::string label = what("gatherv", d, counts[r], n, root, in_place);
     ASSERT_TRUE(s.is_ok()) << label << ": " << s.to_string();
     if (r != root) return;
@@ -160,9 +160,9 @@ void check_scatter(ThreadWorld& w, DataType d, const Counts& counts, bool scatte
     Bytes recv(counts[r] * es + 1, 0xEE);
     void* recvp = (r == root && in_place) ? send.data() + displs[r] * es : recv.data();
     Status s = equal ? w.comm(r).scatterv(r == root ? send.data() : nullptr, counts, {}, recvp, counts[r],
-                                          static_cast<int>(d), root)
+                                          d, root)
                      : w.comm(r).scatterv(r == root ? send.data() : nullptr, counts, r == root ? displs : Counts{},
-                                          recvp, counts[r], static_cast<int>(d), root);
+                                          recvp, counts[r], d, root);
     const std::string label = what("scatterv", d, counts[r], n, root, in_place);
     ASSERT_TRUE(s.is_ok()) << label << ": " << s.to_string();
     const Bytes b = pattern(root, r, counts[r] * es);
@@ -208,7 +208,7 @@ void check_allgatherv(ThreadWorld& w, DataType d, const Counts& counts, bool sca
       sendp = recv.data() + displs[r] * es;
     }
     Status s = w.comm(r).allgatherv(sendp, counts[r], recv.data(), counts, scatter_displs ? displs : Counts{},
-                                    static_cast<int>(d));
+                                    d);
     const std::string label = what("allgatherv", d, counts[r], n, 0, in_place);
     ASSERT_TRUE(s.is_ok()) << label << ": " << s.to_string();
     for (int q = 0; q < n; ++q) {
@@ -249,7 +249,7 @@ TEST_P(More, ReduceScattervEveryDtypeOp) {
           Bytes out(counts[r] * es + 1, 0xCD);
           // In place as NCCL's: recvbuf is this rank's block of sendbuf.
           void* recv = in_place ? in.data() + off[r] * es : out.data();
-          Status s = w.comm(r).reduce_scatterv(in.data(), recv, counts, d, o);
+          Status s = w.comm(r).reduce_scatterv(in.data(), recv, counts, dt, op);
           const std::string label = what("reduce_scatterv", dt, counts[r], n, 0, in_place) + " " + op_name(op);
           ASSERT_TRUE(s.is_ok()) << label << ": " << s.to_string();
           EXPECT_TRUE(same(recv, want.data() + off[r] * es, counts[r] * es)) << label << " rank " << r;
@@ -285,9 +285,9 @@ void check_alltoallv(ThreadWorld& w, DataType d, const std::function<size_t(int,
       const Bytes b = pattern(r, q, sc[q] * es);
       if (!b.empty()) std::memcpy(send.data() + sd[q] * es, b.data(), b.size());
     }
-    Status s = equal ? w.comm(r).alltoallv(send.data(), sc, {}, recv.data(), rc, {}, static_cast<int>(d))
+    Status s = equal ? w.comm(r).alltoallv(send.data(), sc, {}, recv.data(), rc, {}, d)
                      : w.comm(r).alltoallv(send.data(), sc, scatter_displs ? sd : Counts{}, recv.data(), rc,
-                                           scatter_displs ? rd : Counts{}, static_cast<int>(d));
+                                           scatter_displs ? rd : Counts{}, d);
     const std::string label = what("alltoallv", d, sc[0], n, 0, false);
     ASSERT_TRUE(s.is_ok()) << label << ": " << s.to_string();
     for (int q = 0; q < n; ++q) {
@@ -299,7 +299,6 @@ void check_alltoallv(ThreadWorld& w, DataType d, const std::function<size_t(int,
 }
 
 TEST_P(More, AlltoallEveryDtype) {
-  const int n = std::get<0>(GetParam());
   ThreadWorld w = make_world(GetParam());
   for (int d = 0; d < kNumDataTypes; ++d) {
     const DataType dt = static_cast<DataType>(d);
@@ -330,8 +329,8 @@ void expect_all_mismatch(int n, const std::function<Status(Communicator&, int)>&
   }
 }
 
-constexpr int kF32 = static_cast<int>(DataType::kFloat32);
-constexpr int kSum = static_cast<int>(ReduceOp::kSum);
+constexpr DataType kF32 = DataType::kFloat32;
+constexpr ReduceOp kSum = ReduceOp::kSum;
 
 TEST(MoreMismatch, DifferentRootOrCount) {
   for (int n : {2, 3, 5}) {
@@ -405,8 +404,8 @@ TEST(MoreArguments, RejectedLocallyNamingTheArgument) {
     EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.to_string();
     EXPECT_NE(s.message().find(names), std::string::npos) << s.to_string();
   };
-  expect_invalid(c.reduce(a.data(), b.data(), 4, 99, kSum, 0), "dtype");
-  expect_invalid(c.reduce(a.data(), b.data(), 4, kF32, 99, 0), "op");
+  expect_invalid(c.reduce(a.data(), b.data(), 4, static_cast<DataType>(99), kSum, 0), "dtype");
+  expect_invalid(c.reduce(a.data(), b.data(), 4, kF32, static_cast<ReduceOp>(99), 0), "op");
   expect_invalid(c.reduce(a.data(), b.data(), 4, kF32, kSum, 2), "root");
   expect_invalid(c.reduce(nullptr, b.data(), 4, kF32, kSum, 1), "sendbuf");
   expect_invalid(c.reduce(a.data(), nullptr, 4, kF32, kSum, 0), "recvbuf");

@@ -51,8 +51,8 @@ void check_allreduce(ThreadWorld& w, DataType d, ReduceOp op, size_t count, bool
   w.run([&](int r) {
     Bytes in = ref::input_buffer(d, op, r, count);
     Bytes out(in.size(), 0xAB);
-    Status s = in_place ? w.comm(r).allreduce(in.data(), in.data(), count, static_cast<int>(d), static_cast<int>(op))
-                        : w.comm(r).allreduce(in.data(), out.data(), count, static_cast<int>(d), static_cast<int>(op));
+    Status s = in_place ? w.comm(r).allreduce(in.data(), in.data(), count, d, op)
+                        : w.comm(r).allreduce(in.data(), out.data(), count, d, op);
     ASSERT_TRUE(s.is_ok()) << label(d, op, count, n, in_place) << " rank " << r << ": " << s.to_string();
     const Bytes& got = in_place ? in : out;
     long diff = first_difference(got, want, dtype_size(d));
@@ -93,7 +93,6 @@ constexpr size_t kSeveralMegabytes = 3u << 20;
 #endif
 
 TEST_P(Collectives, AllreduceSeveralMegabytesEveryDtypeOp) {
-  const int n = std::get<0>(GetParam());
   ThreadWorld w = make_world(GetParam(), test_config(static_cast<int64_t>(kSeveralMegabytes / 12)));
   for (int d = 0; d < kNumDataTypes; ++d) {
     const size_t count = kSeveralMegabytes / dtype_size(static_cast<DataType>(d)) + 5;
@@ -115,8 +114,8 @@ TEST_P(Collectives, BackToBackAllreducesKeepTheirResultsApart) {
       const size_t count = 1 + static_cast<size_t>(call * 37 % 5000);
       std::vector<int64_t> in(count), out(count, -1);
       for (size_t i = 0; i < count; ++i) in[i] = int64_t{call} * 1000003 + r * 7 + static_cast<int64_t>(i);
-      ASSERT_TRUE(w.comm(r).allreduce(in.data(), out.data(), count, static_cast<int>(DataType::kInt64),
-                                      static_cast<int>(ReduceOp::kSum)).is_ok());
+      ASSERT_TRUE(w.comm(r).allreduce(in.data(), out.data(), count, DataType::kInt64,
+                                      ReduceOp::kSum).is_ok());
       for (size_t i = 0; i < count; ++i) {
         const int64_t want = n * (int64_t{call} * 1000003 + static_cast<int64_t>(i)) + 7 * int64_t{n} * (n - 1) / 2;
         ASSERT_EQ(out[i], want) << "rank " << r << ", call " << call << ", element " << i;
@@ -140,8 +139,8 @@ TEST_P(Collectives, ReduceScatterEveryDtypeOp) {
           w.run([&](int r) {
             Bytes in = ref::input_buffer(dt, op, r, recv_count * n);
             Bytes out(recv_count * es, 0xCD);
-            Status s = in_place ? w.comm(r).reduce_scatter(in.data(), in.data(), recv_count, d, o)
-                                : w.comm(r).reduce_scatter(in.data(), out.data(), recv_count, d, o);
+            Status s = in_place ? w.comm(r).reduce_scatter(in.data(), in.data(), recv_count, dt, op)
+                                : w.comm(r).reduce_scatter(in.data(), out.data(), recv_count, dt, op);
             ASSERT_TRUE(s.is_ok()) << s.to_string();
             const unsigned char* got = in_place ? in.data() : out.data();
             if (recv_count == 0) return;
@@ -176,7 +175,7 @@ TEST_P(Collectives, AllgatherEveryDtypeInAndOutOfPlace) {
             std::memcpy(out.data() + r * count * es, mine.data(), count * es);
             send = mode == 1 ? out.data() : out.data() + r * count * es;
           }
-          Status s = w.comm(r).allgather(send, out.data(), count, d);
+          Status s = w.comm(r).allgather(send, out.data(), count, dt);
           ASSERT_TRUE(s.is_ok()) << s.to_string();
           EXPECT_EQ(out, want) << dtype_name(dt) << " count=" << count << " mode=" << mode << " rank " << r;
         });
@@ -188,8 +187,8 @@ TEST_P(Collectives, AllgatherEveryDtypeInAndOutOfPlace) {
 TEST_P(Collectives, BroadcastFromEveryRoot) {
   const int n = std::get<0>(GetParam());
   ThreadWorld w = make_world(GetParam(), test_config());
-  for (int d : {static_cast<int>(DataType::kUint8), static_cast<int>(DataType::kFloat16),
-                static_cast<int>(DataType::kFloat64)}) {
+  for (DataType d : {DataType::kUint8, DataType::kFloat16,
+                DataType::kFloat64}) {
     const DataType dt = static_cast<DataType>(d);
     for (size_t count : {size_t{0}, size_t{1}, size_t{97}, size_t{100000}}) {
       for (int root = 0; root < n; ++root) {
@@ -218,8 +217,8 @@ TEST_P(Collectives, BarrierAndRandomFloatsAgreeBitwise) {
     std::vector<float> in(count);
     for (size_t i = 0; i < count; ++i) in[i] = value(r, i);
     results[r].resize(count);
-    ASSERT_TRUE(w.comm(r).allreduce(in.data(), results[r].data(), count, static_cast<int>(DataType::kFloat32),
-                                    static_cast<int>(ReduceOp::kSum)).is_ok());
+    ASSERT_TRUE(w.comm(r).allreduce(in.data(), results[r].data(), count, DataType::kFloat32,
+                                    ReduceOp::kSum).is_ok());
   });
   for (size_t i = 0; i < count; i += 997) {
     double want = 0;
@@ -238,7 +237,7 @@ TEST_P(Collectives, AllreduceOverSpansEqualsEachSpanReduced) {
   const int n = std::get<0>(GetParam());
   ThreadWorld w = make_world(GetParam(), test_config(1024));
   const std::vector<size_t> counts = {0, 1, 700, 3, 0, 5000, 257, 1, 12000, 64};
-  for (int op : {static_cast<int>(ReduceOp::kSum), static_cast<int>(ReduceOp::kAvg), static_cast<int>(ReduceOp::kMax)}) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
     w.run([&](int r) {
       std::vector<std::vector<int32_t>> in(counts.size()), out(counts.size());
       std::vector<Span> spans;
@@ -249,7 +248,7 @@ TEST_P(Collectives, AllreduceOverSpansEqualsEachSpanReduced) {
         if (!in_place) out[t].assign(counts[t], -7);
         spans.push_back({in[t].data(), in_place ? in[t].data() : out[t].data(), counts[t]});
       }
-      ASSERT_TRUE(w.comm(r).allreduce_spans(spans, static_cast<int>(DataType::kInt32), op).is_ok());
+      ASSERT_TRUE(w.comm(r).allreduce_spans(spans, DataType::kInt32, op).is_ok());
       for (size_t t = 0; t < counts.size(); ++t) {
         const int32_t* got = static_cast<const int32_t*>(spans[t].recv);
         for (size_t i = 0; i < counts[t]; ++i) {
@@ -259,10 +258,10 @@ TEST_P(Collectives, AllreduceOverSpansEqualsEachSpanReduced) {
             sum += v;
             mx = std::max(mx, v);
           }
-          const int64_t want = op == static_cast<int>(ReduceOp::kMax) ? mx
-                               : op == static_cast<int>(ReduceOp::kAvg) ? sum / n
+          const int64_t want = op == ReduceOp::kMax ? mx
+                               : op == ReduceOp::kAvg ? sum / n
                                                                         : sum;
-          ASSERT_EQ(got[i], want) << "n=" << n << " op " << op << " rank " << r << " span " << t << " i " << i;
+          ASSERT_EQ(got[i], want) << "n=" << n << " op " << op_name(op) << " rank " << r << " span " << t << " i " << i;
         }
       }
     });
@@ -273,7 +272,7 @@ TEST_P(Collectives, SeveralSocketsPerPeer) {
   Config c = test_config(4096);
   c.sockets_per_peer = 3;  // messages striped over three streams per neighbour
   ThreadWorld w = make_world(GetParam(), c);
-  for (int d : {static_cast<int>(DataType::kInt32), static_cast<int>(DataType::kBfloat16)}) {
+  for (DataType d : {DataType::kInt32, DataType::kBfloat16}) {
     for (size_t count : {size_t{1}, size_t{97}, size_t{200003}}) {
       check_allreduce(w, static_cast<DataType>(d), ReduceOp::kSum, count, false);
       check_allreduce(w, static_cast<DataType>(d), ReduceOp::kMax, count, true);

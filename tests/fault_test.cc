@@ -16,10 +16,10 @@ namespace kolo {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kF32 = static_cast<int>(DataType::kFloat32);
-constexpr int kI32 = static_cast<int>(DataType::kInt32);
-constexpr int kSum = static_cast<int>(ReduceOp::kSum);
-constexpr int kMax = static_cast<int>(ReduceOp::kMax);
+constexpr DataType kF32 = DataType::kFloat32;
+constexpr DataType kI32 = DataType::kInt32;
+constexpr ReduceOp kSum = ReduceOp::kSum;
+constexpr ReduceOp kMax = ReduceOp::kMax;
 
 Config fault_config() {
   Config c = test_config(64 << 10, 16 << 10);  // both allreduce algorithms in play
@@ -189,7 +189,7 @@ TEST(Sticky, BadArgumentsDoNotPoisonTheCommunicator) {
   ThreadWorld w(2, fault_config());
   w.run([&](int r) {
     std::vector<float> x(10, 1.0f);
-    EXPECT_EQ(w.comm(r).allreduce(x.data(), x.data(), 10, 99, kSum).code(), Code::kInvalidArgument);
+    EXPECT_EQ(w.comm(r).allreduce(x.data(), x.data(), 10, static_cast<DataType>(99), kSum).code(), Code::kInvalidArgument);
     EXPECT_EQ(w.comm(r).broadcast(x.data(), 10, kF32, 5).code(), Code::kInvalidArgument);
     EXPECT_TRUE(w.comm(r).async_error().is_ok());
     ASSERT_TRUE(w.comm(r).allreduce(x.data(), x.data(), 10, kF32, kSum).is_ok());

@@ -105,8 +105,8 @@ TEST(Checksum, CollectivesStayExact) {
   w.run([&](int r) {
     std::vector<int64_t> in(count), out(count);
     for (size_t i = 0; i < count; ++i) in[i] = static_cast<int64_t>(i) * (r + 1);
-    ASSERT_TRUE(w.comm(r).allreduce(in.data(), out.data(), count, static_cast<int>(DataType::kInt64),
-                                    static_cast<int>(ReduceOp::kSum)).is_ok());
+    ASSERT_TRUE(w.comm(r).allreduce(in.data(), out.data(), count, DataType::kInt64,
+                                    ReduceOp::kSum).is_ok());
     for (size_t i = 0; i < count; i += 101) EXPECT_EQ(out[i], static_cast<int64_t>(i) * 6);
   });
 }

@@ -85,7 +85,7 @@ Counts scattered(const Counts& counts, size_t* extent) {
 class GpuMore : public ::testing::TestWithParam<Mode> {};
 
 constexpr DataType kF = DataType::kFloat32;
-constexpr int kFi = static_cast<int>(kF);
+constexpr DataType kFi = kF;
 
 TEST_P(GpuMore, ReduceEveryOp) {
   GpuWorld g(GetParam());
@@ -101,7 +101,7 @@ TEST_P(GpuMore, ReduceEveryOp) {
       for (size_t i = 0; i < count; ++i) ref::store(kF, in.data(), i, ref::input_value(r, i, op, true));
       void* send = g.upload(r, in);
       void* recv = r == root ? g.upload(r, Bytes(count * es, 0xAB)) : nullptr;
-      Status s = g.comm(r).reduce(send, recv, count, kFi, o, root);
+      Status s = g.comm(r).reduce(send, recv, count, kFi, static_cast<ReduceOp>(o), root);
       ASSERT_TRUE(s.is_ok()) << op_name(op) << " rank " << r << ": " << s.to_string();
       if (r == root) {
         EXPECT_EQ(g.download(recv, want.size()), want) << op_name(op);
@@ -193,7 +193,7 @@ TEST_P(GpuMore, ReduceScattervUneven) {
     for (size_t i = 0; i < total; ++i) ref::store(kF, in.data(), i, ref::input_value(r, i, op, true));
     void* send = g.upload(r, in);
     void* recv = g.upload(r, Bytes(counts[r] * 4, 0xCD));
-    Status s = g.comm(r).reduce_scatterv(send, recv, counts, kFi, static_cast<int>(op));
+    Status s = g.comm(r).reduce_scatterv(send, recv, counts, kFi, op);
     ASSERT_TRUE(s.is_ok()) << "rank " << r << ": " << s.to_string();
     EXPECT_EQ(g.download(recv, counts[r] * 4),
               Bytes(want.begin() + off[r] * 4, want.begin() + (off[r] + counts[r]) * 4))
@@ -225,8 +225,8 @@ TEST_P(GpuMore, AsyncCallsOnDeviceBuffers) {
         Launch launch;
         launch.done.push_back(std::make_shared<OpHandle>());
         handles.push_back(launch.done.back());
-        Status s = out == alls.back() ? g.comm(r).allreduce(sends.back(), out, count, kFi, o, launch)
-                                      : g.comm(r).reduce(sends.back(), out, count, kFi, o, 0, launch);
+        Status s = out == alls.back() ? g.comm(r).allreduce(sends.back(), out, count, kFi, static_cast<ReduceOp>(o), launch)
+                                      : g.comm(r).reduce(sends.back(), out, count, kFi, static_cast<ReduceOp>(o), 0, launch);
         ASSERT_TRUE(s.is_ok()) << "rank " << r << ": " << s.to_string();
       }
     }

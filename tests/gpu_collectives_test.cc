@@ -106,7 +106,7 @@ TEST_P(GpuCollectives, AllreduceEveryDtypeAndOp) {
           const Bytes in = make_input(d, op, r, count);
           void* send = g.upload(r, in);
           void* recv = in_place ? send : g.upload(r, Bytes(in.size(), 0xAB));
-          Status s = g.comm(r).allreduce(send, recv, count, di, oi);
+          Status s = g.comm(r).allreduce(send, recv, count, static_cast<DataType>(di), static_cast<ReduceOp>(oi));
           ASSERT_TRUE(s.is_ok()) << label(d, op, count) << " rank " << r << ": " << s.to_string();
           EXPECT_EQ(g.download(recv, want.size()), want) << label(d, op, count) << " rank " << r;
           g.device(r).release(send);
@@ -123,7 +123,7 @@ TEST_P(GpuCollectives, SmallMessageAlgorithmToo) {
   const Bytes want = make_expected(DataType::kFloat32, ReduceOp::kAvg, g.size(), 777);
   g.world().run([&](int r) {
     void* buf = g.upload(r, make_input(DataType::kFloat32, ReduceOp::kAvg, r, 777));
-    Status s = g.comm(r).allreduce(buf, buf, 777, static_cast<int>(DataType::kFloat32), static_cast<int>(ReduceOp::kAvg));
+    Status s = g.comm(r).allreduce(buf, buf, 777, DataType::kFloat32, ReduceOp::kAvg);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     EXPECT_EQ(std::memcmp(buf, want.data(), want.size()), 0) << "rank " << r;
     g.device(r).release(buf);
@@ -141,21 +141,21 @@ TEST_P(GpuCollectives, ReduceScatterAllgatherBroadcast) {
     // reduce-scatter: rank r gets block r of the sum.
     void* send = g.upload(r, make_input(d, ReduceOp::kSum, r, block * n));
     void* recv = g.upload(r, Bytes(block * es, 0));
-    Status s = g.comm(r).reduce_scatter(send, recv, block, static_cast<int>(d), static_cast<int>(ReduceOp::kSum));
+    Status s = g.comm(r).reduce_scatter(send, recv, block, d, ReduceOp::kSum);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     EXPECT_EQ(std::memcmp(recv, want_sum.data() + r * block * es, block * es), 0) << "reduce_scatter rank " << r;
 
     // allgather of each rank's block, in place: the whole sum everywhere.
     void* all = g.upload(r, Bytes(block * n * es, 0));
     std::memcpy(static_cast<unsigned char*>(all) + r * block * es, recv, block * es);
-    s = g.comm(r).allgather(static_cast<unsigned char*>(all) + r * block * es, all, block, static_cast<int>(d));
+    s = g.comm(r).allgather(static_cast<unsigned char*>(all) + r * block * es, all, block, d);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     EXPECT_EQ(std::memcmp(all, want_sum.data(), want_sum.size()), 0) << "allgather rank " << r;
 
     // broadcast from the last rank.
     const Bytes root_data = make_input(d, ReduceOp::kSum, n - 1, 9999);
     void* buf = g.upload(r, r == n - 1 ? root_data : Bytes(root_data.size(), 0));
-    s = g.comm(r).broadcast(buf, 9999, static_cast<int>(d), n - 1);
+    s = g.comm(r).broadcast(buf, 9999, d, n - 1);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     EXPECT_EQ(std::memcmp(buf, root_data.data(), root_data.size()), 0) << "broadcast rank " << r;
     for (void* p : {send, recv, all, buf}) g.device(r).release(p);
@@ -181,7 +181,7 @@ TEST_P(GpuCollectives, OnStreamReturnsAtOnceAndOrdersTheStream) {
       produced = true;
     });
     const auto start = std::chrono::steady_clock::now();
-    Status s = g.comm(r).allreduce(buf, buf, count, static_cast<int>(d), static_cast<int>(ReduceOp::kSum),
+    Status s = g.comm(r).allreduce(buf, buf, count, d, ReduceOp::kSum,
                                    Launch::on(stream));
     const auto took = std::chrono::steady_clock::now() - start;
     ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -215,7 +215,7 @@ TEST_P(GpuCollectives, StreamAndBlockingCallsKeepTheirOrder) {
       }
       bufs.push_back(g.upload(r, in));
       Launch on = k < 3 ? Launch::on(stream) : Launch{};
-      Status s = g.comm(r).allreduce(bufs[k], bufs[k], count, static_cast<int>(d), static_cast<int>(ReduceOp::kSum), on);
+      Status s = g.comm(r).allreduce(bufs[k], bufs[k], count, d, ReduceOp::kSum, on);
       ASSERT_TRUE(s.is_ok()) << s.to_string();
     }
     ASSERT_TRUE(g.device(r).synchronize_stream(stream, Deadline::after_seconds(60)));
@@ -241,7 +241,7 @@ TEST(GpuBuffers, MixingHostAndDeviceBuffersIsRejected) {
   GpuWorld g(Mode{1, true, 0});
   Bytes host(64);
   void* dev = g.upload(0, Bytes(64));
-  Status s = g.comm(0).allreduce(dev, host.data(), 16, static_cast<int>(DataType::kFloat32), 0);
+  Status s = g.comm(0).allreduce(dev, host.data(), 16, DataType::kFloat32, ReduceOp::kSum);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("sendbuf is GPU memory but recvbuf is host memory"), std::string::npos) << s.message();
   EXPECT_TRUE(g.comm(0).async_error().is_ok()) << "a bad argument must leave the communicator healthy";
@@ -254,7 +254,7 @@ TEST(GpuBuffers, AFailingGpuFailsTheCollectiveAndReleasesTheStream) {
     void* stream = g.device(r).create_stream();
     void* buf = g.upload(r, Bytes(40000, 1));
     if (r == 0) g.device(r).fail_next(device_error("emulated launch failure"));
-    Status s = g.comm(r).allreduce(buf, buf, 10000, static_cast<int>(DataType::kFloat32), 0, Launch::on(stream));
+    Status s = g.comm(r).allreduce(buf, buf, 10000, DataType::kFloat32, ReduceOp::kSum, Launch::on(stream));
     ASSERT_TRUE(s.is_ok()) << "enqueueing succeeds; the failure comes later: " << s.to_string();
     std::atomic<bool> after{false};
     g.device(r).run_on(stream, [&] { after = true; });
@@ -266,7 +266,7 @@ TEST(GpuBuffers, AFailingGpuFailsTheCollectiveAndReleasesTheStream) {
     if (r == 0) {
       EXPECT_EQ(e.code(), Code::kDevice) << e.to_string();
     }
-    Status later = g.comm(r).allreduce(buf, buf, 10, static_cast<int>(DataType::kFloat32), 0);
+    Status later = g.comm(r).allreduce(buf, buf, 10, DataType::kFloat32, ReduceOp::kSum);
     EXPECT_FALSE(later.is_ok());
     g.device(r).release(buf);
   });
@@ -282,7 +282,7 @@ TEST(GpuBuffers, AStagedRankWorksWithAHostBufferRank) {
   g.world().run([&](int r) {
     Bytes in = make_input(d, ReduceOp::kMax, r, count);
     void* buf = r == 0 ? g.upload(r, in) : in.data();
-    Status s = g.comm(r).allreduce(buf, buf, count, static_cast<int>(d), static_cast<int>(ReduceOp::kMax));
+    Status s = g.comm(r).allreduce(buf, buf, count, d, ReduceOp::kMax);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     EXPECT_EQ(g.download(buf, want.size()), want) << "rank " << r;
     if (r == 0) g.device(r).release(buf);
@@ -297,7 +297,7 @@ TEST(GpuBuffers, HostBuffersAgainstAnIpcPeerFailAsMismatchNotAHang) {
   g.world().run([&](int r) {
     Bytes in(4000 * 4, 1);
     void* buf = r == 0 ? g.upload(r, in) : in.data();
-    Status s = g.comm(r).allreduce(buf, buf, 4000, static_cast<int>(DataType::kFloat32), 0);
+    Status s = g.comm(r).allreduce(buf, buf, 4000, DataType::kFloat32, ReduceOp::kSum);
     EXPECT_FALSE(s.is_ok()) << "rank " << r;
     EXPECT_EQ(s.code(), Code::kMismatch) << "rank " << r << ": " << s.to_string();
     if (r == 0) g.device(r).release(buf);
@@ -317,10 +317,10 @@ TEST(GpuBuffers, WithoutAGpuAStreamCallSaysWhy) {
   EXPECT_TRUE(s.message().find("without CUDA") != std::string::npos || s.message().find("no GPU") != std::string::npos)
       << s.message();
   float x = 1;
-  s = w.comm(0).allreduce(&x, &x, 1, static_cast<int>(DataType::kFloat32), 0, Launch::on(nullptr));
+  s = w.comm(0).allreduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum, Launch::on(nullptr));
   EXPECT_EQ(s.code(), Code::kUnsupported) << s.to_string();
   // Host collectives are unaffected.
-  EXPECT_TRUE(w.comm(0).allreduce(&x, &x, 1, static_cast<int>(DataType::kFloat32), 0).is_ok());
+  EXPECT_TRUE(w.comm(0).allreduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum).is_ok());
 }
 
 }  // namespace

@@ -139,8 +139,8 @@ TEST(Handshake, StrangersAreTurnedAwayAndTheJobGoesOn) {
   const size_t count = 50000;
   w.run([&](int r) {
     std::vector<int32_t> v(count, r + 1), out(count);
-    ASSERT_TRUE(w.comm(r).allreduce(v.data(), out.data(), count, static_cast<int>(DataType::kInt32),
-                                    static_cast<int>(ReduceOp::kSum)).is_ok());
+    ASSERT_TRUE(w.comm(r).allreduce(v.data(), out.data(), count, DataType::kInt32,
+                                    ReduceOp::kSum).is_ok());
     for (size_t i = 0; i < count; i += 977) EXPECT_EQ(out[i], 6);
   });
 }

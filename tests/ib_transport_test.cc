@@ -27,8 +27,8 @@ namespace kolo {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kF32 = static_cast<int>(DataType::kFloat32);
-constexpr int kSum = static_cast<int>(ReduceOp::kSum);
+constexpr DataType kF32 = DataType::kFloat32;
+constexpr ReduceOp kSum = ReduceOp::kSum;
 
 Config ib_config() {
   Config c = test_config(64 << 10);
@@ -38,7 +38,7 @@ Config ib_config() {
 
 IbTransport* ib_of(Communicator& comm) {
   IbTransport* ib = nullptr;
-  Status s = comm.run_custom("find the transport", [&](const RingContext& ctx) {
+  Status s = comm.run_custom("find the transport", [&](const ScheduleContext& ctx) {
     ib = dynamic_cast<IbTransport*>(ctx.transport);
     return Status::ok();
   });

@@ -79,7 +79,7 @@ TEST_P(P2P, PipelineOfStagesWithBlockingCallsInOrder) {
   const size_t count = 2000;
   w.run([&](int r) {
     Communicator& c = w.comm(r);
-    const int i32 = static_cast<int>(DataType::kInt32);
+    const DataType i32 = DataType::kInt32;
     for (int m = 0; m < micro_batches; ++m) {
       std::vector<int32_t> act(count);
       if (r == 0) {
@@ -104,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(Worlds, P2P, worlds_up_to(8), world_name);
 TEST(P2P, MessagesBetweenAPairKeepTheirOrder) {
   ThreadWorld w(2, test_config());
   w.run([&](int r) {
-    const int i64 = static_cast<int>(DataType::kInt64);
+    const DataType i64 = DataType::kInt64;
     for (int64_t k = 0; k < 20; ++k) {
       int64_t x = r == 0 ? k : -1;
       Status s = r == 0 ? w.comm(r).send(&x, 1, i64, 1) : w.comm(r).recv(&x, 1, i64, 0);
@@ -165,7 +165,7 @@ TEST(P2P, DisagreeingCountOrDtypeIsAMismatchOnBothSidesAndABadPeerIsRefused) {
     std::vector<Status> status(2);
     w.run([&](int r) {
       std::vector<int32_t> buf(100);
-      const int dtype = static_cast<int>(r == 1 && dtype_differs ? DataType::kFloat32 : DataType::kInt32);
+      const DataType dtype = r == 1 && dtype_differs ? DataType::kFloat32 : DataType::kInt32;
       const size_t count = r == 1 && !dtype_differs ? 50 : 100;
       status[r] = r == 0 ? w.comm(r).send(buf.data(), count, dtype, 1) : w.comm(r).recv(buf.data(), count, dtype, 0);
       // The receiver fails at once; a send may have completed by then (its
@@ -179,10 +179,10 @@ TEST(P2P, DisagreeingCountOrDtypeIsAMismatchOnBothSidesAndABadPeerIsRefused) {
   }
   ThreadWorld w(2, test_config());
   int32_t x = 0;
-  EXPECT_EQ(w.comm(0).send(&x, 1, static_cast<int>(DataType::kInt32), 2).code(), Code::kInvalidArgument);
-  EXPECT_EQ(w.comm(0).recv(nullptr, 1, static_cast<int>(DataType::kInt32), 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(w.comm(0).send(&x, 1, DataType::kInt32, 2).code(), Code::kInvalidArgument);
+  EXPECT_EQ(w.comm(0).recv(nullptr, 1, DataType::kInt32, 1).code(), Code::kInvalidArgument);
   // A send to itself with no receive to meet it.
-  EXPECT_EQ(w.comm(0).send(&x, 1, static_cast<int>(DataType::kInt32), 0).code(), Code::kMismatch);
+  EXPECT_EQ(w.comm(0).send(&x, 1, DataType::kInt32, 0).code(), Code::kMismatch);
 }
 
 }  // namespace

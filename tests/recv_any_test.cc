@@ -28,8 +28,8 @@ namespace kolo {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kF32 = static_cast<int>(DataType::kFloat32);
-constexpr int kI64 = static_cast<int>(DataType::kInt64);
+constexpr DataType kF32 = DataType::kFloat32;
+constexpr DataType kI64 = DataType::kInt64;
 
 // Sender `from`'s payload: count floats that name it.
 std::vector<float> payload(int from, size_t count) {
@@ -171,7 +171,7 @@ TEST_F(RecvAny, SkipsARankWhoseNextMessageIsACollectives) {
       EXPECT_EQ(source, 1);
       EXPECT_TRUE(in == payload(1, 10));
     }
-    Status s = c.allreduce(&one, &sum, 1, kF32, static_cast<int>(ReduceOp::kSum));
+    Status s = c.allreduce(&one, &sum, 1, kF32, ReduceOp::kSum);
     ASSERT_TRUE(s.is_ok()) << "rank " << r << ": " << s.to_string();
     EXPECT_EQ(sum, 3.0f);
   });
@@ -288,7 +288,7 @@ TEST_F(RecvAny, RefusesAWorldOfOneAndBadArguments) {
   ThreadWorld w(2, test_config());
   EXPECT_EQ(w.comm(0).recv_any(&x, 1, kF32, nullptr).code(), Code::kInvalidArgument);
   EXPECT_EQ(w.comm(0).recv_any(nullptr, 1, kF32, &source).code(), Code::kInvalidArgument);
-  EXPECT_EQ(w.comm(0).recv_any(&x, 1, 99, &source).code(), Code::kInvalidArgument);
+  EXPECT_EQ(w.comm(0).recv_any(&x, 1, static_cast<DataType>(99), &source).code(), Code::kInvalidArgument);
   // None of it harmed the communicator.
   w.run([&](int r) {
     float v = static_cast<float>(r), got = -1;
@@ -314,7 +314,7 @@ TEST(RecvAnyOverRdma, IsRefusedAtOnceWithoutHarm) {
   EXPECT_TRUE(w.comm(0).async_error().is_ok());
   w.run([&](int r) {
     float one = 1.0f, sum = 0.0f;
-    ASSERT_TRUE(w.comm(r).allreduce(&one, &sum, 1, kF32, static_cast<int>(ReduceOp::kSum)).is_ok());
+    ASSERT_TRUE(w.comm(r).allreduce(&one, &sum, 1, kF32, ReduceOp::kSum).is_ok());
     EXPECT_EQ(sum, 3.0f);
   });
 }

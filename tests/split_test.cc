@@ -78,7 +78,7 @@ void check_every_collective(const Comms& subs) {
           const Bytes want = ref::expected_buffer(d, op, n, count);
           Bytes in = ref::input_buffer(d, op, me, count), out(in.size(), 0xAB);
           const bool in_place = count == 97;
-          Status s = c.allreduce(in.data(), in_place ? in.data() : out.data(), count, di, oi);
+          Status s = c.allreduce(in.data(), in_place ? in.data() : out.data(), count, static_cast<DataType>(di), static_cast<ReduceOp>(oi));
           ASSERT_TRUE(s.is_ok()) << where << ": " << s.to_string();
           EXPECT_TRUE((in_place ? in : out) == want)
               << where << " allreduce " << dtype_name(d) << " " << op_name(op) << " count " << count;
@@ -88,7 +88,7 @@ void check_every_collective(const Comms& subs) {
     // Allgather: block q is rank q's data.
     const size_t block = 1000;
     Bytes mine = ref::input_buffer(DataType::kInt32, ReduceOp::kSum, me, block), all(block * 4 * n);
-    ASSERT_TRUE(c.allgather(mine.data(), all.data(), block, static_cast<int>(DataType::kInt32)).is_ok()) << where;
+    ASSERT_TRUE(c.allgather(mine.data(), all.data(), block, DataType::kInt32).is_ok()) << where;
     for (int q = 0; q < n; ++q) {
       EXPECT_TRUE(std::memcmp(all.data() + q * block * 4, ref::input_buffer(DataType::kInt32, ReduceOp::kSum, q, block).data(),
                               block * 4) == 0)
@@ -96,12 +96,12 @@ void check_every_collective(const Comms& subs) {
     }
     // Broadcast from the last rank.
     Bytes buf = ref::input_buffer(DataType::kFloat64, ReduceOp::kSum, me, 777);
-    ASSERT_TRUE(c.broadcast(buf.data(), 777, static_cast<int>(DataType::kFloat64), n - 1).is_ok()) << where;
+    ASSERT_TRUE(c.broadcast(buf.data(), 777, DataType::kFloat64, n - 1).is_ok()) << where;
     EXPECT_TRUE(buf == ref::input_buffer(DataType::kFloat64, ReduceOp::kSum, n - 1, 777)) << where << " broadcast";
     // Reduce-scatter: this rank's block of the sum.
     Bytes rs_in = ref::input_buffer(DataType::kInt64, ReduceOp::kSum, me, 50 * n), rs_out(50 * 8);
-    ASSERT_TRUE(c.reduce_scatter(rs_in.data(), rs_out.data(), 50, static_cast<int>(DataType::kInt64),
-                                 static_cast<int>(ReduceOp::kSum))
+    ASSERT_TRUE(c.reduce_scatter(rs_in.data(), rs_out.data(), 50, DataType::kInt64,
+                                 ReduceOp::kSum)
                     .is_ok())
         << where;
     const Bytes rs_want = ref::expected_buffer(DataType::kInt64, ReduceOp::kSum, n, 50 * n);
@@ -122,7 +122,7 @@ TEST_P(Split, TwoColorsKeysReversedAndARankWithoutColor) {
   // The parent goes on beside its splits.
   w.run([&](int r) {
     int64_t x = r, sum = 0;
-    ASSERT_TRUE(w.comm(r).allreduce(&x, &sum, 1, static_cast<int>(DataType::kInt64), static_cast<int>(ReduceOp::kSum))
+    ASSERT_TRUE(w.comm(r).allreduce(&x, &sum, 1, DataType::kInt64, ReduceOp::kSum)
                     .is_ok());
     EXPECT_EQ(sum, int64_t{n} * (n - 1) / 2);
   });
@@ -194,7 +194,7 @@ TEST(Split, AFailureInOneSplitLeavesTheOtherAlone) {
   subs[0]->abort();  // rank 0's even split: ranks 0 and 2
   run_on(subs, [&](int r, Communicator& c) {
     int32_t x = 1, y = 0;
-    Status s = c.allreduce(&x, &y, 1, static_cast<int>(DataType::kInt32), static_cast<int>(ReduceOp::kSum));
+    Status s = c.allreduce(&x, &y, 1, DataType::kInt32, ReduceOp::kSum);
     if (r % 2 == 0) {
       EXPECT_EQ(s.code(), Code::kAborted) << "rank " << r << ": " << s.to_string();
     } else {
@@ -204,7 +204,7 @@ TEST(Split, AFailureInOneSplitLeavesTheOtherAlone) {
   });
   w.run([&](int r) {  // and the world
     int32_t x = 1, y = 0;
-    ASSERT_TRUE(w.comm(r).allreduce(&x, &y, 1, static_cast<int>(DataType::kInt32), static_cast<int>(ReduceOp::kSum))
+    ASSERT_TRUE(w.comm(r).allreduce(&x, &y, 1, DataType::kInt32, ReduceOp::kSum)
                     .is_ok());
     EXPECT_EQ(y, n);
   });
@@ -220,7 +220,7 @@ TEST(Split, ASplitAgainstAnotherCollectiveIsAMismatchAndABadColorIsRefused) {
       status[r] = w.comm(r).split(0, 0, &sub);
     } else {
       int64_t x[2] = {0, 0}, y[4];
-      status[r] = w.comm(r).allgather(x, y, 1, static_cast<int>(DataType::kInt64));
+      status[r] = w.comm(r).allgather(x, y, 1, DataType::kInt64);
     }
   });
   for (int r = 0; r < 2; ++r) EXPECT_EQ(status[r].code(), Code::kMismatch) << "rank " << r << ": " << status[r].to_string();

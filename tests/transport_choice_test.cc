@@ -41,8 +41,8 @@ void expect_allreduce_works(const std::vector<Communicator*>& comms) {
     threads.emplace_back([&, r] {
       std::vector<float> x = {1, 2, static_cast<float>(r)}, y(3);
       ASSERT_TRUE(comms[r]
-                      ->allreduce(x.data(), y.data(), 3, static_cast<int>(DataType::kFloat32),
-                                  static_cast<int>(ReduceOp::kSum))
+                      ->allreduce(x.data(), y.data(), 3, DataType::kFloat32,
+                                  ReduceOp::kSum)
                       .is_ok());
       EXPECT_EQ(y[1], 2.0f * n);
       EXPECT_EQ(y[2], n * (n - 1) / 2.0f);
@@ -133,8 +133,8 @@ TEST(TransportChoice, RanksThatRunAllreduceDifferentlyFailWithMismatch) {
   const auto start = std::chrono::steady_clock::now();
   world.run([&](int r) {
     std::vector<float> x(1 << 18, 1.0f), y(x.size());
-    Status s = world.comm(r).allreduce(x.data(), y.data(), x.size(), static_cast<int>(DataType::kFloat32),
-                                       static_cast<int>(ReduceOp::kSum));
+    Status s = world.comm(r).allreduce(x.data(), y.data(), x.size(), DataType::kFloat32,
+                                       ReduceOp::kSum);
     EXPECT_EQ(s.code(), Code::kMismatch) << "rank " << r << ": " << s.to_string();
   });
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));

@@ -49,8 +49,8 @@ TEST(WithoutVerbs, OtherHostsAreReachedOverTcpAndNothingIsSaid) {
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       std::vector<float> x = {1, static_cast<float>(r)}, y(2);
-      Status s = comms[r]->allreduce(x.data(), y.data(), 2, static_cast<int>(DataType::kFloat32),
-                                     static_cast<int>(ReduceOp::kSum));
+      Status s = comms[r]->allreduce(x.data(), y.data(), 2, DataType::kFloat32,
+                                     ReduceOp::kSum);
       EXPECT_TRUE(s.is_ok()) << s.to_string();
       EXPECT_EQ(y[0], 2.0f);
       EXPECT_EQ(y[1], 1.0f);

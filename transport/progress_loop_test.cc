@@ -77,7 +77,9 @@ TEST_F(ProgressLoopTest, ReturnsOnceAWatchedPeersMessageIsNoticed) {
         },
         [] { return std::string(); });
     EXPECT_TRUE(s.is_ok()) << s.to_string();
-    if (!in_sleep) EXPECT_EQ(calls, 3);
+    if (!in_sleep) {
+      EXPECT_EQ(calls, 3);
+    }
   }
 }
 

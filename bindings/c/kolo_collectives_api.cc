@@ -10,7 +10,8 @@
 
 using kolo::Launch;
 using kolo::Status;
-using kolo_c::raw_enum;  // at the entry points: a C caller may pass any int
+// At the entry points a C caller may pass any int as a dtype or op:
+// kolo_c::dtype_of and op_of carry it to the C++ API, which checks it.
 
 namespace {
 
@@ -26,78 +27,78 @@ Status per_rank(kolo_comm_t comm, const size_t* values, const char* name, bool o
   return Status::ok();
 }
 
-Status allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, int dtype, int op, Launch launch) {
+Status allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype, kolo::ReduceOp op, Launch launch) {
   return comm->impl->allreduce(sendbuf, recvbuf, count, dtype, op, std::move(launch));
 }
 
-Status allgather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, int dtype, Launch launch) {
+Status allgather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo::DataType dtype, Launch launch) {
   return comm->impl->allgather(sendbuf, recvbuf, sendcount, dtype, std::move(launch));
 }
 
-Status broadcast(kolo_comm_t comm, void* buf, size_t count, int dtype, int root, Launch launch) {
+Status broadcast(kolo_comm_t comm, void* buf, size_t count, kolo::DataType dtype, int root, Launch launch) {
   return comm->impl->broadcast(buf, count, dtype, root, std::move(launch));
 }
 
-Status reduce_scatter(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount, int dtype, int op,
+Status reduce_scatter(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount, kolo::DataType dtype, kolo::ReduceOp op,
                       Launch launch) {
   return comm->impl->reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, std::move(launch));
 }
 
-Status reduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, int dtype, int op, int root,
+Status reduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype, kolo::ReduceOp op, int root,
               Launch launch) {
   return comm->impl->reduce(sendbuf, recvbuf, count, dtype, op, root, std::move(launch));
 }
 
 Status gatherv(kolo_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf, const size_t* recvcounts,
-               const size_t* displs, int dtype, int root, Launch launch) {
+               const size_t* displs, kolo::DataType dtype, int root, Launch launch) {
   std::vector<size_t> counts, offsets;
   KOLO_RETURN_IF_ERROR(per_rank(comm, recvcounts, "recvcounts", false, &counts));
   if (comm->impl->rank() == root) KOLO_RETURN_IF_ERROR(per_rank(comm, displs, "displs", true, &offsets));
   return comm->impl->gatherv(sendbuf, sendcount, recvbuf, counts, offsets, dtype, root, std::move(launch));
 }
 
-Status gather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, int dtype, int root,
+Status gather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo::DataType dtype, int root,
               Launch launch) {
   const std::vector<size_t> counts(comm->impl->size(), sendcount);
   return comm->impl->gatherv(sendbuf, sendcount, recvbuf, counts, {}, dtype, root, std::move(launch));
 }
 
 Status scatterv(kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts, const size_t* displs, void* recvbuf,
-                size_t recvcount, int dtype, int root, Launch launch) {
+                size_t recvcount, kolo::DataType dtype, int root, Launch launch) {
   std::vector<size_t> counts, offsets;
   KOLO_RETURN_IF_ERROR(per_rank(comm, sendcounts, "sendcounts", false, &counts));
   if (comm->impl->rank() == root) KOLO_RETURN_IF_ERROR(per_rank(comm, displs, "displs", true, &offsets));
   return comm->impl->scatterv(sendbuf, counts, offsets, recvbuf, recvcount, dtype, root, std::move(launch));
 }
 
-Status scatter(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount, int dtype, int root,
+Status scatter(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount, kolo::DataType dtype, int root,
                Launch launch) {
   const std::vector<size_t> counts(comm->impl->size(), recvcount);
   return comm->impl->scatterv(sendbuf, counts, {}, recvbuf, recvcount, dtype, root, std::move(launch));
 }
 
 Status allgatherv(kolo_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf, const size_t* recvcounts,
-                  const size_t* displs, int dtype, Launch launch) {
+                  const size_t* displs, kolo::DataType dtype, Launch launch) {
   std::vector<size_t> counts, offsets;
   KOLO_RETURN_IF_ERROR(per_rank(comm, recvcounts, "recvcounts", false, &counts));
   KOLO_RETURN_IF_ERROR(per_rank(comm, displs, "displs", true, &offsets));
   return comm->impl->allgatherv(sendbuf, sendcount, recvbuf, counts, offsets, dtype, std::move(launch));
 }
 
-Status reduce_scatterv(kolo_comm_t comm, const void* sendbuf, void* recvbuf, const size_t* recvcounts, int dtype,
-                       int op, Launch launch) {
+Status reduce_scatterv(kolo_comm_t comm, const void* sendbuf, void* recvbuf, const size_t* recvcounts, kolo::DataType dtype,
+                       kolo::ReduceOp op, Launch launch) {
   std::vector<size_t> counts;
   KOLO_RETURN_IF_ERROR(per_rank(comm, recvcounts, "recvcounts", false, &counts));
   return comm->impl->reduce_scatterv(sendbuf, recvbuf, counts, dtype, op, std::move(launch));
 }
 
-Status alltoall(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, int dtype, Launch launch) {
+Status alltoall(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype, Launch launch) {
   const std::vector<size_t> counts(comm->impl->size(), count);
   return comm->impl->alltoallv(sendbuf, counts, {}, recvbuf, counts, {}, dtype, std::move(launch));
 }
 
 Status alltoallv(kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts, const size_t* sdispls, void* recvbuf,
-                 const size_t* recvcounts, const size_t* rdispls, int dtype, Launch launch) {
+                 const size_t* recvcounts, const size_t* rdispls, kolo::DataType dtype, Launch launch) {
   std::vector<size_t> scounts, rcounts, soffsets, roffsets;
   KOLO_RETURN_IF_ERROR(per_rank(comm, sendcounts, "sendcounts", false, &scounts));
   KOLO_RETURN_IF_ERROR(per_rank(comm, recvcounts, "recvcounts", false, &rcounts));
@@ -124,53 +125,53 @@ extern "C" {
 KOLO_BLOCKING_AND_ASYNC(allreduce,
                         (kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype,
                          kolo_op_t op),
-                        (comm, sendbuf, recvbuf, count, raw_enum(dtype), raw_enum(op), std::move(launch)))
+                        (comm, sendbuf, recvbuf, count, kolo_c::dtype_of(dtype), kolo_c::op_of(op), std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(allgather,
                         (kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo_dtype_t dtype),
-                        (comm, sendbuf, recvbuf, sendcount, raw_enum(dtype), std::move(launch)))
+                        (comm, sendbuf, recvbuf, sendcount, kolo_c::dtype_of(dtype), std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(broadcast, (kolo_comm_t comm, void* buf, size_t count, kolo_dtype_t dtype, int root),
-                        (comm, buf, count, raw_enum(dtype), root, std::move(launch)))
+                        (comm, buf, count, kolo_c::dtype_of(dtype), root, std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(reduce_scatter,
                         (kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount, kolo_dtype_t dtype,
                          kolo_op_t op),
-                        (comm, sendbuf, recvbuf, recvcount, raw_enum(dtype), raw_enum(op), std::move(launch)))
+                        (comm, sendbuf, recvbuf, recvcount, kolo_c::dtype_of(dtype), kolo_c::op_of(op), std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(reduce,
                         (kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype,
                          kolo_op_t op, int root),
-                        (comm, sendbuf, recvbuf, count, raw_enum(dtype), raw_enum(op), root, std::move(launch)))
+                        (comm, sendbuf, recvbuf, count, kolo_c::dtype_of(dtype), kolo_c::op_of(op), root, std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(gather,
                         (kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo_dtype_t dtype,
                          int root),
-                        (comm, sendbuf, recvbuf, sendcount, raw_enum(dtype), root, std::move(launch)))
+                        (comm, sendbuf, recvbuf, sendcount, kolo_c::dtype_of(dtype), root, std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(gatherv,
                         (kolo_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
                          const size_t* recvcounts, const size_t* displs, kolo_dtype_t dtype, int root),
-                        (comm, sendbuf, sendcount, recvbuf, recvcounts, displs, raw_enum(dtype), root,
+                        (comm, sendbuf, sendcount, recvbuf, recvcounts, displs, kolo_c::dtype_of(dtype), root,
                          std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(scatter,
                         (kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount, kolo_dtype_t dtype,
                          int root),
-                        (comm, sendbuf, recvbuf, recvcount, raw_enum(dtype), root, std::move(launch)))
+                        (comm, sendbuf, recvbuf, recvcount, kolo_c::dtype_of(dtype), root, std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(scatterv,
                         (kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts, const size_t* displs,
                          void* recvbuf, size_t recvcount, kolo_dtype_t dtype, int root),
-                        (comm, sendbuf, sendcounts, displs, recvbuf, recvcount, raw_enum(dtype), root,
+                        (comm, sendbuf, sendcounts, displs, recvbuf, recvcount, kolo_c::dtype_of(dtype), root,
                          std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(allgatherv,
                         (kolo_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf,
                          const size_t* recvcounts, const size_t* displs, kolo_dtype_t dtype),
-                        (comm, sendbuf, sendcount, recvbuf, recvcounts, displs, raw_enum(dtype), std::move(launch)))
+                        (comm, sendbuf, sendcount, recvbuf, recvcounts, displs, kolo_c::dtype_of(dtype), std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(reduce_scatterv,
                         (kolo_comm_t comm, const void* sendbuf, void* recvbuf, const size_t* recvcounts,
                          kolo_dtype_t dtype, kolo_op_t op),
-                        (comm, sendbuf, recvbuf, recvcounts, raw_enum(dtype), raw_enum(op), std::move(launch)))
+                        (comm, sendbuf, recvbuf, recvcounts, kolo_c::dtype_of(dtype), kolo_c::op_of(op), std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(alltoall,
                         (kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype),
-                        (comm, sendbuf, recvbuf, count, raw_enum(dtype), std::move(launch)))
+                        (comm, sendbuf, recvbuf, count, kolo_c::dtype_of(dtype), std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(alltoallv,
                         (kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
                          void* recvbuf, const size_t* recvcounts, const size_t* rdispls, kolo_dtype_t dtype),
-                        (comm, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, raw_enum(dtype),
+                        (comm, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, kolo_c::dtype_of(dtype),
                          std::move(launch)))
 
 kolo_result_t kolo_barrier(kolo_comm_t comm) {
@@ -184,27 +185,27 @@ kolo_result_t kolo_barrier_async(kolo_comm_t comm, kolo_handle_t* handle) {
 kolo_result_t kolo_allreduce_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                     kolo_dtype_t dtype, kolo_op_t op, void* stream) {
   return kolo_c::on_stream(comm, stream, [&](Launch launch) {
-    return allreduce(comm, sendbuf, recvbuf, count, raw_enum(dtype), raw_enum(op), launch);
+    return allreduce(comm, sendbuf, recvbuf, count, kolo_c::dtype_of(dtype), kolo_c::op_of(op), launch);
   });
 }
 
 kolo_result_t kolo_allgather_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
                                     kolo_dtype_t dtype, void* stream) {
   return kolo_c::on_stream(comm, stream, [&](Launch launch) {
-    return allgather(comm, sendbuf, recvbuf, sendcount, raw_enum(dtype), launch);
+    return allgather(comm, sendbuf, recvbuf, sendcount, kolo_c::dtype_of(dtype), launch);
   });
 }
 
 kolo_result_t kolo_broadcast_stream(kolo_comm_t comm, void* buf, size_t count, kolo_dtype_t dtype, int root,
                                     void* stream) {
   return kolo_c::on_stream(comm, stream,
-                           [&](Launch launch) { return broadcast(comm, buf, count, raw_enum(dtype), root, launch); });
+                           [&](Launch launch) { return broadcast(comm, buf, count, kolo_c::dtype_of(dtype), root, launch); });
 }
 
 kolo_result_t kolo_reduce_scatter_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
                                          kolo_dtype_t dtype, kolo_op_t op, void* stream) {
   return kolo_c::on_stream(comm, stream, [&](Launch launch) {
-    return reduce_scatter(comm, sendbuf, recvbuf, recvcount, raw_enum(dtype), raw_enum(op), launch);
+    return reduce_scatter(comm, sendbuf, recvbuf, recvcount, kolo_c::dtype_of(dtype), kolo_c::op_of(op), launch);
   });
 }
 

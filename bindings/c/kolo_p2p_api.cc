@@ -56,7 +56,7 @@ kolo_result_t receive_any(kolo_comm_t comm, void* recvbuf, size_t count, int d, 
           "takes depends on the receives posted before it, and a group posts all of its own at once; call it "
           "outside the group");
     }
-    return comm->impl->recv_any(recvbuf, count, d, source, std::move(launch));
+    return comm->impl->recv_any(recvbuf, count, static_cast<kolo::DataType>(d), source, std::move(launch));
   };
   return handle ? kolo_c::asynchronous(comm, handle, call) : kolo_c::blocking(comm, call);
 }

@@ -78,7 +78,7 @@ Status IbTransport::create(Store* store, int rank, int size, const IbOptions& op
   KOLO_RETURN_IF_ERROR(t->open(choice));
   TcpOptions link = options.link;
   // Apart from a TCP transport of the same communicator (peers reached over
-  // TCP beside RDMA ones), which shares the process's TCP device.
+  // TCP beside RDMA ones), which shares the process's TCP listener.
   link.job_id = job_id_from_name("ib-link/" + std::to_string(options.job_id));
   link.store_prefix = options.store_prefix + "link/";
   link.streams_per_peer = 1;

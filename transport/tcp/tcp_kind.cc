@@ -35,7 +35,7 @@ TcpOptions tcp_options(const TransportContext& c) {
   TcpOptions options;
   options.store_prefix = c.store_prefix + "tcp/";
   // One id per communicator, the same on all its ranks: the process's TCP
-  // device tells the engine's sibling (prefix "engine/") and the main
+  // listener tells the engine's sibling (prefix "engine/") and the main
   // communicator (prefix "") apart by it.
   options.job_id = job_id_from_name(c.job_name + c.store_prefix);
   options.bind_address = c.bind_address;

@@ -21,12 +21,12 @@ TcpTransport::TcpTransport(Store* store, int rank, int size, const TcpOptions& o
 
 TcpTransport::~TcpTransport() {
   abort();
-  // Sockets live on the device's io_context: close them before letting go
-  // of the device, which may be the last reference.
+  // Sockets live on the listener's io_context: close them before letting go
+  // of the listener, which may be the last reference.
   pairs_.clear();
-  if (device_ && endpoint_) device_->unlisten(endpoint_);
+  if (listener_ && endpoint_) listener_->unlisten(endpoint_);
   endpoint_.reset();
-  device_.reset();
+  listener_.reset();
 }
 
 Status TcpTransport::create(Store* store, int rank, int size, const TcpOptions& options,
@@ -42,16 +42,16 @@ Status TcpTransport::create(Store* store, int rank, int size, const TcpOptions& 
 
 Status TcpTransport::start() {
   KOLO_RETURN_IF_ERROR(loop_.open());
-  KOLO_RETURN_IF_ERROR(TcpDevice::get(options_.bind_address, &device_));
+  KOLO_RETURN_IF_ERROR(TcpListener::get(options_.bind_address, &listener_));
   HelloExpectation expect{options_.job_id, rank_, size_, options_.streams_per_peer,
                           options_.checksum ? kHelloFlagChecksum : 0u};
-  device_->listen(expect, options_.secret, options_.handshake_timeout_s, &endpoint_);
+  listener_->listen(expect, options_.secret, options_.handshake_timeout_s, &endpoint_);
   KOLO_RETURN_IF_ERROR(store_->set(options_.store_prefix + std::to_string(rank_), listen_address()));
   KOLO_DEBUG("tcp transport listening on " << listen_address());
   return Status::ok();
 }
 
-std::string TcpTransport::listen_address() const { return format_endpoint(device_->endpoint()); }
+std::string TcpTransport::listen_address() const { return format_endpoint(listener_->endpoint()); }
 
 Status TcpTransport::connect_stream(int peer, const std::string& address, int stream_index, Deadline deadline,
                                     std::unique_ptr<tcp::socket>* out) {
@@ -67,7 +67,7 @@ Status TcpTransport::connect_stream(int peer, const std::string& address, int st
   // backlog was momentarily full.
   for (int attempt = 0;; ++attempt) {
     if (loop_.aborted()) return aborted("communicator aborted while connecting to " + who);
-    asio::io_context& io = device_->io();
+    asio::io_context& io = listener_->io();
     auto socket = std::make_unique<tcp::socket>(io);
     std::promise<boost::system::error_code> done;
     auto result = done.get_future();

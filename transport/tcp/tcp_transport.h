@@ -1,5 +1,5 @@
 // The TCP transport over Boost.Asio. Connection set-up (listen, accept,
-// handshake) runs on the background Asio thread of the process's TcpDevice,
+// handshake) runs on the background Asio thread of the process's TcpListener,
 // which every TcpTransport on the same bind address shares (one listening
 // port, one thread); the data path runs on the
 // thread that calls progress(), driving non-blocking sockets directly so a
@@ -15,7 +15,7 @@
 
 #include "transport/progress_loop.h"
 #include "transport/store.h"
-#include "transport/tcp/device.h"
+#include "transport/tcp/listener.h"
 #include "transport/tcp/pair.h"
 #include "transport/transport.h"
 
@@ -23,7 +23,7 @@ namespace kolo {
 
 struct TcpOptions {
   // Identifies the communicator (not only the job) on the process's shared
-  // device: every rank of one communicator has the same; two communicators
+  // listener: every rank of one communicator has the same; two communicators
   // of one process (the engine's sibling, a split) differ.
   uint64_t job_id = 0;
   std::string bind_address = "127.0.0.1";  // the address peers reach this rank at
@@ -70,7 +70,7 @@ class TcpTransport final : public DirectTransport {
   Status watch(const std::vector<int>& peers) override;
   bool watching() const override { return !watched_.empty(); }
 
-  // The shared device's address, which this rank publishes.
+  // The shared listener's address, which this rank publishes.
   std::string listen_address() const;
 
   // The file descriptor of the first socket to `peer`, or -1 before
@@ -90,8 +90,8 @@ class TcpTransport final : public DirectTransport {
   int rank_;
   int size_;
   TcpOptions options_;
-  std::shared_ptr<TcpDevice> device_;      // shared with the process's other TCP transports
-  std::shared_ptr<TcpEndpoint> endpoint_;  // this rank of this communicator on the device
+  std::shared_ptr<TcpListener> listener_;      // shared with the process's other TCP transports
+  std::shared_ptr<TcpEndpoint> endpoint_;  // this rank of this communicator on the listener
   std::mutex pairs_mutex_;  // guards pairs_ against abort() from another thread
   std::map<int, std::unique_ptr<TcpPair>> pairs_;
   std::vector<TcpPair*> active_;  // pairs, in a vector for the hot loop

@@ -1,4 +1,4 @@
-#include "transport/tcp/device.h"
+#include "transport/tcp/listener.h"
 
 #include <algorithm>
 #include <chrono>
@@ -68,7 +68,7 @@ void TcpEndpoint::park(const std::pair<int, int>& key, std::unique_ptr<tcp::sock
 }
 
 // One connection between accept and verdict.
-struct TcpDevice::Pending {
+struct TcpListener::Pending {
   explicit Pending(asio::io_context& io) : socket(io), timer(io) {}
   tcp::socket socket;
   asio::steady_timer timer;
@@ -78,32 +78,32 @@ struct TcpDevice::Pending {
   std::string remote;
 };
 
-Status TcpDevice::get(const std::string& bind_address, std::shared_ptr<TcpDevice>* out) {
+Status TcpListener::get(const std::string& bind_address, std::shared_ptr<TcpListener>* out) {
   boost::system::error_code ec;
   auto bind = asio::ip::make_address(bind_address, ec);
   if (ec) return invalid_argument("bad bind address '" + bind_address + "': " + ec.message());
-  // Weakly held: the device closes when its last transport lets go of it.
+  // Weakly held: the listener closes when its last transport lets go of it.
   static std::mutex registry_mutex;
-  static std::map<std::string, std::weak_ptr<TcpDevice>> registry;
+  static std::map<std::string, std::weak_ptr<TcpListener>> registry;
   std::lock_guard<std::mutex> lock(registry_mutex);
-  std::shared_ptr<TcpDevice>& device = *out;
-  device = registry[bind.to_string()].lock();
-  if (device) return Status::ok();
-  device.reset(new TcpDevice());
-  Status s = device->start(bind);
+  std::shared_ptr<TcpListener>& listener = *out;
+  listener = registry[bind.to_string()].lock();
+  if (listener) return Status::ok();
+  listener.reset(new TcpListener());
+  Status s = listener->start(bind);
   if (!s.is_ok()) {
-    device.reset();
+    listener.reset();
     return s;
   }
   for (auto it = registry.begin(); it != registry.end();) {
     it = it->second.expired() ? registry.erase(it) : std::next(it);
   }
-  registry[bind.to_string()] = device;
-  KOLO_DEBUG("tcp device listening on " << format_endpoint(device->endpoint()));
+  registry[bind.to_string()] = listener;
+  KOLO_DEBUG("tcp listener listening on " << format_endpoint(listener->endpoint()));
   return Status::ok();
 }
 
-TcpDevice::~TcpDevice() {
+TcpListener::~TcpListener() {
   if (acceptor_) {
     asio::post(io_, [this] {
       boost::system::error_code ec;
@@ -114,7 +114,7 @@ TcpDevice::~TcpDevice() {
   if (thread_.joinable()) thread_.join();
 }
 
-Status TcpDevice::start(const asio::ip::address& bind_address) {
+Status TcpListener::start(const asio::ip::address& bind_address) {
   boost::system::error_code ec;
   acceptor_ = std::make_unique<tcp::acceptor>(io_);
   tcp::endpoint ep(bind_address, 0);
@@ -126,13 +126,13 @@ Status TcpDevice::start(const asio::ip::address& bind_address) {
   if (ec) return transport_error("cannot read listening address: " + ec.message());
   accept_next();
   thread_ = std::thread([this] {
-    // Handlers never throw; the loop ends when the device stops io_.
+    // Handlers never throw; the loop ends when the listener stops io_.
     io_.run();
   });
   return Status::ok();
 }
 
-void TcpDevice::listen(const HelloExpectation& expectation, const std::string& secret, double handshake_timeout_s,
+void TcpListener::listen(const HelloExpectation& expectation, const std::string& secret, double handshake_timeout_s,
                        std::shared_ptr<TcpEndpoint>* out) {
   auto endpoint = std::make_shared<TcpEndpoint>(expectation, secret, handshake_timeout_s);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -140,7 +140,7 @@ void TcpDevice::listen(const HelloExpectation& expectation, const std::string& s
   *out = std::move(endpoint);
 }
 
-void TcpDevice::unlisten(const std::shared_ptr<TcpEndpoint>& endpoint) {
+void TcpListener::unlisten(const std::shared_ptr<TcpEndpoint>& endpoint) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = endpoints_.find(Key{endpoint->expectation_.job_id, endpoint->expectation_.rank});
   if (it == endpoints_.end()) return;
@@ -149,14 +149,14 @@ void TcpDevice::unlisten(const std::shared_ptr<TcpEndpoint>& endpoint) {
   if (list.empty()) endpoints_.erase(it);
 }
 
-size_t TcpDevice::endpoint_count() {
+size_t TcpListener::endpoint_count() {
   std::lock_guard<std::mutex> lock(mutex_);
   size_t n = 0;
   for (const auto& entry : endpoints_) n += entry.second.size();
   return n;
 }
 
-double TcpDevice::handshake_timeout_s() {
+double TcpListener::handshake_timeout_s() {
   // A peer gets the most time any endpoint allows; a stranger never blocks
   // anyone meanwhile, as each handshake runs on its own.
   std::lock_guard<std::mutex> lock(mutex_);
@@ -167,7 +167,7 @@ double TcpDevice::handshake_timeout_s() {
   return t > 0 ? t : 10.0;
 }
 
-std::vector<std::shared_ptr<TcpEndpoint>> TcpDevice::find(const Hello& hello) {
+std::vector<std::shared_ptr<TcpEndpoint>> TcpListener::find(const Hello& hello) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = endpoints_.find(Key{hello.job_id, hello.to_rank});
   if (it != endpoints_.end()) return it->second;
@@ -179,7 +179,7 @@ std::vector<std::shared_ptr<TcpEndpoint>> TcpDevice::find(const Hello& hello) {
   return {};
 }
 
-void TcpDevice::accept_next() {
+void TcpListener::accept_next() {
   auto pending = std::make_shared<Pending>(io_);
   acceptor_->async_accept(pending->socket, [this, pending](const boost::system::error_code& ec) {
     if (ec == asio::error::operation_aborted || !acceptor_->is_open()) return;
@@ -217,7 +217,7 @@ void TcpDevice::accept_next() {
   });
 }
 
-void TcpDevice::on_hello(const std::shared_ptr<Pending>& pending) {
+void TcpListener::on_hello(const std::shared_ptr<Pending>& pending) {
   // Look up first, then verify: each endpoint has its own secret. The
   // newest endpoint that accepts the Hello and lacks the link takes it;
   // else the newest one's verdict, preferring one that knew the secret.

@@ -1,8 +1,8 @@
-// The process's TCP device: communicators of one process share its port and
+// The process's TCP listener: communicators of one process share its port and
 // thread, each with its own endpoint, id, secret and abort; a connection
 // for no communicator here is turned away without disturbing the others;
-// the device closes with its last transport.
-#include "transport/tcp/device.h"
+// the listener closes with its last transport.
+#include "transport/tcp/listener.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -76,7 +76,7 @@ struct Comm {
   std::unique_ptr<TcpTransport> t[2];
 };
 
-TEST(TcpDevice, CommunicatorsShareOnePortAndOneThread) {
+TEST(TcpListener, CommunicatorsShareOnePortAndOneThread) {
   // A first thread makes a sanitizer start its own helper thread, if any.
   std::thread([] {}).join();
   const int before = thread_count();
@@ -84,25 +84,25 @@ TEST(TcpDevice, CommunicatorsShareOnePortAndOneThread) {
   {
     Comm a(&store, "");
     const int with_one = thread_count();
-    EXPECT_EQ(with_one, before + 1) << "one device thread for both ranks";
+    EXPECT_EQ(with_one, before + 1) << "one listener thread for both ranks";
     Comm b(&store, "engine/");
     EXPECT_EQ(thread_count(), with_one) << "a second communicator opens no thread";
     const std::string address = a.t[0]->listen_address();
     EXPECT_EQ(a.t[1]->listen_address(), address);
     EXPECT_EQ(b.t[0]->listen_address(), address);
     EXPECT_EQ(b.t[1]->listen_address(), address);
-    std::shared_ptr<TcpDevice> device;
-    ASSERT_TRUE(TcpDevice::get("127.0.0.1", &device).is_ok());
-    EXPECT_EQ(format_endpoint(device->endpoint()), address);
-    EXPECT_EQ(device->endpoint_count(), 4u);
+    std::shared_ptr<TcpListener> listener;
+    ASSERT_TRUE(TcpListener::get("127.0.0.1", &listener).is_ok());
+    EXPECT_EQ(format_endpoint(listener->endpoint()), address);
+    EXPECT_EQ(listener->endpoint_count(), 4u);
     ASSERT_TRUE(a.connect_both().is_ok());
     ASSERT_TRUE(b.connect_both().is_ok());
     EXPECT_TRUE(a.exchange(1 << 20).is_ok());
     EXPECT_TRUE(b.exchange(3 << 20).is_ok());
     EXPECT_TRUE(a.exchange(17).is_ok());
   }
-  EXPECT_EQ(thread_count(), before) << "the device closes with its last transport";
-  // A later transport opens a fresh device.
+  EXPECT_EQ(thread_count(), before) << "the listener closes with its last transport";
+  // A later transport opens a fresh listener.
   Comm c(&store, "again/");
   EXPECT_EQ(thread_count(), before + 1);
   ASSERT_TRUE(c.connect_both().is_ok());
@@ -111,20 +111,20 @@ TEST(TcpDevice, CommunicatorsShareOnePortAndOneThread) {
 
 // Survivors of a failure re-form a communicator of the same job (so the
 // same id) while the old one is still open: each connects its own links.
-TEST(TcpDevice, ACommunicatorReformedBesideTheOldOneConnects) {
+TEST(TcpListener, ACommunicatorReformedBesideTheOldOneConnects) {
   MemoryStore store, other_store;
   Comm old(&store, "");
   ASSERT_TRUE(old.connect_both().is_ok());
   Comm reformed(&other_store, "");
-  std::shared_ptr<TcpDevice> device;
-  ASSERT_TRUE(TcpDevice::get("127.0.0.1", &device).is_ok());
-  EXPECT_EQ(device->endpoint_count(), 4u);
+  std::shared_ptr<TcpListener> listener;
+  ASSERT_TRUE(TcpListener::get("127.0.0.1", &listener).is_ok());
+  EXPECT_EQ(listener->endpoint_count(), 4u);
   ASSERT_TRUE(reformed.connect_both().is_ok());
   EXPECT_TRUE(reformed.exchange(1 << 20).is_ok());
   EXPECT_TRUE(old.exchange(1 << 20).is_ok());
 }
 
-// Reads the device's challenge, sends a Hello made with it and returns the
+// Reads the listener's challenge, sends a Hello made with it and returns the
 // answer's code (-1 when none came).
 int32_t hello_answer(const std::string& address, const Hello& hello, const std::string& secret) {
   std::string host;
@@ -146,7 +146,7 @@ int32_t hello_answer(const std::string& address, const Hello& hello, const std::
   return n == static_cast<ssize_t>(sizeof(ack)) ? ack.code : -1;
 }
 
-TEST(TcpDevice, StrangersAndOtherSecretsAreTurnedAwayPerCommunicator) {
+TEST(TcpListener, StrangersAndOtherSecretsAreTurnedAwayPerCommunicator) {
   MemoryStore store;
   Comm a(&store, "", "secret a");
   Comm b(&store, "engine/", "secret b");
@@ -166,7 +166,7 @@ TEST(TcpDevice, StrangersAndOtherSecretsAreTurnedAwayPerCommunicator) {
   EXPECT_TRUE(b.exchange(1 << 16).is_ok());
 }
 
-TEST(TcpDevice, AbortingOneCommunicatorLeavesTheOtherWorking) {
+TEST(TcpListener, AbortingOneCommunicatorLeavesTheOtherWorking) {
   MemoryStore store;
   Comm a(&store, "");
   Comm b(&store, "engine/");

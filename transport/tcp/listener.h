@@ -1,19 +1,19 @@
-// One TCP "device" per bind address per process, shared by every TCP
+// One TCP listener per bind address per process, shared by every TCP
 // transport (every communicator) in the process, as Gloo shares a
 // transport::Device across contexts: it owns the Asio io_context, the thread
 // that runs it and one listening socket on one ephemeral port. Every
-// transport publishes the device's address and registers an endpoint under
+// transport publishes the listener's address and registers an endpoint under
 // its communicator's id (the Hello's job_id) and its rank.
 //
-// The device challenges each accepted connection and reads its Hello (see
+// The listener challenges each accepted connection and reads its Hello (see
 // handshake.h) within a short deadline, finds the endpoint by (job_id,
 // to_rank) - to_rank because in tests many ranks of one job are threads of
-// one process and so share the device - checks the Hello against that
+// one process and so share the listener - checks the Hello against that
 // endpoint's expectation and secret, and parks the socket in that endpoint
 // until its data path claims it with take(). A stranger that sends nothing,
 // garbage or a Hello for no endpoint of this process is logged and dropped;
 // it never blocks a job, because the handshake runs asynchronously per
-// connection. The device closes (thread, acceptor) when its last user lets
+// connection. The listener closes (thread, acceptor) when its last user lets
 // go of it.
 #pragma once
 
@@ -36,9 +36,9 @@
 
 namespace kolo {
 
-class TcpDevice;
+class TcpListener;
 
-// One communicator's rank on a device: what its Hellos must say, its secret,
+// One communicator's rank on a listener: what its Hellos must say, its secret,
 // and the sockets accepted for it. Each endpoint aborts on its own.
 class TcpEndpoint {
  public:
@@ -58,7 +58,7 @@ class TcpEndpoint {
   void abort();
 
  private:
-  friend class TcpDevice;
+  friend class TcpListener;
   // A verdict on a link before its socket is parked: a second connection
   // for a link already parked or in use is refused.
   Status check_new_link(const std::pair<int, int>& key);
@@ -75,15 +75,15 @@ class TcpEndpoint {
   bool aborted_ = false;
 };
 
-class TcpDevice {
+class TcpListener {
  public:
-  // The process's device on `bind_address`, opened (listening on an
+  // The process's listener on `bind_address`, opened (listening on an
   // ephemeral port, its thread started) if no one holds it now.
-  static Status get(const std::string& bind_address, std::shared_ptr<TcpDevice>* out);
+  static Status get(const std::string& bind_address, std::shared_ptr<TcpListener>* out);
 
-  ~TcpDevice();
-  TcpDevice(const TcpDevice&) = delete;
-  TcpDevice& operator=(const TcpDevice&) = delete;
+  ~TcpListener();
+  TcpListener(const TcpListener&) = delete;
+  TcpListener& operator=(const TcpListener&) = delete;
 
   // Registers the endpoint of rank `expectation.rank` of communicator
   // `expectation.job_id`. The id is meant to be unique to a communicator,
@@ -97,7 +97,7 @@ class TcpDevice {
   void unlisten(const std::shared_ptr<TcpEndpoint>& endpoint);
 
   // The address peers should connect to, and the context that runs on the
-  // device's thread (dialing sockets are created on it too).
+  // listener's thread (dialing sockets are created on it too).
   boost::asio::ip::tcp::endpoint endpoint() const { return endpoint_; }
   boost::asio::io_context& io() { return io_; }
   size_t endpoint_count();
@@ -106,7 +106,7 @@ class TcpDevice {
   struct Pending;
   using Key = std::pair<uint64_t, int>;  // (communicator id, rank)
 
-  TcpDevice() = default;
+  TcpListener() = default;
   Status start(const boost::asio::ip::address& bind_address);
   void accept_next();
   void on_hello(const std::shared_ptr<Pending>& pending);
