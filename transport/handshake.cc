@@ -21,17 +21,25 @@ Hello make_hello(uint64_t job_id, int from, int to, int world_size, int stream_i
   return h;
 }
 
-Status check_hello(const Hello& h, const HelloExpectation& e) {
-  if (h.magic != kHelloMagic) return auth_error("not a kolo connection (bad magic)");
-  if (h.version != kProtocolVersion) {
-    return invalid_usage("peer speaks protocol version " + std::to_string(h.version) + ", this rank " +
-                         std::to_string(kProtocolVersion));
+Status check_peer_identity(const PeerIdentity& c, const PeerIdentity& e, const std::string& what,
+                           const std::string& protocol) {
+  if (c.magic != e.magic) return auth_error("not a kolo " + what + " (bad magic)");
+  if (c.version != e.version) {
+    return invalid_usage("peer speaks " + protocol + " version " + std::to_string(c.version) + ", this rank " +
+                         std::to_string(e.version));
   }
-  if (h.job_id != e.job_id) return auth_error("connection from a different job");
-  if (h.world_size != e.world_size) {
-    return mismatch("peer believes the world has " + std::to_string(h.world_size) + " ranks, this rank " +
+  if (c.job_id != e.job_id) return auth_error(what + " from a different job");
+  if (c.world_size != e.world_size) {
+    return mismatch("peer believes the world has " + std::to_string(c.world_size) + " ranks, this rank " +
                     std::to_string(e.world_size));
   }
+  return Status::ok();
+}
+
+Status check_hello(const Hello& h, const HelloExpectation& e) {
+  KOLO_RETURN_IF_ERROR(check_peer_identity({h.magic, h.version, h.job_id, h.world_size},
+                                           {kHelloMagic, kProtocolVersion, e.job_id, e.world_size}, "connection",
+                                           "protocol"));
   if (h.to_rank != e.rank) {
     return invalid_usage("connection meant for rank " + std::to_string(h.to_rank) + " reached rank " +
                          std::to_string(e.rank));

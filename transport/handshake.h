@@ -71,6 +71,19 @@ struct HelloExpectation {
 
 Hello make_hello(uint64_t job_id, int from, int to, int world_size, int stream_index, int stream_count,
                  uint32_t flags = 0);
+
+// Who a message that introduces a peer (a TCP Hello, an RDMA address) says
+// it comes from, as far as every such message says it: the checks they all
+// pass, with the same errors. `what` names the message ("connection",
+// "RDMA address"); `protocol` its protocol ("protocol", "RDMA protocol").
+struct PeerIdentity {
+  uint32_t magic;
+  uint32_t version;
+  uint64_t job_id;
+  int32_t world_size;
+};
+Status check_peer_identity(const PeerIdentity& claimed, const PeerIdentity& expected, const std::string& what,
+                           const std::string& protocol);
 Status check_hello(const Hello& hello, const HelloExpectation& expected);
 
 Challenge make_challenge();

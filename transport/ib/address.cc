@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transport/handshake.h"
+
 namespace kolo {
 
 namespace {
@@ -27,16 +29,9 @@ Status decode_ib_address(const std::string& bytes, const IbExpectation& e, IbAdd
   }
   IbAddress a;
   std::memcpy(&a, bytes.data(), sizeof(a));
-  if (a.magic != kIbAddressMagic) return auth_error("not a kolo RDMA address (bad magic)");
-  if (a.version != kIbProtocolVersion) {
-    return invalid_usage("peer speaks RDMA protocol version " + std::to_string(a.version) + ", this rank " +
-                         std::to_string(kIbProtocolVersion));
-  }
-  if (a.job_id != e.job_id) return auth_error("RDMA address from a different job");
-  if (a.world_size != e.world_size) {
-    return mismatch("peer believes the world has " + std::to_string(a.world_size) + " ranks, this rank " +
-                    std::to_string(e.world_size));
-  }
+  KOLO_RETURN_IF_ERROR(check_peer_identity({a.magic, a.version, a.job_id, a.world_size},
+                                           {kIbAddressMagic, kIbProtocolVersion, e.job_id, e.world_size},
+                                           "RDMA address", "RDMA protocol"));
   if (a.from_rank != e.peer || a.to_rank != e.rank) {
     return invalid_usage("RDMA address from rank " + std::to_string(a.from_rank) + " to rank " +
                          std::to_string(a.to_rank) + " read where rank " + std::to_string(e.peer) + " to rank " +
