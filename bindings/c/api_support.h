@@ -47,11 +47,12 @@ int raw_enum(const Enum& e) {
   return v;
 }
 
-// A C caller's dtype and op as the C++ API takes them. Any int converts
-// (the enums have int underneath); the C++ API refuses a value that is
+// A C caller's dtype and op as the C++ API takes them, read by reference
+// as raw_enum reads them (a copy would load the C enum). Any int converts
+// (the C++ enums have int underneath); the C++ API refuses a value that is
 // none of them, naming it.
-inline kolo::DataType dtype_of(kolo_dtype_t d) { return static_cast<kolo::DataType>(raw_enum(d)); }
-inline kolo::ReduceOp op_of(kolo_op_t o) { return static_cast<kolo::ReduceOp>(raw_enum(o)); }
+inline kolo::DataType dtype_of(const kolo_dtype_t& d) { return static_cast<kolo::DataType>(raw_enum(d)); }
+inline kolo::ReduceOp op_of(const kolo_op_t& o) { return static_cast<kolo::ReduceOp>(raw_enum(o)); }
 
 // Runs `fn` (returning Status) with every exception turned into an error.
 template <typename Fn>
