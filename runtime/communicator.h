@@ -268,6 +268,9 @@ class Communicator {
   // The one kind of transport that reaches every peer, if one does: it may
   // offer memory every rank maps (open_arena).
   const TransportKind* arena_kind_ = nullptr;
+  // Per rank: device buffers move to it directly (CUDA IPC), not staged
+  // through transport_ (transport/routes.h's choose_device_routes).
+  std::vector<bool> device_peers_;
   std::unique_ptr<SharedArena> arena_;
   struct Polling {
     int spin_us = 50;

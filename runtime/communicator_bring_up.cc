@@ -114,6 +114,11 @@ Status Communicator::init(int local_rank, int local_size) {
 Status Communicator::bring_up(const std::string& store_prefix, bool full_mesh,
                               std::vector<std::unique_ptr<DirectTransport>> opened) {
   KOLO_RETURN_IF_ERROR(make_transport(store_prefix, std::move(opened)));
+  device_peers_.assign(world_.size, false);
+  if (!world_.facts.empty()) {
+    const auto device_routes = choose_device_routes(world_.facts, world_.rank);
+    for (int r = 0; r < world_.size; ++r) device_peers_[r] = device_routes[r] != nullptr;
+  }
   choose_polling();
   choose_algorithm();
   KOLO_RETURN_IF_ERROR(full_mesh ? connect_all() : connect_ring());
@@ -177,21 +182,24 @@ Status Communicator::meet(int given_local_rank, int given_local_size,
     world_.place(-1, -1);
     return Status::ok();
   }
-  // What each kind of transport offers here (transport/kind.h): only the
-  // forced one under KOLO_TRANSPORT, which must then be usable. A kind
-  // that opened itself to find out keeps that transport for the world.
+  // What each kind of transport offers here (transport/kind.h): of those
+  // carrying host memory, only the one KOLO_TRANSPORT forces, which must
+  // then be usable. A kind that opened itself to find out keeps that
+  // transport for the world.
   RankFacts mine;
   mine.host = local_host(config_.host_name);
   const TransportContext context = transport_context("");
   const auto& kinds = transport_kinds();
   opened->resize(kinds.size());
   for (size_t k = 0; k < kinds.size(); ++k) {
-    if (config_.transport != "auto" && config_.transport != kinds[k]->name()) continue;
+    const bool host_kind = kinds[k]->carries() == TransportKind::Carries::kHostMemory;
+    const bool forced = host_kind && config_.transport != "auto";
+    if (forced && config_.transport != kinds[k]->name()) continue;
     std::string offer;
     Status why_not = kinds[k]->offer(context, &offer, &(*opened)[k]);
     if (why_not.is_ok()) {
       mine.offers[kinds[k]->name()] = offer;
-    } else if (config_.transport != "auto") {
+    } else if (forced) {
       return why_not.with_context("KOLO_TRANSPORT=" + config_.transport);
     } else {
       KOLO_DEBUG("no " << kinds[k]->name() << ": " << why_not.message());

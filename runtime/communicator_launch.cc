@@ -116,7 +116,7 @@ Status Communicator::enqueue_async(const char* what, bool on_device, std::vector
 Status Communicator::run_on_device(const char* what, const Collective& fn) {
   return run(what, [&](const ScheduleContext& host_ctx) {
     ScheduleContext ctx = host_ctx;
-    KOLO_RETURN_IF_ERROR(gpu()->adapt(&ctx, transport_.get(), world_.same_host, config_));
+    KOLO_RETURN_IF_ERROR(gpu()->adapt(&ctx, transport_.get(), device_peers_, config_));
     Device* device = nullptr;
     KOLO_RETURN_IF_ERROR(gpu()->device(&device));
     const Deadline deadline = Deadline::after_seconds(config_.timeout_s);

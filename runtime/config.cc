@@ -24,11 +24,14 @@ Status check_limit(const std::string& name, double value, Limit limit) {
 
 Status check_transport(const std::string& name, const std::string& value) {
   // Any transport of the registry, by name.
+  std::vector<std::string> kinds;
+  for (const TransportKind* kind : transport_kinds()) {
+    if (kind->carries() == TransportKind::Carries::kHostMemory) kinds.push_back(kind->name());
+  }
   std::string names = "auto";
-  const auto& kinds = transport_kinds();
   for (size_t k = 0; k < kinds.size(); ++k) {
-    if (value == kinds[k]->name()) return Status::ok();
-    names += (k + 1 < kinds.size() ? ", " : " or ") + std::string(kinds[k]->name());
+    if (value == kinds[k]) return Status::ok();
+    names += (k + 1 < kinds.size() ? ", " : " or ") + kinds[k];
   }
   if (value == "auto") return Status::ok();
   return invalid_argument(name + "='" + value + "': use " + names);

@@ -1,5 +1,7 @@
 #include "runtime/gpu_context.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "gpu/ipc_transport.h"
 #include "gpu/open_device.h"
@@ -65,7 +67,7 @@ Status GpuContext::classify(const std::vector<NamedBuffer>& buffers, bool* on_de
   return Status::ok();
 }
 
-Status GpuContext::adapt(ScheduleContext* ctx, Transport* host_transport, const std::vector<bool>& same_host,
+Status GpuContext::adapt(ScheduleContext* ctx, Transport* host_transport, const std::vector<bool>& ipc_peers,
                          const Config& config) {
   Device* d = nullptr;
   KOLO_RETURN_IF_ERROR(device(&d));
@@ -75,12 +77,7 @@ Status GpuContext::adapt(ScheduleContext* ctx, Transport* host_transport, const 
   if (!staged_) {
     staged_ = std::make_unique<StagedTransport>(host_transport, d, static_cast<size_t>(config.segment_bytes),
                                                 static_cast<int>(config.pipeline_depth));
-    std::vector<bool> ipc_peers(same_host.size(), false);
-    bool any = false;
-    for (size_t r = 0; r < same_host.size(); ++r) {
-      ipc_peers[r] = config.cuda_ipc && same_host[r] && static_cast<int>(r) != ctx->rank;
-      any = any || ipc_peers[r];
-    }
+    const bool any = std::find(ipc_peers.begin(), ipc_peers.end(), true) != ipc_peers.end();
     if (any) ipc_ = std::make_unique<IpcTransport>(staged_.get(), d, ipc_peers);
     KOLO_INFO("device buffers move over " << (ipc_ ? "CUDA IPC to ranks on this node, " : "")
                                           << staged_->name() << (ipc_ ? " to the others" : ""));

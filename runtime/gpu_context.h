@@ -40,10 +40,11 @@ class GpuContext {
   // The GPU, opened on first use; UNSUPPORTED saying why when there is none.
   Status device(Device** out);
 
-  // Turns the communicator's ring context into one for device buffers.
+  // Turns the communicator's schedule context into one for device buffers.
   // host_transport: the communicator's transport (nullptr alone in the
-  // world); same_host[r]: rank r is on this node.
-  Status adapt(ScheduleContext* ctx, Transport* host_transport, const std::vector<bool>& same_host,
+  // world); ipc_peers[r]: rank r's GPU is reached over CUDA IPC (both ends
+  // chose it at the rendezvous), the others' through host staging.
+  Status adapt(ScheduleContext* ctx, Transport* host_transport, const std::vector<bool>& ipc_peers,
                const Config& config);
 
  private:

@@ -39,6 +39,12 @@ class TransportKind {
   // The settings it reads from TransportContext::settings (checked to be
   // rows of the settings table).
   virtual std::vector<std::string> settings() const { return {}; }
+  // What it carries: the host memory of every collective (the
+  // communicator's transports, KOLO_TRANSPORT), or device memory between
+  // GPUs, chosen per peer for device buffers before staging them through
+  // the host's transport (CUDA IPC; opened by the GPU context, not here).
+  enum class Carries { kHostMemory, kDeviceMemory };
+  virtual Carries carries() const { return Carries::kHostMemory; }
   // Whether the peers it reaches map this rank's memory (the log says
   // "same machine").
   virtual bool shares_memory() const { return false; }
@@ -69,8 +75,8 @@ class TransportKind {
 };
 
 // Registers a kind when the program starts. preference: lower is tried
-// first for each peer (shared memory 10, RDMA 20, TCP 30), as NCCL's
-// canConnect table orders its transports.
+// first for each peer (CUDA IPC 5 for device memory; shared memory 10,
+// RDMA 20, TCP 30), as NCCL's canConnect table orders its transports.
 struct TransportRegistration {
   TransportRegistration(int preference, std::unique_ptr<TransportKind> kind);
 };

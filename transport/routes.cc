@@ -27,6 +27,7 @@ Status choose_routes(const std::vector<RankFacts>& facts, int rank, const std::s
     size_t chosen = kinds.size();
     for (size_t k = 0; k < kinds.size(); ++k) {
       const TransportKind& kind = *kinds[k];
+      if (kind.carries() != TransportKind::Carries::kHostMemory) continue;
       if (forced != "auto" && forced != kind.name()) continue;
       std::string why_not;
       if (kind.reaches(peer_of(facts[rank], kind), peer_of(facts[peer], kind), per_host[facts[rank].host],
@@ -55,6 +56,25 @@ Status choose_routes(const std::vector<RankFacts>& facts, int rank, const std::s
                     (g.second.size() > 1 ? "s " : " ") + rank_ranges(g.second) + " (" + g.first.second + ")";
   }
   return Status::ok();
+}
+
+std::vector<const TransportKind*> choose_device_routes(const std::vector<RankFacts>& facts, int rank) {
+  std::vector<const TransportKind*> out(facts.size(), nullptr);
+  std::map<std::string, int> per_host;
+  for (const RankFacts& f : facts) ++per_host[f.host];
+  for (size_t peer = 0; peer < facts.size(); ++peer) {
+    if (static_cast<int>(peer) == rank) continue;
+    for (const TransportKind* kind : transport_kinds()) {
+      if (kind->carries() != TransportKind::Carries::kDeviceMemory) continue;
+      std::string why_not;
+      if (kind->reaches(peer_of(facts[rank], *kind), peer_of(facts[peer], *kind), per_host[facts[rank].host],
+                        &why_not)) {
+        out[peer] = kind;
+        break;
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace kolo

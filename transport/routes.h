@@ -30,8 +30,13 @@ struct Routes {
   std::vector<const TransportKind*> kind;  // per rank (this rank's: nullptr)
   std::string summary;  // "shm to ranks 1-3 (same machine); tcp to ranks 4-7 (...)"
 };
-// forced: KOLO_TRANSPORT ("auto" chooses per peer). A forced transport that
-// cannot reach a peer is an error naming it.
+// The kinds that carry host memory. forced: KOLO_TRANSPORT ("auto" chooses
+// per peer). A forced transport that cannot reach a peer is an error
+// naming it.
 Status choose_routes(const std::vector<RankFacts>& facts, int rank, const std::string& forced, Routes* out);
+// The kinds that carry device memory: per rank, the first that reaches it,
+// or nullptr where none does (device buffers are then staged through the
+// host's route). Both ends of a pair choose alike.
+std::vector<const TransportKind*> choose_device_routes(const std::vector<RankFacts>& facts, int rank);
 
 }  // namespace kolo

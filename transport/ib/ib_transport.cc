@@ -118,7 +118,10 @@ Status IbTransport::open(const IbChoice& choice) {
 IbTransport::~IbTransport() {
   if (device_) device_->remove_listener(this);
   abort();  // ends the links: the peers learn this rank is gone
-  for (auto& p : pairs_) p.second->break_connection();
+  (void)pairs_.for_each([](int, IbPair& p) {
+    p.break_connection();
+    return Status::ok();
+  });
   prepared_.clear();
   // Every queue pair is in the error state now: its outstanding requests
   // complete as flushed. Collect them, so their bookkeeping is freed.
@@ -148,7 +151,7 @@ Status IbTransport::prepare(const std::vector<int>& peers) {
     if (peer < 0 || peer >= size_ || peer == rank_) {
       return invalid_argument("cannot connect to rank " + std::to_string(peer));
     }
-    if (prepared_.count(peer) || pairs_.count(peer)) continue;
+    if (prepared_.count(peer) || pairs_.contains(peer)) continue;
     IbPairOptions popt;
     popt.window = options_.window;
     popt.max_send_wr = kMaxSendWr;
@@ -179,10 +182,7 @@ std::string IbTransport::address_key(int from, int to) const {
 }
 
 Status IbTransport::connect(int peer, Deadline deadline) {
-  {
-    std::lock_guard<std::mutex> lock(pairs_mutex_);
-    if (pairs_.count(peer)) return Status::ok();
-  }
+  if (pairs_.contains(peer)) return Status::ok();
   KOLO_RETURN_IF_ERROR(prepare({peer}));
   KOLO_RETURN_IF_ERROR(link_->connect(peer, deadline));
   std::string theirs;
@@ -194,18 +194,12 @@ Status IbTransport::connect(int peer, Deadline deadline) {
   prepared_.erase(peer);
   KOLO_RETURN_IF_ERROR(pair->connect(remote));
   link_fds_[peer] = link_->socket_fd(peer);
-  std::lock_guard<std::mutex> lock(pairs_mutex_);
-  pairs_[peer] = std::move(pair);
-  return Status::ok();
+  return pairs_.add(peer, std::move(pair));
 }
 
 Status IbTransport::pair_for(int peer, IbPair** pair) {
   if (!failed_.is_ok()) return failed_;
-  std::lock_guard<std::mutex> lock(pairs_mutex_);
-  auto it = pairs_.find(peer);
-  if (it == pairs_.end()) return invalid_usage("no RDMA connection to rank " + std::to_string(peer));
-  *pair = it->second.get();
-  return Status::ok();
+  return pairs_.lookup(peer, rank_, pair);
 }
 
 Status IbTransport::post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) {
@@ -329,13 +323,13 @@ void IbTransport::on_async_event(const ibv_async_event& event) {
     case IBV_EVENT_QP_REQ_ERR:
     case IBV_EVENT_QP_ACCESS_ERR: {
       // Only this transport's own queue pairs: the device is shared.
-      std::lock_guard<std::mutex> lock(pairs_mutex_);
-      for (const auto& p : pairs_) {
-        if (p.second->qp() == event.element.qp) {
-          s = transport_error("the queue pair to rank " + std::to_string(p.first) +
+      (void)pairs_.for_each([&](int peer, IbPair& p) {
+        if (p.qp() == event.element.qp) {
+          s = transport_error("the queue pair to rank " + std::to_string(peer) +
                               " failed: " + verbs().event_type_str(event.event_type));
         }
-      }
+        return Status::ok();
+      });
       break;
     }
     case IBV_EVENT_DEVICE_FATAL:
@@ -376,43 +370,33 @@ IbTransport::Stats IbTransport::stats() {
   s.registrations = cache_->stats().registrations;
   s.direct = cache_->stats().hits;
   s.staged = cache_->stats().misses;
-  std::lock_guard<std::mutex> lock(pairs_mutex_);
-  for (const auto& p : pairs_) s.registrations += p.second->staging_registrations();
+  (void)pairs_.for_each([&](int, IbPair& p) {
+    s.registrations += p.staging_registrations();
+    return Status::ok();
+  });
   return s;
 }
 
 void IbTransport::inject_queue_pair_error(int peer) {
-  std::lock_guard<std::mutex> lock(pairs_mutex_);
-  auto it = pairs_.find(peer);
-  if (it != pairs_.end()) it->second->break_connection();
+  if (IbPair* pair = pairs_.find(peer)) pair->break_connection();
 }
 
 Status IbTransport::probe_pending_peers() {
-  std::lock_guard<std::mutex> lock(pairs_mutex_);
-  for (auto& p : pairs_) {
-    if (!p.second->has_pending()) continue;
-    Status probed = p.second->probe();
-    if (!probed.is_ok()) return fail(probed);
-  }
-  return Status::ok();
+  Status probed = pairs_.for_each([](int, IbPair& p) { return p.has_pending() ? p.probe() : Status::ok(); });
+  return probed.is_ok() ? probed : fail(probed);
 }
 
 std::string IbTransport::describe_pending() {
   std::string what;
-  std::lock_guard<std::mutex> lock(pairs_mutex_);
-  for (const auto& p : pairs_) {
-    if (!p.second->has_pending()) continue;
-    what += (what.empty() ? "" : "; ") + p.second->describe_pending();
-  }
+  (void)pairs_.for_each([&](int, IbPair& p) {
+    if (p.has_pending()) what += (what.empty() ? "" : "; ") + p.describe_pending();
+    return Status::ok();
+  });
   return what;
 }
 
 bool IbTransport::has_pending() {
-  std::lock_guard<std::mutex> lock(pairs_mutex_);
-  for (const auto& p : pairs_) {
-    if (p.second->has_pending()) return true;
-  }
-  return false;
+  return pairs_.any([](IbPair& p) { return p.has_pending(); });
 }
 
 Status IbTransport::pump(Pumped* pumped) {

@@ -42,6 +42,7 @@
 #include "transport/progress_loop.h"
 #include "transport/store.h"
 #include "transport/tcp/tcp_transport.h"
+#include "transport/pair_table.h"
 #include "transport/transport.h"
 
 namespace kolo {
@@ -105,6 +106,7 @@ class IbTransport final : public DirectTransport, private IbEventListener {
   class VerbsRegistration;
   IbTransport(Store* store, int rank, int size, const IbOptions& options);
   Status open(const IbChoice& choice);
+  // The pair to `peer`, unless this transport has failed.
   Status pair_for(int peer, IbPair** pair);
   std::string address_key(int from, int to) const;
   Status poll_completions(int* completed);
@@ -136,9 +138,8 @@ class IbTransport final : public DirectTransport, private IbEventListener {
   std::unique_ptr<RegistrationCache> cache_;
   std::unique_ptr<TcpTransport> link_;
   std::map<int, int> link_fds_;  // peer -> its link's socket, while the link lasts
-  std::mutex pairs_mutex_;  // guards pairs_ against abort() from another thread
-  std::map<int, std::unique_ptr<IbPair>> prepared_;  // published, not yet connected
-  std::map<int, std::unique_ptr<IbPair>> pairs_;     // connected
+  std::map<int, std::unique_ptr<IbPair>> prepared_;  // published, not yet connected (the collective's thread only)
+  PairTable<IbPair> pairs_{"RDMA"};                  // connected
   ProgressLoop loop_;  // progress(), abort() and interrupt()
   Status failed_;
   std::chrono::steady_clock::time_point next_probe_;  // sleep() probes the peers it waits on from then

@@ -109,10 +109,7 @@ Status TcpTransport::connect(int peer, Deadline deadline) {
   if (peer < 0 || peer >= size_ || peer == rank_) {
     return invalid_argument("cannot connect rank " + std::to_string(rank_) + " to rank " + std::to_string(peer));
   }
-  {
-    std::lock_guard<std::mutex> lock(pairs_mutex_);
-    if (pairs_.count(peer)) return Status::ok();
-  }
+  if (pairs_.contains(peer)) return Status::ok();
   std::string address;
   Status s = store_->get_one(options_.store_prefix + std::to_string(peer), deadline, &address);
   if (s.code() == Code::kTimeout) {
@@ -137,44 +134,33 @@ Status TcpTransport::connect(int peer, Deadline deadline) {
   }
   auto pair = std::make_unique<TcpPair>(peer, address, std::move(sockets), options_.checksum,
                                         options_.socket_buffer_bytes);
-  std::lock_guard<std::mutex> lock(pairs_mutex_);
-  if (loop_.aborted()) {
-    pair->shutdown();  // an abort raced with this connect
+  TcpPair* added = pair.get();
+  KOLO_RETURN_IF_ERROR(pairs_.add(peer, std::move(pair), [&](TcpPair& p) {
+    if (!loop_.aborted()) return Status::ok();
+    p.shutdown();  // an abort raced with this connect
     return aborted("communicator aborted while connecting to rank " + std::to_string(peer));
-  }
-  active_.push_back(pair.get());
-  pairs_[peer] = std::move(pair);
+  }));
+  active_.push_back(added);
   KOLO_DEBUG("connected to rank " << peer << " at " << address << " with " << options_.streams_per_peer
                                   << " socket(s)");
   return Status::ok();
 }
 
 int TcpTransport::socket_fd(int peer) {
-  std::lock_guard<std::mutex> lock(pairs_mutex_);
-  auto it = pairs_.find(peer);
-  return it == pairs_.end() ? -1 : it->second->first_fd();
-}
-
-Status TcpTransport::pair_for(int peer, TcpPair** pair) {
-  // Only the collective thread inserts pairs, and it is the caller here.
-  auto it = pairs_.find(peer);
-  if (it == pairs_.end()) {
-    return invalid_usage("rank " + std::to_string(peer) + " is not connected to rank " + std::to_string(rank_));
-  }
-  *pair = it->second.get();
-  return Status::ok();
+  TcpPair* pair = pairs_.find(peer);
+  return pair ? pair->first_fd() : -1;
 }
 
 Status TcpTransport::post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) {
   TcpPair* pair = nullptr;
-  KOLO_RETURN_IF_ERROR(pair_for(peer, &pair));
+  KOLO_RETURN_IF_ERROR(pairs_.lookup(peer, rank_, &pair));
   pair->post_send(data, bytes, tag, request);
   return Status::ok();
 }
 
 Status TcpTransport::post_recv(int peer, void* data, size_t bytes, uint64_t tag, Request* request) {
   TcpPair* pair = nullptr;
-  KOLO_RETURN_IF_ERROR(pair_for(peer, &pair));
+  KOLO_RETURN_IF_ERROR(pairs_.lookup(peer, rank_, &pair));
   pair->post_recv(data, bytes, tag, request);
   return Status::ok();
 }
@@ -198,12 +184,9 @@ Status TcpTransport::try_connect(int peer, Deadline deadline, bool* connected) {
   if (peer < 0 || peer >= size_ || peer == rank_) {
     return invalid_argument("cannot connect rank " + std::to_string(rank_) + " to rank " + std::to_string(peer));
   }
-  {
-    std::lock_guard<std::mutex> lock(pairs_mutex_);
-    if (pairs_.count(peer)) {
-      *connected = true;
-      return Status::ok();
-    }
+  if (pairs_.contains(peer)) {
+    *connected = true;
+    return Status::ok();
   }
   // The accepting side: connect() would wait for the peer's dial.
   if (rank_ > peer && !endpoint_->has_all(peer, options_.streams_per_peer)) return Status::ok();
@@ -214,7 +197,7 @@ Status TcpTransport::try_connect(int peer, Deadline deadline, bool* connected) {
 
 Status TcpTransport::peek(int peer, Arrival* next) {
   TcpPair* pair = nullptr;
-  KOLO_RETURN_IF_ERROR(pair_for(peer, &pair));
+  KOLO_RETURN_IF_ERROR(pairs_.lookup(peer, rank_, &pair));
   return pair->peek(next);
 }
 
@@ -222,7 +205,7 @@ Status TcpTransport::watch(const std::vector<int>& peers) {
   watched_.clear();
   for (int peer : peers) {
     TcpPair* pair = nullptr;
-    KOLO_RETURN_IF_ERROR(pair_for(peer, &pair));
+    KOLO_RETURN_IF_ERROR(pairs_.lookup(peer, rank_, &pair));
     watched_.push_back(pair);
   }
   return Status::ok();
@@ -267,15 +250,15 @@ Status TcpTransport::progress(Deadline deadline) {
 void TcpTransport::interrupt() { loop_.interrupt(); }
 
 void TcpTransport::abort() {
-  {
-    // Ending the connections is how the neighbours learn of the failure at
-    // once rather than at their deadline; they pass it on the same way.
-    // Under the lock, so a pair that connect() adds is either shut here or
-    // sees the abort there.
-    std::lock_guard<std::mutex> lock(pairs_mutex_);
-    if (!loop_.abort()) return;
-    for (auto& entry : pairs_) entry.second->shutdown();
-  }
+  // Ending the connections is how the neighbours learn of the failure at
+  // once rather than at their deadline; they pass it on the same way. A
+  // pair that connect() adds meanwhile is either shut here or sees the
+  // abort there (PairTable::add).
+  if (!loop_.abort()) return;
+  (void)pairs_.for_each([](int, TcpPair& p) {
+    p.shutdown();
+    return Status::ok();
+  });
   if (endpoint_) endpoint_->abort();
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/pair_table.h"
 #include "transport/progress_loop.h"
 #include "transport/store.h"
 #include "transport/tcp/listener.h"
@@ -84,7 +85,6 @@ class TcpTransport final : public DirectTransport {
   Status start();
   Status connect_stream(int peer, const std::string& address, int stream_index, Deadline deadline,
                         std::unique_ptr<boost::asio::ip::tcp::socket>* out);
-  Status pair_for(int peer, TcpPair** pair);
 
   Store* store_;
   int rank_;
@@ -92,8 +92,7 @@ class TcpTransport final : public DirectTransport {
   TcpOptions options_;
   std::shared_ptr<TcpListener> listener_;      // shared with the process's other TCP transports
   std::shared_ptr<TcpEndpoint> endpoint_;  // this rank of this communicator on the listener
-  std::mutex pairs_mutex_;  // guards pairs_ against abort() from another thread
-  std::map<int, std::unique_ptr<TcpPair>> pairs_;
+  PairTable<TcpPair> pairs_{"TCP"};
   std::vector<TcpPair*> active_;  // pairs, in a vector for the hot loop
   std::vector<TcpPair*> watched_;  // watch()'s peers
   ProgressLoop loop_;             // progress(), abort() and interrupt()
