@@ -160,7 +160,7 @@ Status Communicator::make_transport(const std::string& store_prefix,
     opened.push_back(std::move(t));
   }
   // The shared arena needs every peer reached through memory, by one kind.
-  arena_kind_ = opened.size() == 1 && kinds.size() > 0 ? routes.kind[world_.rank == 0 ? 1 : 0] : nullptr;
+  arena_kind_ = opened.size() == 1 ? routes.kind[world_.rank == 0 ? 1 : 0] : nullptr;
   // Said once per process, for the first communicator (the world).
   static std::once_flag told;
   std::call_once(told, [&] { KOLO_INFO("transports: " << routes.summary); });

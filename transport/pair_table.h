@@ -31,11 +31,15 @@ class PairTable {
     auto it = pairs_.find(peer);
     return it == pairs_.end() ? nullptr : it->second.get();
   }
-  Status lookup(int peer, int rank, Pair** out) const {
-    *out = find(peer);
-    if (*out) return Status::ok();
-    return invalid_usage("rank " + std::to_string(peer) + " is not connected to rank " + std::to_string(rank) +
-                         " over " + transport_);
+  Status lookup(int peer, int rank, Pair** out) const { return found(find(peer), peer, rank, out); }
+  // lookup() without the lock, for the hot path of callers that every add()
+  // happens before or after, never during: a transport's collective calls
+  // (posts, peeks), which run one at a time with its connect(), the only
+  // caller of add(). Other threads only read the table, so this read races
+  // with nothing.
+  Status lookup_from_collective(int peer, int rank, Pair** out) const {
+    auto it = pairs_.find(peer);
+    return found(it == pairs_.end() ? nullptr : it->second.get(), peer, rank, out);
   }
   // Adds the pair unless `refuse`, asked under the table's lock, gives a
   // reason not to (an abort that raced with the connection): a walk of the
@@ -69,6 +73,13 @@ class PairTable {
   }
 
  private:
+  Status found(Pair* pair, int peer, int rank, Pair** out) const {
+    *out = pair;
+    if (pair) return Status::ok();
+    return invalid_usage("rank " + std::to_string(peer) + " is not connected to rank " + std::to_string(rank) +
+                         " over " + transport_);
+  }
+
   std::string transport_;
   mutable std::mutex mutex_;
   std::map<int, std::unique_ptr<Pair>> pairs_;

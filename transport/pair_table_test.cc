@@ -26,8 +26,14 @@ TEST(PairTable, LookupsNameWhatIsMissing) {
   Status s = pairs.lookup(3, 1, &p);
   EXPECT_EQ(s.code(), Code::kInvalidUsage);
   EXPECT_EQ(s.message(), "rank 3 is not connected to rank 1 over TCP");
+  s = pairs.lookup_from_collective(3, 1, &p);
+  EXPECT_EQ(s.code(), Code::kInvalidUsage);
+  EXPECT_EQ(s.message(), "rank 3 is not connected to rank 1 over TCP");
   ASSERT_TRUE(pairs.add(3, std::make_unique<Pair>(Pair{3})).is_ok());
   ASSERT_TRUE(pairs.lookup(3, 1, &p).is_ok());
+  EXPECT_EQ(p->peer, 3);
+  p = nullptr;
+  ASSERT_TRUE(pairs.lookup_from_collective(3, 1, &p).is_ok());
   EXPECT_EQ(p->peer, 3);
   EXPECT_TRUE(pairs.contains(3));
 }

@@ -153,14 +153,14 @@ int TcpTransport::socket_fd(int peer) {
 
 Status TcpTransport::post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) {
   TcpPair* pair = nullptr;
-  KOLO_RETURN_IF_ERROR(pairs_.lookup(peer, rank_, &pair));
+  KOLO_RETURN_IF_ERROR(pairs_.lookup_from_collective(peer, rank_, &pair));
   pair->post_send(data, bytes, tag, request);
   return Status::ok();
 }
 
 Status TcpTransport::post_recv(int peer, void* data, size_t bytes, uint64_t tag, Request* request) {
   TcpPair* pair = nullptr;
-  KOLO_RETURN_IF_ERROR(pairs_.lookup(peer, rank_, &pair));
+  KOLO_RETURN_IF_ERROR(pairs_.lookup_from_collective(peer, rank_, &pair));
   pair->post_recv(data, bytes, tag, request);
   return Status::ok();
 }
@@ -197,7 +197,7 @@ Status TcpTransport::try_connect(int peer, Deadline deadline, bool* connected) {
 
 Status TcpTransport::peek(int peer, Arrival* next) {
   TcpPair* pair = nullptr;
-  KOLO_RETURN_IF_ERROR(pairs_.lookup(peer, rank_, &pair));
+  KOLO_RETURN_IF_ERROR(pairs_.lookup_from_collective(peer, rank_, &pair));
   return pair->peek(next);
 }
 
@@ -205,7 +205,7 @@ Status TcpTransport::watch(const std::vector<int>& peers) {
   watched_.clear();
   for (int peer : peers) {
     TcpPair* pair = nullptr;
-    KOLO_RETURN_IF_ERROR(pairs_.lookup(peer, rank_, &pair));
+    KOLO_RETURN_IF_ERROR(pairs_.lookup_from_collective(peer, rank_, &pair));
     watched_.push_back(pair);
   }
   return Status::ok();
