@@ -18,6 +18,7 @@ const char* code_name(Code code) {
     case Code::kUnsupported: return "UNSUPPORTED";
     case Code::kInternal: return "INTERNAL";
     case Code::kDevice: return "DEVICE";
+    case Code::kRevoked: return "REVOKED";
   }
   return "UNKNOWN";
 }
@@ -40,6 +41,7 @@ Status mismatch(std::string m) { return Status(Code::kMismatch, std::move(m)); }
 Status transport_error(std::string m) { return Status(Code::kTransport, std::move(m)); }
 Status auth_error(std::string m) { return Status(Code::kAuth, std::move(m)); }
 Status aborted(std::string m) { return Status(Code::kAborted, std::move(m)); }
+Status revoked(std::string m) { return Status(Code::kRevoked, std::move(m)); }
 Status unsupported(std::string m) { return Status(Code::kUnsupported, std::move(m)); }
 Status internal_error(std::string m) { return Status(Code::kInternal, std::move(m)); }
 Status device_error(std::string m) { return Status(Code::kDevice, std::move(m)); }

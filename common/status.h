@@ -22,7 +22,10 @@ enum class Code {
   kUnsupported,
   kInternal,
   kDevice,
+  kRevoked,
 };
+// The greatest code: decoders of codes sent between ranks refuse any above.
+constexpr Code kLastCode = Code::kRevoked;
 
 const char* code_name(Code code);
 
@@ -59,6 +62,7 @@ Status aborted(std::string message);
 Status unsupported(std::string message);
 Status internal_error(std::string message);
 Status device_error(std::string message);
+Status revoked(std::string message);
 
 // errno-carrying transport error: "what: strerror(errno) (errno N)".
 Status errno_error(Code code, const std::string& what, int err);

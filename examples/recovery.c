@@ -3,12 +3,13 @@
  *   bazel build //examples:recovery && tools/kolorun -np 3 bazel-bin/examples/recovery
  *
  * Every rank allreduces a vector for 10 steps. At step 4 the last rank dies
- * (it exits without a word). The survivors get KOLO_ERR_PEER_LOST naming it,
- * destroy their communicator, meet again at a new rendezvous (the next port)
- * as a smaller world, and finish the remaining steps there. Each step's
+ * (it exits without a word). The survivors get KOLO_ERR_PEER_LOST naming it
+ * and shrink their communicator around it (kolo_comm_shrink): nobody names
+ * the dead rank, the shrink finds it gone, and nobody waits for it. They
+ * finish the remaining steps in the smaller communicator. Each step's
  * result is checked against the sum over the ranks present.
- * (Rank 0 serves the rendezvous; this example loses another rank. Had rank 0
- * died, the survivors would pick a new master among themselves.) */
+ * (Rank 0's process serves the rendezvous store the shrink meets through:
+ * this example loses another rank.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -35,8 +36,6 @@ int main(void) {
   int rank, size;
   kolo_comm_rank(comm, &rank);
   kolo_comm_size(comm, &size);
-  const char* master = getenv("KOLO_MASTER_ADDR");
-  const int port = atoi(getenv("KOLO_MASTER_PORT"));
   static float v[COUNT];
   int world = size;
 
@@ -50,15 +49,17 @@ int main(void) {
     kolo_result_t r = kolo_allreduce(comm, v, v, COUNT, KOLO_FLOAT32, KOLO_SUM);
     if (r == KOLO_ERR_PEER_LOST || r == KOLO_ERR_TIMEOUT) {
       printf("rank %d: step %d failed: %s\n", rank, step, kolo_result_string(r));
-      kolo_comm_destroy(comm);
-      /* The survivors keep their ranks (the lost one was the last) and meet
-       * at a new rendezvous, one port up, as a world one smaller. */
-      world = size - 1;
-      if (kolo_comm_init(&comm, rank, world, master, port + 1) != KOLO_SUCCESS) {
-        fprintf(stderr, "rank %d: re-forming failed: %s\n", rank, kolo_last_error());
+      /* The survivors keep their ranks (the lost one was the last). */
+      kolo_comm_t smaller;
+      if (kolo_comm_shrink(comm, NULL, 0, NULL, KOLO_SHRINK_ABORT | KOLO_SHRINK_DROP_UNRESPONSIVE, &smaller) !=
+          KOLO_SUCCESS) {
+        fprintf(stderr, "rank %d: shrinking failed: %s\n", rank, kolo_last_error());
         return 1;
       }
-      printf("rank %d: re-formed a world of %d\n", rank, world);
+      kolo_comm_destroy(comm);
+      comm = smaller;
+      kolo_comm_size(comm, &world);
+      printf("rank %d: shrank to a world of %d\n", rank, world);
       --step; /* redo the step that failed */
       continue;
     }

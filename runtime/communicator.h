@@ -91,6 +91,34 @@ class Communicator {
   // afterwards: either may be destroyed first.
   static constexpr int kSplitNoColor = -1;
   Status split(int color, int key, std::unique_ptr<Communicator>* out);
+
+  // ncclCommShrink: the ranks not in `exclude` (ranks here) form a new
+  // communicator, numbered in their order here. Called by every survivor,
+  // never by an excluded rank; it uses none of this communicator's
+  // connections and waits for no excluded rank, so it works on a failed or
+  // revoked communicator, around a dead rank or a stuck one, in bounded
+  // time (the timeout). The survivors agree through the rendezvous store
+  // (runtime/shrink_agreement.h). Flags: kShrinkAbort revokes this
+  // communicator first, so that an operation still in flight on it ends;
+  // kShrinkDropUnresponsive also leaves out every rank that has not called
+  // shrink by the deadline or whose process has ended.
+  static constexpr int kShrinkDefault = 0;
+  static constexpr int kShrinkAbort = 1;
+  static constexpr int kShrinkDropUnresponsive = 2;
+  Status shrink(const std::vector<int>& exclude, int flags, std::unique_ptr<Communicator>* out);
+  // Growing (NCCL's ncclCommGrow): every rank here calls grow(new_size);
+  // ranks size() .. new_size - 1 join with join_grown, from what
+  // next_grow() says (the C API carries it in an id, unique_id.h). The
+  // ranks here keep their numbers. Collective over both; bounded by the
+  // timeout, naming the ranks that never arrived.
+  struct GrowPlace {
+    std::string store_path;  // the grow's keys in the rendezvous store
+    std::string job_name;
+  };
+  GrowPlace next_grow() const;
+  Status grow(int new_size, std::unique_ptr<Communicator>* out);
+  static Status join_grown(std::shared_ptr<Rendezvous> rendezvous, const GrowPlace& place, int rank, int size,
+                           const Config& config, std::unique_ptr<Communicator>* out);
   ~Communicator();
 
   // The transports this communicator's peers are reached by: "shm", "ib",
@@ -157,6 +185,11 @@ class Communicator {
   // Makes the current and every later call fail with ABORTED, the engine's
   // named operations too. Any thread.
   void abort();
+  // ncclCommRevoke: as abort(), with REVOKED, and the reason recorded as
+  // the communicator's first failure, so that every rank it reaches (its
+  // connections close at once) reports REVOKED too. Waits for no peer; the
+  // store write is bounded (2 s). Any thread; then shrink() it.
+  void revoke();
   // The sticky error, else the engine's (an engine stopped by a shutdown is
   // not a failure); OK while healthy.
   Status async_error() const;
@@ -216,6 +249,10 @@ class Communicator {
   // world_.facts, and places the ranks on hosts. *opened: per kind (in
   // transport_kinds() order), what its offer opened.
   Status meet(int given_local_rank, int given_local_size, std::vector<std::unique_ptr<DirectTransport>>* opened);
+  // meet's halves: what each kind of transport offers here; and telling
+  // the others this rank's facts and learning theirs (world_.facts).
+  Status offer(RankFacts* mine, std::vector<std::unique_ptr<DirectTransport>>* opened);
+  Status exchange_facts(const RankFacts& mine);
   // Everything after the membership is settled, for every way a
   // communicator is made (world, sibling, split): transports, polling,
   // algorithms, connections, the shared arena.
@@ -261,6 +298,8 @@ class Communicator {
   std::unique_ptr<Engine> engine_;
   Membership world_;
   uint64_t splits_ = 0;  // split() calls so far: the same on every rank, since splits are collective
+  uint64_t shrinks_ = 0;  // shrink() calls so far: the same on every survivor
+  uint64_t grows_ = 0;    // grow() calls so far
   std::unique_ptr<Transport> transport_;
   // Where the ranks run, when the hierarchical allreduce can use it and
   // KOLO_ALGORITHM allows it (see choose_algorithm).

@@ -182,12 +182,20 @@ Status Communicator::meet(int given_local_rank, int given_local_size,
     world_.place(-1, -1);
     return Status::ok();
   }
+  RankFacts mine;
+  KOLO_RETURN_IF_ERROR(offer(&mine, opened));
+  KOLO_RETURN_IF_ERROR(exchange_facts(mine));
+  world_.place(given_local_rank, given_local_size);
+  world_.device_local_rank = world_.local_rank;
+  return Status::ok();
+}
+
+Status Communicator::offer(RankFacts* mine, std::vector<std::unique_ptr<DirectTransport>>* opened) {
   // What each kind of transport offers here (transport/kind.h): of those
   // carrying host memory, only the one KOLO_TRANSPORT forces, which must
   // then be usable. A kind that opened itself to find out keeps that
   // transport for the world.
-  RankFacts mine;
-  mine.host = local_host(config_.host_name);
+  mine->host = local_host(config_.host_name);
   const TransportContext context = transport_context("");
   const auto& kinds = transport_kinds();
   opened->resize(kinds.size());
@@ -198,13 +206,17 @@ Status Communicator::meet(int given_local_rank, int given_local_size,
     std::string offer;
     Status why_not = kinds[k]->offer(context, &offer, &(*opened)[k]);
     if (why_not.is_ok()) {
-      mine.offers[kinds[k]->name()] = offer;
+      mine->offers[kinds[k]->name()] = offer;
     } else if (forced) {
       return why_not.with_context("KOLO_TRANSPORT=" + config_.transport);
     } else {
       KOLO_DEBUG("no " << kinds[k]->name() << ": " << why_not.message());
     }
   }
+  return Status::ok();
+}
+
+Status Communicator::exchange_facts(const RankFacts& mine) {
   // Every rank publishes its facts; reading all of them doubles as the
   // check that the whole world has arrived, naming any rank that has not.
   KOLO_RETURN_IF_ERROR(world_.store->set("host/" + std::to_string(world_.rank), encode_rank_facts(mine)));
@@ -226,14 +238,12 @@ Status Communicator::meet(int given_local_rank, int given_local_size,
       ranks += (ranks.empty() ? "" : ", ") + list.substr(i, j - i);
       i = j;
     }
-    return timeout_error("rank(s) " + ranks + " never arrived at the rendezvous within KOLO_TIMEOUT_S=" +
-                         std::to_string(config_.timeout_s) + " s");
+    return timeout_error("rank(s) " + ranks + " never arrived at the rendezvous" + world_.description +
+                         " within KOLO_TIMEOUT_S=" + std::to_string(config_.timeout_s) + " s");
   }
   KOLO_RETURN_IF_ERROR(s);
   world_.facts.resize(world_.size);
   for (int r = 0; r < world_.size; ++r) KOLO_RETURN_IF_ERROR(decode_rank_facts(records[r], &world_.facts[r]));
-  world_.place(given_local_rank, given_local_size);
-  world_.device_local_rank = world_.local_rank;
   return Status::ok();
 }
 

@@ -94,6 +94,18 @@ void Communicator::abort() {
   (void)fail(why);
 }
 
+void Communicator::revoke() {
+  {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    if (engine_) engine_->abort();
+  }
+  if (failed_.load()) return;
+  Status why = revoked("rank " + std::to_string(world_.rank) + " revoked the communicator" + world_.description +
+                       " (kolo_comm_revoke)");
+  cancel_store_waits(why);
+  (void)fail(why);
+}
+
 // The checks of the collectives below (kolo.h's kolo_reduce .. kolo_alltoallv).
 
 }  // namespace kolo

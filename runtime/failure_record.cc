@@ -30,7 +30,7 @@ Status decode_failure(const std::string& text, FailureRecord* r) {
   const size_t b = a == std::string::npos ? a : text.find('|', a + 1);
   int rank = 0, code = 0;
   if (b == std::string::npos || !parse_count(text.substr(0, a), &rank) ||
-      !parse_count(text.substr(a + 1, b - a - 1), &code) || code <= 0 || code > static_cast<int>(Code::kDevice)) {
+      !parse_count(text.substr(a + 1, b - a - 1), &code) || code <= 0 || code > static_cast<int>(kLastCode)) {
     return internal_error("malformed failure record '" + text.substr(0, 200) + "' in the store");
   }
   r->rank = rank;

@@ -39,11 +39,18 @@ Membership Membership::subset(const std::vector<int>& members, const std::string
   const int machine = machine_ranks;
   m.place(-1, -1);
   m.machine_ranks = machine;  // the cores are shared with the whole machine, whatever the split
-  m.store = std::make_shared<PrefixStore>(store, name);
+  m.world_ranks.clear();
+  for (int member : members) m.world_ranks.push_back(world_ranks.empty() ? member : world_ranks[member]);
+  m.store = store_under(name);
+  m.store_path = store_path + name;
   m.job_name = job_name + "/" + name;
   m.description = " of " + name.substr(0, name.size() - 1) + " (whose ranks are ranks " + rank_list(members, 16) +
                   " of its parent)";
   return m;
+}
+
+std::shared_ptr<Store> Membership::store_under(const std::string& name) const {
+  return std::make_shared<PrefixStore>(std::shared_ptr<Store>(rendezvous, rendezvous->store()), store_path + name);
 }
 
 }  // namespace kolo

@@ -26,6 +26,15 @@ struct Membership {
   int device_local_rank = 0;      // picks this process's GPU: the world's local rank (a split keeps it)
   std::shared_ptr<Rendezvous> rendezvous;  // keeps the store up
   std::shared_ptr<Store> store;   // the rendezvous store; a split's keys are under a prefix of its own
+  // That prefix, whole: "" for a world; a split's, shrink's or grow's name
+  // after its parent's ("split0.1/shrink0/"). A communicator made from this
+  // one keys its store from the rendezvous's own store under path + name,
+  // never through `store`, which an abort of this one cancels.
+  std::string store_path;
+  // Each rank's rank in the world whose store this is (-1: joined by a
+  // grow), so that what the store knows of a world rank's process (its
+  // departure) can be asked of a rank here.
+  std::vector<int> world_ranks;
   std::string job_name;           // Config::job_id, else the master's address
   std::string bind_address;       // Config::bind_address, else the address that reaches the master
   std::string transport = "auto";  // Config::transport: auto (per peer, transport/routes.h), or the one forced
@@ -40,6 +49,8 @@ struct Membership {
   // own named `name` ("split0.3/"): its store keys under that prefix. The
   // machine's ranks and the GPU stay this one's. This rank must be a member.
   Membership subset(const std::vector<int>& members, const std::string& name) const;
+  // The rendezvous store's keys under store_path + name.
+  std::shared_ptr<Store> store_under(const std::string& name) const;
 };
 
 }  // namespace kolo

@@ -35,7 +35,21 @@ class Rendezvous {
   // port and job id) opens the rendezvous and takes it over; one never
   // taken is closed at process exit.
   static Status reserve_server(const std::string& host, uint64_t job_id, const std::string& secret, int* port);
+  // Where a process that is not a rank yet finds this store: for the ranks
+  // that a grow adds (Communicator::join_grown).
+  struct Location {
+    std::string host;
+    int port = 0;
+    uint64_t job_id = 0;
+    std::string secret;
+  };
+  // Joins the store at `location` as a rank that a grow adds: it introduces
+  // itself as rank -1 (no rank of the world the store was made for).
+  static Status join(const Location& location, double timeout_s, std::shared_ptr<Rendezvous>* out);
   ~Rendezvous();
+
+  // nullptr where kolo does not serve the store (a borrowed one, torchrun's).
+  const Location* location() const { return location_.port != 0 ? &location_ : nullptr; }
 
   Store* store() const { return store_; }
   // The local address that reached the master ("" for a borrowed store).
@@ -54,6 +68,7 @@ class Rendezvous {
   std::unique_ptr<TorchStoreClient> agent_store_;  // instead of both, under torchrun's agent store
   Store* store_ = nullptr;
   std::string local_address_;
+  Location location_;
   std::atomic<bool> failed_{false};
   double linger_s_ = 0;  // how long rank 0's server may outlive this (the timeout)
 };

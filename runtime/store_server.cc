@@ -166,8 +166,19 @@ std::vector<StoreServer::Client> StoreServer::clients() const {
 }
 
 void StoreServer::forget_client(const Session* session) {
-  std::lock_guard<std::mutex> lock(clients_mu_);
-  clients_.erase(session);
+  int rank = -1;
+  {
+    std::lock_guard<std::mutex> lock(clients_mu_);
+    auto it = clients_.find(session);
+    if (it == clients_.end()) return;
+    rank = it->second.rank;
+    clients_.erase(it);
+  }
+  // A shrink that drops the ranks it finds dead learns here, at once, of a
+  // process that has ended (its connection closed), rather than waiting for
+  // its deadline. Posted: a close may come from a walk of the waiters that
+  // set_key would change under it.
+  if (rank >= 0) asio::post(io_, [this, rank] { set_key(departed_key(rank), "1"); });
 }
 
 void StoreServer::stop_accepting() {

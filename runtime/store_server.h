@@ -22,6 +22,10 @@
 
 namespace kolo {
 
+// The key the server sets when world rank `rank`'s connection closes: its
+// process ended (or left the store).
+inline std::string departed_key(int rank) { return "departed/" + std::to_string(rank); }
+
 class StoreServer {
  public:
   // `secret` (KOLO_SECRET, may be empty) authenticates every client.

@@ -6,6 +6,8 @@
 #include <netinet/in.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -22,13 +24,17 @@ namespace {
 // The id's layout in its 128 bytes.
 struct Layout {
   char magic[4];     // "KLID"
-  uint8_t version;   // 1
-  uint8_t pad;
+  uint8_t version;   // 2
+  uint8_t kind;      // kNewJob or kGrow
   uint16_t port;     // host order: the id never leaves the job's machines' ABI
-  char address[64];  // NUL-terminated
-  char job[16];      // hex
-  char secret[40];   // 20 random bytes, hex, NUL-terminated
+  char address[48];  // NUL-terminated
+  char job[16];      // hex: a new job's name; a grow's job id (the store's)
+  char secret[40];   // 19 random bytes, hex, NUL-terminated
+  char token[16];    // a grow's: hex, names the grow's place in the store
 };
+constexpr uint8_t kLayoutVersion = 2;
+constexpr uint8_t kNewJob = 0;
+constexpr uint8_t kGrow = 1;
 static_assert(sizeof(Layout) <= kUniqueIdBytes, "the id fits its bytes");
 
 std::string hex(const std::string& bytes) {
@@ -87,7 +93,8 @@ Status make_unique_id(const Config& config, char* out) {
   std::memset(out, 0, kUniqueIdBytes);
   Layout id{};
   std::memcpy(id.magic, "KLID", 4);
-  id.version = 1;
+  id.version = kLayoutVersion;
+  id.kind = kNewJob;
   const std::string address = reachable_address(config);
   if (address.size() >= sizeof(id.address)) return invalid_argument("bind address '" + address + "' is too long");
   std::memcpy(id.address, address.data(), address.size());
@@ -102,14 +109,90 @@ Status make_unique_id(const Config& config, char* out) {
   return Status::ok();
 }
 
+namespace {
+
+Status read_layout(const char* bytes, uint8_t kind, Layout* id) {
+  std::memcpy(id, bytes, sizeof(*id));
+  if (std::memcmp(id->magic, "KLID", 4) != 0 || id->version != kLayoutVersion ||
+      std::memchr(id->address, 0, sizeof(id->address)) == nullptr ||
+      std::memchr(id->secret, 0, sizeof(id->secret)) == nullptr || id->port == 0 ||
+      (id->kind != kNewJob && id->kind != kGrow)) {
+    return invalid_argument("id is not a kolo unique id (made by kolo_get_unique_id or kolo_comm_get_unique_id)");
+  }
+  if (id->kind != kind) {
+    return invalid_argument(kind == kGrow ? "id is a new job's (kolo_get_unique_id), not a grow's "
+                                            "(kolo_comm_get_unique_id): joining ranks pass a grow's"
+                                          : "id is a grow's (kolo_comm_get_unique_id): a new job's ranks pass one "
+                                            "made by kolo_get_unique_id");
+  }
+  return Status::ok();
+}
+
+std::string grow_id_key(const std::string& token) { return "grow-id/" + token; }
+
+}  // namespace
+
+Status make_grow_id(const Communicator& comm, char* out) {
+  std::memset(out, 0, kUniqueIdBytes);
+  const Membership& m = comm.membership();
+  const Rendezvous::Location* where = m.rendezvous ? m.rendezvous->location() : nullptr;
+  if (!where) {
+    return unsupported("this communicator's rendezvous store is not one kolo serves (torchrun's agent store, or "
+                       "the caller's own): no id can lead new ranks to it");
+  }
+  Layout id{};
+  std::memcpy(id.magic, "KLID", 4);
+  id.version = kLayoutVersion;
+  id.kind = kGrow;
+  if (where->host.size() >= sizeof(id.address)) {
+    return invalid_argument("the store's address '" + where->host + "' is too long for an id");
+  }
+  if (where->secret.size() >= sizeof(id.secret)) {
+    return invalid_argument("KOLO_SECRET is longer than " + std::to_string(sizeof(id.secret) - 1) +
+                            " characters: it cannot travel in an id");
+  }
+  std::memcpy(id.address, where->host.data(), where->host.size());
+  id.port = static_cast<uint16_t>(where->port);
+  char job[17];
+  std::snprintf(job, sizeof(job), "%016llx", static_cast<unsigned long long>(where->job_id));
+  std::memcpy(id.job, job, sizeof(id.job));
+  std::memcpy(id.secret, where->secret.data(), where->secret.size());
+  const std::string token = hex(random_bytes(8));
+  std::memcpy(id.token, token.data(), sizeof(id.token));
+  // The grow's place, which only the communicator's ranks know, waits in
+  // the store for the ranks that join.
+  const Communicator::GrowPlace place = comm.next_grow();
+  KOLO_RETURN_IF_ERROR(m.rendezvous->store()->set(grow_id_key(token), place.store_path + "\n" + place.job_name));
+  std::memcpy(out, &id, sizeof(id));
+  return Status::ok();
+}
+
+Status join_grow_id(const char* bytes, int rank, int nranks, Config config, std::unique_ptr<Communicator>* out) {
+  Layout id;
+  KOLO_RETURN_IF_ERROR(read_layout(bytes, kGrow, &id));
+  Rendezvous::Location where;
+  where.host = id.address;
+  where.port = id.port;
+  where.job_id = std::strtoull(std::string(id.job, sizeof(id.job)).c_str(), nullptr, 16);
+  where.secret = id.secret;
+  std::shared_ptr<Rendezvous> rendezvous;
+  KOLO_RETURN_IF_ERROR(Rendezvous::join(where, config.timeout_s, &rendezvous));
+  std::string place_text;
+  KOLO_RETURN_IF_ERROR(rendezvous->store()
+                           ->get_one(grow_id_key(std::string(id.token, sizeof(id.token))),
+                                     Deadline::after_seconds(config.timeout_s), &place_text)
+                           .with_context("the grow's id names no grow of the job at " + where.host + ":" +
+                                         std::to_string(where.port)));
+  const size_t newline = place_text.find('\n');
+  if (newline == std::string::npos) return internal_error("the grow's place in the store is damaged");
+  const Communicator::GrowPlace place{place_text.substr(0, newline), place_text.substr(newline + 1)};
+  config.secret = where.secret;
+  return Communicator::join_grown(rendezvous, place, rank, nranks, config, out);
+}
+
 Status read_unique_id(const char* bytes, UniqueIdFields* out) {
   Layout id;
-  std::memcpy(&id, bytes, sizeof(id));
-  if (std::memcmp(id.magic, "KLID", 4) != 0 || id.version != 1 ||
-      std::memchr(id.address, 0, sizeof(id.address)) == nullptr ||
-      std::memchr(id.secret, 0, sizeof(id.secret)) == nullptr || id.port == 0) {
-    return invalid_argument("id is not a kolo unique id (made by kolo_get_unique_id)");
-  }
+  KOLO_RETURN_IF_ERROR(read_layout(bytes, kNewJob, &id));
   out->address = id.address;
   out->port = id.port;
   out->job_name = job_name(id);

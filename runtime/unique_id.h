@@ -38,6 +38,14 @@ Status read_unique_id(const char* id, UniqueIdFields* out);
 // and job name replace config's.
 Status join_unique_id(const char* id, int rank, int nranks, Config config, std::unique_ptr<Communicator>* out);
 
+// kolo_comm_get_unique_id, on one rank of `comm`: an id by which new ranks
+// join comm's next grow (Communicator::grow). The grow's place waits in the
+// rendezvous store under a random token the id carries. UNSUPPORTED where
+// kolo does not serve the store.
+Status make_grow_id(const Communicator& comm, char* out);
+// A new rank: joins the grow of `id` as `rank` of `nranks`.
+Status join_grow_id(const char* id, int rank, int nranks, Config config, std::unique_ptr<Communicator>* out);
+
 // The interface of the default route (/proc/net/route), or "".
 std::string default_route_interface();
 

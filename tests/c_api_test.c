@@ -146,7 +146,44 @@ int main(void) {
     EXPECT(other == NULL);
   }
   EXPECT(strlen(kolo_result_string(KOLO_ERR_TIMEOUT)) > 0);
+  EXPECT(strlen(kolo_result_string(KOLO_ERR_REVOKED)) > 0);
   EXPECT(strlen(kolo_result_string((kolo_result_t)99)) > 0);
+
+  /* Revoke, shrink and grow: their bad arguments, and a world of one
+   * revoked and shrunk (to itself) working again. */
+  {
+    kolo_comm_t smaller = NULL, grown = NULL;
+    kolo_unique_id_t id, job_id;
+    const int self = 0, beyond = 3;
+    EXPECT(kolo_comm_revoke(NULL) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_shrink(NULL, NULL, 0, NULL, 0, &smaller) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_shrink(comm, NULL, 0, NULL, 0, NULL) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_shrink(comm, NULL, 1, NULL, 0, &smaller) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_shrink(comm, &self, -1, NULL, 0, &smaller) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_shrink(comm, &self, 1, NULL, 0, &smaller) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(kolo_last_error(), "excludes itself") != NULL);
+    EXPECT(kolo_comm_shrink(comm, &beyond, 1, NULL, 0, &smaller) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_shrink(comm, NULL, 0, NULL, 16, &smaller) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(smaller == NULL);
+    EXPECT(kolo_comm_get_unique_id(NULL, &id) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_get_unique_id(comm, NULL) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_grow(comm, 1, NULL, -1, NULL, &grown) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_grow(NULL, 2, NULL, 1, NULL, &grown) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_grow(comm, 2, NULL, -1, NULL, NULL) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_get_unique_id(&job_id) == KOLO_SUCCESS);
+    EXPECT(kolo_comm_grow(NULL, 2, &job_id, 1, NULL, &grown) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(kolo_last_error(), "not a grow's") != NULL);
+    EXPECT(kolo_comm_get_unique_id(comm, &id) == KOLO_SUCCESS);
+    EXPECT(kolo_comm_init_rank(&smaller, 2, &id, 1, NULL) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(smaller == NULL && grown == NULL);
+    EXPECT(kolo_comm_revoke(comm) == KOLO_SUCCESS);
+    EXPECT(kolo_allreduce(comm, in, out, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_ERR_REVOKED);
+    EXPECT(kolo_comm_shrink(comm, NULL, 0, NULL, KOLO_SHRINK_DEFAULT, &smaller) == KOLO_SUCCESS);
+    EXPECT(kolo_comm_size(smaller, &size) == KOLO_SUCCESS && size == 1);
+    EXPECT(kolo_allreduce(smaller, in, out, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_SUCCESS);
+    for (i = 0; i < 5; ++i) EXPECT(out[i] == in[i]);
+    EXPECT(kolo_comm_destroy(smaller) == KOLO_SUCCESS);
+  }
 
   EXPECT(kolo_comm_destroy(comm) == KOLO_SUCCESS);
   EXPECT(kolo_comm_destroy(NULL) == KOLO_SUCCESS);

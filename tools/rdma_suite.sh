@@ -82,9 +82,10 @@ run() {
   fi
 }
 
-# gtest binaries: ranks as threads, each with its own queue pairs.
+# gtest binaries: ranks as threads, each with its own queue pairs (revoke,
+# shrink and grow too, in resize_test).
 for t in transport/ib/device_test transport/ib/verbs_library_test tests/transport_choice_test \
-         tests/ib_transport_test tests/fault_test tests/engine_test; do
+         tests/ib_transport_test tests/fault_test tests/engine_test tests/resize_test; do
   run "$t" "$BIN/$t" --gtest_brief=1
 done
 # Every collective, dtype, op and count on 2..4 ranks, blocking and

@@ -149,7 +149,7 @@ Status check_ack(const HelloAck& ack, const HelloMessage& m, const Challenge& ch
                  const std::string& who) {
   if (ack.magic != kHelloMagic) return auth_error(who + " answered the handshake with garbage");
   if (ack.code != static_cast<int32_t>(Code::kOk)) {
-    Code code = ack.code > 0 && ack.code <= static_cast<int32_t>(Code::kDevice) ? static_cast<Code>(ack.code)
+    Code code = ack.code > 0 && ack.code <= static_cast<int32_t>(kLastCode) ? static_cast<Code>(ack.code)
                                                                                    : Code::kInternal;
     return Status(code, who + " rejected this rank's connection: " + code_name(code) +
                             " (see that rank's log for the reason)");

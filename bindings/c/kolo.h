@@ -43,7 +43,8 @@ typedef enum {
   KOLO_ERR_ABORTED,          /* kolo_comm_abort was called */
   KOLO_ERR_UNSUPPORTED,      /* not available in this build or on this machine */
   KOLO_ERR_INTERNAL,         /* a bug in kolo; please report it with kolo_last_error() */
-  KOLO_ERR_DEVICE            /* the GPU or its driver failed (CUDA's error in kolo_last_error()), e.g. out of device memory */
+  KOLO_ERR_DEVICE,           /* the GPU or its driver failed (CUDA's error in kolo_last_error()), e.g. out of device memory */
+  KOLO_ERR_REVOKED           /* kolo_comm_revoke was called, here or on another rank of the communicator */
 } kolo_result_t;
 
 typedef enum {
@@ -205,6 +206,68 @@ kolo_result_t kolo_comm_destroy(kolo_comm_t comm);
  * new server is started. A failure of comm is not one of newcomm's, nor
  * the other way round, unless a rank they share is lost. */
 kolo_result_t kolo_comm_split(kolo_comm_t comm, int color, int key, kolo_comm_t* newcomm);
+
+/* ------------------------------------------------------------------------
+ * Changing membership: revoke, shrink, grow (NCCL's ncclCommRevoke,
+ * ncclCommShrink, ncclCommGrow)
+ *
+ * A job that loses a rank goes on without it: the survivors revoke the
+ * failed communicator (or find it failed already), shrink it, and carry on
+ * with the new one; a replacement joins later by growing it. None of these
+ * waits for a peer past KOLO_TIMEOUT_S, whatever the lost rank does. They
+ * meet through the job's rendezvous store: it must outlive the lost ranks
+ * (rank 0 serves it under kolorun and kolo_comm_init; losing rank 0 loses
+ * the store, and a shrink then fails saying so).
+ * ------------------------------------------------------------------------ */
+
+/* Revokes comm: an operation in progress on it, in any thread, and every
+ * later one fail with KOLO_ERR_REVOKED at once, here and on every rank its
+ * connections reach (they close at once, and the revocation is recorded as
+ * comm's first failure, so those ranks report KOLO_ERR_REVOKED too, naming
+ * this rank). Waits for no peer: returns within 2 s even if every peer is
+ * stuck. Named operations of its engine fail (KOLO_ERR_ABORTED). Any thread;
+ * comm stays valid for kolo_comm_shrink and kolo_comm_destroy. */
+kolo_result_t kolo_comm_revoke(kolo_comm_t comm);
+
+#define KOLO_SHRINK_DEFAULT 0
+/* Revoke comm first, so that an operation still in flight on it ends. */
+#define KOLO_SHRINK_ABORT 1
+/* Also leave out every rank that has not called kolo_comm_shrink by the
+ * deadline (KOLO_TIMEOUT_S), or whose process has ended (the store sees its
+ * connection close: no waiting for the deadline then). */
+#define KOLO_SHRINK_DROP_UNRESPONSIVE 2
+
+/* The ranks of comm not in exclude[0 .. n_exclude) form *newcomm, numbered
+ * in their order in comm. Called by every rank that stays (never by an
+ * excluded one), with the same list (else KOLO_ERR_MISMATCH). Uses none of
+ * comm's connections, so it works on a failed or revoked comm, and waits
+ * for no excluded rank: it ends within KOLO_TIMEOUT_S even when an excluded
+ * rank is alive but stuck, or a survivor dies during the shrink (then
+ * KOLO_ERR_TIMEOUT or KOLO_ERR_PEER_LOST naming it). flags: KOLO_SHRINK_*,
+ * or'ed. With KOLO_SHRINK_DROP_UNRESPONSIVE, the survivors agree on the
+ * members through the store, and a rank the others left out (it came too
+ * late) gets KOLO_ERR_TIMEOUT saying so. config: NULL keeps comm's settings
+ * (the only choice for now; anything else is KOLO_ERR_INVALID_ARGUMENT).
+ * *newcomm has every feature of a world communicator (named operations
+ * too: its engine starts afresh). comm is still to be destroyed. */
+kolo_result_t kolo_comm_shrink(kolo_comm_t comm, const int* exclude, int n_exclude, const kolo_config_t* config,
+                               int flags, kolo_comm_t* newcomm);
+
+/* On one rank of comm: an id by which new ranks join comm's next
+ * kolo_comm_grow. Hand it to the new ranks by your own means.
+ * KOLO_ERR_UNSUPPORTED where kolo does not serve the rendezvous store
+ * (under torchrun's agent store). */
+kolo_result_t kolo_comm_get_unique_id(kolo_comm_t comm, kolo_unique_id_t* id);
+
+/* Grows comm to nranks ranks. Every rank of comm calls it with comm (its
+ * rank stays; id and rank are ignored), and each new rank calls it with
+ * comm NULL, the id from kolo_comm_get_unique_id and its rank in
+ * [size of comm, nranks). config: for new ranks, as kolo_comm_init_rank's
+ * (NULL = the environment); ranks of comm keep comm's (config must be
+ * NULL). Collective over all of them; fails within KOLO_TIMEOUT_S naming
+ * the ranks that never arrived. */
+kolo_result_t kolo_comm_grow(kolo_comm_t comm, int nranks, const kolo_unique_id_t* id, int rank,
+                             const kolo_config_t* config, kolo_comm_t* newcomm);
 
 kolo_result_t kolo_comm_rank(kolo_comm_t comm, int* rank);
 kolo_result_t kolo_comm_size(kolo_comm_t comm, int* size);

@@ -97,6 +97,32 @@ kolo_result_t kolo_comm_split(kolo_comm_t comm, int color, int key, kolo_comm_t*
   });
 }
 
+kolo_result_t kolo_comm_revoke(kolo_comm_t comm) {
+  if (!comm) return null_comm();
+  return guarded([&] {
+    comm->impl->revoke();
+    return kolo::Status::ok();
+  });
+}
+
+kolo_result_t kolo_comm_shrink(kolo_comm_t comm, const int* exclude, int n_exclude, const kolo_config_t* config,
+                               int flags, kolo_comm_t* newcomm) {
+  return guarded([&] {
+    if (!comm) return kolo::invalid_argument("comm is NULL");
+    if (!newcomm) return kolo::invalid_argument("newcomm output pointer is NULL");
+    *newcomm = nullptr;
+    if (n_exclude < 0) return kolo::invalid_argument("n_exclude " + std::to_string(n_exclude) + " is negative");
+    if (n_exclude > 0 && !exclude) return kolo::invalid_argument("exclude is NULL with n_exclude > 0");
+    if (config) return kolo::invalid_argument("config must be NULL: a shrunk communicator keeps comm's settings");
+    static_assert(KOLO_SHRINK_ABORT == kolo::Communicator::kShrinkAbort, "one abort flag");
+    static_assert(KOLO_SHRINK_DROP_UNRESPONSIVE == kolo::Communicator::kShrinkDropUnresponsive, "one drop flag");
+    auto c = std::make_unique<kolo_comm>();
+    KOLO_RETURN_IF_ERROR(comm->impl->shrink(std::vector<int>(exclude, exclude + n_exclude), flags, &c->impl));
+    *newcomm = c.release();
+    return kolo::Status::ok();
+  });
+}
+
 kolo_result_t kolo_comm_rank(kolo_comm_t comm, int* rank) {
   return get_int(comm, rank, "rank", &kolo::Communicator::rank);
 }
@@ -195,6 +221,7 @@ const char* kolo_result_string(kolo_result_t result) {
     case KOLO_ERR_UNSUPPORTED: return "unsupported";
     case KOLO_ERR_INTERNAL: return "internal error";
     case KOLO_ERR_DEVICE: return "GPU error";
+    case KOLO_ERR_REVOKED: return "communicator revoked";
   }
   return "unknown result code";
 }

@@ -181,6 +181,38 @@ kolo_result_t kolo_comm_init_rank(kolo_comm_t* comm, int nranks, const kolo_uniq
   });
 }
 
+kolo_result_t kolo_comm_get_unique_id(kolo_comm_t comm, kolo_unique_id_t* id) {
+  return guarded([&] {
+    if (!comm) return kolo::invalid_argument("comm is NULL");
+    if (!id) return kolo::invalid_argument("id output pointer is NULL");
+    return kolo::make_grow_id(*comm->impl, id->internal);
+  });
+}
+
+kolo_result_t kolo_comm_grow(kolo_comm_t comm, int nranks, const kolo_unique_id_t* id, int rank,
+                             const kolo_config_t* config, kolo_comm_t* newcomm) {
+  return guarded([&] {
+    if (!newcomm) return kolo::invalid_argument("newcomm output pointer is NULL");
+    *newcomm = nullptr;
+    auto handle = std::make_unique<kolo_comm>();
+    if (comm) {
+      if (config) return kolo::invalid_argument("config must be NULL on a rank of comm: it keeps comm's settings");
+      KOLO_RETURN_IF_ERROR(comm->impl->grow(nranks, &handle->impl));
+    } else {
+      if (!id) return kolo::invalid_argument("comm and id are both NULL: a joining rank passes the grow's id");
+      if (config) {
+        if (config->secret) return kolo::invalid_argument("config.secret is set: the id carries the job's secret");
+        if (config->job_id) return kolo::invalid_argument("config.job_id is set: the id carries the job's id");
+      }
+      kolo::Config c;
+      KOLO_RETURN_IF_ERROR(kolo_c::config_from_c(config, &c));
+      KOLO_RETURN_IF_ERROR(kolo::join_grow_id(id->internal, rank, nranks, c, &handle->impl));
+    }
+    *newcomm = handle.release();
+    return kolo::Status::ok();
+  });
+}
+
 const char* kolo_config_describe(void) {
   try {
     static const std::string text = describe_config();  // built once

@@ -13,7 +13,7 @@ import sys
 # kolo_result_t, in the order of kolo.h.
 SUCCESS = 0
 (ERR_INVALID_ARGUMENT, ERR_INVALID_USAGE, ERR_TIMEOUT, ERR_PEER_LOST, ERR_MISMATCH, ERR_TRANSPORT,
- ERR_AUTH, ERR_ABORTED, ERR_UNSUPPORTED, ERR_INTERNAL, ERR_DEVICE) = range(1, 12)
+ ERR_AUTH, ERR_ABORTED, ERR_UNSUPPORTED, ERR_INTERNAL, ERR_DEVICE, ERR_REVOKED) = range(1, 13)
 
 # kolo_dtype_t and kolo_op_t, in the order of kolo.h.
 DTYPE_CODES = {name: code for code, name in enumerate(
@@ -56,6 +56,11 @@ class AbortedError(KoloError):
     """The communicator was aborted."""
 
 
+class RevokedError(KoloError):
+    """The communicator was revoked (kolo_comm_revoke), here or on another
+    rank: shrink it, or make a new one."""
+
+
 class UnsupportedError(KoloError):
     """Not available in this build."""
 
@@ -67,6 +72,7 @@ _ERROR_CLASSES = {
     ERR_PEER_LOST: PeerLostError,
     ERR_MISMATCH: MismatchError,
     ERR_ABORTED: AbortedError,
+    ERR_REVOKED: RevokedError,
     ERR_UNSUPPORTED: UnsupportedError,
 }
 

@@ -1,0 +1,181 @@
+// A communicator's changes of membership: shrink (the survivors of lost or
+// stuck ranks go on without them) and grow (new ranks join, as a replaced
+// machine rejoins). Each makes a new communicator, as split does: its own
+// store keys (under the rendezvous store's own, never the old
+// communicator's, which an abort cancels), connections and failure record.
+#include <algorithm>
+
+#include "collectives/fingerprint.h"
+#include "common/log.h"
+#include "common/rank_list.h"
+#include "runtime/communicator.h"
+#include "runtime/shrink_agreement.h"
+#include "runtime/store_server.h"
+
+namespace kolo {
+
+Status Communicator::shrink(const std::vector<int>& exclude, int flags, std::unique_ptr<Communicator>* out) {
+  *out = nullptr;
+  if (flags & ~(kShrinkAbort | kShrinkDropUnresponsive)) {
+    return invalid_argument("shrink flags " + std::to_string(flags) + " include unknown bits (known: " +
+                            std::to_string(kShrinkAbort) + " abort, " + std::to_string(kShrinkDropUnresponsive) +
+                            " drop unresponsive)");
+  }
+  std::vector<bool> excluded(world_.size, false);
+  for (int r : exclude) {
+    if (r < 0 || r >= world_.size) {
+      return invalid_argument("exclude names rank " + std::to_string(r) + ", which is not a rank of this communicator"
+                              " of " + std::to_string(world_.size));
+    }
+    excluded[r] = true;
+  }
+  if (excluded[world_.rank]) {
+    return invalid_argument("rank " + std::to_string(world_.rank) +
+                            " excludes itself: only the ranks that stay call shrink");
+  }
+  if (flags & kShrinkAbort) revoke();
+  const std::string name = "shrink" + std::to_string(shrinks_++) + "/";
+  ShrinkRequest request;
+  request.rank = world_.rank;
+  request.size = world_.size;
+  request.excluded = excluded;
+  request.drop_unresponsive = (flags & kShrinkDropUnresponsive) != 0;
+  request.deadline = Deadline::after_seconds(config_.timeout_s);
+  request.store_timeout_s = config_.timeout_s;
+  // The store's server marks a world rank whose connection closed.
+  std::shared_ptr<Store> base(world_.rendezvous, world_.rendezvous->store());
+  request.departed = [this, base](int r) {
+    const int world_rank = world_.world_ranks.empty() ? r : world_.world_ranks[r];
+    std::string unused;
+    return world_rank >= 0 && base->get_one(departed_key(world_rank), Deadline::after_seconds(0), &unused).is_ok();
+  };
+  std::vector<int> members;
+  Status s = agree_on_members(world_.store_under(name).get(), request, &members);
+  if (!s.is_ok()) {
+    return s.with_context("shrink on rank " + std::to_string(world_.rank) + world_.description);
+  }
+  std::unique_ptr<Communicator> c(new Communicator(config_));
+  c->world_ = world_.subset(members, name);
+  KOLO_RETURN_IF_ERROR(c->bring_up("", /*full_mesh=*/false, {}));
+  std::vector<int> gone;
+  for (int r = 0; r < world_.size; ++r) {
+    if (!std::binary_search(members.begin(), members.end(), r)) gone.push_back(r);
+  }
+  KOLO_INFO("shrink" << world_.description << ": rank " << world_.rank << " is rank " << c->world_.rank << " of "
+                     << c->world_.size << (gone.empty() ? "" : ", without " + ranks_named(gone, 16)));
+  *out = std::move(c);
+  return Status::ok();
+}
+
+Communicator::GrowPlace Communicator::next_grow() const {
+  const std::string name = "grow" + std::to_string(grows_);
+  return GrowPlace{world_.store_path + name + "/", world_.job_name + "/" + name};
+}
+
+namespace {
+
+constexpr char kShapeKey[] = "shape";  // "<new size> <old size>", as the ranks already there see it
+
+}  // namespace
+
+Status Communicator::grow(int new_size, std::unique_ptr<Communicator>* out) {
+  *out = nullptr;
+  if (new_size <= world_.size) {
+    return invalid_argument("grow to " + std::to_string(new_size) + " ranks: the communicator has " +
+                            std::to_string(world_.size) + " already");
+  }
+  KOLO_RETURN_IF_ERROR(check_healthy());
+  const GrowPlace place = next_grow();
+  const std::string name = "grow" + std::to_string(grows_++) + "/";
+  std::unique_ptr<Communicator> c(new Communicator(config_));
+  Membership& m = c->world_;
+  m = world_;  // rendezvous, bind address, transport, the GPU
+  m.size = new_size;
+  m.store = world_.store_under(name);
+  m.store_path = place.store_path;
+  m.job_name = place.job_name;
+  m.description = " of " + name.substr(0, name.size() - 1) + " (grown from " + std::to_string(world_.size) + " ranks)";
+  m.world_ranks.resize(world_.size);
+  for (int r = 0; r < world_.size; ++r) m.world_ranks[r] = world_.world_ranks.empty() ? r : world_.world_ranks[r];
+  m.world_ranks.resize(new_size, -1);
+  const std::string shape = std::to_string(new_size) + " " + std::to_string(world_.size);
+  std::string agreed;
+  KOLO_RETURN_IF_ERROR(m.store->set_if_absent(kShapeKey, shape, Deadline::after_seconds(config_.timeout_s), &agreed));
+  if (agreed != shape) {
+    return mismatch("rank " + std::to_string(world_.rank) + " grows to " + std::to_string(new_size) +
+                    " ranks, another rank to " + agreed.substr(0, agreed.find(' ')));
+  }
+  RankFacts mine;
+  if (!world_.facts.empty()) {
+    mine = world_.facts[world_.rank];
+  } else {  // a world of one never met anyone: what its transports offer
+    std::vector<std::unique_ptr<DirectTransport>> unused;
+    KOLO_RETURN_IF_ERROR(c->offer(&mine, &unused));
+  }
+  KOLO_RETURN_IF_ERROR(c->exchange_facts(mine));
+  const int machine_ranks = m.machine_ranks;
+  m.place(-1, -1);
+  m.machine_ranks = std::max(machine_ranks, m.machine_ranks);
+  KOLO_RETURN_IF_ERROR(c->bring_up("", /*full_mesh=*/false, {}));
+  KOLO_INFO("grow: rank " << world_.rank << " of " << new_size << " (was " << world_.size << ")");
+  *out = std::move(c);
+  return Status::ok();
+}
+
+Status Communicator::join_grown(std::shared_ptr<Rendezvous> rendezvous, const GrowPlace& place, int rank, int size,
+                                const Config& config, std::unique_ptr<Communicator>* out) {
+  *out = nullptr;
+  if (size < 2 || rank < 0 || rank >= size) {
+    return invalid_argument("rank " + std::to_string(rank) + " of a grown size " + std::to_string(size) +
+                            " is impossible");
+  }
+  std::unique_ptr<Communicator> c(new Communicator(config));
+  Membership& m = c->world_;
+  m.rank = rank;
+  m.size = size;
+  m.rendezvous = rendezvous;
+  m.store_path = place.store_path;
+  m.store = std::make_shared<PrefixStore>(std::shared_ptr<Store>(rendezvous, rendezvous->store()), place.store_path);
+  m.job_name = place.job_name;
+  m.bind_address = config.bind_address.empty() ? rendezvous->local_address() : config.bind_address;
+  if (m.bind_address.empty()) m.bind_address = "127.0.0.1";
+  m.transport = config.transport;
+  m.description = " of the communicator it joins";
+  install_fingerprint_describer();
+  set_log_prefix("rank " + std::to_string(rank));
+  // The ranks already there say the shape; a joining rank must fit it.
+  std::string shape;
+  Status s = m.store->get_one(kShapeKey, Deadline::after_seconds(config.timeout_s), &shape);
+  if (s.code() == Code::kTimeout) {
+    return timeout_error("rank " + std::to_string(rank) + " joining a grow: the communicator's ranks did not call "
+                         "grow within KOLO_TIMEOUT_S=" + std::to_string(config.timeout_s) + " s");
+  }
+  KOLO_RETURN_IF_ERROR(s);
+  const int new_size = std::atoi(shape.c_str());
+  const int old_size = std::atoi(shape.c_str() + std::min(shape.size(), shape.find(' ') + 1));
+  if (new_size != size) {
+    return mismatch("rank " + std::to_string(rank) + " joins a grow to " + std::to_string(size) +
+                    " ranks, but the communicator's ranks grow it to " + std::to_string(new_size));
+  }
+  if (rank < old_size) {
+    return invalid_argument("rank " + std::to_string(rank) + " is taken: the communicator already has ranks 0-" +
+                            std::to_string(old_size - 1) + ", so joining ranks are " + std::to_string(old_size) +
+                            "-" + std::to_string(size - 1));
+  }
+  // The world numbers of the ranks already there are theirs to know: a
+  // shrink here learns of no departure, and waits for unresponsive ranks
+  // until its deadline.
+  m.world_ranks.assign(size, -1);
+  RankFacts mine;
+  std::vector<std::unique_ptr<DirectTransport>> opened;
+  KOLO_RETURN_IF_ERROR(c->offer(&mine, &opened));
+  KOLO_RETURN_IF_ERROR(c->exchange_facts(mine));
+  m.place(-1, -1);
+  m.device_local_rank = m.local_rank;
+  KOLO_RETURN_IF_ERROR(c->bring_up("", /*full_mesh=*/false, std::move(opened)));
+  KOLO_INFO("joined a grown communicator: rank " << rank << " of " << size);
+  *out = std::move(c);
+  return Status::ok();
+}
+
+}  // namespace kolo

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Shrink and grow across processes (tests/resize_worker.c), over shared
+# memory and over TCP: in a world of 4, rank 2 kills itself (SIGKILL) in the
+# middle of an allreduce loop; the survivors shrink without naming it
+# (the store sees its process end), check the new numbering and sums, and
+# grow back to 4 with a replacement process that joins by the grow's id.
+# Then rank 2 stops itself (SIGSTOP) instead: alive and stuck, holding its
+# connections; the others time out (KOLO_TIMEOUT_S=4) and shrink around it
+# within their deadline.
+set -uo pipefail
+# shellcheck source=tests/lib/common.sh
+. "$TEST_SRCDIR/$TEST_WORKSPACE/tests/lib/common.sh"
+ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
+WORKER="$ROOT/tests/resize_worker"
+OUT="${TEST_TMPDIR:-/tmp}/resize_out"
+n=4
+victim=2
+
+for transport in shm tcp; do
+  echo "== over $transport"
+  id_file="${TEST_TMPDIR:-/tmp}/grow_id.$transport"
+  rm -f "$id_file" "$OUT".*
+  common=(KOLO_MASTER_ADDR=127.0.0.1 KOLO_MASTER_PORT="$(free_port)" KOLO_TIMEOUT_S=30 KOLO_TRANSPORT="$transport"
+    KOLO_SECRET=resize-test GROW_ID_FILE="$id_file")
+  pids=()
+  for ((r = 0; r < n; r++)); do
+    env KOLO_RANK="$r" KOLO_WORLD_SIZE="$n" "${common[@]}" "$WORKER" survive "$victim" >"$OUT.$r" 2>&1 &
+    pids+=($!)
+  done
+  env "${common[@]}" "$WORKER" join "$n" >"$OUT.join" 2>&1 &
+  joiner=$!
+  started=$(date +%s.%N)
+  for r in 0 1 3; do
+    wait "${pids[$r]}"
+    rc=$?
+    if [ "$rc" -ne 0 ] || ! grep -q "rank $r survived" "$OUT.$r"; then
+      fail "$transport: rank $r exited $rc"
+      cat "$OUT.$r"
+    else
+      grep "shrank\|grown" "$OUT.$r"
+    fi
+  done
+  wait "${pids[$victim]}"
+  rc=$?
+  [ "$rc" -eq 137 ] || fail "$transport: the victim exited $rc, not by its SIGKILL"
+  wait "$joiner"
+  rc=$?
+  if [ "$rc" -ne 0 ] || ! grep -q "rank 3 of 4 in the grown communicator" "$OUT.join"; then
+    fail "$transport: the replacement exited $rc"
+    cat "$OUT.join"
+  else
+    grep "replacement" "$OUT.join"
+  fi
+  echo "-- $transport: $(seconds_since "$started" 1) s in all"
+done
+
+echo "== a stuck rank, over shm"
+rm -f "$OUT".*
+common=(KOLO_MASTER_ADDR=127.0.0.1 KOLO_MASTER_PORT="$(free_port)" KOLO_TIMEOUT_S=4 KOLO_SECRET=resize-test)
+pids=()
+for ((r = 0; r < n; r++)); do
+  env KOLO_RANK="$r" KOLO_WORLD_SIZE="$n" "${common[@]}" "$WORKER" survive "$victim" stop >"$OUT.$r" 2>&1 &
+  pids+=($!)
+done
+started=$(date +%s.%N)
+for r in 0 1 3; do
+  wait "${pids[$r]}"
+  rc=$?
+  if [ "$rc" -ne 0 ] || ! grep -q "rank $r survived" "$OUT.$r"; then
+    fail "stuck rank: rank $r exited $rc"
+    cat "$OUT.$r"
+  else
+    grep "failed\|shrank" "$OUT.$r"
+  fi
+done
+took=$(seconds_since "$started" 1)
+echo "-- the survivors went on and finished after ${took} s (deadline 4 s to notice, 4 s to shrink)"
+# Woken, the stuck rank finds itself left out: it fails, it does not hang.
+kill -CONT "${pids[$victim]}" 2>/dev/null
+wait "${pids[$victim]}"
+rc=$?
+if [ "$rc" -eq 0 ]; then
+  fail "the stuck rank, woken, exited 0"
+else
+  echo "-- the stuck rank, woken, exited $rc: $(grep 'failed' "$OUT.$victim" | tail -1 | cut -c1-200)"
+fi
+
+finish resize_process_test
