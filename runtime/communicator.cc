@@ -18,9 +18,11 @@
 
 namespace kolo {
 
-Communicator::Communicator(const Config& config) : config_(config) {}
+Communicator::Communicator(const Config& config)
+    : config_(config), recorder_(static_cast<size_t>(std::max<int64_t>(0, config.flight_recorder_entries))) {}
 
 Communicator::~Communicator() {
+  if (dump_signal_id_) FlightRecorderRegistry::remove(dump_signal_id_);
   engine_.reset();  // it uses this communicator's store
   stream_queue_->stop();  // runs what callers enqueued (bounded by their deadlines)
   stream_queue_.reset();
@@ -97,7 +99,7 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
   if (send != recv && ranges_overlap(send, bytes, recv, bytes)) {
     return invalid_argument("sendbuf and recvbuf overlap without being equal");
   }
-  return dispatch("allreduce", {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}}, std::move(launch),
+  return dispatch(CallRecord("allreduce", dtype, count, op), {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}}, std::move(launch),
                   [=](const ScheduleContext& ctx) {
                     const std::vector<Span> spans = {Span{send, recv, count}};
                     return kolo::allreduce(ctx, topology(), thresholds(),
@@ -114,7 +116,7 @@ Status Communicator::allgather(const void* send, void* recv, size_t send_count, 
   if (send != recv && send != own && ranges_overlap(send, block, recv, block * world_.size)) {
     return invalid_argument("sendbuf overlaps recvbuf but is neither recvbuf nor this rank's block of it");
   }
-  return dispatch("allgather", {{send, block, "sendbuf"}, {recv, block * world_.size, "recvbuf"}}, std::move(launch),
+  return dispatch(CallRecord("allgather", dtype, send_count), {{send, block, "sendbuf"}, {recv, block * world_.size, "recvbuf"}}, std::move(launch),
                   [=](const ScheduleContext& ctx) {
                     const std::vector<size_t> counts(world_.size, send_count);
                     return kolo::allgather(ctx, topology(), thresholds(),
@@ -130,7 +132,7 @@ Status Communicator::broadcast(void* buf, size_t count, DataType dtype, int root
                             std::to_string(world_.size));
   }
   const size_t bytes = count * dtype_size(dtype);
-  return dispatch("broadcast", {{buf, bytes, "buf"}}, std::move(launch), [=](const ScheduleContext& ctx) {
+  return dispatch(CallRecord("broadcast", dtype, count, root), {{buf, bytes, "buf"}}, std::move(launch), [=](const ScheduleContext& ctx) {
     return ring_broadcast(ctx, buf, count, dtype, root);
   });
 }
@@ -138,7 +140,7 @@ Status Communicator::broadcast(void* buf, size_t count, DataType dtype, int root
 Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, recv_count));
   const size_t block = recv_count * dtype_size(dtype);
-  return dispatch("reduce_scatter", {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}},
+  return dispatch(CallRecord("reduce_scatter", dtype, recv_count, op), {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}},
                   std::move(launch),
                   [=](const ScheduleContext& ctx) {
                     const std::vector<size_t> counts(world_.size, recv_count);
@@ -210,6 +212,14 @@ Status Communicator::run_custom(const char* what, const std::function<Status(con
 
 namespace {
 
+// The elements of a "v" collective's counts: what the ranks agree on (each
+// one's own count may differ).
+size_t elements(const std::vector<size_t>& counts) {
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  return total;
+}
+
 // A buffer as dispatch() classifies it: by its address even when empty, so
 // that a rank with nothing to send or receive in a collective whose other
 // ranks move data (a gatherv's zero block) runs it on the same path as
@@ -236,7 +246,7 @@ Status Communicator::reduce(const void* send, void* recv, size_t count, DataType
     }
   }
   void* out = is_root ? recv : nullptr;
-  return dispatch("reduce", {named(send, bytes, "sendbuf"), named(out, bytes, "recvbuf")}, std::move(launch),
+  return dispatch(CallRecord("reduce", dtype, count, op, root), {named(send, bytes, "sendbuf"), named(out, bytes, "recvbuf")}, std::move(launch),
                   [=](const ScheduleContext& ctx) {
                     return ring_reduce(ctx, send, out, count, dtype, op,
                                        root);
@@ -254,7 +264,7 @@ Status Communicator::gatherv(const void* send, size_t send_count, void* recv, co
   const size_t es = dtype_size(dtype);
   const bool is_root = world_.rank == root;
   void* out = is_root ? recv : nullptr;
-  return dispatch("gather", {named(send, send_count * es, "sendbuf"), named(out, extent * es, "recvbuf")},
+  return dispatch(CallRecord("gather", dtype, elements(counts), root), {named(send, send_count * es, "sendbuf"), named(out, extent * es, "recvbuf")},
                   std::move(launch),
                   [=](const ScheduleContext& ctx) {
                     return ring_gather_v(ctx, send, out, counts, displs, dtype, root);
@@ -273,7 +283,7 @@ Status Communicator::scatterv(const void* send, const std::vector<size_t>& count
   const size_t es = dtype_size(dtype);
   const bool is_root = world_.rank == root;
   const void* in = is_root ? send : nullptr;
-  return dispatch("scatter", {named(in, extent * es, "sendbuf"), named(recv, recv_count * es, "recvbuf")},
+  return dispatch(CallRecord("scatter", dtype, elements(counts), root), {named(in, extent * es, "sendbuf"), named(recv, recv_count * es, "recvbuf")},
                   std::move(launch),
                   [=](const ScheduleContext& ctx) {
                     return ring_scatter_v(ctx, in, recv, counts, displs, dtype, root);
@@ -298,7 +308,7 @@ Status Communicator::allgatherv(const void* send, size_t send_count, void* recv,
   if (send != own && ranges_overlap(send, send_count * es, recv, extent * es)) {
     return invalid_argument("sendbuf overlaps recvbuf but is not this rank's block of it");
   }
-  return dispatch("allgatherv",
+  return dispatch(CallRecord("allgatherv", dtype, elements(counts)),
                   {named(send, send_count * es, "sendbuf"), named(recv, extent * es, "recvbuf")}, std::move(launch),
                   [=](const ScheduleContext& ctx) {
                     return kolo::allgather(ctx, topology(), thresholds(),
@@ -317,7 +327,7 @@ Status Communicator::reduce_scatterv(const void* send, void* recv, const std::ve
   const size_t es = dtype_size(dtype);
   // Any overlap of recvbuf with sendbuf is fine: ring_reduce_scatter_v then
   // works through scratch.
-  return dispatch("reduce_scatterv",
+  return dispatch(CallRecord("reduce_scatterv", dtype, elements(counts), op),
                   {named(send, total * es, "sendbuf"), named(recv, counts[world_.rank] * es, "recvbuf")}, std::move(launch),
                   [=](const ScheduleContext& ctx) {
                     return kolo::reduce_scatter(ctx, topology(), thresholds(),
@@ -353,7 +363,7 @@ Status Communicator::alltoallv(const void* send, const std::vector<size_t>& send
   if (ranges_overlap(send, send_extent * es, recv, recv_extent * es)) {
     return invalid_argument("sendbuf and recvbuf overlap (alltoall is not in place)");
   }
-  return dispatch("alltoallv",
+  return dispatch(CallRecord("alltoallv", dtype),
                   {named(send, send_extent * es, "sendbuf"), named(recv, recv_extent * es, "recvbuf")}, std::move(launch),
                   [=](const ScheduleContext& ctx) {
                     if (!mesh_connected_) {
@@ -459,7 +469,7 @@ Status Communicator::recv_any(void* buf, size_t count, DataType dtype, int* sour
     KOLO_RETURN_IF_ERROR(gpu()->classify({{buf, bytes, "receive buffer"}}, &on_device));
     if (on_device) return unsupported("a receive from any rank takes host buffers; recvbuf is device memory");
   }
-  return dispatch("recv_any", {{buf, bytes, "receive buffer"}}, std::move(launch),
+  return dispatch(CallRecord("recv_any", dtype, count), {{buf, bytes, "receive buffer"}}, std::move(launch),
                   [this, buf, count, dtype, source](const ScheduleContext& ctx) {
                     return receive_from_any(ctx, buf, count, dtype, &any_source_, source);
                   });

@@ -33,6 +33,7 @@
 #include "collectives/ring.h"
 #include "common/status.h"
 #include "runtime/config.h"
+#include "runtime/flight_recorder.h"
 #include "runtime/gpu_context.h"
 #include "runtime/stream_queue.h"
 #include "runtime/membership.h"
@@ -193,6 +194,10 @@ class Communicator {
   // The sticky error, else the engine's (an engine stopped by a shutdown is
   // not a failure); OK while healthy.
   Status async_error() const;
+  // Writes this rank's flight record (flight_recorder.h) to `path`, or ""
+  // for its file in KOLO_FLIGHT_RECORDER_DIR (INVALID_USAGE if unset).
+  // Any thread, at any time.
+  Status dump_flight_record(const std::string& path, const std::string& reason);
 
   // The runtime engine of this communicator's named operations (engine.h),
   // made by the first of them: its own thread and connections, beside this
@@ -272,15 +277,22 @@ class Communicator {
   using Collective = std::function<Status(const ScheduleContext&)>;
   // Runs a collective under the call lock, turning its failure sticky
   // (communicator_failure.cc).
-  Status run(const char* what, const Collective& fn);
+  // The flight recorder keeps the call (flight_recorder.h).
+  Status run(const CallRecord& call, const Collective& fn);
   // The same on device buffers: through the GPU's memory and transports,
   // and done once the GPU's work for it has run.
-  Status run_on_device(const char* what, const Collective& fn);
+  Status run_on_device(const CallRecord& call, const Collective& fn);
   // A collective of the public API: tells host from device buffers, and
   // runs it now or enqueues it (on a stream, or asynchronously).
-  Status dispatch(const char* what, const std::vector<NamedBuffer>& buffers, Launch launch, Collective fn);
-  Status enqueue_on_stream(const char* what, bool on_device, void* stream, Collective fn);
-  Status enqueue_async(const char* what, bool on_device, std::vector<std::shared_ptr<OpHandle>> done, Collective fn);
+  Status dispatch(const CallRecord& call, const std::vector<NamedBuffer>& buffers, Launch launch, Collective fn);
+  Status enqueue_on_stream(const CallRecord& call, bool on_device, void* stream, Collective fn);
+  Status enqueue_async(const CallRecord& call, bool on_device, std::vector<std::shared_ptr<OpHandle>> done, Collective fn);
+  FlightRecorder::Identity identity() const;
+  // Dumps into KOLO_FLIGHT_RECORDER_DIR, when set (a failure, SIGUSR1).
+  void dump_if_asked(const std::string& reason);
+  // Dumps on SIGUSR1 from now on, when KOLO_FLIGHT_RECORDER_DIR is set
+  // (the end of bring_up: the identity is known).
+  void listen_for_dump_signal();
   GpuContext* gpu();
   Status check_healthy() const;
   // Makes `local` the sticky error, reconciled with the job's first failure:
@@ -326,6 +338,9 @@ class Communicator {
 
   std::chrono::steady_clock::time_point* rs_mark_ = nullptr;
   std::mutex call_mutex_;  // one collective at a time
+  FlightRecorder recorder_;
+  uint64_t dump_signal_id_ = 0;  // FlightRecorderRegistry's registration, 0 if none
+  std::string sibling_prefix_;   // a sibling's store prefix (the engine's connections); "" otherwise
   mutable std::mutex error_mutex_;
   Status sticky_;
   std::atomic<bool> failed_{false};

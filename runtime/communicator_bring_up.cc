@@ -62,6 +62,7 @@ Status Communicator::create_sibling(Communicator* parent, const std::string& pre
                                     std::unique_ptr<Communicator>* out) {
   std::unique_ptr<Communicator> c(new Communicator(parent->config_));
   c->world_ = parent->world_;
+  c->sibling_prefix_ = prefix;
   KOLO_RETURN_IF_ERROR(c->bring_up(prefix, full_mesh, {}));
   *out = std::move(c);
   return Status::ok();
@@ -122,7 +123,11 @@ Status Communicator::bring_up(const std::string& store_prefix, bool full_mesh,
   choose_polling();
   choose_algorithm();
   KOLO_RETURN_IF_ERROR(full_mesh ? connect_all() : connect_ring());
-  return open_arena(store_prefix);
+  KOLO_RETURN_IF_ERROR(open_arena(store_prefix));
+  // The engine's siblings (a prefix of their own) record their own rounds,
+  // but only communicators the caller made answer SIGUSR1.
+  if (store_prefix.empty()) listen_for_dump_signal();
+  return Status::ok();
 }
 
 TransportContext Communicator::transport_context(const std::string& store_prefix) const {

@@ -60,15 +60,53 @@ Status Communicator::fail(Status local) {
   if (world_.rendezvous) world_.rendezvous->mark_failed();
   if (transport_) transport_->abort();
   if (arena_) arena_->abort();
+  if (!config_.flight_recorder_dir.empty()) {
+    // Every communicator of this process, then this one with its reason.
+    FlightRecorderRegistry::dump_all("another communicator of this process failed: " + final.to_string());
+    dump_if_asked(final.to_string());
+  }
   return final;
 }
 
-Status Communicator::run(const char* what, const Collective& fn) {
+FlightRecorder::Identity Communicator::identity() const {
+  FlightRecorder::Identity who;
+  who.job = world_.job_name;
+  who.communicator = world_.store_path.empty() ? "world" : world_.store_path.substr(0, world_.store_path.size() - 1);
+  if (!sibling_prefix_.empty()) who.communicator += "+" + sibling_prefix_.substr(0, sibling_prefix_.size() - 1);
+  who.rank = world_.rank;
+  who.size = world_.size;
+  who.host = world_.facts.empty() ? local_host(config_.host_name) : world_.facts[world_.rank].host;
+  return who;
+}
+
+Status Communicator::dump_flight_record(const std::string& path, const std::string& reason) {
+  if (path.empty() && config_.flight_recorder_dir.empty()) {
+    return invalid_usage("no path given and KOLO_FLIGHT_RECORDER_DIR is unset: nowhere to write the flight record");
+  }
+  const FlightRecorder::Identity who = identity();
+  const std::string where = path.empty() ? flight_record_path(config_.flight_recorder_dir, who) : path;
+  return write_file_atomically(where, recorder_.to_json(who, reason));
+}
+
+void Communicator::dump_if_asked(const std::string& reason) {
+  if (config_.flight_recorder_dir.empty()) return;
+  Status s = dump_flight_record("", reason);
+  if (!s.is_ok()) KOLO_WARN("flight record not written: " << s.message());
+}
+
+void Communicator::listen_for_dump_signal() {
+  if (config_.flight_recorder_dir.empty() || dump_signal_id_) return;
+  dump_signal_id_ = FlightRecorderRegistry::add([this](const std::string& reason) { dump_if_asked(reason); });
+}
+
+Status Communicator::run(const CallRecord& call, const Collective& fn) {
   std::lock_guard<std::mutex> lock(call_mutex_);
   KOLO_RETURN_IF_ERROR(check_healthy());
+  const uint64_t sequence = recorder_.begin(call);
   Status s = fn(schedule_context());
+  recorder_.end(sequence, s);
   if (s.is_ok()) return s;
-  s = fail(s.with_context(std::string(what) + " on rank " + std::to_string(world_.rank) + world_.description));
+  s = fail(s.with_context(std::string(call.what) + " on rank " + std::to_string(world_.rank) + world_.description));
   KOLO_ERROR(s.message());
   return s;
 }

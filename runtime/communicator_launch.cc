@@ -19,20 +19,21 @@ GpuContext* Communicator::gpu() {
   return gpu_.get();
 }
 
-Status Communicator::dispatch(const char* what, const std::vector<NamedBuffer>& buffers, Launch launch,
+Status Communicator::dispatch(const CallRecord& call, const std::vector<NamedBuffer>& buffers, Launch launch,
                               Collective fn) {
+  const char* what = call.what;
   std::lock_guard<std::mutex> order(stream_mutex_);
   bool on_device = false;
   KOLO_RETURN_IF_ERROR(gpu()->classify(buffers, &on_device));
-  if (launch.on_stream) return enqueue_on_stream(what, on_device, launch.stream, std::move(fn));
-  if (!launch.done.empty()) return enqueue_async(what, on_device, std::move(launch.done), std::move(fn));
+  if (launch.on_stream) return enqueue_on_stream(call, on_device, launch.stream, std::move(fn));
+  if (!launch.done.empty()) return enqueue_async(call, on_device, std::move(launch.done), std::move(fn));
   // Collectives reach the ring in the order they were called: what is
   // still queued on streams goes first.
   if (!stream_queue_->drain(Deadline::after_seconds(config_.timeout_s))) {
     return timeout_error(std::string(what) + ": collectives enqueued on streams earlier did not finish within "
                          "KOLO_TIMEOUT_S");
   }
-  if (!on_device) return run(what, fn);
+  if (!on_device) return run(call, fn);
   // Blocking on device buffers: after the work already on the legacy
   // default stream (which follows every blocking stream), as a
   // cudaMemcpy would be.
@@ -41,10 +42,11 @@ Status Communicator::dispatch(const char* what, const std::vector<NamedBuffer>& 
   StreamPoint point;
   KOLO_RETURN_IF_ERROR(device->capture(nullptr, &point));
   device->wait(point);
-  return run_on_device(what, fn);
+  return run_on_device(call, fn);
 }
 
-Status Communicator::enqueue_on_stream(const char* what, bool on_device, void* stream, Collective fn) {
+Status Communicator::enqueue_on_stream(const CallRecord& call, bool on_device, void* stream, Collective fn) {
+  const char* what = call.what;
   KOLO_RETURN_IF_ERROR(check_healthy());
   Device* device = nullptr;
   Status s = gpu()->device(&device);
@@ -58,14 +60,14 @@ Status Communicator::enqueue_on_stream(const char* what, bool on_device, void* s
     return s.with_context(std::string(what) + " on a CUDA stream");
   }
   stream_ops_ = value;
-  stream_queue_->push([this, device, point, value, what, on_device, fn = std::move(fn)] {
+  stream_queue_->push([this, device, point, value, call, on_device, fn = std::move(fn)] {
     device->wait(point);
     if (on_device) {
-      (void)run_on_device(what, fn);
+      (void)run_on_device(call, fn);
     } else {
       // Host buffers: the stream's earlier work (a copy into them) must
       // have run before the host touches them.
-      (void)run(what, [&](const ScheduleContext& ctx) {
+      (void)run(call, [&](const ScheduleContext& ctx) {
         KOLO_RETURN_IF_ERROR(device->synchronize(Deadline::after_seconds(config_.timeout_s)));
         return fn(ctx);
       });
@@ -77,7 +79,7 @@ Status Communicator::enqueue_on_stream(const char* what, bool on_device, void* s
   return Status::ok();
 }
 
-Status Communicator::enqueue_async(const char* what, bool on_device, std::vector<std::shared_ptr<OpHandle>> done,
+Status Communicator::enqueue_async(const CallRecord& call, bool on_device, std::vector<std::shared_ptr<OpHandle>> done,
                                    Collective fn) {
   KOLO_RETURN_IF_ERROR(check_healthy());
   // Device buffers: after the work already on the legacy default stream at
@@ -97,13 +99,13 @@ Status Communicator::enqueue_async(const char* what, bool on_device, std::vector
     });
   }
   stream_queue_->push(
-      [this, what, device, point, on_device, result, fn = std::move(fn)] {
+      [this, call, device, point, on_device, result, fn = std::move(fn)] {
         if (!on_device) {
-          *result = run(what, fn);
+          *result = run(call, fn);
           return;
         }
         device->wait(point);
-        *result = run_on_device(what, fn);
+        *result = run_on_device(call, fn);
       },
       // After the job: a callback may enqueue more, and a blocking call
       // draining the queue need not wait for it.
@@ -113,8 +115,8 @@ Status Communicator::enqueue_async(const char* what, bool on_device, std::vector
   return Status::ok();
 }
 
-Status Communicator::run_on_device(const char* what, const Collective& fn) {
-  return run(what, [&](const ScheduleContext& host_ctx) {
+Status Communicator::run_on_device(const CallRecord& call, const Collective& fn) {
+  return run(call, [&](const ScheduleContext& host_ctx) {
     ScheduleContext ctx = host_ctx;
     KOLO_RETURN_IF_ERROR(gpu()->adapt(&ctx, transport_.get(), device_peers_, config_));
     Device* device = nullptr;

@@ -72,4 +72,10 @@
     "what tells hosts apart (with the kernel and the network and IPC namespaces): ranks with different names "    \
     "never share memory")                                                                                          \
   X(interface_name, Text, "KOLO_IFNAME", "", 0, 0, "unset",                                                         \
-    "listen on this interface's address (when `KOLO_BIND_ADDR` is unset)")
+    "listen on this interface's address (when `KOLO_BIND_ADDR` is unset)")                                        \
+  /* KOLO_CONFIG_VERSION 3 */                                                                                     \
+  X(flight_recorder_entries, Int, "KOLO_FLIGHT_RECORDER_ENTRIES", 1024, 0, double(1 << 20), "1024",                 \
+    "calls each communicator's flight recorder keeps (0: none)")                                                  \
+  X(flight_recorder_dir, Text, "KOLO_FLIGHT_RECORDER_DIR", "", 0, 0, "unset",                                      \
+    "each rank writes its flight record here when a communicator fails, on `SIGUSR1` and on request "            \
+    "(`tools/kolo-doctor DIR` reads them)")

@@ -180,7 +180,7 @@ TEST(ConfigTest, DescribeListsEveryField) {
                            0),
             0u)
       << lines[1];
-  EXPECT_EQ(lines[lines.size() - 2].rfind("interface_name\tstring\t", 0), 0u) << lines[lines.size() - 2];
+  EXPECT_EQ(lines.back().rfind("flight_recorder_dir\tstring\t", 0), 0u) << lines.back();
   bool found_defaults = false;
   for (const auto& line : lines) {
     if (line.rfind("defaults\tconfig\t" + std::to_string(offsetof(kolo_config_t, defaults)) + "\t", 0) == 0) {

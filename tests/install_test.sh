@@ -53,6 +53,7 @@ soname=$(readelf -d "$real" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [[ "$soname" == "libkolo.so.$MAJOR" ]] || fail "SONAME is '$soname', want libkolo.so.$MAJOR"
 cmp -s "$ROOT/bindings/c/kolo.h" "$PREFIX/include/kolo/kolo.h" || fail "include/kolo/kolo.h is not bindings/c/kolo.h"
 [[ -x "$PREFIX/bin/kolorun" ]] || fail "no bin/kolorun"
+[[ -x "$PREFIX/bin/kolo-doctor" ]] || fail "no bin/kolo-doctor"
 SITE="$PREFIX/lib/python$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages"
 [[ -f "$SITE/kolo/__init__.py" && -f "$SITE/kolo/torch/__init__.py" ]] || fail "no Python package in $SITE"
 [[ -f "$SITE/kolo/tensorflow/_ops.cc" && -f "$SITE/kolo/include/kolo.h" ]] ||

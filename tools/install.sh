@@ -10,6 +10,7 @@
 #   include/kolo/kolo.h                  #include <kolo/kolo.h>
 #   lib/pkgconfig/kolo.pc                pkg-config --cflags --libs kolo
 #   bin/kolorun                          the launcher
+#   bin/kolo-doctor                      reads the ranks' flight records
 #   lib/python3.X/dist-packages/kolo     the Python package, for $PYTHON
 #                                        (default /usr/bin/python3)
 # The version comes from bindings/c/version.bzl. The library is built with
@@ -95,6 +96,7 @@ chmod 0644 "$DEST$PREFIX/lib/pkgconfig/kolo.pc"
 { echo "#!$PYTHON"; tail -n +2 "$ROOT/tools/kolorun"; } > "$DEST$PREFIX/bin/kolorun.tmp"
 chmod 0755 "$DEST$PREFIX/bin/kolorun.tmp"
 mv -f "$DEST$PREFIX/bin/kolorun.tmp" "$DEST$PREFIX/bin/kolorun"
+install -m 0755 "$ROOT/tools/kolo-doctor" "$DEST$PREFIX/bin/kolo-doctor"
 
 # The package afresh (no module of an earlier version left behind), with the
 # C++ sources it compiles on first use (kolo.tensorflow's kernels, the torch

@@ -22,7 +22,7 @@ for f in kolo_comm_init_from_env kolo_comm_init kolo_get_unique_id kolo_comm_ini
          kolo_reduce kolo_gather kolo_gatherv kolo_scatter kolo_scatterv kolo_allgatherv kolo_reduce_scatterv \
          kolo_alltoall kolo_alltoallv \
          kolo_send kolo_recv kolo_recv_any kolo_recv_any_async kolo_group_start kolo_group_end \
-         kolo_comm_revoke kolo_comm_shrink kolo_comm_get_unique_id kolo_comm_grow; do
+         kolo_comm_revoke kolo_comm_shrink kolo_comm_get_unique_id kolo_comm_grow kolo_comm_dump_flight_record; do
   # A here-string, not `echo | grep -q`: grep -q may exit before echo has
   # written everything, and pipefail would count echo's SIGPIPE as a miss.
   grep -qx "$f" <<< "$exported" || { echo "libkolo.so does not export $f"; exit 1; }

@@ -98,7 +98,7 @@ kolo_result_t kolo_comm_init(kolo_comm_t* comm, int rank, int world_size, const 
  * newer library: the fields beyond an older version's size are unset. A
  * version newer than the library's, or a size smaller than the version
  * implies, is KOLO_ERR_INVALID_ARGUMENT. Strings are copied. */
-#define KOLO_CONFIG_VERSION 2
+#define KOLO_CONFIG_VERSION 3
 #define KOLO_CONFIG_UNSET_INT (-9223372036854775807LL - 1)
 #define KOLO_CONFIG_UNSET_DOUBLE (-1.0e300)
 typedef struct kolo_config {
@@ -132,6 +132,9 @@ typedef struct kolo_config {
   const char* host_name;          /* KOLO_HOSTNAME */
   const char* interface_name;     /* KOLO_IFNAME */
   const struct kolo_config* defaults; /* see above; NULL = none */
+  /* KOLO_CONFIG_VERSION 3 */
+  int64_t flight_recorder_entries; /* KOLO_FLIGHT_RECORDER_ENTRIES */
+  const char* flight_recorder_dir; /* KOLO_FLIGHT_RECORDER_DIR */
 } kolo_config_t;
 #define KOLO_CONFIG_INITIALIZER                                                                         \
   {                                                                                                     \
@@ -140,7 +143,7 @@ typedef struct kolo_config {
         KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, NULL, NULL, NULL, NULL,    \
         KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT,     \
         KOLO_CONFIG_UNSET_DOUBLE, KOLO_CONFIG_UNSET_INT, NULL, KOLO_CONFIG_UNSET_DOUBLE,                \
-        KOLO_CONFIG_UNSET_DOUBLE, NULL, NULL, NULL, NULL, NULL                                          \
+        KOLO_CONFIG_UNSET_DOUBLE, NULL, NULL, NULL, NULL, NULL, KOLO_CONFIG_UNSET_INT, NULL             \
   }
 
 /* Every field of kolo_config_t after size and version, for bindings that
@@ -464,6 +467,15 @@ kolo_result_t kolo_comm_abort(kolo_comm_t comm);
  * the failure that ended it (its message then in kolo_last_error()). Does not
  * block; safe from any thread, e.g. a watchdog. */
 kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_error);
+
+/* Writes this rank's flight record of comm to `path` (NULL: its file in
+ * KOLO_FLIGHT_RECORDER_DIR, KOLO_ERR_INVALID_USAGE if that is unset): the
+ * last KOLO_FLIGHT_RECORDER_ENTRIES calls, each with its sequence number,
+ * arguments, state, times and error, as JSON. With KOLO_FLIGHT_RECORDER_DIR
+ * set, every rank also writes it when comm fails and on SIGUSR1;
+ * tools/kolo-doctor reads every rank's and says what went wrong
+ * (docs/failures.md). Any thread, at any time; collective over nothing. */
+kolo_result_t kolo_comm_dump_flight_record(kolo_comm_t comm, const char* path);
 
 /* ------------------------------------------------------------------------
  * Named asynchronous operations (the runtime engine)

@@ -97,6 +97,11 @@ kolo_result_t kolo_comm_split(kolo_comm_t comm, int color, int key, kolo_comm_t*
   });
 }
 
+kolo_result_t kolo_comm_dump_flight_record(kolo_comm_t comm, const char* path) {
+  if (!comm) return null_comm();
+  return guarded([&] { return comm->impl->dump_flight_record(path ? path : "", "kolo_comm_dump_flight_record"); });
+}
+
 kolo_result_t kolo_comm_revoke(kolo_comm_t comm) {
   if (!comm) return null_comm();
   return guarded([&] {

@@ -48,7 +48,9 @@ kolo::Status apply(const std::string& name, kolo::SettingKind kind, kolo::Limit,
 
 // The bytes of kolo_config_t each KOLO_CONFIG_VERSION holds.
 size_t size_of_version(unsigned version) {
-  return version == 1 ? offsetof(kolo_config_t, algorithm) : sizeof(kolo_config_t);
+  return version == 1   ? offsetof(kolo_config_t, algorithm)
+         : version == 2 ? offsetof(kolo_config_t, flight_recorder_entries)
+                        : sizeof(kolo_config_t);
 }
 
 // *given checked for its size and version, with the fields beyond what the

@@ -1,0 +1,194 @@
+#include "runtime/flight_recorder.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace kolo {
+namespace {
+
+int64_t wall_ns() {
+  timespec t;
+  ::clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string file_safe(const std::string& s) {
+  std::string out = s;
+  for (char& c : out) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '-' || c == '_';
+    if (!ok) c = '_';
+  }
+  return out;
+}
+
+}  // namespace
+
+FlightRecorder::FlightRecorder(size_t entries) : ring_(entries) {}
+
+uint64_t FlightRecorder::begin(const CallRecord& call) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t sequence = next_++;
+  if (ring_.empty()) return sequence;
+  Entry& e = ring_[sequence % ring_.size()];
+  e.sequence = sequence;
+  e.call = call;
+  e.state = Entry::kStarted;
+  e.start_ns = wall_ns();
+  e.end_ns = 0;
+  e.error.clear();
+  return sequence;
+}
+
+void FlightRecorder::end(uint64_t sequence, const Status& result) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ring_.empty()) return;
+  Entry& e = ring_[sequence % ring_.size()];
+  if (e.sequence != sequence) return;  // overwritten meanwhile (cannot happen: calls run one at a time)
+  e.end_ns = wall_ns();
+  e.state = result.is_ok() ? Entry::kCompleted : Entry::kFailed;
+  if (!result.is_ok()) e.error = result.to_string();
+}
+
+std::string FlightRecorder::to_json(const Identity& who, const std::string& reason) const {
+  std::ostringstream out;
+  out << "{\"format\": \"kolo-flight-record\", \"version\": 1"
+      << ", \"job\": " << json_string(who.job) << ", \"communicator\": " << json_string(who.communicator)
+      << ", \"rank\": " << who.rank << ", \"size\": " << who.size << ", \"host\": " << json_string(who.host)
+      << ", \"pid\": " << ::getpid() << ", \"dumped_ns\": " << wall_ns() << ", \"reason\": " << json_string(reason)
+      << ", \"entries\": [";
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t first = next_ > ring_.size() ? next_ - ring_.size() : 0;
+  for (uint64_t s = first; s < next_; ++s) {
+    const Entry& e = ring_[s % ring_.size()];
+    static const char* const kStates[] = {"started", "completed", "failed"};
+    out << (s == first ? "\n  " : ",\n  ") << "{\"seq\": " << e.sequence << ", \"what\": " << json_string(e.call.what)
+        << ", \"dtype\": "
+        << (e.call.dtype >= 0 ? json_string(dtype_name(static_cast<DataType>(e.call.dtype))) : "null")
+        << ", \"op\": " << (e.call.op >= 0 ? json_string(op_name(static_cast<ReduceOp>(e.call.op))) : "null")
+        << ", \"count\": " << e.call.count << ", \"root\": " << e.call.root << ", \"state\": \"" << kStates[e.state]
+        << "\", \"start_ns\": " << e.start_ns << ", \"end_ns\": " << e.end_ns
+        << ", \"error\": " << (e.error.empty() ? "null" : json_string(e.error)) << "}";
+  }
+  out << "\n]}\n";
+  return out.str();
+}
+
+std::string flight_record_path(const std::string& dir, const FlightRecorder::Identity& who) {
+  return dir + "/kolo-flight." + file_safe(who.job) + "." + file_safe(who.communicator) + ".rank" +
+         std::to_string(who.rank) + ".json";
+}
+
+Status write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+    file << text;
+    file.close();
+    if (!file) return invalid_usage("cannot write " + temporary);
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    return invalid_usage("cannot write " + path);
+  }
+  return Status::ok();
+}
+
+namespace {
+
+struct SignalState {
+  std::mutex mu;
+  std::map<uint64_t, FlightRecorderRegistry::Dump> dumps;
+  uint64_t next = 1;
+  bool installed = false;
+  int pipe_write = -1;
+};
+
+SignalState& signal_state() {
+  static SignalState* state = new SignalState();  // never destroyed: the waker thread outlives main
+  return *state;
+}
+
+void on_sigusr1(int) {
+  const char byte = 1;
+  const int saved = errno;
+  (void)!::write(signal_state().pipe_write, &byte, 1);
+  errno = saved;
+}
+
+void install_once(SignalState& s) {
+  if (s.installed) return;
+  s.installed = true;
+  struct sigaction current;
+  if (::sigaction(SIGUSR1, nullptr, &current) != 0 || current.sa_handler != SIG_DFL ||
+      (current.sa_flags & SA_SIGINFO)) {
+    return;  // the program's own handler stays
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return;
+  s.pipe_write = fds[1];
+  ::fcntl(fds[1], F_SETFL, O_NONBLOCK);
+  std::thread([read_end = fds[0]] {
+    char byte;
+    while (::read(read_end, &byte, 1) > 0 || errno == EINTR) {
+      FlightRecorderRegistry::dump_all("SIGUSR1");
+    }
+  }).detach();
+  struct sigaction action {};
+  action.sa_handler = on_sigusr1;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGUSR1, &action, nullptr);
+}
+
+}  // namespace
+
+uint64_t FlightRecorderRegistry::add(Dump dump) {
+  SignalState& s = signal_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  install_once(s);
+  const uint64_t id = s.next++;
+  s.dumps[id] = std::move(dump);
+  return id;
+}
+
+void FlightRecorderRegistry::dump_all(const std::string& reason) {
+  SignalState& s = signal_state();
+  // Under the lock: a communicator being destroyed waits in remove() until
+  // its dump is done.
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (const auto& d : s.dumps) d.second(reason);
+}
+
+void FlightRecorderRegistry::remove(uint64_t id) {
+  SignalState& s = signal_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.dumps.erase(id);
+}
+
+}  // namespace kolo

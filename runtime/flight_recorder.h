@@ -1,0 +1,102 @@
+// A communicator's flight recorder: its last K calls in a ring buffer
+// (sequence number, what, dtype, op, count, root, state, times, the error
+// that ended one), dumped to a file per rank when the communicator fails
+// (timeout, abort, revoke, a lost peer, a mismatch), on SIGUSR1, and on
+// request (kolo_comm_dump_flight_record). tools/kolo-doctor reads every
+// rank's dump and says what went wrong: the rank that never arrived, the
+// one that called something else, the straggler.
+//
+// Every rank calls a communicator's collectives in the same order, so the
+// sequence numbers line up across ranks: call #k on one rank is call #k on
+// the others, and a difference in what they are is the culprit's mark.
+// Recording costs a lock and two clock reads per call.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collectives/dtype.h"
+#include "common/status.h"
+
+namespace kolo {
+
+// A call as the recorder keeps it: the C API's name and the arguments that
+// must agree across ranks (-1: the call has none).
+struct CallRecord {
+  const char* what = "";
+  int dtype = -1;
+  int op = -1;
+  int64_t count = -1;  // elements, as the call counts them (per rank where it says so)
+  int root = -1;       // a rooted call's root
+
+  CallRecord(const char* w) : what(w) {}  // NOLINT: a bare name is a call with no arguments to agree on
+  CallRecord(const char* w, DataType d) : what(w), dtype(static_cast<int>(d)) {}
+  CallRecord(const char* w, DataType d, size_t c, int r = -1)
+      : what(w), dtype(static_cast<int>(d)), count(static_cast<int64_t>(c)), root(r) {}
+  CallRecord(const char* w, DataType d, size_t c, ReduceOp o, int r = -1)
+      : what(w), dtype(static_cast<int>(d)), op(static_cast<int>(o)), count(static_cast<int64_t>(c)), root(r) {}
+};
+
+class FlightRecorder {
+ public:
+  // entries: K (0 records nothing).
+  explicit FlightRecorder(size_t entries);
+
+  // The call starts now; returns its sequence number (from 0).
+  uint64_t begin(const CallRecord& call);
+  // It ended, with `result`.
+  void end(uint64_t sequence, const Status& result);
+
+  // Who is recording, for the dump's header.
+  struct Identity {
+    std::string job;
+    std::string communicator;  // "world", or the split's, shrink's or grow's name
+    int rank = 0;
+    int size = 1;
+    std::string host;
+  };
+  // The dump as JSON (tools/kolo-doctor's input; docs/failures.md has the
+  // format): the identity, why, and the entries oldest first.
+  std::string to_json(const Identity& who, const std::string& reason) const;
+
+ private:
+  struct Entry {
+    uint64_t sequence = 0;
+    CallRecord call{""};
+    enum State : uint8_t { kStarted, kCompleted, kFailed } state = kStarted;
+    int64_t start_ns = 0;  // wall clock (CLOCK_REALTIME), comparable across the ranks of a machine
+    int64_t end_ns = 0;
+    std::string error;
+  };
+  mutable std::mutex mu_;
+  std::vector<Entry> ring_;
+  uint64_t next_ = 0;  // sequence of the next call
+};
+
+// Where a rank's dump goes: DIR/kolo-flight.<job>.<communicator>.rank<R>.json,
+// every character outside [A-Za-z0-9._-] of job and communicator as '_'.
+std::string flight_record_path(const std::string& dir, const FlightRecorder::Identity& who);
+
+// Writes `text` to `path` whole (a temporary file, then renamed).
+Status write_file_atomically(const std::string& path, const std::string& text);
+
+// The process's communicators that dump into KOLO_FLIGHT_RECORDER_DIR.
+// All of them dump when one fails (a hang across communicators shows only
+// in all of their records) and on SIGUSR1: the handler only wakes a thread
+// that calls them. The handler is installed once per process, and only
+// where SIGUSR1 still has its default action (which would kill the
+// process): a program's own handler stays.
+class FlightRecorderRegistry {
+ public:
+  using Dump = std::function<void(const std::string& reason)>;
+  static uint64_t add(Dump dump);
+  // Waits for a dump of this one in progress.
+  static void remove(uint64_t id);
+  static void dump_all(const std::string& reason);
+};
+
+}  // namespace kolo
