@@ -91,3 +91,20 @@ def test_the_ddp_benchmark_runs():
     for backend in ("kolo", "gloo"):
         assert re.search(r"^\[0\] %s +[0-9.]+ +[0-9]+%%$" % backend, done.stdout, re.M), done.stdout
     assert re.search(r"^\[0\] kolo/gloo speedup per step: [0-9.]+x$", done.stdout, re.M), done.stdout
+
+
+def test_torchrun_restarts_meet_again_cleanly():
+    """torchrun --max-restarts 2: a worker dies on the first attempt; the
+    restarted workers meet again on kolo (the agent's store, a prefix per
+    attempt). (torchrun --nnodes 1:2 with the c10d rendezvous does the
+    same, but names the master by the host's name, which this sandbox
+    cannot reach.)"""
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    cmd = [torchrun, "--nproc_per_node", "2", "--max-restarts", "2", "--master_addr", "127.0.0.1", "--master_port",
+           str(free_port()), "--redirects", "2", "--tee", "3",
+           os.path.join(HERE, "scripts", "torch_elastic_restart.py")]
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout
+    for r in (0, 1):
+        assert re.search(r"rank %d: attempt 1 done" % r, done.stdout), done.stdout
+    assert "attempt 0 done" not in done.stdout, done.stdout
