@@ -96,6 +96,6 @@ if [[ "$1" == torch_* ]]; then
       --master_port "$port" --redirects 2 --tee 2 --no_python "${PYTEST[@]}" . || exit 1
   fi
   [[ "$ranks" == 2 ]] || exit 0
-  cd .. && exec "${PYTEST[@]}" test_torch_distributed.py
+  cd .. && exec "${PYTEST[@]}" test_torch_distributed.py test_elastic.py
 fi
 exec "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np "$1" --timeout 280 "${PYTEST[@]}" multirank

@@ -7,6 +7,7 @@ import numbers
 import os
 import threading
 
+from kolo import _elastic
 from kolo._library import SUCCESS, Config, EngineStats, KoloError, UniqueId, check, error_for, lib
 
 _LAUNCH_RANK_VARIABLES = ("KOLO_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -86,6 +87,11 @@ def init(mpi_comm=None):
         config = Config.sharing_cores()
         if mpi_comm is not None:
             _init_from_mpi(comm, mpi_comm, config)
+        elif _elastic.under_driver():
+            # An elastic job: the driver says where this worker is in the
+            # job's next version (kolo/runner/elastic_driver.py).
+            config.job_id = _elastic.next_assignment().encode()
+            check(lib.kolo_comm_init_from_env_config(ctypes.byref(comm), ctypes.byref(config)))
         elif any(v in os.environ for v in _LAUNCH_RANK_VARIABLES):
             _state.inits += 1
             job = _job_of_this_init()

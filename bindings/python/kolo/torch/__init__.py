@@ -31,6 +31,7 @@ from kolo.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgath
 from kolo.torch.optimizer import DistributedOptimizer  # noqa: F401
 from kolo.torch.process_group import KoloProcessGroup  # noqa: F401  (registers torch.distributed's "kolo")
 from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+from kolo.torch import elastic  # noqa: F401,E402  (hvd.elastic)
 
 # horovod's name for the error a failed collective raises.
 HorovodInternalError = KoloError

@@ -130,24 +130,31 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self.process_set.included() is False:
             self._synchronized = True
             return
-        for p in self._requires_update - set(self._handles):
-            self._handles[p] = self._allreduce_grad_async(p)
-        for p, (handle, ctx) in list(self._handles.items()):
-            if handle is None:
+        try:
+            for p in self._requires_update - set(self._handles):
                 self._handles[p] = self._allreduce_grad_async(p)
-        for p, (handle, ctx) in self._handles.items():
-            # A sparse gradient's handle is a function returning the gathered sparse tensor.
-            output = handle() if callable(handle) else synchronize(handle)
-            self._allreduce_delay[p] = self.backward_passes_per_step
-            if output.is_sparse:
-                p.grad = output
-                continue
-            result = self._compression.decompress(output, ctx)
-            if p.grad.is_sparse:
-                p.grad = result.to_sparse()  # sparse_as_dense: densified for the allreduce only
-            elif result is not p.grad:
-                p.grad.copy_(result)
-        self._handles.clear()
+            for p, (handle, ctx) in list(self._handles.items()):
+                if handle is None:
+                    self._handles[p] = self._allreduce_grad_async(p)
+            for p, (handle, ctx) in self._handles.items():
+                # A sparse gradient's handle is a function returning the gathered sparse tensor.
+                output = handle() if callable(handle) else synchronize(handle)
+                self._allreduce_delay[p] = self.backward_passes_per_step
+                if output.is_sparse:
+                    p.grad = output
+                    continue
+                result = self._compression.decompress(output, ctx)
+                if p.grad.is_sparse:
+                    p.grad = result.to_sparse()  # sparse_as_dense: densified for the allreduce only
+                elif result is not p.grad:
+                    p.grad.copy_(result)
+        except BaseException:
+            # A failed step (a lost peer) leaves nothing behind: an elastic
+            # job resets and runs the step again from its last commit.
+            self._allreduce_delay = {p: self.backward_passes_per_step for p in self._allreduce_delay}
+            raise
+        finally:
+            self._handles.clear()
         self._synchronized = True
 
     @contextmanager

@@ -31,6 +31,7 @@ import atexit
 import ctypes
 import datetime
 import math
+import os
 import threading
 import time
 import weakref
@@ -537,13 +538,16 @@ def _join(comm, store, rank, size, timeout):
     timeout is kolo's deadline; its default (30 minutes) is only a default,
     under KOLO_TIMEOUT_S. Returns the deadline kolo settled on."""
     ident = UniqueId()
+    # Per attempt: torchrun's agent keeps its store across restarts, and a
+    # restarted rank must not read the id of the attempt that died.
+    key = "%s/attempt-%s" % (_ID_KEY, os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     if rank == 0:
         check(lib.kolo_get_unique_id(ctypes.byref(ident)))
-        store.set(_ID_KEY, ctypes.string_at(ctypes.addressof(ident), ctypes.sizeof(ident)))
+        store.set(key, ctypes.string_at(ctypes.addressof(ident), ctypes.sizeof(ident)))
     else:
-        got = store.get(_ID_KEY)
+        got = store.get(key)
         if len(got) != ctypes.sizeof(ident):
-            raise RuntimeError("kolo: the store's %s holds %d bytes, not a kolo id" % (_ID_KEY, len(got)))
+            raise RuntimeError("kolo: the store's %s holds %d bytes, not a kolo id" % (key, len(got)))
         ctypes.memmove(ctypes.addressof(ident), got, len(got))
     config = Config.sharing_cores()
     if timeout == dist.default_pg_timeout:

@@ -1,0 +1,190 @@
+"""Elastic training, framework-neutral (Horovod's horovod.common.elastic):
+the state a job commits and restores, the loop that resets the job after a
+lost worker or a change of hosts, and the worker's side of the elastic
+driver (kolorun --min-np/--max-np; kolo/runner/elastic_driver.py).
+
+A training function wrapped by run_fn(func, reset) runs as long as it
+needs: when a collective fails because a worker was lost (PEER_LOST,
+TIMEOUT, ABORTED, REVOKED, a transport error), every survivor restores
+its last committed state, resets (leaves the job and joins its next
+version: the driver says who is where) and syncs the state from the new
+rank 0, a survivor; when the driver reports hosts added or removed, every
+worker learns it at the same commit (rank 0 asks the driver and tells the
+others), raises HostsUpdatedInterrupt and resets keeping its state.
+"""
+import functools
+import json
+import os
+import sys
+import urllib.request
+
+from kolo._library import (ERR_ABORTED, ERR_PEER_LOST, ERR_REVOKED, ERR_TIMEOUT, ERR_TRANSPORT, KoloError)
+
+# The driver's host updates (elastic_driver.py's flags).
+ADDED, REMOVED = 1, 2
+# What a lost worker looks like to the survivors.
+_LOST_WORKER = (ERR_ABORTED, ERR_PEER_LOST, ERR_REVOKED, ERR_TIMEOUT, ERR_TRANSPORT)
+
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """Hosts were added or removed: every worker resets at the same commit.
+    skip_sync: only removed (no new worker needs the state)."""
+
+    def __init__(self, skip_sync=False):
+        super().__init__("the job's hosts changed")
+        self.skip_sync = skip_sync
+
+
+def is_lost_worker(error):
+    return isinstance(error, KoloError) and error.code in _LOST_WORKER
+
+
+# -- the worker's side of the driver ------------------------------------------
+
+class _Driver:
+    version = 0          # of the assignment this worker runs in
+    hosts_timestamp = 0  # the driver's host events that version already has
+
+
+def under_driver():
+    return bool(os.environ.get("KOLO_ELASTIC_DRIVER"))
+
+
+def _ask(path):
+    url = "http://%s%s" % (os.environ["KOLO_ELASTIC_DRIVER"], path)
+    timeout = float(os.environ.get("KOLO_ELASTIC_TIMEOUT_S", "900"))
+    with urllib.request.urlopen(url, timeout=timeout) as reply:
+        return json.load(reply)
+
+
+def next_assignment():
+    """This worker's place in the job's next version (the driver waits until
+    there is one): sets the launcher variables kolo's init reads, and
+    returns the version's job id. A worker the job no longer has exits."""
+    worker = urllib.request.quote(os.environ.get("KOLO_ELASTIC_WORKER", ""))
+    a = _ask("/assignment?worker=%s&after=%d" % (worker, _Driver.version))
+    if a.get("exit"):
+        sys.stdout.flush()
+        raise SystemExit(0)
+    _Driver.version = a["version"]
+    _Driver.hosts_timestamp = max(_Driver.hosts_timestamp, a.get("hosts_timestamp", 0))
+    os.environ.update({
+        "KOLO_RANK": str(a["rank"]), "KOLO_WORLD_SIZE": str(a["size"]),
+        "KOLO_LOCAL_RANK": str(a["local_rank"]), "KOLO_LOCAL_WORLD_SIZE": str(a["local_size"]),
+        "KOLO_MASTER_ADDR": a["master_addr"], "KOLO_MASTER_PORT": str(a["master_port"]),
+        "RANK": str(a["rank"]), "WORLD_SIZE": str(a["size"]), "LOCAL_RANK": str(a["local_rank"]),
+        "LOCAL_WORLD_SIZE": str(a["local_size"]), "MASTER_ADDR": a["master_addr"]})
+    return a["job_id"]
+
+
+def _driver_hosts():
+    """(timestamp, update flags) of the driver's newest host event."""
+    if not under_driver():
+        return 0, 0
+    reply = _ask("/hosts?since=%d" % _Driver.hosts_timestamp)
+    return reply["timestamp"], reply["update"]
+
+
+# -- state --------------------------------------------------------------------
+
+class State:
+    """What a job commits (save) and goes back to (restore) when a worker is
+    lost, and sends from rank 0 to everyone after a reset (sync).
+    bcast_object(obj) broadcasts a picklable object from rank 0; get_rank()
+    is this worker's rank."""
+
+    def __init__(self, bcast_object, get_rank):
+        self._bcast_object = bcast_object
+        self._rank = get_rank
+        self._reset_callbacks = []
+
+    def register_reset_callbacks(self, callbacks):
+        """Called after every reset, in order (e.g. to scale the learning
+        rate to the new size)."""
+        self._reset_callbacks.extend(callbacks)
+
+    def on_reset(self):
+        self.reset()
+        for callback in self._reset_callbacks:
+            callback()
+
+    def commit(self):
+        """Saves the state (what a lost worker makes every survivor go back
+        to), then checks for host updates."""
+        self.save()
+        self.check_host_updates()
+
+    def check_host_updates(self):
+        """Raises HostsUpdatedInterrupt on every worker alike when the
+        driver has changed the hosts since this version began: rank 0 asks,
+        and tells the others."""
+        mine = None
+        if self._rank() == 0:
+            timestamp, update = _driver_hosts()
+            mine = (_Driver.hosts_timestamp, timestamp, update)
+        before, now, update = self._bcast_object(mine)
+        _Driver.hosts_timestamp = max(_Driver.hosts_timestamp, now)
+        if now > before:
+            raise HostsUpdatedInterrupt(skip_sync=update == REMOVED)
+
+    def save(self):
+        raise NotImplementedError()
+
+    def restore(self):
+        raise NotImplementedError()
+
+    def sync(self):
+        raise NotImplementedError()
+
+    def reset(self):
+        """After a reset, before the training function runs again."""
+
+
+class ObjectState(State):
+    """State of plain attributes (picklable values): ObjectState(bcast_object,
+    get_rank, epoch=0, batch=0) makes state.epoch and state.batch."""
+
+    def __init__(self, bcast_object, get_rank, **kwargs):
+        self._saved_state = kwargs
+        self._set_attrs()
+        super().__init__(bcast_object=bcast_object, get_rank=get_rank)
+
+    def save(self):
+        self._saved_state = {name: getattr(self, name) for name in self._saved_state}
+
+    def restore(self):
+        self._set_attrs()
+
+    def sync(self):
+        if self._saved_state:
+            self._saved_state = self._bcast_object(self._saved_state)
+            self._set_attrs()
+
+    def _set_attrs(self):
+        for name, value in self._saved_state.items():
+            setattr(self, name, value)
+
+
+def run_fn(func, reset):
+    """func(state, *args, **kwargs), run until it returns, across resets;
+    reset() leaves the job and joins its next version."""
+
+    @functools.wraps(func)
+    def wrapper(state, *args, **kwargs):
+        skip_sync = False
+        while True:
+            try:
+                if not skip_sync:
+                    state.sync()
+                return func(state, *args, **kwargs)
+            except HostsUpdatedInterrupt as e:
+                skip_sync = e.skip_sync
+            except KoloError as e:
+                if not is_lost_worker(e):
+                    raise
+                state.restore()
+                skip_sync = False
+            reset()
+            state.on_reset()
+
+    return wrapper

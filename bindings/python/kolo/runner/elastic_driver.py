@@ -1,0 +1,329 @@
+"""The elastic driver of `kolorun --min-np N --max-np M
+[--host-discovery-script S | -H host:slots,...]`: Horovod's elastic driver
+semantics for kolo workers on this machine (each worker is told its host
+name, so workers of different "hosts" are told apart as separate hosts are,
+and emulated hosts in network namespaces work the same way).
+
+It starts -np workers on the hosts' slots, then keeps the job going:
+- a worker that fails (exits non-zero) is not restarted on its host, which
+  is blacklisted (Horovod's default); the survivors' next collective fails,
+  they reset (kolo.torch.elastic.run) and ask for the next assignment;
+- hosts the discovery script adds (polled every --discovery-interval s)
+  get workers up to --max-np; removed hosts' workers are ended; the running
+  workers learn of the change at their next state.commit()
+  (HostsUpdatedInterrupt) and reset too;
+- every change is a new version of the assignment: the ranks that stay keep
+  their order (so rank 0 is a survivor, whose committed state the others
+  receive), new workers come after them, and each version meets at a fresh
+  rendezvous (its own port and job id);
+- the job ends when every worker of the current version has exited 0; it
+  fails when fewer than --min-np slots remain for --elastic-timeout s,
+  after --reset-limit resets, or when no host is left.
+
+Workers ask over HTTP on 127.0.0.1 (KOLO_ELASTIC_DRIVER):
+  GET /assignment?worker=W&after=V  waits for a version > V and returns
+      {"version", "rank", "size", "local_rank", "local_size",
+       "master_addr", "master_port", "job_id"} or {"exit": true}
+  GET /hosts?since=T  {"timestamp": T', "update": 0 none | 1 added | 2 removed | 3 both}
+Standard library only: kolorun loads this file by its path.
+"""
+import http.server
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+ADDED, REMOVED = 1, 2
+
+
+def free_port(addr="127.0.0.1"):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+
+
+def parse_hosts(text, default_slots=1):
+    """'a:2,b' or lines 'a:2' -> [(host, slots)] in order (later lines of a
+    host add nothing)."""
+    hosts, seen = [], set()
+    for item in text.replace(",", "\n").splitlines():
+        item = item.strip()
+        if not item or item.startswith("#"):
+            continue
+        name, _, slots = item.partition(":")
+        if name in seen:
+            continue
+        seen.add(name)
+        hosts.append((name, int(slots) if slots else default_slots))
+    return hosts
+
+
+class Worker:
+    def __init__(self, host, slot, proc):
+        self.host, self.slot, self.proc = host, slot, proc
+        self.id = "%s:%d" % (host, slot)
+        self.rank = None  # in the current version
+        self.done = False
+
+
+class ElasticDriver:
+    def __init__(self, opts, argv, env, python_path, out_lock):
+        self.opts, self.argv, self.env, self.python_path = opts, argv, env, python_path
+        self.out_lock = out_lock
+        self.cond = threading.Condition()
+        self.version = 0
+        self.assignment = {}  # worker id -> dict, for self.version
+        self.host_event = (0, 0)  # (timestamp, update flags since the last version)
+        self.host_timestamp = 0
+        self.workers = {}  # id -> Worker, alive or done, of the current plan
+        self.blacklist = set()
+        self.hosts = []
+        self.resets = 0
+        self.pumps = []
+        self.port = 0
+        self.server = None
+
+    # -- what workers ask -------------------------------------------------
+    def serve(self):
+        driver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                url = urllib.parse.urlparse(self.path)
+                q = dict(urllib.parse.parse_qsl(url.query))
+                if url.path == "/assignment":
+                    body = driver.wait_assignment(q.get("worker", ""), int(q.get("after", "0")))
+                elif url.path == "/hosts":
+                    body = driver.hosts_since(int(q.get("since", "0")))
+                else:
+                    self.send_error(404)
+                    return
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait_assignment(self, worker, after):
+        deadline = time.monotonic() + self.opts.elastic_timeout
+        with self.cond:
+            while True:
+                if self.version > after:
+                    if worker in self.assignment:
+                        return self.assignment[worker]
+                    if worker not in self.workers:
+                        return {"exit": True}
+                if self.version < 0 or time.monotonic() > deadline:
+                    return {"exit": True}
+                self.cond.wait(timeout=1)
+
+    def hosts_since(self, since):
+        with self.cond:
+            timestamp, update = self.host_event
+            return {"timestamp": timestamp if timestamp > since else since, "update": update if timestamp > since else 0}
+
+    # -- hosts --------------------------------------------------------------
+    def discover(self):
+        if self.opts.host_discovery_script:
+            try:
+                out = subprocess.run([self.opts.host_discovery_script], stdout=subprocess.PIPE, timeout=30,
+                                     check=True).stdout.decode()
+            except (OSError, subprocess.SubprocessError) as e:
+                self.say("host discovery failed (%s); keeping the hosts known" % e)
+                return self.hosts
+            return parse_hosts(out, self.opts.slots)
+        return parse_hosts(self.opts.hosts or "localhost:%d" % self.opts.np, self.opts.slots)
+
+    def usable_slots(self):
+        return [(h, s) for h, n in self.hosts if h not in self.blacklist for s in range(n)]
+
+    # -- workers ------------------------------------------------------------
+    def say(self, text):
+        with self.out_lock:
+            sys.stderr.write("kolorun (elastic): %s\n" % text)
+            sys.stderr.flush()
+
+    def start_worker(self, host, slot):
+        env = dict(self.env)
+        env.update({"KOLO_ELASTIC_DRIVER": "127.0.0.1:%d" % self.port, "KOLO_ELASTIC_WORKER": "%s:%d" % (host, slot),
+                    "KOLO_HOSTNAME": host, "HOROVOD_HOSTNAME": host})
+        for var in ("KOLO_RANK", "KOLO_WORLD_SIZE", "KOLO_LOCAL_RANK", "KOLO_LOCAL_WORLD_SIZE", "RANK",
+                    "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+            env.pop(var, None)
+        if self.python_path:
+            env["PYTHONPATH"] = self.python_path
+        proc = subprocess.Popen(self.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        w = Worker(host, slot, proc)
+        prefix = b"" if self.opts.no_prefix else ("[%s] " % w.id).encode()
+        for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
+            t = threading.Thread(target=self.pump, args=(stream, prefix, out), daemon=True)
+            t.start()
+            self.pumps.append(t)
+        self.workers[w.id] = w
+        return w
+
+    def pump(self, stream, prefix, out):
+        for raw in iter(stream.readline, b""):
+            with self.out_lock:
+                out.write(prefix + raw)
+                out.flush()
+        stream.close()
+
+    def end_worker(self, w, sig=signal.SIGTERM):
+        if w.proc.poll() is None:
+            try:
+                os.killpg(w.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def publish(self):
+        """A new version: the workers that stay in rank order, then the new."""
+        live = [w for w in self.workers.values() if not w.done]
+        live.sort(key=lambda w: (w.rank is None, w.rank if w.rank is not None else 0, w.host, w.slot))
+        per_host = {}
+        for w in live:
+            per_host.setdefault(w.host, []).append(w)
+        master_port = free_port()
+        with self.cond:
+            self.version += 1
+            self.assignment = {}
+            for rank, w in enumerate(live):
+                w.rank = rank
+                self.assignment[w.id] = {
+                    "version": self.version, "rank": rank, "size": len(live),
+                    "local_rank": per_host[w.host].index(w), "local_size": len(per_host[w.host]),
+                    "master_addr": "127.0.0.1", "master_port": master_port,
+                    "hosts_timestamp": self.host_timestamp,
+                    "job_id": "%s-v%d" % (self.env.get("KOLO_JOB_ID", "elastic"), self.version)}
+            self.cond.notify_all()
+        self.say("version %d: %d worker(s): %s" % (self.version, len(live), ", ".join(w.id for w in live)))
+
+    def plan(self):
+        """Fills free slots up to --max-np; False while below --min-np."""
+        live = [w for w in self.workers.values() if not w.done]
+        taken = {(w.host, w.slot) for w in live}
+        free = [hs for hs in self.usable_slots() if hs not in taken]
+        want = max(0, min(self.opts.max_np - len(live), len(free)))
+        if len(live) + want < self.opts.min_np:
+            return False
+        for host, slot in free[:want]:
+            self.start_worker(host, slot)
+        return True
+
+    def run(self):
+        self.serve()
+        start = time.monotonic()
+        while True:
+            self.hosts = self.discover()
+            if len(self.usable_slots()) >= self.opts.min_np:
+                break
+            if time.monotonic() - start > self.opts.elastic_timeout:
+                self.say("fewer than --min-np %d slots after %.0f s" % (self.opts.min_np, self.opts.elastic_timeout))
+                return 1
+            time.sleep(self.opts.discovery_interval)
+        for host, slot in self.usable_slots()[:min(self.opts.np, self.opts.max_np)]:
+            self.start_worker(host, slot)
+        self.publish()
+        last_discovery = time.monotonic()
+        waiting_since = None
+        pending = False
+        while True:
+            time.sleep(0.05)
+            changed = False
+            for w in list(self.workers.values()):
+                rc = w.proc.poll()
+                if rc is None or w.done:
+                    continue
+                if rc == 0:
+                    w.done = True
+                    continue
+                self.say("worker %s (rank %s) exited with status %d: blacklisting host %s"
+                         % (w.id, w.rank, rc, w.host))
+                self.blacklist.add(w.host)
+                del self.workers[w.id]
+                changed = True
+            # Workers on a blacklisted host go too: the host is not trusted.
+            for w in list(self.workers.values()):
+                if w.host in self.blacklist and not w.done:
+                    self.end_worker(w)
+                    del self.workers[w.id]
+                    changed = True
+            if self.workers and all(w.done for w in self.workers.values()) and not pending:
+                self.stop()
+                return 0
+            if time.monotonic() - last_discovery >= self.opts.discovery_interval:
+                last_discovery = time.monotonic()
+                hosts = self.discover()
+                if hosts != self.hosts:
+                    before = {h for h, _ in self.hosts}
+                    after = {h for h, _ in hosts}
+                    update = (ADDED if after - before or any(
+                        n > dict(self.hosts).get(h, 0) for h, n in hosts) else 0) | (REMOVED if before - after else 0)
+                    self.hosts = hosts
+                    for w in list(self.workers.values()):
+                        if w.host not in after or w.slot >= dict(hosts).get(w.host, 0):
+                            self.end_worker(w)
+                            del self.workers[w.id]
+                    self.host_timestamp += 1
+                    with self.cond:
+                        self.host_event = (self.host_timestamp, update | self.host_event[1] if pending else update)
+                    self.say("hosts now %s" % ", ".join("%s:%d" % h for h in hosts))
+                    changed = True
+            if changed or pending:
+                if not self.workers and not self.usable_slots():
+                    self.say("no host is left (blacklisted: %s)" % ", ".join(sorted(self.blacklist)))
+                    self.stop()
+                    return 1
+                if changed:
+                    self.resets += 1
+                    if self.opts.reset_limit and self.resets > self.opts.reset_limit:
+                        self.say("more than --reset-limit %d resets" % self.opts.reset_limit)
+                        self.stop()
+                        return 1
+                if self.plan():
+                    self.publish()
+                    pending, waiting_since = False, None
+                else:
+                    pending = True
+                    waiting_since = waiting_since or time.monotonic()
+                    if time.monotonic() - waiting_since > self.opts.elastic_timeout:
+                        self.say("fewer than --min-np %d workers for %.0f s" % (self.opts.min_np,
+                                                                                self.opts.elastic_timeout))
+                        self.stop()
+                        return 1
+
+    def stop(self):
+        with self.cond:
+            self.version = -1 if self.version else self.version
+            self.cond.notify_all()
+        for w in self.workers.values():
+            self.end_worker(w)
+        deadline = time.monotonic() + 5
+        for w in self.workers.values():
+            try:
+                w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.end_worker(w, signal.SIGKILL)
+        for t in self.pumps:
+            t.join(timeout=2)
+        if self.server:
+            self.server.shutdown()
+
+
+def run(opts, argv, env, python_path, out_lock):
+    return ElasticDriver(opts, argv, env, python_path, out_lock).run()
