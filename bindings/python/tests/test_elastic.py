@@ -1,6 +1,7 @@
 """Elastic training with kolo.torch's Horovod API under kolorun's elastic
-driver (scripts/elastic_training.py): a worker that fails is left out and
-the others go on from their last commit; hosts the discovery script adds
+driver (scripts/elastic_training.py): a worker that fails restarts and
+rejoins, or (its host blacklisted) is left out, and the others go on from
+their last commit; a stopped worker is ended once the others have reset; hosts the discovery script adds
 get workers and hosts it removes lose theirs, the running workers
 resetting at the same commit; every host failing, or more resets than
 --reset-limit, ends the job with a failure. In every job that finishes,
@@ -19,7 +20,7 @@ SCRIPT = os.path.join(HERE, "scripts", "elastic_training.py")
 
 def run(args, **env):
     cmd = [sys.executable, os.path.join(REPO, "tools", "kolorun")] + args + [sys.executable, SCRIPT]
-    full = dict(os.environ, KOLO_TIMEOUT_S="10", **env)
+    full = dict(os.environ, **dict({"KOLO_TIMEOUT_S": "10"}, **env))
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240, env=full)
     return done.returncode, done.stdout
 
@@ -34,6 +35,25 @@ def finished(out, workers):
     assert len({d[4] for d in done}) == 1, out  # bit-identical parameters
     assert len({d[3] for d in done}) == 1, out  # the same committed steps
     return epochs
+
+
+def test_a_failed_worker_restarts_and_rejoins():
+    rc, out = run(["-np", "3", "--min-np", "2", "--max-np", "3", "-H", "h0:1,h1:1,h2:1", "--host-failure-limit", "2"],
+                  ELASTIC_FAIL="h1:0:1:5")
+    assert rc == 0, out
+    assert "worker h1:0 (rank 1) exited with status 1: restarting it" in out, out
+    assert "version 2: 3 worker(s): h0:0, h2:0, h1:0" in out, out  # the survivors first
+    epochs = finished(out, ["h0:0", "h1:0", "h2:0"])
+    assert [e[3] for e in epochs] == ["3", "3", "3"], out
+
+
+def test_a_stuck_worker_is_ended_once_the_others_reset():
+    rc, out = run(["-np", "3", "--min-np", "2", "--max-np", "3", "-H", "h0:1,h1:1,h2:1", "--reset-grace", "2"],
+                  ELASTIC_STOP="h2:0:1:3", KOLO_TIMEOUT_S="3")
+    assert rc == 0, out
+    assert "worker h2:0 (rank 2) did not reset within --reset-grace 2 s: ending it" in out, out
+    assert "version 2: 2 worker(s): h0:0, h1:0" in out, out
+    finished(out, ["h0:0", "h1:0"])
 
 
 def test_a_failed_worker_is_left_out_and_the_others_go_on():

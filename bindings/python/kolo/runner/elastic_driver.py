@@ -5,9 +5,16 @@ name, so workers of different "hosts" are told apart as separate hosts are,
 and emulated hosts in network namespaces work the same way).
 
 It starts -np workers on the hosts' slots, then keeps the job going:
-- a worker that fails (exits non-zero) is not restarted on its host, which
-  is blacklisted (Horovod's default); the survivors' next collective fails,
-  they reset (kolo.torch.elastic.run) and ask for the next assignment;
+- a worker that fails (exits non-zero) is restarted on its slot, joining
+  the next version, until its host has failed --host-failure-limit times
+  (default 1: blacklisted at once, as Horovod does); a blacklisted host
+  comes back after a cooldown drawn from --blacklist-cooldown-range (none:
+  never). The survivors' next collective fails, they reset
+  (kolo.torch.elastic.run) and ask for the next assignment;
+- a worker alive but stuck (stopped, hung) holds the others' collectives
+  until their deadline; they then ask for the next version, and the driver
+  ends every worker that has not asked within --reset-grace s (a failure
+  of its host) and goes on without it;
 - hosts the discovery script adds (polled every --discovery-interval s)
   get workers up to --max-np; removed hosts' workers are ended; the running
   workers learn of the change at their next state.commit()
@@ -30,6 +37,7 @@ Standard library only: kolorun loads this file by its path.
 import http.server
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -69,6 +77,7 @@ class Worker:
         self.id = "%s:%d" % (host, slot)
         self.rank = None  # in the current version
         self.done = False
+        self.asked_after = -1  # the version after which it last asked for an assignment
 
 
 class ElasticDriver:
@@ -81,9 +90,12 @@ class ElasticDriver:
         self.host_event = (0, 0)  # (timestamp, update flags since the last version)
         self.host_timestamp = 0
         self.workers = {}  # id -> Worker, alive or done, of the current plan
-        self.blacklist = set()
+        self.blacklist = {}  # host -> when it may come back (inf: never)
+        self.host_failures = {}  # host -> failures so far
+        self.restarts = {}  # worker id -> replacements started
         self.hosts = []
         self.resets = 0
+        self.asking_since = None
         self.pumps = []
         self.port = 0
         self.server = None
@@ -121,6 +133,9 @@ class ElasticDriver:
     def wait_assignment(self, worker, after):
         deadline = time.monotonic() + self.opts.elastic_timeout
         with self.cond:
+            if worker in self.workers:
+                self.workers[worker].asked_after = max(self.workers[worker].asked_after, after)
+                self.cond.notify_all()
             while True:
                 if self.version > after:
                     if worker in self.assignment:
@@ -149,7 +164,22 @@ class ElasticDriver:
         return parse_hosts(self.opts.hosts or "localhost:%d" % self.opts.np, self.opts.slots)
 
     def usable_slots(self):
+        now = time.monotonic()
+        for host, until in list(self.blacklist.items()):
+            if until <= now:
+                del self.blacklist[host]
+                self.host_failures[host] = 0
+                self.say("host %s is back from its cooldown" % host)
         return [(h, s) for h, n in self.hosts if h not in self.blacklist for s in range(n)]
+
+    def host_failed(self, host):
+        """Counts a failure of the host; blacklists it at the limit."""
+        self.host_failures[host] = self.host_failures.get(host, 0) + 1
+        if self.host_failures[host] < self.opts.host_failure_limit:
+            return False
+        low, high = self.opts.blacklist_cooldown_range or (float("inf"), float("inf"))
+        self.blacklist[host] = time.monotonic() + random.uniform(low, high)
+        return True
 
     # -- workers ------------------------------------------------------------
     def say(self, text):
@@ -159,7 +189,9 @@ class ElasticDriver:
 
     def start_worker(self, host, slot):
         env = dict(self.env)
-        env.update({"KOLO_ELASTIC_DRIVER": "127.0.0.1:%d" % self.port, "KOLO_ELASTIC_WORKER": "%s:%d" % (host, slot),
+        wid = "%s:%d" % (host, slot)
+        env.update({"KOLO_ELASTIC_DRIVER": "127.0.0.1:%d" % self.port, "KOLO_ELASTIC_WORKER": wid,
+                    "KOLO_ELASTIC_RESTARTS": str(self.restarts.get(wid, 0)),
                     "KOLO_HOSTNAME": host, "HOROVOD_HOSTNAME": host})
         for var in ("KOLO_RANK", "KOLO_WORLD_SIZE", "KOLO_LOCAL_RANK", "KOLO_LOCAL_WORLD_SIZE", "RANK",
                     "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
@@ -252,11 +284,36 @@ class ElasticDriver:
                 if rc == 0:
                     w.done = True
                     continue
-                self.say("worker %s (rank %s) exited with status %d: blacklisting host %s"
-                         % (w.id, w.rank, rc, w.host))
-                self.blacklist.add(w.host)
                 del self.workers[w.id]
                 changed = True
+                if self.host_failed(w.host):
+                    self.say("worker %s (rank %s) exited with status %d: blacklisting host %s"
+                             % (w.id, w.rank, rc, w.host))
+                else:
+                    self.say("worker %s (rank %s) exited with status %d: restarting it" % (w.id, w.rank, rc))
+                    self.restarts[w.id] = self.restarts.get(w.id, 0) + 1
+                    self.start_worker(w.host, w.slot)
+            # Workers asked for the next version while others did not: those
+            # are stuck (stopped, hung) after the grace period, and go.
+            with self.cond:
+                live = [w for w in self.workers.values() if not w.done]
+                asking = [w for w in live if w.asked_after >= self.version > 0]
+            if asking and len(asking) < len(live):
+                self.asking_since = self.asking_since or time.monotonic()
+                if time.monotonic() - self.asking_since > self.opts.reset_grace:
+                    for w in live:
+                        if w.asked_after < self.version and w.rank is not None:
+                            self.say("worker %s (rank %s) did not reset within --reset-grace %.0f s: ending it"
+                                     % (w.id, w.rank, self.opts.reset_grace))
+                            self.end_worker(w, signal.SIGKILL)
+                    self.asking_since = None
+            elif asking and not pending:
+                # Everyone asked and nothing changed (a timeout with no one
+                # lost): a new version of the same workers.
+                changed = True
+                self.asking_since = None
+            else:
+                self.asking_since = None
             # Workers on a blacklisted host go too: the host is not trusted.
             for w in list(self.workers.values()):
                 if w.host in self.blacklist and not w.done:

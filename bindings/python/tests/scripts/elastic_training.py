@@ -5,6 +5,8 @@ A linear model learns y = x . w on 256 samples, 3 epochs of batches of 8
 per worker, one commit per batch, 20 ms of "compute" per batch. Faults, by
 the environment:
   ELASTIC_FAIL=host:slot:epoch:batch[,...]   that worker exits 1 there
+      (the first time: a restarted worker does not)
+  ELASTIC_STOP=host:slot:epoch:batch   that worker stops itself (SIGSTOP)
   ELASTIC_HOSTS_FILE=path, ELASTIC_ADD=line@epoch, ELASTIC_DROP=host@epoch
       rank 0 appends the line to (or drops the host from) the file the
       discovery script prints, at the start of that epoch (once)
@@ -13,6 +15,7 @@ Rank 0 prints, per epoch, how many distinct samples the workers processed
 its final size, epochs, commits and a digest of its parameters."""
 import hashlib
 import os
+import signal
 import time
 
 import torch
@@ -31,7 +34,9 @@ model = torch.nn.Linear(8, 1)
 optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01),
                                      named_parameters=model.named_parameters())
 me = os.environ.get("KOLO_ELASTIC_WORKER", "")
-fail = os.environ.get("ELASTIC_FAIL", "").split(",")
+stop = os.environ.get("ELASTIC_STOP", "")
+# A restarted worker does not fail again.
+fail = os.environ.get("ELASTIC_FAIL", "").split(",") if os.environ.get("KOLO_ELASTIC_RESTARTS", "0") == "0" else []
 state = hvd.elastic.TorchState(model, optimizer, sampler=sampler, epoch=0, batch=0, commits=0, edits=[])
 
 
@@ -58,6 +63,9 @@ def train(state):
     for state.epoch in range(state.epoch, EPOCHS):
         edit_hosts(state.epoch)
         for batch_idx, (data, target) in enumerate(loader):
+            if "%s:%d:%d" % (me, state.epoch, batch_idx) == stop:
+                print("worker %s stops at epoch %d batch %d" % (me, state.epoch, batch_idx), flush=True)
+                os.kill(os.getpid(), signal.SIGSTOP)
             if "%s:%d:%d" % (me, state.epoch, batch_idx) in fail:
                 print("worker %s fails at epoch %d batch %d" % (me, state.epoch, batch_idx), flush=True)
                 os._exit(1)
