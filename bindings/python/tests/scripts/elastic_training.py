@@ -2,7 +2,8 @@
 by tests/test_elastic.py under `kolorun --min-np ... --max-np ...`.
 
 A linear model learns y = x . w on 256 samples, 3 epochs of batches of 8
-per worker, one commit per batch, 20 ms of "compute" per batch. Faults, by
+per worker, one commit per batch, ELASTIC_STEP_S (0.02) of "compute" per
+batch. Faults, by
 the environment:
   ELASTIC_FAIL=host:slot:epoch:batch[,...]   that worker exits 1 there
       (the first time: a restarted worker does not)
@@ -69,7 +70,7 @@ def train(state):
             if "%s:%d:%d" % (me, state.epoch, batch_idx) in fail:
                 print("worker %s fails at epoch %d batch %d" % (me, state.epoch, batch_idx), flush=True)
                 os._exit(1)
-            time.sleep(0.02)
+            time.sleep(float(os.environ.get("ELASTIC_STEP_S", "0.02")))
             optimizer.zero_grad()
             loss = torch.nn.functional.mse_loss(model(data), target)
             loss.backward()
@@ -86,10 +87,11 @@ def train(state):
                                                                           hvd.size()), flush=True)
         sampler.set_epoch(state.epoch + 1)
         state.batch = 0
+        state.epoch += 1  # committed as done: a reset from here on starts the next epoch
         state.commit()
 
 
 train(state)
 digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()[:16]
 print("worker %s: rank %d of %d done: epochs %d, commits %d, parameters %s" % (
-    me, hvd.rank(), hvd.size(), state.epoch + 1, state.commits, digest), flush=True)
+    me, hvd.rank(), hvd.size(), state.epoch, state.commits, digest), flush=True)
