@@ -16,6 +16,7 @@ import functools
 import json
 import os
 import sys
+import time
 import urllib.request
 
 from kolo._library import (ERR_ABORTED, ERR_PEER_LOST, ERR_REVOKED, ERR_TIMEOUT, ERR_TRANSPORT, KoloError)
@@ -75,6 +76,18 @@ def next_assignment():
         "RANK": str(a["rank"]), "WORLD_SIZE": str(a["size"]), "LOCAL_RANK": str(a["local_rank"]),
         "LOCAL_WORLD_SIZE": str(a["local_size"]), "MASTER_ADDR": a["master_addr"]})
     return a["job_id"]
+
+
+def join_next_version(join):
+    """join(job_id) with the next assignment's job id, again with the one
+    after while a version fails to come together (a lost worker's error)."""
+    while True:
+        try:
+            return join(next_assignment())
+        except KoloError as e:
+            if not is_lost_worker(e):
+                raise
+            _say("version %d did not come together (%s)" % (_Driver.version, str(e).split(":")[0]))
 
 
 def _driver_hosts():
@@ -165,6 +178,14 @@ class ObjectState(State):
             setattr(self, name, value)
 
 
+def _say(text):
+    """KOLO_ELASTIC_VERBOSE=1: each reset's cause and times, on stderr (the
+    chaos harness, tools/chaos/, reads them)."""
+    if os.environ.get("KOLO_ELASTIC_VERBOSE") == "1":
+        sys.stderr.write("kolo elastic: %s at %.6f\n" % (text, time.time()))
+        sys.stderr.flush()
+
+
 def run_fn(func, reset):
     """func(state, *args, **kwargs), run until it returns, across resets;
     reset() leaves the job and joins its next version."""
@@ -178,13 +199,17 @@ def run_fn(func, reset):
                     state.sync()
                 return func(state, *args, **kwargs)
             except HostsUpdatedInterrupt as e:
+                _say("hosts changed")
                 skip_sync = e.skip_sync
             except KoloError as e:
                 if not is_lost_worker(e):
                     raise
+                _say("lost a worker (%s)" % str(e).split(":")[0])
                 state.restore()
                 skip_sync = False
             reset()
+            _say("reset to version %d as rank %d of %d" % (_Driver.version, int(os.environ.get("KOLO_RANK", "0")),
+                                                           int(os.environ.get("KOLO_WORLD_SIZE", "1"))))
             state.on_reset()
 
     return wrapper

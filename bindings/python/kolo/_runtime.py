@@ -89,9 +89,14 @@ def init(mpi_comm=None):
             _init_from_mpi(comm, mpi_comm, config)
         elif _elastic.under_driver():
             # An elastic job: the driver says where this worker is in the
-            # job's next version (kolo/runner/elastic_driver.py).
-            config.job_id = _elastic.next_assignment().encode()
-            check(lib.kolo_comm_init_from_env_config(ctypes.byref(comm), ctypes.byref(config)))
+            # job's next version (kolo/runner/elastic_driver.py); a version
+            # that does not come together (a worker of it lost meanwhile)
+            # gives way to the next.
+            def join(job_id):
+                config.job_id = job_id.encode()
+                check(lib.kolo_comm_init_from_env_config(ctypes.byref(comm), ctypes.byref(config)))
+
+            _elastic.join_next_version(join)
         elif any(v in os.environ for v in _LAUNCH_RANK_VARIABLES):
             _state.inits += 1
             job = _job_of_this_init()

@@ -96,6 +96,7 @@ class ElasticDriver:
         self.hosts = []
         self.resets = 0
         self.asking_since = None
+        self.finishing = False  # a worker has finished: no new version, and who asks for one exits
         self.pumps = []
         self.port = 0
         self.server = None
@@ -142,7 +143,7 @@ class ElasticDriver:
                         return self.assignment[worker]
                     if worker not in self.workers:
                         return {"exit": True}
-                if self.version < 0 or time.monotonic() > deadline:
+                if self.version < 0 or self.finishing or time.monotonic() > deadline:
                     return {"exit": True}
                 self.cond.wait(timeout=1)
 
@@ -223,9 +224,17 @@ class ElasticDriver:
             except ProcessLookupError:
                 pass
 
+    def ready_workers(self):
+        """Workers that have asked for an assignment: up and waiting. A
+        worker still starting (a Python process importing torch takes
+        seconds) joins the version after it is ready, so that the others
+        never wait for it at a rendezvous."""
+        with self.cond:
+            return [w for w in self.workers.values() if not w.done and w.asked_after >= 0]
+
     def publish(self):
         """A new version: the workers that stay in rank order, then the new."""
-        live = [w for w in self.workers.values() if not w.done]
+        live = self.ready_workers()
         live.sort(key=lambda w: (w.rank is None, w.rank if w.rank is not None else 0, w.host, w.slot))
         per_host = {}
         for w in live:
@@ -270,6 +279,11 @@ class ElasticDriver:
             time.sleep(self.opts.discovery_interval)
         for host, slot in self.usable_slots()[:min(self.opts.np, self.opts.max_np)]:
             self.start_worker(host, slot)
+        # The first version has every worker started, once they are up.
+        while len(self.ready_workers()) < len(self.workers) and time.monotonic() - start < self.opts.elastic_timeout:
+            if any(w.proc.poll() is not None for w in self.workers.values()):
+                break
+            time.sleep(0.05)
         self.publish()
         last_discovery = time.monotonic()
         waiting_since = None
@@ -293,10 +307,19 @@ class ElasticDriver:
                     self.say("worker %s (rank %s) exited with status %d: restarting it" % (w.id, w.rank, rc))
                     self.restarts[w.id] = self.restarts.get(w.id, 0) + 1
                     self.start_worker(w.host, w.slot)
+            # A worker up and waiting that the current version lacks (a
+            # replacement, a new host's): a new version with it, which the
+            # others learn of at their next commit, as of a host added.
+            joining = [w for w in self.ready_workers() if w.id not in self.assignment]
+            if joining and not pending:
+                self.host_timestamp += 1
+                with self.cond:
+                    self.host_event = (self.host_timestamp, ADDED)
+                changed = True
             # Workers asked for the next version while others did not: those
             # are stuck (stopped, hung) after the grace period, and go.
             with self.cond:
-                live = [w for w in self.workers.values() if not w.done]
+                live = [w for w in self.workers.values() if not w.done and w.id in self.assignment]
                 asking = [w for w in live if w.asked_after >= self.version > 0]
             if asking and len(asking) < len(live):
                 self.asking_since = self.asking_since or time.monotonic()
@@ -320,9 +343,26 @@ class ElasticDriver:
                     self.end_worker(w)
                     del self.workers[w.id]
                     changed = True
-            if self.workers and all(w.done for w in self.workers.values()) and not pending:
-                self.stop()
-                return 0
+            # A worker that finished means the job is finishing: nothing new
+            # starts, a worker not yet in it goes, and the job ends when the
+            # others have finished too.
+            if any(w.done for w in self.workers.values()):
+                with self.cond:
+                    self.finishing = True
+                    self.cond.notify_all()
+                for w in list(self.workers.values()):
+                    if not w.done and w.id not in self.assignment:
+                        self.end_worker(w)
+                        del self.workers[w.id]
+                if all(w.done for w in self.workers.values()):
+                    self.stop()
+                    return 0
+                failed = [w for w in self.workers.values() if not w.done and w.proc.poll() not in (None, 0)]
+                if failed:
+                    self.say("worker %s failed while the job was finishing" % failed[0].id)
+                    self.stop()
+                    return 1
+                continue
             if time.monotonic() - last_discovery >= self.opts.discovery_interval:
                 last_discovery = time.monotonic()
                 hosts = self.discover()

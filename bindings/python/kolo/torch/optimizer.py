@@ -11,10 +11,12 @@ optimizer: each parameter's local step is taken first and the steps are
 combined with Adasum.
 """
 import warnings
+import weakref
 from contextlib import contextmanager
 
 import torch
 
+from kolo import _runtime
 from kolo._collectives import Adasum, Average
 from kolo._process_sets import global_process_set, group_of
 from kolo.torch.compression import Compression
@@ -60,6 +62,21 @@ def _counting_hook(self, p):
     return hook
 
 
+# Every DistributedOptimizer alive: when kolo shuts down (an elastic reset
+# among others), the allreduces they wait for are gone with the
+# communicator, and a step that failed half-way left some behind.
+_optimizers = weakref.WeakSet()
+
+
+def _forget_pending_allreduces():
+    for optimizer in list(_optimizers):
+        optimizer._handles.clear()
+        optimizer._allreduce_delay = {p: optimizer.backward_passes_per_step for p in optimizer._allreduce_delay}
+
+
+_runtime._shutdown_hooks.append(_forget_pending_allreduces)
+
+
 def _checked_zero_grad(self, *args, **kwargs):
     if self._handles:
         raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
@@ -84,6 +101,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.process_set = process_set
         self.gradient_predivide_factor = gradient_predivide_factor
         self._handles = {}  # parameter -> (handle or None, compression context)
+        _optimizers.add(self)
         self._grad_accs = []
         self._requires_update = set()
         self._synchronized = False
@@ -195,6 +213,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._allreduce_delay = {p: backward_passes_per_step for p in self._parameter_names}
         self.process_set = process_set
         self._handles = {}
+        _optimizers.add(self)
         self._grad_accs = []
         self._requires_update = set()
         self._starting_models = {p: torch.zeros_like(p, requires_grad=False) for p in self._parameter_names}
