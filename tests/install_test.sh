@@ -146,12 +146,12 @@ if ! /usr/bin/python3 -m pip --version > /dev/null 2>&1; then
   echo "install_test: ok (pip check skipped: /usr/bin/python3 has no pip; tools/setup.sh installs python3-pip)"
   exit 0
 fi
-# setup.py reads ../c/version.bzl, ../c/kolo.h and ../../tools/kolorun: a
+# setup.py reads ../c/version.bzl, ../c/kolo.h, ../../tools/kolorun and kolo-doctor: a
 # copy in the checkout's layout, outside the (read-only) runfiles.
 mkdir -p src/bindings/python src/bindings/c src/tools
 cp -rL "$ROOT/bindings/python/setup.py" "$ROOT/bindings/python/pyproject.toml" "$ROOT/bindings/python/kolo" src/bindings/python/
 cp -L "$ROOT/bindings/c/version.bzl" "$ROOT/bindings/c/kolo.h" src/bindings/c/
-cp -L "$ROOT/tools/kolorun" src/tools/
+cp -L "$ROOT/tools/kolorun" "$ROOT/tools/kolo-doctor" src/tools/
 /usr/bin/python3 -m pip install --no-build-isolation --no-deps --no-index --no-cache-dir --root-user-action=ignore \
   --prefix "$WORK/pip" ./src/bindings/python > pip.out 2>&1 || show_fail pip.out "pip install --prefix failed"
 pip_init=$(find "$WORK/pip" -path '*-packages/kolo/__init__.py')

@@ -107,7 +107,7 @@ setup(
     # A plain script, not a console-script entry point: kolorun must start
     # without importing kolo (which loads libkolo). pip points its first
     # line at the environment's interpreter, so `kolorun` works as a command.
-    scripts=[os.path.join("..", "..", "tools", "kolorun")],
+    scripts=[os.path.join("..", "..", "tools", "kolorun"), os.path.join("..", "..", "tools", "kolo-doctor")],
     python_requires=">=3.9",
     cmdclass=COMMANDS,
     distclass=BinaryDistribution,
