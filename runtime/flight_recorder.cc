@@ -11,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/json_string.h"
+
 namespace kolo {
 namespace {
 
@@ -18,23 +20,6 @@ int64_t wall_ns() {
   timespec t;
   ::clock_gettime(CLOCK_REALTIME, &t);
   return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
 }
 
 std::string file_safe(const std::string& s) {

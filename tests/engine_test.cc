@@ -15,6 +15,7 @@
 
 #include "collectives/ring_schedule.h"
 #include "runtime/engine.h"
+#include "tests/submissions.h"
 #include "tests/thread_world.h"
 
 namespace kolo {
@@ -48,19 +49,6 @@ Config engine_config() {
   return c;
 }
 
-Submission allreduce(const std::string& name, const void* send, void* recv, int64_t count, int dtype = kF32,
-                     int op = kSum) {
-  Submission s;
-  s.request.name = name;
-  s.request.kind = OpKind::kAllreduce;
-  s.request.dtype = dtype;
-  s.request.op = op;
-  s.request.shapes = {{count}};
-  s.sends = {send};
-  s.recvs = {recv};
-  return s;
-}
-
 // Rank r's value at element i of tensor t: small integers, exact in float.
 float value(int r, int t, size_t i) { return static_cast<float>((r * 7 + t * 3 + static_cast<int>(i % 13)) % 17); }
 
@@ -76,7 +64,7 @@ Status wait(const std::shared_ptr<OpHandle>& h) { return h->wait(Deadline::after
 void warm_up(Engine& e) {
   float x = 1, y = 0;
   std::shared_ptr<OpHandle> h;
-  ASSERT_TRUE(e.submit(allreduce("warm-up", &x, &y, 1), &h).is_ok());
+  ASSERT_TRUE(e.submit(allreduce_submission("warm-up", &x, &y, 1), &h).is_ok());
   ASSERT_TRUE(wait(h).is_ok());
 }
 
@@ -98,7 +86,7 @@ TEST(Engine, DifferentOrdersOnDifferentRanksGiveTheReferenceResults) {
       std::vector<std::shared_ptr<OpHandle>> handles(tensors);
       for (int t : order) {
         ASSERT_TRUE(w.engine(r)
-                        .submit(allreduce("grad." + std::to_string(t), in[t].data(), out[t].data(),
+                        .submit(allreduce_submission("grad." + std::to_string(t), in[t].data(), out[t].data(),
                                           static_cast<int64_t>(in[t].size())),
                                 &handles[t])
                         .is_ok());
@@ -132,7 +120,7 @@ std::vector<std::vector<std::vector<int32_t>>> run_small_tensors(int64_t thresho
       in[t].resize(count);
       out[t].assign(count, 0);
       for (size_t i = 0; i < count; ++i) in[t][i] = static_cast<int32_t>(value(r, t, i)) - 8;
-      Submission s = allreduce("small." + std::to_string(t), in[t].data(), out[t].data(),
+      Submission s = allreduce_submission("small." + std::to_string(t), in[t].data(), out[t].data(),
                                static_cast<int64_t>(count), kI32);
       if (t % 3 == 0) s.request.postscale = 2;  // scaled members share the buffer too
       ASSERT_TRUE(w.engine(r).submit(std::move(s), &h[t]).is_ok());
@@ -170,7 +158,7 @@ std::vector<Status> run_mismatch(const std::function<void(int, Submission*)>& ch
   std::vector<Status> out(n);
   w.run([&](int r) {
     std::vector<float> in(64, 1.f), res(64 * n, 0.f);
-    Submission s = allreduce("weights", in.data(), res.data(), 64);
+    Submission s = allreduce_submission("weights", in.data(), res.data(), 64);
     change(r, &s);
     std::shared_ptr<OpHandle> h;
     Status sub = w.engine(r).submit(std::move(s), &h);
@@ -179,7 +167,7 @@ std::vector<Status> run_mismatch(const std::function<void(int, Submission*)>& ch
     // The engine goes on after a mismatch.
     std::vector<float> a(10, 1.f), b(10, 0.f);
     std::shared_ptr<OpHandle> next;
-    ASSERT_TRUE(w.engine(r).submit(allreduce("after", a.data(), b.data(), 10), &next).is_ok());
+    ASSERT_TRUE(w.engine(r).submit(allreduce_submission("after", a.data(), b.data(), 10), &next).is_ok());
     Status after = wait(next);
     ASSERT_TRUE(after.is_ok()) << after.to_string();
     EXPECT_EQ(b[0], static_cast<float>(n));
@@ -251,18 +239,18 @@ TEST(Engine, DuplicateNameInFlightIsRefusedAndReusableAfterCompletion) {
     std::vector<float> a(4, 1.f), b(4), c(4);
     std::shared_ptr<OpHandle> h1, h2;
     if (r == 0) {
-      ASSERT_TRUE(w.engine(r).submit(allreduce("x", a.data(), b.data(), 4), &h1).is_ok());
-      Status dup = w.engine(r).submit(allreduce("x", a.data(), c.data(), 4), &h2);
+      ASSERT_TRUE(w.engine(r).submit(allreduce_submission("x", a.data(), b.data(), 4), &h1).is_ok());
+      Status dup = w.engine(r).submit(allreduce_submission("x", a.data(), c.data(), 4), &h2);
       EXPECT_EQ(dup.code(), Code::kInvalidUsage);
       EXPECT_NE(dup.message().find("'x' is already in flight"), std::string::npos) << dup.message();
       ASSERT_TRUE(w.world.comm(r).barrier().is_ok());  // rank 1 submits only after the refusal
     } else {
       ASSERT_TRUE(w.world.comm(r).barrier().is_ok());
-      ASSERT_TRUE(w.engine(r).submit(allreduce("x", a.data(), b.data(), 4), &h1).is_ok());
+      ASSERT_TRUE(w.engine(r).submit(allreduce_submission("x", a.data(), b.data(), 4), &h1).is_ok());
     }
     ASSERT_TRUE(wait(h1).is_ok());
     EXPECT_EQ(b[0], 2.f);
-    ASSERT_TRUE(w.engine(r).submit(allreduce("x", a.data(), c.data(), 4), &h2).is_ok());
+    ASSERT_TRUE(w.engine(r).submit(allreduce_submission("x", a.data(), c.data(), 4), &h2).is_ok());
     ASSERT_TRUE(wait(h2).is_ok());
     EXPECT_EQ(c[3], 2.f);
   });
@@ -312,9 +300,12 @@ TEST(Engine, JoinLetsRanksWithMoreBatchesFinish) {
       std::vector<float> big_in(30000, static_cast<float>(r + 1)), big_out(30000);  // fused without copies
       std::vector<float> rows(3 * (r + 1), static_cast<float>(r));
       std::shared_ptr<OpHandle> h, g, big;
-      ASSERT_TRUE(w.engine(r).submit(allreduce("step." + std::to_string(b), in.data(), out.data(), 1000), &h).is_ok());
-      ASSERT_TRUE(
-          w.engine(r).submit(allreduce("big." + std::to_string(b), big_in.data(), big_out.data(), 30000), &big).is_ok());
+      const std::string step = "step." + std::to_string(b);
+      ASSERT_TRUE(w.engine(r).submit(allreduce_submission(step, in.data(), out.data(), 1000), &h).is_ok());
+      ASSERT_TRUE(w.engine(r)
+                      .submit(allreduce_submission("big." + std::to_string(b), big_in.data(), big_out.data(), 30000),
+                              &big)
+                      .is_ok());
       Submission gather;
       gather.request.name = "rows." + std::to_string(b);
       gather.request.kind = OpKind::kAllgather;
@@ -350,7 +341,7 @@ TEST(Engine, JoinLetsRanksWithMoreBatchesFinish) {
     ASSERT_TRUE(w.engine(r).join(&j).is_ok());
     std::vector<float> late(2);
     std::shared_ptr<OpHandle> refused;
-    EXPECT_EQ(w.engine(r).submit(allreduce("late", late.data(), late.data(), 2), &refused).code(),
+    EXPECT_EQ(w.engine(r).submit(allreduce_submission("late", late.data(), late.data(), 2), &refused).code(),
               Code::kInvalidUsage);
     Status s = wait(j);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -358,7 +349,7 @@ TEST(Engine, JoinLetsRanksWithMoreBatchesFinish) {
     // After the join everyone works normally again.
     std::vector<float> x(5, 1.f), y(5);
     std::shared_ptr<OpHandle> h;
-    ASSERT_TRUE(w.engine(r).submit(allreduce("after.join", x.data(), y.data(), 5), &h).is_ok());
+    ASSERT_TRUE(w.engine(r).submit(allreduce_submission("after.join", x.data(), y.data(), 5), &h).is_ok());
     ASSERT_TRUE(wait(h).is_ok());
     EXPECT_EQ(y[4], 3.f);
   });
@@ -373,7 +364,7 @@ TEST(Engine, StallIsReportedByRankZeroNamingTheMissingRank) {
     std::vector<float> in(16, 1.f), out(16);
     std::shared_ptr<OpHandle> h;
     if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    ASSERT_TRUE(w.engine(r).submit(allreduce("lonely", in.data(), out.data(), 16), &h).is_ok());
+    ASSERT_TRUE(w.engine(r).submit(allreduce_submission("lonely", in.data(), out.data(), 16), &h).is_ok());
     ASSERT_TRUE(wait(h).is_ok());
     EXPECT_EQ(out[0], 3.f);
   });
@@ -392,7 +383,7 @@ TEST(Engine, StallShutdownFailsEveryRank) {
     std::vector<float> in(16, 1.f), out(16);
     std::shared_ptr<OpHandle> h;
     if (r != 2) {  // rank 2 never submits "orphan"
-      ASSERT_TRUE(w.engine(r).submit(allreduce("orphan", in.data(), out.data(), 16), &h).is_ok());
+      ASSERT_TRUE(w.engine(r).submit(allreduce_submission("orphan", in.data(), out.data(), 16), &h).is_ok());
       Status s = wait(h);
       EXPECT_EQ(s.code(), Code::kTimeout) << s.to_string();
       EXPECT_NE(s.message().find("'orphan'"), std::string::npos) << s.message();
@@ -422,7 +413,7 @@ TEST(Engine, StallShutdownShorterThanTheWarningFailsAtTheShutdownLimit) {
     std::vector<float> in(16, 1.f), out(16);
     std::shared_ptr<OpHandle> h;
     if (r == 0) {  // rank 1 never submits "orphan"
-      ASSERT_TRUE(w.engine(r).submit(allreduce("orphan", in.data(), out.data(), 16), &h).is_ok());
+      ASSERT_TRUE(w.engine(r).submit(allreduce_submission("orphan", in.data(), out.data(), 16), &h).is_ok());
       Status s = wait(h);
       EXPECT_EQ(s.code(), Code::kTimeout) << s.to_string();
       EXPECT_NE(s.message().find("KOLO_STALL_SHUTDOWN_S"), std::string::npos) << s.message();
@@ -544,7 +535,7 @@ TEST(Engine, WaitTimesOutThenCompletesAndCallbackRuns) {
     std::vector<float> in(8, 1.f), out(8);
     std::shared_ptr<OpHandle> h;
     if (r == 0) {
-      ASSERT_TRUE(w.engine(r).submit(allreduce("slow", in.data(), out.data(), 8), &h).is_ok());
+      ASSERT_TRUE(w.engine(r).submit(allreduce_submission("slow", in.data(), out.data(), 8), &h).is_ok());
       h->set_callback([&](const Status& s) {
         EXPECT_TRUE(s.is_ok());
         ++callbacks;
@@ -554,7 +545,7 @@ TEST(Engine, WaitTimesOutThenCompletesAndCallbackRuns) {
       ASSERT_TRUE(w.world.comm(r).barrier().is_ok());
     } else {
       ASSERT_TRUE(w.world.comm(r).barrier().is_ok());  // after rank 0's wait timed out
-      ASSERT_TRUE(w.engine(r).submit(allreduce("slow", in.data(), out.data(), 8), &h).is_ok());
+      ASSERT_TRUE(w.engine(r).submit(allreduce_submission("slow", in.data(), out.data(), 8), &h).is_ok());
     }
     ASSERT_TRUE(wait(h).is_ok());
     EXPECT_EQ(out[7], 2.f);
@@ -567,11 +558,11 @@ TEST(Engine, AbortFailsWaitsOnEveryRank) {
   w.run([&](int r) {
     std::vector<float> in(8, 1.f), out(8);
     std::shared_ptr<OpHandle> warm, h;
-    ASSERT_TRUE(w.engine(r).submit(allreduce("warm", in.data(), out.data(), 8), &warm).is_ok());
+    ASSERT_TRUE(w.engine(r).submit(allreduce_submission("warm", in.data(), out.data(), 8), &warm).is_ok());
     ASSERT_TRUE(wait(warm).is_ok());
     // Only rank 0 submits, then aborts: every rank's engine must stop.
     if (r == 0) {
-      ASSERT_TRUE(w.engine(r).submit(allreduce("never", in.data(), out.data(), 8), &h).is_ok());
+      ASSERT_TRUE(w.engine(r).submit(allreduce_submission("never", in.data(), out.data(), 8), &h).is_ok());
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       w.engine(r).abort();
       EXPECT_EQ(wait(h).code(), Code::kAborted);
@@ -599,7 +590,7 @@ TEST(Engine, SteadyStateHitsTheCacheAndShapeChangesStillWork) {
         const size_t count = (step == steps - 1 && t == 4) ? 12 : 100 + t;
         in[t].assign(count, static_cast<float>(r));
         out[t].assign(count, -1);
-        ASSERT_TRUE(w.engine(r).submit(allreduce("p" + std::to_string(t), in[t].data(), out[t].data(),
+        ASSERT_TRUE(w.engine(r).submit(allreduce_submission("p" + std::to_string(t), in[t].data(), out[t].data(),
                                                  static_cast<int64_t>(count)),
                                        &h[t]).is_ok());
       }
@@ -619,12 +610,12 @@ TEST(Engine, ShutdownOfOneRankFailsOthersPendingOperations) {
   EngineWorld w(2, engine_config());
   std::vector<float> in(8, 1.f), out(8);
   std::shared_ptr<OpHandle> warm0, warm1, h;
-  ASSERT_TRUE(w.engine(0).submit(allreduce("w", in.data(), out.data(), 8), &warm0).is_ok());
+  ASSERT_TRUE(w.engine(0).submit(allreduce_submission("w", in.data(), out.data(), 8), &warm0).is_ok());
   std::vector<float> in1(8, 1.f), out1(8);
-  ASSERT_TRUE(w.engine(1).submit(allreduce("w", in1.data(), out1.data(), 8), &warm1).is_ok());
+  ASSERT_TRUE(w.engine(1).submit(allreduce_submission("w", in1.data(), out1.data(), 8), &warm1).is_ok());
   ASSERT_TRUE(wait(warm0).is_ok());
   ASSERT_TRUE(wait(warm1).is_ok());
-  ASSERT_TRUE(w.engine(0).submit(allreduce("pending", in.data(), out.data(), 8), &h).is_ok());
+  ASSERT_TRUE(w.engine(0).submit(allreduce_submission("pending", in.data(), out.data(), 8), &h).is_ok());
   w.engines[1].reset();  // rank 1 shuts down
   Status s = wait(h);
   EXPECT_EQ(s.code(), Code::kInvalidUsage) << s.to_string();
@@ -649,7 +640,7 @@ TEST(Engine, TimelineRecordsEveryPhase) {
       const size_t count = t == 5 ? 300000 : 50;  // one large: ring phases without fusion
       in[t].assign(count, 1.f);
       out[t].resize(count);
-      ASSERT_TRUE(w.engine(r).submit(allreduce("t" + std::to_string(t), in[t].data(), out[t].data(),
+      ASSERT_TRUE(w.engine(r).submit(allreduce_submission("t" + std::to_string(t), in[t].data(), out[t].data(),
                                                static_cast<int64_t>(count)), &h[t]).is_ok());
     }
     for (auto& x : h) ASSERT_TRUE(wait(x).is_ok());
@@ -690,7 +681,7 @@ TEST(Engine, StressThousandsOfRandomTensorsFromSeveralThreadsPerRank) {
           in[i].resize(count[i]);
           out[i].assign(count[i], -1);
           for (size_t k = 0; k < count[i]; ++k) in[i][k] = value(r, t, k);
-          if (!w.engine(r).submit(allreduce("s" + std::to_string(t), in[i].data(), out[i].data(),
+          if (!w.engine(r).submit(allreduce_submission("s" + std::to_string(t), in[i].data(), out[i].data(),
                                             static_cast<int64_t>(count[i])), &h[i]).is_ok()) {
             ++failures;
           }

@@ -16,30 +16,45 @@ OUT="${TEST_TMPDIR:-/tmp}/resize_out"
 n=4
 victim=2
 
+# start_ranks ARGS...: the world's n ranks, with the variables in $common,
+# each running `resize_worker survive $victim ARGS...`; their pids in $pids.
+start_ranks() {
+  local r
+  pids=()
+  for ((r = 0; r < n; r++)); do
+    env KOLO_RANK="$r" KOLO_WORLD_SIZE="$n" "${common[@]}" "$WORKER" survive "$victim" "$@" >"$OUT.$r" 2>&1 &
+    pids+=($!)
+  done
+}
+
+# await_survivors LABEL SHOWN: every rank but the victim must exit 0 and
+# say it survived; prints its lines matching SHOWN.
+await_survivors() {
+  local r rc
+  for ((r = 0; r < n; r++)); do
+    [ "$r" -eq "$victim" ] && continue
+    wait "${pids[$r]}"
+    rc=$?
+    if [ "$rc" -ne 0 ] || ! grep -q "rank $r survived" "$OUT.$r"; then
+      fail "$1: rank $r exited $rc"
+      cat "$OUT.$r"
+    else
+      grep "$2" "$OUT.$r"
+    fi
+  done
+}
+
 for transport in shm tcp; do
   echo "== over $transport"
   id_file="${TEST_TMPDIR:-/tmp}/grow_id.$transport"
   rm -f "$id_file" "$OUT".*
   common=(KOLO_MASTER_ADDR=127.0.0.1 KOLO_MASTER_PORT="$(free_port)" KOLO_TIMEOUT_S=30 KOLO_TRANSPORT="$transport"
     KOLO_SECRET=resize-test GROW_ID_FILE="$id_file")
-  pids=()
-  for ((r = 0; r < n; r++)); do
-    env KOLO_RANK="$r" KOLO_WORLD_SIZE="$n" "${common[@]}" "$WORKER" survive "$victim" >"$OUT.$r" 2>&1 &
-    pids+=($!)
-  done
+  start_ranks
   env "${common[@]}" "$WORKER" join "$n" >"$OUT.join" 2>&1 &
   joiner=$!
   started=$(date +%s.%N)
-  for r in 0 1 3; do
-    wait "${pids[$r]}"
-    rc=$?
-    if [ "$rc" -ne 0 ] || ! grep -q "rank $r survived" "$OUT.$r"; then
-      fail "$transport: rank $r exited $rc"
-      cat "$OUT.$r"
-    else
-      grep "shrank\|grown" "$OUT.$r"
-    fi
-  done
+  await_survivors "$transport" "shrank\|grown"
   wait "${pids[$victim]}"
   rc=$?
   [ "$rc" -eq 137 ] || fail "$transport: the victim exited $rc, not by its SIGKILL"
@@ -57,22 +72,9 @@ done
 echo "== a stuck rank, over shm"
 rm -f "$OUT".*
 common=(KOLO_MASTER_ADDR=127.0.0.1 KOLO_MASTER_PORT="$(free_port)" KOLO_TIMEOUT_S=4 KOLO_SECRET=resize-test)
-pids=()
-for ((r = 0; r < n; r++)); do
-  env KOLO_RANK="$r" KOLO_WORLD_SIZE="$n" "${common[@]}" "$WORKER" survive "$victim" stop >"$OUT.$r" 2>&1 &
-  pids+=($!)
-done
+start_ranks stop
 started=$(date +%s.%N)
-for r in 0 1 3; do
-  wait "${pids[$r]}"
-  rc=$?
-  if [ "$rc" -ne 0 ] || ! grep -q "rank $r survived" "$OUT.$r"; then
-    fail "stuck rank: rank $r exited $rc"
-    cat "$OUT.$r"
-  else
-    grep "failed\|shrank" "$OUT.$r"
-  fi
-done
+await_survivors "stuck rank" "failed\|shrank"
 took=$(seconds_since "$started" 1)
 echo "-- the survivors went on and finished after ${took} s (deadline 4 s to notice, 4 s to shrink)"
 # Woken, the stuck rank finds itself left out: it fails, it does not hang.

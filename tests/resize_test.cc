@@ -18,6 +18,7 @@
 #include "runtime/engine.h"
 #include "runtime/shrink_agreement.h"
 #include "tests/reference.h"
+#include "tests/submissions.h"
 #include "tests/thread_world.h"
 
 namespace kolo {
@@ -249,16 +250,8 @@ TEST(Shrink, ASplitShrinksAndItsEngineRunsNamedOperations) {
   }
   run_on(shrunk, [&](int i, Communicator& c) {
     std::vector<float> in(4096, static_cast<float>(c.rank() + 1)), out(4096, 0);
-    Submission s;
-    s.request.name = "grad";
-    s.request.kind = OpKind::kAllreduce;
-    s.request.dtype = static_cast<int>(DataType::kFloat32);
-    s.request.op = static_cast<int>(ReduceOp::kSum);
-    s.request.shapes = {{4096}};
-    s.sends = {in.data()};
-    s.recvs = {out.data()};
     std::shared_ptr<OpHandle> h;
-    ASSERT_TRUE(engines[i]->submit(std::move(s), &h).is_ok());
+    ASSERT_TRUE(engines[i]->submit(allreduce_submission("grad", in.data(), out.data(), 4096), &h).is_ok());
     ASSERT_TRUE(h->wait(Deadline::after_seconds(30)).is_ok()) << "rank " << c.rank();
     EXPECT_EQ(out[0], 6.0f);  // 1 + 2 + 3
     EXPECT_EQ(out[4095], 6.0f);

@@ -14,6 +14,7 @@
 
 #include "runtime/engine.h"
 #include "tests/reference.h"
+#include "tests/submissions.h"
 #include "tests/thread_world.h"
 
 namespace kolo {
@@ -170,16 +171,9 @@ TEST(Split, EngineNamedOperationsOnASplit) {
   for (int r = 0; r < n; ++r) engines[r] = std::make_unique<Engine>(subs[r].get());
   run_on(subs, [&](int r, Communicator& c) {
     std::vector<float> in(4096, static_cast<float>(c.rank() + 1)), out(4096, 0);
-    Submission s;
-    s.request.name = "grad";  // the same name in both splits: names are per communicator
-    s.request.kind = OpKind::kAllreduce;
-    s.request.dtype = static_cast<int>(DataType::kFloat32);
-    s.request.op = static_cast<int>(ReduceOp::kSum);
-    s.request.shapes = {{4096}};
-    s.sends = {in.data()};
-    s.recvs = {out.data()};
     std::shared_ptr<OpHandle> h;
-    ASSERT_TRUE(engines[r]->submit(std::move(s), &h).is_ok());
+    // The same name in both splits: names are per communicator.
+    ASSERT_TRUE(engines[r]->submit(allreduce_submission("grad", in.data(), out.data(), 4096), &h).is_ok());
     ASSERT_TRUE(h->wait(Deadline::after_seconds(30)).is_ok()) << "rank " << r;
     EXPECT_EQ(out[0], 3.0f) << "rank " << r;  // 1 + 2 in each split of two
     EXPECT_EQ(out[4095], 3.0f) << "rank " << r;
