@@ -19,6 +19,8 @@ SUCCESS = 0
 DTYPE_CODES = {name: code for code, name in enumerate(
     ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64"])}
 OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_AVG = range(5)
+# kolo_comm_shrink's flags.
+SHRINK_DEFAULT, SHRINK_ABORT, SHRINK_DROP_UNRESPONSIVE = 0, 1, 2
 
 
 class KoloError(RuntimeError):
@@ -166,6 +168,11 @@ _SIGNATURES = {
     "kolo_comm_local_rank": [ctypes.c_void_p, _c_int_p],
     "kolo_comm_local_size": [ctypes.c_void_p, _c_int_p],
     "kolo_comm_abort": [ctypes.c_void_p],
+    "kolo_comm_revoke": [ctypes.c_void_p],
+    "kolo_comm_shrink": [ctypes.c_void_p, _c_int_p, ctypes.c_int, ctypes.POINTER(Config), ctypes.c_int, _c_void_pp],
+    "kolo_comm_get_unique_id": [ctypes.c_void_p, ctypes.POINTER(UniqueId)],
+    "kolo_comm_grow": [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(UniqueId), ctypes.c_int, ctypes.POINTER(Config),
+                       _c_void_pp],
     "kolo_comm_get_timeout": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_double)],
     "kolo_submit_allreduce": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
                               _c_int64_p, ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.c_double, _c_void_pp],

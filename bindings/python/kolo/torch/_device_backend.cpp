@@ -98,6 +98,27 @@ class KoloDeviceBackend : public c10d::Backend {
     group_.attr("shutdown")();
   }
 
+  // torch.distributed.shrink_group (torch 2.13) on a group this backend
+  // serves: the Python group shrinks (kolo_comm_shrink), and the shrunk one
+  // is the new group's backend, which can shrink again.
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+                                            const c10::intrusive_ptr<Options>& opts_override) override {
+    TORCH_CHECK(!opts_override, "kolo: a shrunk group keeps its group's settings (its timeout); pg_options must be None");
+    py::gil_scoped_acquire gil;
+    py::object shrunk = group_.attr("_shrunk")(ranks_to_exclude, shrink_flags);
+    return c10::make_intrusive<KoloDeviceBackend>(std::move(shrunk));
+  }
+
+  // The group's deadline as torch's options show a backend's timeout.
+  c10::intrusive_ptr<Options> getBackendOptions() override {
+    py::gil_scoped_acquire gil;
+    const double seconds = group_.attr("_deadline_s").cast<double>();
+    return c10::make_intrusive<Options>("kolo", std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+  }
+
+  py::object group() const { return group_; }
+
  private:
   template <typename... Args>
   WorkPtr call(const char* name, Args&&... args) {
@@ -113,6 +134,11 @@ class KoloDeviceBackend : public c10d::Backend {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "kolo's Python process group as a c10d Backend of one device";
+  // Registered so that torch's _get_backend shows kolo's: its options (the
+  // timeout) and its Python group.
+  py::class_<KoloDeviceBackend, c10d::Backend, c10::intrusive_ptr<KoloDeviceBackend>>(m, "KoloDeviceBackend")
+      .def_property_readonly("options", &KoloDeviceBackend::getBackendOptions)
+      .def_property_readonly("group", &KoloDeviceBackend::group);
   m.def(
       "device_backend",
       [](py::object group) {

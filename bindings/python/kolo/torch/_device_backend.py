@@ -1,5 +1,6 @@
-"""kolo as the backend of some devices of a group whose other devices
-another backend serves: init_process_group("cpu:kolo,cuda:nccl").
+"""kolo as a c10d.Backend: the backend of some devices of a group whose
+other devices another backend serves (init_process_group("cpu:kolo,cuda:nccl")),
+and the backend of a group torch.distributed.shrink_group made.
 
 torch keeps one backend per device, and only as a C++ c10d.Backend, which
 torch 2.13 gives Python no way to subclass; kolo's group is a Python
@@ -43,6 +44,15 @@ def _load():
 def device_backend(group):
     """A c10d.Backend over kolo's Python group `group`."""
     return _load().device_backend(group)
+
+
+def shrunk_backend(group, ranks_to_exclude, shrink_flags, opts_override):
+    """torch.distributed.shrink_group's backend half for kolo's Python group
+    `group`: the shrunk group (group._shrunk) as a c10d.Backend, which torch
+    registers on the new group."""
+    if opts_override is not None:
+        raise ValueError("kolo: a shrunk group keeps its group's settings (its timeout); pg_options must be None")
+    return _load().device_backend(group._shrunk(ranks_to_exclude, shrink_flags))
 
 
 def in_mixed_device_map(depth=4):

@@ -56,10 +56,18 @@ _ID_KEY = "kolo/unique_id"
 class KoloProcessGroup(ProcessGroup):
     """A torch.distributed process group over a kolo communicator."""
 
-    def __init__(self, store, rank, size, timeout):
+    def __init__(self, store, rank, size, timeout, comm=None):
+        """A group whose rank 0 starts a rendezvous through `store`, or,
+        with `comm`, the group over that kolo communicator (a shrink's)."""
         super().__init__(rank, size)
-        self._comm = ctypes.c_void_p()
-        deadline_s = _join(self._comm, store, rank, size, timeout)
+        if comm is None:
+            self._comm = ctypes.c_void_p()
+            deadline_s = _join(self._comm, store, rank, size, timeout)
+        else:
+            self._comm = comm
+            seconds = ctypes.c_double()
+            check(lib.kolo_comm_get_timeout(comm, ctypes.byref(seconds)))
+            deadline_s = seconds.value
         # A call and its place in the order go together. Reentrant: a work
         # already done when posted completes at once on the posting thread,
         # and its future's callbacks may post more.
@@ -451,6 +459,42 @@ class KoloProcessGroup(ProcessGroup):
     def shutdown(self):
         self._close()
 
+    # --- torch.distributed.shrink_group (torch 2.13) ---
+
+    def _get_backend(self, device):
+        """What torch finds as this group's backend for a device. torch
+        keeps a group's backends only as C++ c10d.Backends, and kolo's group
+        is the whole group; shrink_group asks for the backend to shrink it,
+        so kolo answers with a view that can (_ShrinkableView)."""
+        device = torch.device(device)
+        if device.type not in ("cpu", "cuda"):
+            raise RuntimeError("No backend type associated with device type %s" % device.type)
+        return _ShrinkableView(self)
+
+    def _shrunk(self, ranks_to_exclude, shrink_flags):
+        """The group of the ranks not in ranks_to_exclude, numbered in their
+        order here, over kolo_comm_shrink: it uses none of this group's
+        connections and waits for no excluded rank, so it works after a
+        failure and around a dead or stuck rank, within the group's
+        timeout. SHRINK_ABORT (1, kolo's too) revokes this group first, so
+        that an operation still in flight ends. This group stays to be
+        destroyed (shrink_group does)."""
+        comm = self._comm
+        if comm is None or not comm.value:
+            raise RuntimeError("kolo: cannot shrink a process group that was destroyed")
+        ranks = sorted(int(r) for r in ranks_to_exclude)
+        exclude = (ctypes.c_int * max(1, len(ranks)))(*ranks)
+        new = ctypes.c_void_p()
+        result = lib.kolo_comm_shrink(comm, exclude, len(ranks), None, int(shrink_flags), ctypes.byref(new))
+        if result != SUCCESS:
+            error = error_for(result)
+            raise RuntimeError("kolo: shrinking the process group (rank %d of %d, excluding %s) failed: %s"
+                               % (self.rank(), self.size(), ranks, error)) from error
+        rank, size = ctypes.c_int(), ctypes.c_int()
+        check(lib.kolo_comm_rank(new, ctypes.byref(rank)))
+        check(lib.kolo_comm_size(new, ctypes.byref(size)))
+        return KoloProcessGroup(None, rank.value, size.value, None, comm=new)
+
     # --- point to point ---
 
     def send(self, tensors, dst, tag=0):
@@ -524,6 +568,50 @@ class _Coalesced(KoloWork):
     def _posted(self):
         for w in self._works:
             w._posted()
+
+
+class _ShrinkableView:
+    """kolo's group as shrink_group sees a backend: it can shrink, and the
+    shrunk group comes back as the c10d.Backend torch registers on the new
+    group (kolo/torch/_device_backend.cpp; that Backend shrinks again the
+    same way). Anything else torch asks of a backend here is answered as a
+    backend that supports none of it would."""
+
+    supports_shrinking = True
+    supports_splitting = False
+    supports_coalescing = False
+    supports_time_estimate = False
+
+    def __init__(self, group):
+        self._group = group
+
+    def name(self):
+        return BACKEND_NAME
+
+    def supports_tensor_alloc(self, device):
+        return False
+
+    def rank(self):
+        return self._group.rank()
+
+    def size(self):
+        return self._group.size()
+
+    def shrink(self, ranks_to_exclude, shrink_flags=0, opts_override=None):
+        return _device_backend.shrunk_backend(self._group, ranks_to_exclude, shrink_flags, opts_override)
+
+    def abort(self):
+        self._group.abort()
+
+    @property
+    def options(self):
+        return _options(self._group)
+
+
+def _options(group):
+    """The group's deadline as torch shows a backend's timeout."""
+    from torch._C._distributed_c10d import Backend
+    return Backend.Options(BACKEND_NAME, datetime.timedelta(seconds=group._deadline_s))
 
 
 def _completed(outputs):

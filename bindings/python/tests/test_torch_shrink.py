@@ -1,0 +1,80 @@
+"""torch.distributed.shrink_group (torch 2.13) on the kolo backend: torch's
+own shrink tests (those of test/distributed/test_c10d_nccl.py, which need
+NCCL and CUDA, run here on the CPU by scripts/torch_shrink_job.py), and the
+case shrinking is for: a rank that dies or stops mid-training is shrunk
+away and the others train on. Each job is started rank by rank, with no
+launcher, so that a rank may die without the others being ended."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "scripts", "torch_shrink_job.py")
+
+
+def start(tmp_path, backend, size, scenario, env=None):
+    env = dict({k: v for k, v in os.environ.items() if not k.startswith(("KOLO_RANK", "KOLO_WORLD", "KOLO_MASTER"))},
+               **(env or {}))
+    rendezvous = str(tmp_path / "rendezvous")
+    return [subprocess.Popen([sys.executable, SCRIPT, backend, rendezvous, str(r), str(size), scenario], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(size)]
+
+
+def finish(procs, timeout=120):
+    outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+    lines = {}
+    for out in outputs:
+        for m in re.finditer(r"^rank (\d+): (.*)$", out, re.M):
+            lines[int(m.group(1))] = m.group(2)
+    return lines, [p.returncode for p in procs], "\n".join(outputs)
+
+
+def facts(line):
+    return dict(kv.split("=", 1) for kv in line.split()[1:])
+
+
+# torch's test_shrink_group_* (their world sizes: at least 2, 3 or 4).
+@pytest.mark.parametrize("scenario,size", [
+    ("basic", 3), ("validation", 2), ("backend_properties", 3), ("multiple_comms", 3), ("flags", 3),
+    ("multiple_exclusions", 4), ("multiple_iterations", 4), ("vs_reinit", 3)])
+def test_torchs_shrink_tests(tmp_path, scenario, size):
+    lines, codes, out = finish(start(tmp_path, "kolo", size, scenario))
+    assert codes == [0] * size and all(lines.get(r, "").startswith("ok") for r in range(size)), out
+
+
+def test_a_dead_rank_is_shrunk_away_and_training_goes_on(tmp_path):
+    lines, codes, out = finish(start(tmp_path, "kolo", 4, "dead"))
+    assert codes[1] == -signal.SIGKILL, out
+    for r in (0, 2, 3):
+        assert codes[r] == 0 and lines[r].startswith("ok"), out
+        f = facts(lines[r])
+        # Found by the connection's loss, not the 20 s timeout; the shrink
+        # waits for no one.
+        assert float(f["detect_s"]) < 10 and float(f["reconfigure_s"]) < 10, out
+
+
+def test_a_stopped_rank_is_shrunk_away_and_fails_when_woken(tmp_path):
+    procs = start(tmp_path, "kolo", 3, "stuck", env={"SHRINK_JOB_TIMEOUT_S": "3"})
+    survivors = [procs[0], procs[2]]
+    deadline = time.monotonic() + 90
+    while any(p.poll() is None for p in survivors) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.kill(procs[1].pid, signal.SIGCONT)
+    lines, codes, out = finish(procs)
+    assert codes == [0, 0, 0], out
+    assert facts(lines[1])["woken"] == "failed", out
+    for r in (0, 2):
+        assert 2 < float(facts(lines[r])["detect_s"]) < 15, out  # its 3 s deadline
+
+
+def test_gloo_reconfigures_by_forming_a_new_group(tmp_path):
+    """The reference: gloo cannot shrink; its survivors destroy the group and
+    form a new one. Times printed beside kolo's (pytest -s)."""
+    lines, codes, out = finish(start(tmp_path, "gloo", 4, "dead"))
+    assert [codes[r] for r in (0, 2, 3)] == [0, 0, 0], out
+    print("gloo after a death: %s" % {r: lines[r] for r in (0, 2, 3)})
