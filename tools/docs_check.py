@@ -163,7 +163,7 @@ def check_sh(where, attrs, body, work):
         except ValueError:
             words = command.split()
         for word in words:
-            for label in re.findall(r"//[\w/.-]*(?::[\w.-]+)?", word):
+            for label in re.findall(r"(?<!:)//[\w/.-]*(?::[\w.-]+)?", word):  # not a URL's scheme://
                 if not bazel_target_exists(label):
                     missing.append(label)
             m = re.match(r"^(?:\./)?((?:tools|bench|examples|bindings|tests|runtime|collectives|transport|gpu|common|"

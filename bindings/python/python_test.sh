@@ -15,8 +15,11 @@
 #                            and on 2 ranks its torch backend); tensorflow_2
 #                            also starts jobs rank by rank (failures)
 #   python_test.sh tensorflow_examples  the TensorFlow and Keras seed twins
+#   python_test.sh torchft   torchft's Manager on kolo: a replica group
+#                            killed mid-step heals and rejoins
 #   python_test.sh elastic   elastic jobs: kolo.torch.elastic under kolorun's
-#                            driver, and torchrun's restarts
+#                            driver, torch's shrink_group, and torchrun's
+#                            restarts
 # The package loads this build's libkolo.so; a sanitizer build of it needs
 # its sanitizer's runtime loaded first into the (uninstrumented) interpreter.
 set -uo pipefail
@@ -102,10 +105,19 @@ if [[ "$1" == torch_* ]]; then
     test_torch_distributed.py::test_torchrun_restarts_meet_again_cleanly
 fi
 if [[ "$1" == elastic ]]; then
-  # Whole elastic jobs (kolorun's driver, torchrun's restarts): about a
-  # minute and a half, in the optimized pass.
+  # Whole elastic jobs (kolorun's driver, shrink_group, torchrun's
+  # restarts): about three minutes, in the optimized pass.
   [ -n "${LD_PRELOAD:-}" ] && skip "the elastic jobs run in the optimized pass"
   export PYTHONPATH="$ROOT/bindings/python"
-  exec "${PYTEST[@]}" test_elastic.py test_torch_distributed.py::test_torchrun_restarts_meet_again_cleanly
+  # torch's shrink_group registers kolo's c10d Backend shim, built here.
+  export TORCH_EXTENSIONS_DIR="$TEST_TMPDIR/torch_extensions"
+  exec "${PYTEST[@]}" test_elastic.py test_torch_shrink.py \
+    test_torch_distributed.py::test_torchrun_restarts_meet_again_cleanly
+fi
+if [[ "$1" == torchft ]]; then
+  # torchft's lighthouse and two replica groups, on kolo and on gloo: about a minute.
+  [ -n "${LD_PRELOAD:-}" ] && skip "the torchft jobs run in the optimized pass"
+  export PYTHONPATH="$ROOT/bindings/python"
+  exec "${PYTEST[@]}" -s test_torchft.py
 fi
 exec "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np "$1" --timeout 280 "${PYTEST[@]}" multirank
