@@ -313,9 +313,14 @@ Status Engine::run_round() {
   }
   if (!outcome.stall_abort.empty()) return timeout_error(outcome.stall_abort);
   if (outcome.shutdown_rank >= 0) {
+    ended_by_shutdown_ = true;
+    // Another rank's shutdown is a peer lost to this engine (it finished,
+    // or failed and is leaving): Horovod's elastic jobs reset on it, as on
+    // Horovod's own "Horovod has been shut down".
     return outcome.shutdown_rank == rank_
                ? invalid_usage("the engine was shut down on this rank")
-               : invalid_usage("rank " + std::to_string(outcome.shutdown_rank) + " shut down its engine");
+               : peer_lost("rank " + std::to_string(outcome.shutdown_rank) +
+                           " shut down its engine (it finished, or failed and is leaving)");
   }
   report_stalls(Clock::now());
   return Status::ok();
@@ -389,7 +394,9 @@ void Engine::stop_all(Status status) {
     in_flight_.clear();
     join_pending_ = false;
   }
-  if (status.code() != Code::kInvalidUsage) KOLO_ERROR("engine stopped: " << status.message());
+  // A shutdown (this rank's or another's: the job finishing, or a rank
+  // leaving) is no error to log; what fails because of it says so.
+  if (!ended_by_shutdown_ && status.code() != Code::kInvalidUsage) KOLO_ERROR("engine stopped: " << status.message());
   for (auto& entry : ops_) entry.second.handle->complete(status);
   ops_.clear();
   for (auto& q : queued) q.handle->complete(status);

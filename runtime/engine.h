@@ -118,6 +118,7 @@ class Engine {
 
   Communicator* parent_;
   Config config_;
+  bool ended_by_shutdown_ = false;  // a rank shut down its engine (the engine thread's own)
   int rank_;
   int size_;
 

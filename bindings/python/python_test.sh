@@ -84,7 +84,7 @@ if [[ "$1" == tensorflow_* ]]; then
       "$folder" || exit 1
   done
   [[ "$ranks" == 2 ]] || exit 0
-  exec "${PYTEST[@]}" test_tensorflow_failures.py
+  exec "${PYTEST[@]}" test_tensorflow_failures.py test_elastic_tensorflow.py
 fi
 if [[ "$1" == torch_* ]]; then
   ranks=${1#torch_}

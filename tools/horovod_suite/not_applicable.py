@@ -16,7 +16,6 @@ _OPTIMIZER_V2 = ("the test subclasses Keras 2's OptimizerV2 (super().__init__(na
                  r"missing 1 required positional argument: 'learning_rate'")
 _COMPUTE_GRADIENTS = ("the test calls Keras 2's private optimizer._compute_gradients, which Keras 3 has not",
                       r"_compute_gradients")
-_ELASTIC = ("kolo has no elastic API yet (hvd.elastic: the fault-tolerance issue)", r"has no attribute 'elastic'")
 # From 3 ranks on: products of 3 or more values in [-100, 100] overflow
 # float16 (the test's own reference is inf too, and inf - inf is nan), and
 # the test asks float32 products up to 1e8 to equal TensorFlow's
@@ -35,7 +34,6 @@ NOT_APPLICABLE = {
     "test_broadcast_state_options": _MUON,
     "test_force_allreduce": _MUON,
     # test_tensorflow.py
-    "test_elastic_state": _ELASTIC,
     "test_horovod_syncbn_cpu": ("the test's reference layer is tf.keras.layers.BatchNormalization(fused=False); "
                                 "Keras 3 has no fused argument", r"fused"),
     "test_partial_distributed_gradient_tape": _NO_REF,

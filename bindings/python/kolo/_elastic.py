@@ -15,9 +15,12 @@ others), raises HostsUpdatedInterrupt and resets keeping its state.
 import functools
 import json
 import os
+import queue
 import sys
+import threading
 import time
 import urllib.request
+import weakref
 
 from kolo._library import (ERR_ABORTED, ERR_PEER_LOST, ERR_REVOKED, ERR_TIMEOUT, ERR_TRANSPORT, KoloError)
 
@@ -74,7 +77,11 @@ def next_assignment():
         "KOLO_LOCAL_RANK": str(a["local_rank"]), "KOLO_LOCAL_WORLD_SIZE": str(a["local_size"]),
         "KOLO_MASTER_ADDR": a["master_addr"], "KOLO_MASTER_PORT": str(a["master_port"]),
         "RANK": str(a["rank"]), "WORLD_SIZE": str(a["size"]), "LOCAL_RANK": str(a["local_rank"]),
-        "LOCAL_WORLD_SIZE": str(a["local_size"]), "MASTER_ADDR": a["master_addr"]})
+        "LOCAL_WORLD_SIZE": str(a["local_size"]), "MASTER_ADDR": a["master_addr"],
+        # As Horovod's elastic workers have them after each init (scripts
+        # read their rank there, e.g. Horovod's own elastic tests).
+        "HOROVOD_RANK": str(a["rank"]), "HOROVOD_SIZE": str(a["size"]), "HOROVOD_LOCAL_RANK": str(a["local_rank"]),
+        "HOROVOD_LOCAL_SIZE": str(a["local_size"])})
     return a["job_id"]
 
 
@@ -88,6 +95,46 @@ def join_next_version(join):
             if not is_lost_worker(e):
                 raise
             _say("version %d did not come together (%s)" % (_Driver.version, str(e).split(":")[0]))
+
+
+class _HostWatcher:
+    """The worker's side of Horovod's worker notification service: a thread
+    that waits on the driver for host events and puts each in every State's
+    _host_messages, as Horovod's service pushes them there (scripts may
+    wait on that queue; check_host_updates reads it)."""
+
+    lock = threading.Lock()
+    states = weakref.WeakSet()
+    thread = None
+
+    @classmethod
+    def add(cls, state):
+        if not under_driver():
+            return
+        with cls.lock:
+            cls.states.add(state)
+            if cls.thread is None:
+                cls.thread = threading.Thread(target=cls.watch, name="kolo-elastic-hosts", daemon=True)
+                cls.thread.start()
+
+    @classmethod
+    def watch(cls):
+        seen = 0
+        while True:
+            since = max(seen, _Driver.hosts_timestamp)
+            try:
+                reply = _ask("/hosts?since=%d&wait=30" % since)
+            except OSError:  # the driver is gone: the job is ending
+                time.sleep(1)
+                continue
+            if reply["timestamp"] <= since or not reply["update"]:
+                time.sleep(0.1)  # nothing new (the driver is stopping, or its wait ended)
+                continue
+            seen = reply["timestamp"]
+            with cls.lock:
+                states = list(cls.states)
+            for state in states:
+                state._host_messages.put((seen, reply["update"]))
 
 
 def _driver_hosts():
@@ -110,6 +157,11 @@ class State:
         self._bcast_object = bcast_object
         self._rank = get_rank
         self._reset_callbacks = []
+        # Host events as Horovod's State keeps them: (timestamp, update)
+        # from the driver, and the newest this job has acted on.
+        self._host_messages = queue.Queue()
+        self._last_updated_timestamp = _Driver.hosts_timestamp
+        _HostWatcher.add(self)
 
     def register_reset_callbacks(self, callbacks):
         """Called after every reset, in order (e.g. to scale the learning
@@ -117,6 +169,16 @@ class State:
         self._reset_callbacks.extend(callbacks)
 
     def on_reset(self):
+        # The new version has the host events up to its own: older
+        # messages are no change any more.
+        self._last_updated_timestamp = max(self._last_updated_timestamp, _Driver.hosts_timestamp)
+        newer = []
+        while not self._host_messages.empty():
+            message = self._host_messages.get()
+            if message[0] > _Driver.hosts_timestamp:
+                newer.append(message)
+        for message in newer:
+            self._host_messages.put(message)
         self.reset()
         for callback in self._reset_callbacks:
             callback()
@@ -129,16 +191,27 @@ class State:
 
     def check_host_updates(self):
         """Raises HostsUpdatedInterrupt on every worker alike when the
-        driver has changed the hosts since this version began: rank 0 asks,
-        and tells the others."""
-        mine = None
+        driver has changed the hosts since the last change acted on: rank 0
+        reads its messages and asks the driver (the newest event may not
+        have reached the queue yet), and tells the others."""
+        previous = newest = self._last_updated_timestamp
+        update = 0
+        while not self._host_messages.empty():
+            timestamp, flags = self._host_messages.get()
+            if timestamp > newest:
+                newest, update = timestamp, update | flags
         if self._rank() == 0:
-            timestamp, update = _driver_hosts()
-            mine = (_Driver.hosts_timestamp, timestamp, update)
-        before, now, update = self._bcast_object(mine)
-        _Driver.hosts_timestamp = max(_Driver.hosts_timestamp, now)
-        if now > before:
-            raise HostsUpdatedInterrupt(skip_sync=update == REMOVED)
+            timestamp, flags = _driver_hosts()
+            if timestamp > max(newest, _Driver.hosts_timestamp):
+                newest, update = timestamp, update | flags
+        previous, self._last_updated_timestamp, update = self._bcast_object((previous, newest, update))
+        _Driver.hosts_timestamp = max(_Driver.hosts_timestamp, self._last_updated_timestamp)
+        if self._last_updated_timestamp > previous:
+            # Synced even when hosts were only removed (Horovod skips it
+            # then): the workers that left take their records of the epoch
+            # with them, and the survivors' samplers must agree again on
+            # what is left of it.
+            raise HostsUpdatedInterrupt(skip_sync=False)
 
     def save(self):
         raise NotImplementedError()

@@ -10,8 +10,8 @@ API, on Keras's tensorflow backend and, beyond Horovod, its torch backend
                                hvd.callbacks.MetricAverageCallback()],
               verbose=1 if hvd.rank() == 0 else 0)
 
-kolo.tensorflow.keras is this module. Horovod's keras elastic API is not
-here yet.
+kolo.tensorflow.keras is this module; hvd.elastic is Horovod's keras
+elastic API (kolo.keras.elastic, on Keras's tensorflow backend).
 """
 import keras
 import numpy as np
@@ -101,3 +101,12 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None, compressio
 def _compiled_metrics(model):
     config = getattr(model, "_compile_config", None)
     return (config.config.get("metrics") if config is not None else None)
+
+
+def __getattr__(name):
+    """hvd.elastic, imported when first used: it needs Keras's tensorflow
+    backend, which a Keras on its torch backend does not load."""
+    if name == "elastic":
+        import importlib
+        return importlib.import_module("kolo.keras.elastic")
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

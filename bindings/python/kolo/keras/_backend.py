@@ -7,6 +7,7 @@ import keras
 import numpy as np
 
 import kolo
+from kolo._elastic import under_driver
 from kolo._process_sets import group_of
 
 
@@ -35,8 +36,9 @@ def gradient_reducer(compression, sparse_as_dense, op, gradient_predivide_factor
         del variables, use_generic_names
         grads = list(grads)
         present = [i for i, g in enumerate(grads) if g is not None]
-        # Horovod's rule: a rank outside the set, or a set of one, keeps its own gradients.
-        if not present or not process_set.included() or group_of(process_set).size == 1:
+        # Horovod's rule: a rank outside the set, or a set of one, keeps its
+        # own gradients (not in an elastic job: it may grow).
+        if not present or not process_set.included() or (group_of(process_set).size == 1 and not under_driver()):
             return grads
         # One grouped operation per dtype (a grouped allreduce takes one).
         by_dtype = {}

@@ -16,9 +16,10 @@ It starts -np workers on the hosts' slots, then keeps the job going:
   ends every worker that has not asked within --reset-grace s (a failure
   of its host) and goes on without it;
 - hosts the discovery script adds (polled every --discovery-interval s)
-  get workers up to --max-np; removed hosts' workers are ended; the running
-  workers learn of the change at their next state.commit()
-  (HostsUpdatedInterrupt) and reset too;
+  get workers up to --max-np, and the next version waits for them to be up;
+  removed hosts' workers leave at their next reset (ended after
+  --reset-grace s); the running workers learn of the change at their next
+  state.commit() (HostsUpdatedInterrupt) and reset too;
 - every change is a new version of the assignment: the ranks that stay keep
   their order (so rank 0 is a survivor, whose committed state the others
   receive), new workers come after them, and each version meets at a fresh
@@ -31,7 +32,8 @@ Workers ask over HTTP on 127.0.0.1 (KOLO_ELASTIC_DRIVER):
   GET /assignment?worker=W&after=V  waits for a version > V and returns
       {"version", "rank", "size", "local_rank", "local_size",
        "master_addr", "master_port", "job_id"} or {"exit": true}
-  GET /hosts?since=T  {"timestamp": T', "update": 0 none | 1 added | 2 removed | 3 both}
+  GET /hosts?since=T[&wait=S]  {"timestamp": T', "update": 0 none | 1 added | 2 removed | 3 both},
+      at once, or (wait) once there is an event newer than T or S s passed
 Standard library only: kolorun loads this file by its path.
 """
 import http.server
@@ -78,6 +80,8 @@ class Worker:
         self.rank = None  # in the current version
         self.done = False
         self.asked_after = -1  # the version after which it last asked for an assignment
+        self.started = time.monotonic()
+        self.awaited = False  # on a host added: the next version waits for it to be up
 
 
 class ElasticDriver:
@@ -100,6 +104,8 @@ class ElasticDriver:
         self.pumps = []
         self.port = 0
         self.server = None
+        self.failure = None  # why the job failed: "reset-limit", "min-np", "no-hosts" or a worker's failure
+        self.leaving = {}  # id -> (Worker, deadline): on a removed host, to leave at its next reset
 
     # -- what workers ask -------------------------------------------------
     def serve(self):
@@ -115,16 +121,19 @@ class ElasticDriver:
                 if url.path == "/assignment":
                     body = driver.wait_assignment(q.get("worker", ""), int(q.get("after", "0")))
                 elif url.path == "/hosts":
-                    body = driver.hosts_since(int(q.get("since", "0")))
+                    body = driver.hosts_since(int(q.get("since", "0")), float(q.get("wait", "0")))
                 else:
                     self.send_error(404)
                     return
                 data = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the worker is gone (it exited while it waited for an answer)
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -132,7 +141,8 @@ class ElasticDriver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def wait_assignment(self, worker, after):
-        deadline = time.monotonic() + self.opts.elastic_timeout
+        # The driver publishes a version or ends the job within these.
+        deadline = time.monotonic() + self.start_timeout() + self.opts.elastic_timeout
         with self.cond:
             if worker in self.workers:
                 self.workers[worker].asked_after = max(self.workers[worker].asked_after, after)
@@ -147,8 +157,11 @@ class ElasticDriver:
                     return {"exit": True}
                 self.cond.wait(timeout=1)
 
-    def hosts_since(self, since):
+    def hosts_since(self, since, wait=0):
+        deadline = time.monotonic() + min(wait, 60)
         with self.cond:
+            while self.host_event[0] <= since and self.version >= 0 and time.monotonic() < deadline:
+                self.cond.wait(timeout=max(0.01, deadline - time.monotonic()))
             timestamp, update = self.host_event
             return {"timestamp": timestamp if timestamp > since else since, "update": update if timestamp > since else 0}
 
@@ -235,7 +248,11 @@ class ElasticDriver:
     def publish(self):
         """A new version: the workers that stay in rank order, then the new."""
         live = self.ready_workers()
-        live.sort(key=lambda w: (w.rank is None, w.rank if w.rank is not None else 0, w.host, w.slot))
+        # New workers in the hosts' order as given (or discovered), as
+        # Horovod numbers them.
+        order = {h: i for i, (h, _) in enumerate(self.hosts)}
+        live.sort(key=lambda w: (w.rank is None, w.rank if w.rank is not None else 0, order.get(w.host, len(order)),
+                                 w.slot))
         per_host = {}
         for w in live:
             per_host.setdefault(w.host, []).append(w)
@@ -263,24 +280,62 @@ class ElasticDriver:
         if len(live) + want < self.opts.min_np:
             return False
         for host, slot in free[:want]:
-            self.start_worker(host, slot)
+            self.start_worker(host, slot).awaited = True
         return True
+
+    def starting(self):
+        """Workers of added hosts still starting (importing, say): the next
+        version waits for them, as Horovod's does, so that the others reset
+        once for them, not twice. A replacement of a failed worker is not
+        waited for: the survivors train on and it joins later."""
+        return [w for w in self.workers.values() if w.awaited and w.asked_after < 0 and w.proc.poll() is None
+                and time.monotonic() - w.started < self.start_timeout()]
+
+    def start_timeout(self):
+        """How long a worker may take to start (import its framework) before
+        the job goes on without it (--start-timeout, 300 s): not
+        --elastic-timeout, which is how long the job may lack --min-np."""
+        return getattr(self.opts, "start_timeout", 300)
+
+    def leave(self, w):
+        """A worker of a removed host: no version has it any more. One
+        already in the job leaves at its next reset (told to exit when it
+        asks for an assignment), as Horovod's do, so the others see a host
+        update, not a lost peer; ended if it has not left within
+        --reset-grace s. One still starting is ended at once."""
+        del self.workers[w.id]
+        if w.id in self.assignment and w.proc.poll() is None:
+            self.leaving[w.id] = (w, time.monotonic() + self.opts.reset_grace)
+        else:
+            self.end_worker(w)
+
+    def reap_leaving(self):
+        for wid, (w, deadline) in list(self.leaving.items()):
+            if w.proc.poll() is not None:
+                del self.leaving[wid]
+            elif time.monotonic() > deadline:
+                self.say("worker %s of a removed host did not leave within --reset-grace %.0f s: ending it"
+                         % (w.id, self.opts.reset_grace))
+                self.end_worker(w, signal.SIGKILL)
+                del self.leaving[wid]
 
     def run(self):
         self.serve()
         start = time.monotonic()
         while True:
             self.hosts = self.discover()
-            if len(self.usable_slots()) >= self.opts.min_np:
+            # Horovod's launcher may also wait for a number of hosts.
+            if len(self.usable_slots()) >= self.opts.min_np and len(self.hosts) >= getattr(self.opts, "min_hosts", 1):
                 break
             if time.monotonic() - start > self.opts.elastic_timeout:
                 self.say("fewer than --min-np %d slots after %.0f s" % (self.opts.min_np, self.opts.elastic_timeout))
+                self.failure = "min-np"
                 return 1
             time.sleep(self.opts.discovery_interval)
         for host, slot in self.usable_slots()[:min(self.opts.np, self.opts.max_np)]:
             self.start_worker(host, slot)
         # The first version has every worker started, once they are up.
-        while len(self.ready_workers()) < len(self.workers) and time.monotonic() - start < self.opts.elastic_timeout:
+        while len(self.ready_workers()) < len(self.workers) and time.monotonic() - start < self.start_timeout():
             if any(w.proc.poll() is not None for w in self.workers.values()):
                 break
             time.sleep(0.05)
@@ -290,6 +345,7 @@ class ElasticDriver:
         pending = False
         while True:
             time.sleep(0.05)
+            self.reap_leaving()
             changed = False
             for w in list(self.workers.values()):
                 rc = w.proc.poll()
@@ -315,6 +371,7 @@ class ElasticDriver:
                 self.host_timestamp += 1
                 with self.cond:
                     self.host_event = (self.host_timestamp, ADDED)
+                    self.cond.notify_all()
                 changed = True
             # Workers asked for the next version while others did not: those
             # are stuck (stopped, hung) after the grace period, and go.
@@ -360,6 +417,7 @@ class ElasticDriver:
                 failed = [w for w in self.workers.values() if not w.done and w.proc.poll() not in (None, 0)]
                 if failed:
                     self.say("worker %s failed while the job was finishing" % failed[0].id)
+                    self.failure = "worker %s (exit status %d)" % (failed[0].id, failed[0].proc.returncode)
                     self.stop()
                     return 1
                 continue
@@ -374,33 +432,39 @@ class ElasticDriver:
                     self.hosts = hosts
                     for w in list(self.workers.values()):
                         if w.host not in after or w.slot >= dict(hosts).get(w.host, 0):
-                            self.end_worker(w)
-                            del self.workers[w.id]
+                            self.leave(w)
                     self.host_timestamp += 1
                     with self.cond:
                         self.host_event = (self.host_timestamp, update | self.host_event[1] if pending else update)
+                        self.cond.notify_all()
                     self.say("hosts now %s" % ", ".join("%s:%d" % h for h in hosts))
                     changed = True
             if changed or pending:
                 if not self.workers and not self.usable_slots():
                     self.say("no host is left (blacklisted: %s)" % ", ".join(sorted(self.blacklist)))
+                    self.failure = "no-hosts"
                     self.stop()
                     return 1
                 if changed:
                     self.resets += 1
                     if self.opts.reset_limit and self.resets > self.opts.reset_limit:
                         self.say("more than --reset-limit %d resets" % self.opts.reset_limit)
+                        self.failure = "reset-limit"
                         self.stop()
                         return 1
                 if self.plan():
-                    self.publish()
-                    pending, waiting_since = False, None
+                    if self.starting():
+                        pending = True  # published once they are up
+                    else:
+                        self.publish()
+                        pending, waiting_since = False, None
                 else:
                     pending = True
                     waiting_since = waiting_since or time.monotonic()
                     if time.monotonic() - waiting_since > self.opts.elastic_timeout:
                         self.say("fewer than --min-np %d workers for %.0f s" % (self.opts.min_np,
                                                                                 self.opts.elastic_timeout))
+                        self.failure = "min-np"
                         self.stop()
                         return 1
 
@@ -408,10 +472,11 @@ class ElasticDriver:
         with self.cond:
             self.version = -1 if self.version else self.version
             self.cond.notify_all()
-        for w in self.workers.values():
+        everyone = list(self.workers.values()) + [w for w, _ in self.leaving.values()]
+        for w in everyone:
             self.end_worker(w)
         deadline = time.monotonic() + 5
-        for w in self.workers.values():
+        for w in everyone:
             try:
                 w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

@@ -38,6 +38,7 @@ from kolo.tensorflow.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, _e
                                      process_set_included_op, rank_op, size_op)
 from kolo.tensorflow.optimizer import DistributedOptimizer  # noqa: F401
 from kolo.tensorflow.sync_batch_norm import SyncBatchNormalization  # noqa: F401
+from kolo.tensorflow import elastic  # noqa: F401,E402  (hvd.elastic)
 
 # horovod's name for the error a failed collective raises outside TensorFlow's ops.
 HorovodInternalError = KoloError

@@ -4,6 +4,7 @@ function that reduces a list of gradients for the optimizers and tapes."""
 import tensorflow as tf
 
 from kolo._collectives import Adasum, Average, Sum
+from kolo._elastic import under_driver
 from kolo._process_sets import global_process_set, group_of
 from kolo.tensorflow.compression import Compression
 from kolo.tensorflow.mpi_ops import (_allreduce, _executing_eagerly, _grouped_allreduce, _grouped_reducescatter,
@@ -189,8 +190,10 @@ def _gradient_reducer(name, compression, sparse_as_dense, op, gradient_predivide
         grads = list(grads)
         if sparse_as_dense:
             grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
-        # Horovod's rule: a rank outside the set, or a set of one, keeps its own gradients.
-        if not process_set.included() or group_of(process_set).size == 1:
+        # Horovod's rule: a rank outside the set, or a set of one, keeps its
+        # own gradients; but not in an elastic job, which may grow while a
+        # function traced at one rank is still in use.
+        if not process_set.included() or (group_of(process_set).size == 1 and not under_driver()):
             return grads
         bundles = bundles_of(grads, list(variables))
         if _executing_eagerly():

@@ -18,6 +18,7 @@ import torch
 
 from kolo import _runtime
 from kolo._collectives import Adasum, Average
+from kolo._elastic import under_driver
 from kolo._process_sets import global_process_set, group_of
 from kolo.torch.compression import Compression
 from kolo.torch.mpi_ops import allreduce_async_, sparse_allreduce_async, synchronize
@@ -106,7 +107,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
-        if process_set.included() is not False and group_of(process_set).size > 1:
+        # A job of one rank needs no allreduce, unless it is elastic: it may
+        # grow, and a worker that joins later allreduces from its first step.
+        if process_set.included() is not False and (group_of(process_set).size > 1 or under_driver()):
             self._register_hooks()
 
     def _register_hooks(self):

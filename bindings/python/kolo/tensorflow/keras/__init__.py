@@ -5,3 +5,12 @@ from kolo.keras import (DistributedOptimizer, HorovodInternalError, PartialDistr
                         SyncBatchNormalization,
                         allgather, allreduce, broadcast, broadcast_global_variables, broadcast_variables, callbacks,
                         load_model, reducescatter)
+
+
+def __getattr__(name):
+    """hvd.elastic, imported when first used: it needs Keras's tensorflow
+    backend, which a Keras on its torch backend does not load."""
+    if name == "elastic":
+        import importlib
+        return importlib.import_module("kolo.keras.elastic")
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

@@ -1,0 +1,162 @@
+"""Horovod's horovod.tensorflow.elastic on kolo: hvd.elastic.run,
+TensorFlowKerasState (a Keras model and its optimizer), TensorFlowState
+(a list of variables, eager or in a TF1 session), ObjectState and
+HostsUpdatedInterrupt (kolo/_elastic.py has the mechanism). Run under
+`kolorun --min-np N --max-np M ...`:
+
+    state = hvd.elastic.TensorFlowKerasState(model, optimizer, epoch=0, batch=0)
+
+    @hvd.elastic.run
+    def train(state):
+        while state.epoch < epochs:
+            ...
+            state.commit()
+
+    train(state)
+"""
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from kolo._elastic import HostsUpdatedInterrupt, ObjectState, State, run_fn  # noqa: F401
+from kolo._library import ERR_ABORTED, ERR_PEER_LOST, ERR_REVOKED, ERR_TIMEOUT, ERR_TRANSPORT, KoloError
+from kolo._objects import broadcast_object
+from kolo._process_sets import init
+from kolo._runtime import rank, shutdown
+from kolo.tensorflow.functions import broadcast_variables
+from kolo.tensorflow.mpi_ops import _executing_eagerly
+
+# A kolo op's TensorFlow error starts its message with kolo's code.
+_LOST_WORKER_CODES = {"PEER_LOST": ERR_PEER_LOST, "TIMEOUT": ERR_TIMEOUT, "ABORTED": ERR_ABORTED,
+                      "REVOKED": ERR_REVOKED, "TRANSPORT": ERR_TRANSPORT}
+_CODE = re.compile(r"\b(%s): " % "|".join(_LOST_WORKER_CODES))
+
+
+def as_kolo_error(error):
+    """A kolo op's TensorFlow error that says a worker was lost (kolo's
+    PEER_LOST, TIMEOUT, ABORTED, REVOKED, TRANSPORT) as the KoloError the
+    elastic loop resets on; None for any other error."""
+    m = _CODE.search(getattr(error, "message", "") or str(error))
+    return KoloError(m.string[m.start():], code=_LOST_WORKER_CODES[m.group(1)]) if m else None
+
+
+def run(func):
+    """Runs func(state, ...) until it returns: after a lost worker every
+    survivor restores its last commit, the job resets to its next version
+    and rank 0's state goes to everyone; after a change of hosts the same,
+    keeping the state."""
+
+    def wrapper(state, *args, **kwargs):
+        try:
+            return func(state, *args, **kwargs)
+        except tf.errors.OpError as e:
+            lost = as_kolo_error(e)
+            if lost is None:
+                raise
+            raise lost from e
+
+    def reset():
+        shutdown()
+        init()
+
+    return run_fn(wrapper, reset)
+
+
+def _values(variables):
+    return [np.array(v.numpy(), copy=True) for v in variables]
+
+
+class TensorFlowKerasState(ObjectState):
+    """A built Keras model, its optimizer (compiled into the model, or
+    given) and plain values: TensorFlowKerasState(model, optimizer,
+    epoch=0). commit() copies the weights and the optimizer's variables;
+    restore() assigns them back; sync() broadcasts rank 0's. The optimizer's
+    variables are made first (built for the model's trainable variables),
+    so that a worker that joins, whose optimizer has not stepped yet,
+    receives them too. backend is taken for Horovod's signature."""
+
+    def __init__(self, model, optimizer=None, backend=None, **kwargs):
+        del backend
+        if not getattr(model, "built", True):
+            raise ValueError("the model must be built first (model.build(input_shape), or call it once)")
+        self.model = model
+        self.optimizer = optimizer if optimizer is not None else model.optimizer
+        self._build_optimizer()
+        self._save_model()
+        super().__init__(bcast_object=broadcast_object, get_rank=rank, **kwargs)
+
+    def _build_optimizer(self):
+        optimizer = getattr(self.optimizer, "_optimizer", self.optimizer)  # kolo's DistributedOptimizer wraps one
+        if optimizer is not None and hasattr(optimizer, "build") and not getattr(optimizer, "built", True):
+            optimizer.build(self.model.trainable_variables)
+
+    def _variables(self):
+        optimizer_variables = []
+        if self.optimizer is not None:
+            found = self.optimizer.variables
+            optimizer_variables = list(found() if callable(found) else found)
+        return list(self.model.variables) + optimizer_variables
+
+    def _save_model(self):
+        self._saved_model = _values(self._variables())
+
+    def _load_model(self):
+        for v, value in zip(self._variables(), self._saved_model):
+            v.assign(value)
+
+    def save(self):
+        self._save_model()
+        super().save()
+
+    def restore(self):
+        self._load_model()
+        super().restore()
+
+    def sync(self):
+        broadcast_variables(self._variables(), root_rank=0)
+        self._save_model()
+        super().sync()
+
+
+class TensorFlowState(ObjectState):
+    """A list of variables (default: the global variables) and plain
+    values; in TF1 graph code, the session that holds the variables
+    (default: the default session)."""
+
+    def __init__(self, variables=None, session=None, **kwargs):
+        self.variables = list(variables if variables is not None else tf.compat.v1.global_variables())
+        self.session = session if session is not None or _executing_eagerly() else \
+            tf.compat.v1.get_default_session()
+        self._broadcast_op = None if _executing_eagerly() else broadcast_variables(self.variables, root_rank=0)
+        self._save_model()
+        super().__init__(bcast_object=broadcast_object, get_rank=rank, **kwargs)
+
+    def _save_model(self):
+        if self.session is None:
+            self._saved = _values(self.variables)
+        else:
+            self._saved = self.session.run(self.variables)
+
+    def _load_model(self):
+        for v, value in zip(self.variables, self._saved):
+            if self.session is None:
+                v.assign(value)
+            else:
+                v.load(value, self.session)
+
+    def save(self):
+        self._save_model()
+        super().save()
+
+    def restore(self):
+        self._load_model()
+        super().restore()
+
+    def sync(self):
+        if self.session is None:
+            broadcast_variables(self.variables, root_rank=0)
+        else:
+            self.session.run(self._broadcast_op)
+        self._save_model()
+        super().sync()
