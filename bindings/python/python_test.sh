@@ -101,7 +101,7 @@ if [[ "$1" == torch_* ]]; then
       --master_port "$port" --redirects 2 --tee 2 --no_python "${PYTEST[@]}" . || exit 1
   fi
   [[ "$ranks" == 2 ]] || exit 0
-  cd .. && exec "${PYTEST[@]}" test_torch_distributed.py --deselect \
+  cd .. && exec "${PYTEST[@]}" test_torch_distributed.py test_torch_flight_record.py --deselect \
     test_torch_distributed.py::test_torchrun_restarts_meet_again_cleanly
 fi
 if [[ "$1" == elastic ]]; then
