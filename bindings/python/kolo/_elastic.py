@@ -32,7 +32,8 @@ _LOST_WORKER = (ERR_ABORTED, ERR_PEER_LOST, ERR_REVOKED, ERR_TIMEOUT, ERR_TRANSP
 
 class HostsUpdatedInterrupt(RuntimeError):
     """Hosts were added or removed: every worker resets at the same commit.
-    skip_sync: only removed (no new worker needs the state)."""
+    skip_sync: the state need not be synced after the reset (Horovod's, when
+    hosts were only removed; kolo's check_host_updates always syncs)."""
 
     def __init__(self, skip_sync=False):
         super().__init__("the job's hosts changed")
