@@ -24,10 +24,10 @@ import weakref
 
 from kolo._library import (ERR_ABORTED, ERR_PEER_LOST, ERR_REVOKED, ERR_TIMEOUT, ERR_TRANSPORT, KoloError)
 
-# The driver's host updates (elastic_driver.py's flags).
-ADDED, REMOVED = 1, 2
-# What a lost worker looks like to the survivors.
-_LOST_WORKER = (ERR_ABORTED, ERR_PEER_LOST, ERR_REVOKED, ERR_TIMEOUT, ERR_TRANSPORT)
+# What a lost worker looks like to the survivors: kolo's codes, by the
+# names its messages begin with ("PEER_LOST: ...").
+LOST_WORKER_CODES = {"ABORTED": ERR_ABORTED, "PEER_LOST": ERR_PEER_LOST, "REVOKED": ERR_REVOKED,
+                     "TIMEOUT": ERR_TIMEOUT, "TRANSPORT": ERR_TRANSPORT}
 
 
 class HostsUpdatedInterrupt(RuntimeError):
@@ -41,7 +41,7 @@ class HostsUpdatedInterrupt(RuntimeError):
 
 
 def is_lost_worker(error):
-    return isinstance(error, KoloError) and error.code in _LOST_WORKER
+    return isinstance(error, KoloError) and error.code in LOST_WORKER_CODES.values()
 
 
 # -- the worker's side of the driver ------------------------------------------

@@ -19,8 +19,8 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from kolo._elastic import HostsUpdatedInterrupt, ObjectState, State, run_fn  # noqa: F401
-from kolo._library import ERR_ABORTED, ERR_PEER_LOST, ERR_REVOKED, ERR_TIMEOUT, ERR_TRANSPORT, KoloError
+from kolo._elastic import LOST_WORKER_CODES, HostsUpdatedInterrupt, ObjectState, State, run_fn  # noqa: F401
+from kolo._library import KoloError
 from kolo._objects import broadcast_object
 from kolo._process_sets import init
 from kolo._runtime import rank, shutdown
@@ -28,9 +28,7 @@ from kolo.tensorflow.functions import broadcast_variables
 from kolo.tensorflow.mpi_ops import _executing_eagerly
 
 # A kolo op's TensorFlow error starts its message with kolo's code.
-_LOST_WORKER_CODES = {"PEER_LOST": ERR_PEER_LOST, "TIMEOUT": ERR_TIMEOUT, "ABORTED": ERR_ABORTED,
-                      "REVOKED": ERR_REVOKED, "TRANSPORT": ERR_TRANSPORT}
-_CODE = re.compile(r"\b(%s): " % "|".join(_LOST_WORKER_CODES))
+_CODE = re.compile(r"\b(%s): " % "|".join(LOST_WORKER_CODES))
 
 
 def as_kolo_error(error):
@@ -38,7 +36,7 @@ def as_kolo_error(error):
     PEER_LOST, TIMEOUT, ABORTED, REVOKED, TRANSPORT) as the KoloError the
     elastic loop resets on; None for any other error."""
     m = _CODE.search(getattr(error, "message", "") or str(error))
-    return KoloError(m.string[m.start():], code=_LOST_WORKER_CODES[m.group(1)]) if m else None
+    return KoloError(m.string[m.start():], code=LOST_WORKER_CODES[m.group(1)]) if m else None
 
 
 def run(func):
@@ -67,7 +65,26 @@ def _values(variables):
     return [np.array(v.numpy(), copy=True) for v in variables]
 
 
-class TensorFlowKerasState(ObjectState):
+class _VariablesState(ObjectState):
+    """Variables kept beside plain values: commit() copies them (_save),
+    restore() assigns the copies back (_load), sync() sends rank 0's to
+    every worker (_broadcast) and copies what it received."""
+
+    def save(self):
+        self._save()
+        super().save()
+
+    def restore(self):
+        self._load()
+        super().restore()
+
+    def sync(self):
+        self._broadcast()
+        self._save()
+        super().sync()
+
+
+class TensorFlowKerasState(_VariablesState):
     """A built Keras model, its optimizer (compiled into the model, or
     given) and plain values: TensorFlowKerasState(model, optimizer,
     epoch=0). commit() copies the weights and the optimizer's variables;
@@ -83,7 +100,7 @@ class TensorFlowKerasState(ObjectState):
         self.model = model
         self.optimizer = optimizer if optimizer is not None else model.optimizer
         self._build_optimizer()
-        self._save_model()
+        self._save()
         super().__init__(bcast_object=broadcast_object, get_rank=rank, **kwargs)
 
     def _build_optimizer(self):
@@ -98,28 +115,18 @@ class TensorFlowKerasState(ObjectState):
             optimizer_variables = list(found() if callable(found) else found)
         return list(self.model.variables) + optimizer_variables
 
-    def _save_model(self):
-        self._saved_model = _values(self._variables())
+    def _save(self):
+        self._saved = _values(self._variables())
 
-    def _load_model(self):
-        for v, value in zip(self._variables(), self._saved_model):
+    def _load(self):
+        for v, value in zip(self._variables(), self._saved):
             v.assign(value)
 
-    def save(self):
-        self._save_model()
-        super().save()
-
-    def restore(self):
-        self._load_model()
-        super().restore()
-
-    def sync(self):
+    def _broadcast(self):
         broadcast_variables(self._variables(), root_rank=0)
-        self._save_model()
-        super().sync()
 
 
-class TensorFlowState(ObjectState):
+class TensorFlowState(_VariablesState):
     """A list of variables (default: the global variables) and plain
     values; in TF1 graph code, the session that holds the variables
     (default: the default session)."""
@@ -129,34 +136,24 @@ class TensorFlowState(ObjectState):
         self.session = session if session is not None or _executing_eagerly() else \
             tf.compat.v1.get_default_session()
         self._broadcast_op = None if _executing_eagerly() else broadcast_variables(self.variables, root_rank=0)
-        self._save_model()
+        self._save()
         super().__init__(bcast_object=broadcast_object, get_rank=rank, **kwargs)
 
-    def _save_model(self):
+    def _save(self):
         if self.session is None:
             self._saved = _values(self.variables)
         else:
             self._saved = self.session.run(self.variables)
 
-    def _load_model(self):
+    def _load(self):
         for v, value in zip(self.variables, self._saved):
             if self.session is None:
                 v.assign(value)
             else:
                 v.load(value, self.session)
 
-    def save(self):
-        self._save_model()
-        super().save()
-
-    def restore(self):
-        self._load_model()
-        super().restore()
-
-    def sync(self):
+    def _broadcast(self):
         if self.session is None:
             broadcast_variables(self.variables, root_rank=0)
         else:
             self.session.run(self._broadcast_op)
-        self._save_model()
-        super().sync()
