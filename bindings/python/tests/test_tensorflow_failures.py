@@ -4,32 +4,16 @@ stalled one raise TensorFlow errors carrying kolo's message on every other
 rank, within seconds."""
 import os
 import re
-import socket
-import subprocess
-import sys
+
+from rank_by_rank import finish, free_port, start
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "scripts", "tensorflow_job.py")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_job(size, scenario, **env):
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("KOLO_RANK", "KOLO_WORLD", "KOLO_MASTER"))}
-    environ.update(env)
-    port = str(free_port())
-    procs = [subprocess.Popen([sys.executable, SCRIPT, str(r), str(size), port, scenario], env=environ,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(size)]
-    outputs = [p.communicate(timeout=120)[0] for p in procs]
-    lines = {}
-    for out in outputs:
-        for m in re.finditer(r"^rank (\d+): (.*)$", out, re.M):
-            lines[int(m.group(1))] = m.group(2)
-    return lines, [p.returncode for p in procs], "\n".join(outputs)
+    port = free_port()
+    return finish(start(SCRIPT, lambda r: [r, size, port, scenario], size, **env))
 
 
 def error(line):

@@ -5,34 +5,21 @@ ranks that disagree) that raise RuntimeError with kolo's message on every
 surviving rank, within seconds."""
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
+
+from rank_by_rank import finish, free_port, start
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "scripts", "torch_distributed_job.py")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_job(init_method, size, scenario):
     """{rank: its output line}, and every rank's exit status."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KOLO_RANK", "KOLO_WORLD", "KOLO_MASTER"))}
-    procs = [subprocess.Popen([sys.executable, SCRIPT, init_method, str(r), str(size), scenario], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(size)]
-    outputs = [p.communicate(timeout=120)[0] for p in procs]
-    lines = {}
-    for out in outputs:
-        for m in re.finditer(r"^rank (\d+): (.*)$", out, re.M):
-            lines[int(m.group(1))] = m.group(2)
-    return lines, [p.returncode for p in procs], "\n".join(outputs)
+    return finish(start(SCRIPT, lambda r: [init_method, r, size, scenario], size))
 
 
 @pytest.mark.parametrize("how", ["tcp", "file", "store"])

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+from rank_by_rank import finish, start
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "scripts", "torch_flight_job.py")
 
@@ -14,11 +16,8 @@ SCRIPT = os.path.join(HERE, "scripts", "torch_flight_job.py")
 def test_torchs_analyzer_reads_kolos_records(tmp_path):
     records, dumps = tmp_path / "kolo", tmp_path / "torch"
     records.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KOLO_RANK", "KOLO_WORLD", "KOLO_MASTER"))}
-    env.update(KOLO_FLIGHT_RECORDER_DIR=str(records), KOLO_TIMEOUT_S="10")
-    procs = [subprocess.Popen([sys.executable, SCRIPT, str(tmp_path / "rendezvous"), str(r), "3"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(3)]
-    out = "".join(p.communicate(timeout=120)[0] for p in procs)
+    _, _, out = finish(start(SCRIPT, lambda r: [tmp_path / "rendezvous", r, 3], 3,
+                             KOLO_FLIGHT_RECORDER_DIR=str(records), KOLO_TIMEOUT_S="10"))
     assert out.count("RuntimeError: MISMATCH") == 3, out
     convert = subprocess.run([sys.executable, "-m", "kolo.torch.flight_record", str(records), str(dumps)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)

@@ -5,33 +5,20 @@ case shrinking is for: a rank that dies or stops mid-training is shrunk
 away and the others train on. Each job is started rank by rank, with no
 launcher, so that a rank may die without the others being ended."""
 import os
-import re
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
+
+from rank_by_rank import finish, start
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "scripts", "torch_shrink_job.py")
 
 
-def start(tmp_path, backend, size, scenario, env=None):
-    env = dict({k: v for k, v in os.environ.items() if not k.startswith(("KOLO_RANK", "KOLO_WORLD", "KOLO_MASTER"))},
-               **(env or {}))
-    rendezvous = str(tmp_path / "rendezvous")
-    return [subprocess.Popen([sys.executable, SCRIPT, backend, rendezvous, str(r), str(size), scenario], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(size)]
-
-
-def finish(procs, timeout=120):
-    outputs = [p.communicate(timeout=timeout)[0] for p in procs]
-    lines = {}
-    for out in outputs:
-        for m in re.finditer(r"^rank (\d+): (.*)$", out, re.M):
-            lines[int(m.group(1))] = m.group(2)
-    return lines, [p.returncode for p in procs], "\n".join(outputs)
+def start_job(tmp_path, backend, size, scenario, **env):
+    rendezvous = tmp_path / "rendezvous"
+    return start(SCRIPT, lambda r: [backend, rendezvous, r, size, scenario], size, **env)
 
 
 def facts(line):
@@ -43,12 +30,12 @@ def facts(line):
     ("basic", 3), ("validation", 2), ("backend_properties", 3), ("multiple_comms", 3), ("flags", 3),
     ("multiple_exclusions", 4), ("multiple_iterations", 4), ("vs_reinit", 3)])
 def test_torchs_shrink_tests(tmp_path, scenario, size):
-    lines, codes, out = finish(start(tmp_path, "kolo", size, scenario))
+    lines, codes, out = finish(start_job(tmp_path, "kolo", size, scenario))
     assert codes == [0] * size and all(lines.get(r, "").startswith("ok") for r in range(size)), out
 
 
 def test_a_dead_rank_is_shrunk_away_and_training_goes_on(tmp_path):
-    lines, codes, out = finish(start(tmp_path, "kolo", 4, "dead"))
+    lines, codes, out = finish(start_job(tmp_path, "kolo", 4, "dead"))
     assert codes[1] == -signal.SIGKILL, out
     for r in (0, 2, 3):
         assert codes[r] == 0 and lines[r].startswith("ok"), out
@@ -59,7 +46,7 @@ def test_a_dead_rank_is_shrunk_away_and_training_goes_on(tmp_path):
 
 
 def test_a_stopped_rank_is_shrunk_away_and_fails_when_woken(tmp_path):
-    procs = start(tmp_path, "kolo", 3, "stuck", env={"SHRINK_JOB_TIMEOUT_S": "3"})
+    procs = start_job(tmp_path, "kolo", 3, "stuck", SHRINK_JOB_TIMEOUT_S="3")
     survivors = [procs[0], procs[2]]
     deadline = time.monotonic() + 90
     while any(p.poll() is None for p in survivors) and time.monotonic() < deadline:
@@ -75,6 +62,6 @@ def test_a_stopped_rank_is_shrunk_away_and_fails_when_woken(tmp_path):
 def test_gloo_reconfigures_by_forming_a_new_group(tmp_path):
     """The reference: gloo cannot shrink; its survivors destroy the group and
     form a new one. Times printed beside kolo's (pytest -s)."""
-    lines, codes, out = finish(start(tmp_path, "gloo", 4, "dead"))
+    lines, codes, out = finish(start_job(tmp_path, "gloo", 4, "dead"))
     assert [codes[r] for r in (0, 2, 3)] == [0, 0, 0], out
     print("gloo after a death: %s" % {r: lines[r] for r in (0, 2, 3)})
