@@ -13,23 +13,15 @@
 # the cloudpickle, mock and packaging Horovod's test utilities import).
 # KOLO_TIMEOUT_S defaults to 20 here.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-# shellcheck source=tools/python_env.sh
-. "$repo/tools/python_env.sh"
-kolo_python_env_check || exit 2
-export KOLO_PYTHON
-checkout=$(cd "$1" && pwd)
+# shellcheck source=tools/horovod_suite/suite_env.sh
+. "$(dirname "$0")/suite_env.sh"  # here, repo, checkout; the environment
 n=$2
 file=${3:-test/parallel/test_torch.py}
 shift $(($# < 3 ? $# : 3))
 out=${HOROVOD_SUITE_OUT:-$(mktemp -d /tmp/horovod_suite.XXXXXX)}
 mkdir -p "$out"
 
-export HOROVOD_CHECKOUT=$checkout
-export PYTHONPATH=$here:$repo/bindings/python${PYTHONPATH:+:$PYTHONPATH}
 export KOLO_TIMEOUT_S=${KOLO_TIMEOUT_S:-20}  # a test whose ranks part ways fails in seconds, not minutes
-export KOLO_LIBRARY=${KOLO_LIBRARY:-$repo/bazel-bin/bindings/c/libkolo.so}
 cd "$checkout/$(dirname "$file")"
 set +e
 "$repo/tools/kolorun" -np "$n" bash -c '

@@ -15,20 +15,13 @@
 # a name Keras 3 dropped; the stand-in then gives it back). Prints pytest's
 # verdict per test.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-# shellcheck source=tools/python_env.sh
-. "$repo/tools/python_env.sh"
-kolo_python_env_check || exit 2
-checkout=$(cd "$1" && pwd)
+# shellcheck source=tools/horovod_suite/suite_env.sh
+. "$(dirname "$0")/suite_env.sh"  # here, repo, checkout; the environment
 file=${2:-test/integration/test_elastic_torch.py}
 [[ "$file" = /* ]] || file="$checkout/$file"
 shift $(($# < 2 ? $# : 2))
-export HOROVOD_CHECKOUT=$checkout
-# The stand-in horovod, kolo, and Horovod's test utilities (test/utils) and
-# integration helpers (elastic_common).
-export PYTHONPATH=$here:$repo/bindings/python:$checkout/test/utils:$checkout/test/integration${PYTHONPATH:+:$PYTHONPATH}
+# Horovod's test utilities (test/utils) and integration helpers (elastic_common) too.
+export PYTHONPATH=$PYTHONPATH:$checkout/test/utils:$checkout/test/integration
 export KOLO_TIMEOUT_S=${KOLO_TIMEOUT_S:-10}  # a lost worker is noticed by its connections; a stuck one at this deadline
-export KOLO_LIBRARY=${KOLO_LIBRARY:-$repo/bazel-bin/bindings/c/libkolo.so}
 cd "$checkout/test/integration"
 exec "$KOLO_PYTHON" -m pytest -v -p no:cacheprovider "$@" "$file"

@@ -9,17 +9,10 @@
 # project's Python environment (tools/setup.sh), under kolorun, from the
 # example's folder; the output is kolorun's, each line prefixed by its rank.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-# shellcheck source=tools/python_env.sh
-. "$repo/tools/python_env.sh"
-kolo_python_env_check || exit 2
-checkout=$(cd "$1" && pwd)
+# shellcheck source=tools/horovod_suite/suite_env.sh
+. "$(dirname "$0")/suite_env.sh"  # here, repo, checkout; the environment
 n=$2
 example=$3
 shift 3
-export HOROVOD_CHECKOUT=$checkout
-export PYTHONPATH=$here:$repo/bindings/python${PYTHONPATH:+:$PYTHONPATH}
-export KOLO_LIBRARY=${KOLO_LIBRARY:-$repo/bazel-bin/bindings/c/libkolo.so}
 cd "$checkout/$(dirname "$example")"
 exec "$repo/tools/kolorun" -np "$n" "$KOLO_PYTHON" "$(basename "$example")" "$@"
