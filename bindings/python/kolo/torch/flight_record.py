@@ -50,15 +50,14 @@ WHAT_TO_TORCH = {
     "allgatherv": "all_gather_v",
     "reduce_scatter": "reduce_scatter",
     "reduce_scatterv": "reduce_scatter_v",
-    "alltoall": "all_to_all",
     "alltoallv": "all_to_all",
     "gather": "gather",
     "scatter": "scatter",
     "barrier": "barrier",
-    "send": "send",
-    "recv": "recv",
 }
-P2P_WHATS = {"send/recv", "send", "recv", "recv_any"}
+# kolo's point-to-point calls: recorded with neither peer nor size, which
+# fr_trace needs ("send 1->2"), so left out of the dumps.
+P2P_WHATS = {"send/recv", "recv_any"}
 
 # kolo dtype_name() -> c10::toString(ScalarType), what torch records.
 DTYPE_TO_TORCH = {
@@ -101,17 +100,6 @@ def _state(kolo_state):
     return "completed" if kolo_state == "completed" else "started"
 
 
-def _p2p_entry(e, group_rank):
-    """A point-to-point entry's name, only where the record names the peer
-    ("peer": the group rank; "what": "send" or "recv"); else None (kolo's
-    own records carry neither)."""
-    if e.get("peer") is None or e["what"] not in ("send", "recv"):
-        return None
-    if e["what"] == "send":
-        return "send %d->%d" % (group_rank, e["peer"])
-    return "recv %d<-%d" % (group_rank, e["peer"])
-
-
 def torch_dump(record, group_name, group_desc, global_ranks, pg_id=0, backend=DEFAULT_BACKEND, timeout_ms=0):
     """One kolo flight record (a dict loaded from kolo's JSON) -> the dump
     dict fr_trace expects for that rank, with this one group. global_ranks:
@@ -125,49 +113,28 @@ def torch_dump(record, group_name, group_desc, global_ranks, pg_id=0, backend=DE
     size = len(global_ranks)
     if record.get("size") not in (None, size):
         raise ValueError("record of a communicator of %s ranks, group of %d" % (record.get("size"), size))
-    group_rank = int(record["rank"])
     entries = []
     p2p_seen = 0  # p2p calls so far in the record
     dropped = 0  # entries left out so far
     last = {"enqueued": -1, "started": -1, "completed": -1}
     for e in sorted(record["entries"], key=lambda x: x["seq"]):
         what = e["what"]
-        is_p2p = what in P2P_WHATS
-        if is_p2p:
-            p2p_seen += 1
-            meta = _p2p_entry(e, group_rank)
-            if meta is None:
-                dropped += 1
-                continue  # no peer recorded: fr_trace cannot match it
-            # torch: a p2p op carries the last collective's sequence id
-            name, collective_seq_id, p2p_seq_id = meta, e["seq"] - p2p_seen, p2p_seen
-            op = meta.split(" ")[0]
-        else:
-            if what not in WHAT_TO_TORCH:
-                dropped += 1
-                continue  # a custom run_custom name: not a torch operation
-            name = op = WHAT_TO_TORCH[what]
-            collective_seq_id, p2p_seq_id = e["seq"] - p2p_seen, p2p_seen
-        count = e.get("count")
-        if is_p2p:
-            ins = outs = [[count]] if count is not None and count >= 0 else [[]]
-            if op == "send":
-                outs = [[]]
-            else:
-                ins = [[]]
-        else:
-            ins, outs = _sizes(op, count, size)
+        if what in P2P_WHATS or what not in WHAT_TO_TORCH:  # not matchable, or not a torch operation
+            p2p_seen += what in P2P_WHATS
+            dropped += 1
+            continue
+        name = WHAT_TO_TORCH[what]
+        collective_seq_id, p2p_seq_id = e["seq"] - p2p_seen, p2p_seen
+        ins, outs = _sizes(name, e.get("count"), size)
         dtype = DTYPE_TO_TORCH.get(e.get("dtype"), e.get("dtype")) if e.get("dtype") else None
         in_dtypes = [dtype] * len(ins) if dtype and ins[0] else []
         out_dtypes = [dtype] * len(outs) if dtype and outs[0] else []
         state = _state(e["state"])
         end_ns = e.get("end_ns") or None
         done = e["state"] == "completed"
-        if not is_p2p:
-            last["enqueued"] = collective_seq_id
-            last["started"] = collective_seq_id
-            if done:
-                last["completed"] = collective_seq_id
+        last["enqueued"] = last["started"] = collective_seq_id
+        if done:
+            last["completed"] = collective_seq_id
         entries.append({
             "record_id": e["seq"] - dropped,
             "pg_id": pg_id,
@@ -175,7 +142,7 @@ def torch_dump(record, group_name, group_desc, global_ranks, pg_id=0, backend=DE
             "collective_seq_id": collective_seq_id,
             "p2p_seq_id": p2p_seq_id,
             "op_id": e["seq"],
-            "is_p2p": is_p2p,
+            "is_p2p": False,
             "profiling_name": "%s:%s" % (backend, name),
             "time_created_ns": e["start_ns"],
             "input_sizes": ins,
