@@ -9,12 +9,13 @@ group 0 took from the fault to training alone and to training with the
 healed group again (pytest -s)."""
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
+
+from rank_by_rank import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -22,12 +23,6 @@ EXAMPLE = os.path.join(REPO, "examples", "torchft_ddp.py")
 BIN = os.path.dirname(sys.executable)
 STEPS, FAULT_AT = 160, 20
 LINE = re.compile(r"^\[group (\d)\] step=(\d+) participants=(\d+) loss=\S+ params=(\w+)$", re.M)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Group:
