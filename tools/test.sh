@@ -32,6 +32,7 @@ LOG="$(mktemp)"  # every counted line
 PART="$(mktemp)" # one part's output
 trap 'rm -f "$LOG" "$PART"' EXIT
 status=0
+FAILED_LOGS=()
 note() { echo "$*" | tee -a "$LOG"; }
 # Where the time goes: each part's seconds, printed before the counts.
 TIMES=()
@@ -96,6 +97,9 @@ for config in "$optimized" "--config=asan" "--config=tsan"; do
       note "-- ${BASH_REMATCH[1]} (${name:-optimized}): skipped ($reason)"
     else
       echo "$line" >>"$LOG"
+      # A failed test's own log, shown again at the end (its tail).
+      [[ "$line" =~ ^//([^ :]+):([^ ]+)\ +(\(cached\)\ )?(FAILED|TIMEOUT|FLAKY) ]] &&
+        FAILED_LOGS+=("$testlogs/${BASH_REMATCH[1]}/${BASH_REMATCH[2]}/test.log")
     fi
   done <"$PART"
   timed "bazel build and test ${config:-(optimized)}"
@@ -145,8 +149,16 @@ budget=${KOLO_TEST_BUDGET_S:-2700}
 if [ $((SECONDS - started)) -gt "$budget" ]; then
   echo "  WARNING: over the budget of $budget s (KOLO_TEST_BUDGET_S); see the parts above for where the time went"
 fi
+# The failures again, last, where a log cut to its tail still shows them:
+# each failed test's last lines, then the list.
+for f in "${FAILED_LOGS[@]}"; do
+  echo "== the end of $f"
+  tail -n 25 "$f" 2>/dev/null
+done
+failed_pattern="^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY)|^fuzz .*CRASH|^-- .*: FAILED"
+grep -E "$failed_pattern" "$LOG" | sed 's/^/  failed: /'
 passed=$(grep -cE "^//[^ ]+ +(\(cached\) )?PASSED|^fuzz .*no crash$|^-- .*: passed \(" "$LOG")
-failed=$(grep -cE "^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY)|^fuzz .*CRASH|^-- .*: FAILED" "$LOG")
+failed=$(grep -cE "$failed_pattern" "$LOG")
 skipped=$(grep -cE "^-- .*: skipped \(" "$LOG")
 echo "kolo tests: $passed passed, $failed failed, $skipped skipped"
 exit "$status"
