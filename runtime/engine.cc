@@ -104,7 +104,7 @@ void Engine::abort() {
 
 Status Engine::error() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stopped_ ? stop_status_ : Status::ok();
+  return stopped_ && !stopped_by_shutdown_ ? stop_status_ : Status::ok();
 }
 
 EngineStats Engine::stats() const {
@@ -389,6 +389,7 @@ void Engine::stop_all(Status status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = true;
+    stopped_by_shutdown_ = ended_by_shutdown_;
     stop_status_ = status;
     queued.swap(queue_);
     in_flight_.clear();

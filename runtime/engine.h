@@ -76,7 +76,10 @@ class Engine {
 
   // Any thread: fails everything pending with ABORTED (the peers learn too).
   void abort();
-  // OK while the engine works (or has not started).
+  // Why the engine broke, for kolo_comm_get_async_error: OK while it works,
+  // before it starts, and once a rank shut it down (this one or another: the
+  // job finishing, or a rank leaving), which is no failure of the
+  // communicator; what was pending then failed with PEER_LOST.
   Status error() const;
   EngineStats stats() const;
   // The last stall report rank 0 logged ("" if none).
@@ -132,6 +135,7 @@ class Engine {
   bool aborted_ = false;
   bool started_ = false;
   bool stopped_ = false;
+  bool stopped_by_shutdown_ = false;
   Status stop_status_;
   std::unique_ptr<Communicator> comm_;  // set by the engine thread once connected
   EngineStats stats_;

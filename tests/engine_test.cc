@@ -620,6 +620,14 @@ TEST(Engine, ShutdownOfOneRankFailsOthersPendingOperations) {
   Status s = wait(h);
   EXPECT_EQ(s.code(), Code::kPeerLost) << s.to_string();
   EXPECT_NE(s.message().find("rank 1 shut down"), std::string::npos) << s.message();
+  // A peer's shutdown is no failure of this rank's engine
+  // (kolo_comm_get_async_error stays KOLO_SUCCESS: the job may simply have
+  // finished first there), but what is submitted now fails as lost.
+  EXPECT_TRUE(w.engine(0).error().is_ok()) << w.engine(0).error().to_string();
+  std::shared_ptr<OpHandle> late;
+  Status submitted = w.engine(0).submit(allreduce_submission("late", in.data(), out.data(), 8), &late);
+  if (submitted.is_ok()) submitted = wait(late);
+  EXPECT_EQ(submitted.code(), Code::kPeerLost) << submitted.to_string();
   w.engines[1] = std::make_unique<Engine>(&w.world.comm(1));  // for the destructor
 }
 
