@@ -39,10 +39,13 @@ Status Communicator::fail(Status local) {
     // Bounded: the store may be gone with rank 0.
     const std::string mine = encode_failure({world_.rank, local.code(), local.message()});
     std::string first;
+    recorder_.report_started();
     Status st = world_.store->set_if_absent(kFailureKey, mine, Deadline::after_seconds(std::min(config_.timeout_s, 2.0)),
                                       &first);
     FailureRecord root;
-    if (st.is_ok() && first != mine && decode_failure(first, &root).is_ok() && root.rank != world_.rank) {
+    const bool decoded = st.is_ok() && decode_failure(first, &root).is_ok();
+    recorder_.report_finished(st.is_ok(), decoded ? root.rank : -1);
+    if (st.is_ok() && first != mine && decoded && root.rank != world_.rank) {
       final = Status(root.code, local.message() + "; the job's first failure was on rank " +
                                     std::to_string(root.rank) + ": " + root.message);
     } else if (!st.is_ok() && world_.rank != 0) {

@@ -60,14 +60,38 @@ void FlightRecorder::end(uint64_t sequence, const Status& result) {
   if (!result.is_ok()) e.error = result.to_string();
 }
 
+void FlightRecorder::report_started() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (report_.state != Report::kNone) return;  // the first failure's report is the one that counts
+  report_.state = Report::kPending;
+  report_.started_ns = wall_ns();
+}
+
+void FlightRecorder::report_finished(bool reached, int first_failure_rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (report_.state != Report::kPending) return;
+  report_.state = reached ? Report::kReached : Report::kUnreachable;
+  report_.finished_ns = wall_ns();
+  report_.first_failure_rank = first_failure_rank;
+}
+
 std::string FlightRecorder::to_json(const Identity& who, const std::string& reason) const {
   std::ostringstream out;
   out << "{\"format\": \"kolo-flight-record\", \"version\": 1"
       << ", \"job\": " << json_string(who.job) << ", \"communicator\": " << json_string(who.communicator)
       << ", \"rank\": " << who.rank << ", \"size\": " << who.size << ", \"host\": " << json_string(who.host)
       << ", \"pid\": " << ::getpid() << ", \"dumped_ns\": " << wall_ns() << ", \"reason\": " << json_string(reason)
-      << ", \"entries\": [";
+      << ", \"failure_report\": ";
   std::lock_guard<std::mutex> lock(mu_);
+  if (report_.state == Report::kNone) {
+    out << "null";
+  } else {
+    static const char* const kReportStates[] = {"", "pending", "reached", "unreachable"};
+    out << "{\"store\": \"" << kReportStates[report_.state] << "\", \"started_ns\": " << report_.started_ns
+        << ", \"finished_ns\": " << report_.finished_ns << ", \"first_failure_rank\": " << report_.first_failure_rank
+        << "}";
+  }
+  out << ", \"entries\": [";
   const uint64_t first = next_ > ring_.size() ? next_ - ring_.size() : 0;
   for (uint64_t s = first; s < next_; ++s) {
     const Entry& e = ring_[s % ring_.size()];

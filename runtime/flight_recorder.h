@@ -51,6 +51,14 @@ class FlightRecorder {
   // It ended, with `result`.
   void end(uint64_t sequence, const Status& result);
 
+  // The communicator's failure being reported to the job's store (the
+  // record of the job's first failure, on rank 0): started, then whether
+  // the store answered. A failure whose report never reached the store,
+  // while the other ranks' did, marks a rank cut off from rank 0's side of
+  // the network: a partition (tools/kolo-doctor).
+  void report_started();
+  void report_finished(bool reached, int first_failure_rank);
+
   // Who is recording, for the dump's header.
   struct Identity {
     std::string job;
@@ -72,9 +80,16 @@ class FlightRecorder {
     int64_t end_ns = 0;
     std::string error;
   };
+  struct Report {
+    enum State : uint8_t { kNone, kPending, kReached, kUnreachable } state = kNone;
+    int64_t started_ns = 0;
+    int64_t finished_ns = 0;
+    int first_failure_rank = -1;
+  };
   mutable std::mutex mu_;
   std::vector<Entry> ring_;
   uint64_t next_ = 0;  // sequence of the next call
+  Report report_;
 };
 
 // Where a rank's dump goes: DIR/kolo-flight.<job>.<communicator>.rank<R>.json,

@@ -1,10 +1,14 @@
-"""The flight recorder's fault matrix: 20 seeded faults at N=4
+"""The flight recorder's fault matrix: 22 seeded faults at N=4
 (tests/flight_worker.c: a rank that never arrives, skips a call, calls an
 extra one, passes another dtype, count or root, dies, stops, straggles 10x,
-or deadlocks two communicators by calling them in the other order), each
-run under kolorun with KOLO_FLIGHT_RECORDER_DIR set; tools/kolo-doctor then
-reads the ranks' records and must name the culprit rank and the kind of
-fault in its first line. Prints the matrix as a table."""
+deadlocks two communicators by calling them in the other order, or has its
+host's link taken down), each run under kolorun with
+KOLO_FLIGHT_RECORDER_DIR set; tools/kolo-doctor then reads the ranks'
+records and must name the culprit rank and the kind of fault in its first
+line. The partitions run on 4 emulated hosts, one rank each
+(tools/netns.sh, kolorun --netns), where network namespaces can be made
+(root); elsewhere they are left out, and the table says so. Prints the
+matrix as a table."""
 import os
 import random
 import re
@@ -17,6 +21,8 @@ ROOT = os.path.join(os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"])
 WORKER = os.path.join(ROOT, "tests", "flight_worker")
 KOLORUN = os.path.join(ROOT, "tools", "kolorun")
 DOCTOR = os.path.join(ROOT, "tools", "kolo-doctor")
+NETNS = os.path.join(ROOT, "tools", "netns.sh")
+NETNS_PREFIX = "kflight-"  # apart from other tests' emulated hosts
 N = 4
 
 # fault: (the doctor's kind, a word its sentence must have, steps allowed)
@@ -33,17 +39,33 @@ FAULTS = {
     "straggler": ("straggler", "straggler", range(0, 1)),
     "stuck": ("hung", "hung", range(3, 20)),
     "order": ("deadlock", "deadlock", range(3, 20)),
+    "partition": ("partition", "cut off from the others by the network", range(3, 20)),
 }
+
+
+def netns(*args):
+    env = dict(os.environ, KOLO_NETNS_PREFIX=NETNS_PREFIX)
+    return subprocess.run(["bash", NETNS] + [str(a) for a in args], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, timeout=60)
 
 
 def run_case(fault, culprit, step):
     kind, word, _ = FAULTS[fault]
     with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as d:
         env = dict(os.environ, KOLO_FLIGHT_RECORDER_DIR=d, KOLO_TIMEOUT_S="2")
+        hosts = []
+        if fault == "partition":
+            # Fresh hosts each time: the culprit takes its own link down.
+            netns("up", N).check_returncode()
+            hosts = ["--netns", "%s:%d" % (NETNS_PREFIX, N)]
         start = time.monotonic()
-        job = subprocess.run([sys.executable, KOLORUN, "-np", str(N), "--timeout", "60", WORKER, fault,
-                              str(culprit), str(step)], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, timeout=120)
+        try:
+            job = subprocess.run([sys.executable, KOLORUN, "-np", str(N), "--timeout", "60"] + hosts +
+                                 [WORKER, fault, str(culprit), str(step)], env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, timeout=120)
+        finally:
+            if hosts:
+                netns("down")
         took = time.monotonic() - start
         doctor = subprocess.run([sys.executable, DOCTOR, d], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 timeout=60)
@@ -66,6 +88,11 @@ def main():
             cases.append((fault, rng.randrange(N), rng.choice(list(FAULTS[fault][2]))))
     failures = 0
     rows = []
+    probe = netns("probe")
+    if probe.returncode != 0:
+        reason = probe.stdout.decode().strip()
+        print("partition cases left out: no emulated hosts here (%s)" % reason)
+        cases = [c for c in cases if c[0] != "partition"]
     for fault, culprit, step in cases:
         ok, first, took, text = run_case(fault, culprit, step)
         failures += not ok

@@ -14,6 +14,9 @@
  *   root       broadcasts from another root
  *   dead       kills itself (SIGKILL)
  *   stuck      stops itself (SIGSTOP)
+ *   partition  takes its host's link down (ip link set eth0 down: each rank
+ *              on an emulated host of its own, kolorun --netns) and goes on
+ *              calling: it and the others are all there, cut apart
  *   straggler  sleeps 20 ms before every call (STEP unused); nothing fails
  *   order      every step runs an allreduce on communicator A, then one on
  *              B (both split from the world); the culprit calls B first
@@ -76,6 +79,10 @@ int main(int argc, char** argv) {
       if (strcmp(fault, "missing") == 0) sleep(600);
       if (strcmp(fault, "dead") == 0) raise(SIGKILL);
       if (strcmp(fault, "stuck") == 0) raise(SIGSTOP);
+      if (strcmp(fault, "partition") == 0 && system("ip link set dev eth0 down") != 0) {
+        fprintf(stderr, "rank %d: cannot take eth0 down (not on an emulated host?)\n", rank);
+        return 2;
+      }
       if (strcmp(fault, "skip") == 0) continue;
       if (strcmp(fault, "extra") == 0 && (r = kolo_allreduce(a, fbuf, fbuf, 7, KOLO_FLOAT32, KOLO_SUM))) {
         return fail(rank, "the extra allreduce", r);

@@ -22,23 +22,32 @@ def entry(seq, state="completed", error="", start=None, end=None):
             "state": state, "start_ns": start, "end_ns": start + S // 10 if end is None else end, "error": error}
 
 
-def record(rank, entries):
+def record(rank, entries, host="", report=None):
     return {"format": "kolo-flight-record", "job": "job-1", "communicator": "world", "size": N, "rank": rank,
-            "dumped_ns": 100 * S, "entries": entries}
+            "host": host or "host-%d" % rank, "dumped_ns": 100 * S, "failure_report": report, "entries": entries}
 
 
-def diagnose(errors, missing):
+def diagnose(errors, missing, hosts=None, store=None):
     """Records of N ranks that all completed calls 0-4 and failed call #5
-    with errors[rank] (rank: (error, seconds waited)); missing ranks left none."""
+    with errors[rank] (rank: (error, seconds waited)); missing ranks left none.
+    hosts[rank]: its host (default one each); store[rank]: how its failure
+    report to the job's store went ("reached", "unreachable" or "pending",
+    started when its call failed)."""
     with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as d:
         for r in range(N):
             if r in missing:
                 continue
             err, waited = errors[r]
             entries = [entry(s) for s in range(5)]
-            entries.append(entry(5, "failed", err, start=5 * S, end=5 * S + int(waited * S)))
+            end = 5 * S + int(waited * S)
+            entries.append(entry(5, "failed", err, start=5 * S, end=end))
+            report = None
+            if store:
+                done = store[r] != "pending"
+                report = {"store": store[r], "started_ns": end, "finished_ns": end + (S // 100 if done else 0),
+                          "first_failure_rank": 0 if store[r] == "reached" else -1}
             with open(os.path.join(d, "kolo-flight.job-1.world.%d.json" % r), "w") as f:
-                json.dump(record(r, entries), f)
+                json.dump(record(r, entries, (hosts or {}).get(r), report), f)
         out = subprocess.run([sys.executable, DOCTOR, d], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              timeout=60)
         return out.stdout.decode()
@@ -77,6 +86,29 @@ def main():
     ok &= expect("killed rank, over TCP", text, "culprit: rank 2: died (world)", ["died"])
     text = diagnose({0: ("PEER_LOST: rank 0 lost a peer", 0.1), 1: (timeout % 0, 2.0), 3: (timeout % 0, 2.0)}, {2})
     ok &= expect("killed rank, no peer named", text, "culprit: rank 2: died (world)", ["died"])
+    # A partition: rank 2's host's link went down. Every rank waited for its
+    # ring neighbour (rank 2's wait crosses the cut, and so do the others'
+    # in a ring), all left records, and only rank 2's failure never reached
+    # the store on rank 0 (dumped while still waiting for it, or given up).
+    ring = {r: (timeout % ((r - 1) % N), 2.0) for r in range(N)}
+    for late_report in ("pending", "unreachable"):
+        text = diagnose(ring, set(), store={0: "reached", 1: "reached", 2: late_report, 3: "reached"})
+        ok &= expect("partition, rank 2's host cut off (its report %s)" % late_report, text,
+                     "culprit: rank 2: partition (world)", ["cut off from the others by the network",
+                                                            "ranks 0, 1, 3 reached the job's store"])
+    # Rank 0's host cut off: the others cannot reach its store.
+    text = diagnose(ring, set(), store={0: "reached", 1: "unreachable", 2: "pending", 3: "unreachable"})
+    ok &= expect("partition, the store's host cut off", text, "culprit: rank 0: partition (world)",
+                 ["cut off from the others by the network"])
+    # Two hosts of two ranks apart: the side without the store is named.
+    text = diagnose(ring, set(), hosts={0: "a", 1: "a", 2: "b", 3: "b"},
+                    store={0: "reached", 1: "reached", 2: "unreachable", 3: "unreachable"})
+    ok &= expect("partition, 2 x 2 hosts", text, "culprit: ranks 2, 3: partition (world)", ["on host b were cut off"])
+    # Every report answered: timeouts with no one cut off are not a partition.
+    text = diagnose(ring, set(), store={r: "reached" for r in range(N)})
+    ok &= expect("timeouts, every report through", text,
+                 "culprit: unknown: calls failed, but no rank stands out (each rank's first error is below)",
+                 ["rank 2 failed call #5 (broadcast float32 count 1000 root 1)"])
     print("kolo_doctor_test: %s" % ("all cases passed" if ok else "FAILED"))
     return 0 if ok else 1
 
