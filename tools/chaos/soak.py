@@ -3,12 +3,17 @@
 (tools/chaos/train.py under `kolorun --min-np 1 --max-np N -H ...`) and
 injects faults at random steps, then says how the job took each one.
 
-    tools/chaos/soak.py [--hosts h0:2,h1:2] [--faults 100] [--kinds kill,stop,slow,shm]
-                        [--seed 1] [--timeout 3] [--report FILE.md]
+    tools/chaos/soak.py [--hosts h0:2,h1:2] [--netns] [--faults 100]
+                        [--kinds kill,stop,slow,shm,link] [--seed 1] [--timeout 3]
+                        [--report FILE.md]
 
 Hosts are emulated by name (each worker's KOLO_HOSTNAME): workers of one
-host share memory, and reach the others over TCP. Faults, each on a random
-worker once the job is whole again and has trained a few steps:
+host share memory, and reach the others over TCP. With --netns (root) each
+host is a network namespace with its own address and link
+(tools/netns.sh, namespaces named KOLO_NETNS_PREFIX, default "kchaos-",
+then h<i>; kolorun --netns), so a host's link can be taken down. Faults,
+each on a random worker once the job is whole again and has trained a few
+steps:
   kill   SIGKILL; the driver restarts the worker, which rejoins
   stop   SIGSTOP for longer than the deadline (KOLO_TIMEOUT_S), then
          SIGCONT; the others time out and reset, and the driver ends the
@@ -17,6 +22,9 @@ worker once the job is whole again and has trained a few steps:
          must cost time and nothing else
   shm    removes the job's /dev/shm segments (kolo unlinks a segment once
          both ends have mapped it, so there is seldom one to remove)
+  link   (--netns) takes the worker's host's link down for longer than the
+         deadline, then up: both sides time out, reset, and the host's
+         workers rejoin once they reach rank 0's rendezvous again
 For each fault it records: the detection time (injection to the survivors'
 failed collective), the time until the survivors train again (their first
 committed step after the reset), the replacement's time from its start to
@@ -32,7 +40,6 @@ import os
 import random
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,6 +48,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+NETNS = os.path.join(REPO, "tools", "netns.sh")
+
+
+def netns(env, *args):
+    subprocess.run(["bash", NETNS] + [str(a) for a in args], env=env, check=True, stdout=subprocess.DEVNULL)
 
 
 class Job:
@@ -129,6 +141,7 @@ def main():
     ap.add_argument("--hosts", default="h0:2,h1:2")
     ap.add_argument("--faults", type=int, default=100)
     ap.add_argument("--kinds", default="kill,stop,slow,shm")
+    ap.add_argument("--netns", action="store_true", help="hosts as network namespaces (root; needed by link)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--in-order", action="store_true", help="the kinds in turn, not at random")
     ap.add_argument("--timeout", type=float, default=3.0, help="KOLO_TIMEOUT_S")
@@ -138,14 +151,26 @@ def main():
     opts = ap.parse_args()
     size = sum(int(h.split(":")[1]) for h in opts.hosts.split(","))
     kinds = opts.kinds.split(",")
+    if "link" in kinds and not opts.netns:
+        ap.error("the link fault needs --netns")
     rng = random.Random(opts.seed)
     work = tempfile.mkdtemp(prefix="kolo-chaos-")
     stop_file = os.path.join(work, "stop")
     env = dict(os.environ, KOLO_TIMEOUT_S=str(opts.timeout), KOLO_ELASTIC_VERBOSE="1", PYTHONUNBUFFERED="1")
     grace = opts.timeout + 1
+    hosts = opts.hosts
+    emulated = []
+    if opts.netns:
+        prefix = env.setdefault("KOLO_NETNS_PREFIX", "kchaos-")
+        # The i-th host given is namespace <prefix>h<i>.
+        emulated = ["%sh%d" % (prefix, i) for i in range(len(hosts.split(",")))]
+        hosts = ",".join("%s:%s" % (name, h.split(":")[1]) for name, h in zip(emulated, hosts.split(",")))
+        netns(env, "up", len(emulated))
     cmd = [sys.executable, os.path.join(REPO, "tools", "kolorun"), "-np", str(size), "--min-np", "1", "--max-np",
-           str(size), "-H", opts.hosts, "--host-failure-limit", "1000000", "--reset-grace", str(grace),
-           sys.executable, os.path.join(HERE, "train.py"), stop_file, str(size)]
+           str(size), "-H", hosts, "--host-failure-limit", "1000000", "--reset-grace", str(grace)]
+    if emulated:
+        cmd += ["--netns", "%s:%d" % (env["KOLO_NETNS_PREFIX"], len(emulated))]
+    cmd += [sys.executable, os.path.join(HERE, "train.py"), stop_file, str(size)]
     job = Job(cmd, env)
     records = []
     hang = False
@@ -172,6 +197,11 @@ def main():
                     os.kill(pid, signal.SIGCONT)
                 elif kind == "shm":
                     removed = remove_segments(None)
+                elif kind == "link":
+                    host = emulated.index(victim.rpartition(":")[0])
+                    netns(env, "link-down", host)
+                    time.sleep(opts.timeout + 1.5)
+                    netns(env, "link-up", host)
             except ProcessLookupError:
                 pass
             recovered = job.wait_whole(size, opts.steps_between, t0 + 60)
@@ -203,6 +233,8 @@ def main():
     finally:
         if job.proc.poll() is None:
             os.killpg(job.proc.pid, signal.SIGKILL)
+        if emulated:
+            netns(env, "down")
     time.sleep(0.5)
     if opts.log:
         with open(opts.log, "w") as f:
@@ -230,7 +262,8 @@ def main():
     lines.append("")
     lines.append("%d faults on %s (%d workers), KOLO_TIMEOUT_S=%g, seed %d; final parameters %s on %d workers at "
                  "step %s; shm segments found to remove: %s" % (
-                     len(records), opts.hosts, size, opts.timeout, opts.seed,
+                     len(records), hosts + (" (network namespaces)" if emulated else ""), size, opts.timeout,
+                     opts.seed,
                      "bit-identical" if identical else "NOT identical (%s)" % sorted(digests), len(finals),
                      sorted(steps) if steps else "-", sum(removed) if removed else 0))
     text = "\n".join(lines)

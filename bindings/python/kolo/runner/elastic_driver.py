@@ -1,8 +1,9 @@
 """The elastic driver of `kolorun --min-np N --max-np M
 [--host-discovery-script S | -H host:slots,...]`: Horovod's elastic driver
 semantics for kolo workers on this machine (each worker is told its host
-name, so workers of different "hosts" are told apart as separate hosts are,
-and emulated hosts in network namespaces work the same way).
+name, so workers of different "hosts" are told apart as separate hosts are),
+or on emulated hosts in network namespaces (`--netns PREFIX:K`: hosts named
+PREFIXh<i>, see EmulatedHosts).
 
 It starts -np workers on the hosts' slots, then keeps the job going:
 - a worker that fails (exits non-zero) is restarted on its slot, joining
@@ -36,6 +37,7 @@ Workers ask over HTTP on 127.0.0.1 (KOLO_ELASTIC_DRIVER):
       at once, or (wait) once there is an event newer than T or S s passed
 Standard library only: kolorun loads this file by its path.
 """
+import ctypes
 import http.server
 import json
 import os
@@ -73,6 +75,71 @@ def parse_hosts(text, default_slots=1):
     return hosts
 
 
+CLONE_NEWNET = 0x40000000  # <sched.h>: setns() into a network namespace
+
+
+def in_netns(name, fn):
+    """fn() called on a thread that has entered network namespace `name`
+    (made by `ip netns add`), returning what it returns. A thread's network
+    namespace is its own, so the driver's other threads stay where they
+    are, and a socket keeps the namespace it was made in: a server socket
+    made here serves that namespace's own 127.0.0.1."""
+    result = {}
+
+    def enter():
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(os.path.join("/var/run/netns", name), os.O_RDONLY)
+            try:
+                if libc.setns(fd, CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, "cannot enter network namespace %s: %s" % (name, os.strerror(err)))
+            finally:
+                os.close(fd)
+            result["value"] = fn()
+        except BaseException as e:  # handed to the caller's thread
+            result["error"] = e
+
+    t = threading.Thread(target=enter)
+    t.start()
+    t.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+class EmulatedHosts:
+    """`kolorun --netns PREFIX:K`: hosts named PREFIXh<i> are the network
+    namespaces tools/netns.sh made, each with its own address (10.77.0.<i+1>)
+    on one bridge. Their workers run inside them (`ip netns exec`), a rank 0
+    there serves the version's rendezvous on that address, and the driver
+    answers each namespace on its own loopback, so a host's link taken down
+    cuts it from the other hosts, as on a cluster, and not from the driver."""
+
+    def __init__(self, spec):
+        prefix, _, count = spec.rpartition(":")
+        if not prefix or not count.isdigit() or int(count) < 1:
+            raise ValueError("--netns wants PREFIX:K, e.g. kolo-:4 (got %r)" % spec)
+        self.names = ["%sh%d" % (prefix, i) for i in range(int(count))]
+        for name in self.names:
+            if not os.path.exists(os.path.join("/var/run/netns", name)):
+                raise ValueError("no network namespace %s: make the hosts first (tools/netns.sh up %s, with "
+                                 "KOLO_NETNS_PREFIX=%s)" % (name, count, prefix))
+
+    def index(self, host):
+        return self.names.index(host) if host in self.names else None
+
+    def address(self, host):
+        i = self.index(host)
+        return "127.0.0.1" if i is None else "10.77.0.%d" % (i + 1)
+
+    def argv(self, host, argv):
+        return argv if self.index(host) is None else ["ip", "netns", "exec", host] + argv
+
+    def default_hosts(self, slots):
+        return ",".join("%s:%d" % (name, slots) for name in self.names)
+
+
 class Worker:
     def __init__(self, host, slot, proc):
         self.host, self.slot, self.proc = host, slot, proc
@@ -102,13 +169,19 @@ class ElasticDriver:
         self.asking_since = None
         self.finishing = False  # a worker has finished: no new version, and who asks for one exits
         self.pumps = []
-        self.port = 0
-        self.server = None
+        # Emulated hosts (--netns), and the driver's server on each network
+        # namespace that has workers (None: this machine's own).
+        self.emulated = EmulatedHosts(opts.netns) if getattr(opts, "netns", "") else None
+        self.servers = {}  # namespace or None -> ThreadingHTTPServer
         self.failure = None  # why the job failed: "reset-limit", "min-np", "no-hosts" or a worker's failure
         self.leaving = {}  # id -> (Worker, deadline): on a removed host, to leave at its next reset
 
     # -- what workers ask -------------------------------------------------
-    def serve(self):
+    def serve(self, namespace=None):
+        """The driver's server on 127.0.0.1 of `namespace` (None: this
+        machine's own), started once; returns its port."""
+        if namespace in self.servers:
+            return self.servers[namespace].server_address[1]
         driver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -135,10 +208,18 @@ class ElasticDriver:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the worker is gone (it exited while it waited for an answer)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        def make():
+            return http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+        server = make() if namespace is None else in_netns(namespace, make)
+        server.daemon_threads = True
+        self.servers[namespace] = server
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server.server_address[1]
+
+    def namespace(self, host):
+        """The network namespace a host's workers run in (None: this machine's)."""
+        return host if self.emulated and self.emulated.index(host) is not None else None
 
     def wait_assignment(self, worker, after):
         # The driver publishes a version or ends the job within these.
@@ -204,7 +285,8 @@ class ElasticDriver:
     def start_worker(self, host, slot):
         env = dict(self.env)
         wid = "%s:%d" % (host, slot)
-        env.update({"KOLO_ELASTIC_DRIVER": "127.0.0.1:%d" % self.port, "KOLO_ELASTIC_WORKER": wid,
+        env.update({"KOLO_ELASTIC_DRIVER": "127.0.0.1:%d" % self.serve(self.namespace(host)),
+                    "KOLO_ELASTIC_WORKER": wid,
                     "KOLO_ELASTIC_RESTARTS": str(self.restarts.get(wid, 0)),
                     "KOLO_HOSTNAME": host, "HOROVOD_HOSTNAME": host})
         for var in ("KOLO_RANK", "KOLO_WORLD_SIZE", "KOLO_LOCAL_RANK", "KOLO_LOCAL_WORLD_SIZE", "RANK",
@@ -212,7 +294,8 @@ class ElasticDriver:
             env.pop(var, None)
         if self.python_path:
             env["PYTHONPATH"] = self.python_path
-        proc = subprocess.Popen(self.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        argv = self.emulated.argv(host, self.argv) if self.emulated else self.argv
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
         w = Worker(host, slot, proc)
         prefix = b"" if self.opts.no_prefix else ("[%s] " % w.id).encode()
@@ -256,7 +339,11 @@ class ElasticDriver:
         per_host = {}
         for w in live:
             per_host.setdefault(w.host, []).append(w)
-        master_port = free_port()
+        # Rank 0 serves the version's rendezvous: on its host's address, at a
+        # port free there.
+        home = self.namespace(live[0].host) if live else None
+        master_addr = self.emulated.address(live[0].host) if home else "127.0.0.1"
+        master_port = in_netns(home, lambda: free_port(master_addr)) if home else free_port()
         with self.cond:
             self.version += 1
             self.assignment = {}
@@ -265,7 +352,7 @@ class ElasticDriver:
                 self.assignment[w.id] = {
                     "version": self.version, "rank": rank, "size": len(live),
                     "local_rank": per_host[w.host].index(w), "local_size": len(per_host[w.host]),
-                    "master_addr": "127.0.0.1", "master_port": master_port,
+                    "master_addr": master_addr, "master_port": master_port,
                     "hosts_timestamp": self.host_timestamp,
                     "job_id": "%s-v%d" % (self.env.get("KOLO_JOB_ID", "elastic"), self.version)}
             self.cond.notify_all()
@@ -483,9 +570,14 @@ class ElasticDriver:
                 self.end_worker(w, signal.SIGKILL)
         for t in self.pumps:
             t.join(timeout=2)
-        if self.server:
-            self.server.shutdown()
+        for server in self.servers.values():
+            server.shutdown()
 
 
 def run(opts, argv, env, python_path, out_lock):
-    return ElasticDriver(opts, argv, env, python_path, out_lock).run()
+    try:
+        driver = ElasticDriver(opts, argv, env, python_path, out_lock)
+    except ValueError as e:  # the emulated hosts (--netns) are not there
+        sys.stderr.write("kolorun: %s\n" % e)
+        return 2
+    return driver.run()
