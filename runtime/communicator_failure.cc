@@ -138,7 +138,7 @@ void Communicator::abort() {
 void Communicator::revoke() {
   {
     std::lock_guard<std::mutex> lock(engine_mutex_);
-    if (engine_) engine_->abort();
+    if (engine_) engine_->revoke();
   }
   if (failed_.load()) return;
   Status why = revoked("rank " + std::to_string(world_.rank) + " revoked the communicator" + world_.description +

@@ -102,6 +102,15 @@ void Engine::abort() {
   wake_.notify_all();
 }
 
+void Engine::revoke() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_requested_ = true;
+  aborted_ = true;
+  revoked_ = true;
+  if (comm_) comm_->revoke();
+  wake_.notify_all();
+}
+
 Status Engine::error() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stopped_ && !stopped_by_shutdown_ ? stop_status_ : Status::ok();
@@ -124,7 +133,11 @@ void Engine::thread_main() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       comm_ = std::move(comm);
-      if (aborted_) comm_->abort();  // an abort that came while connecting
+      if (revoked_) {  // an abort or revoke that came while connecting
+        comm_->revoke();
+      } else if (aborted_) {
+        comm_->abort();
+      }
     }
     comm_->attach(&fusion_);
     comm_->attach(&scratch_);

@@ -76,6 +76,8 @@ class Engine {
 
   // Any thread: fails everything pending with ABORTED (the peers learn too).
   void abort();
+  // The same for kolo_comm_revoke: what is pending fails with REVOKED.
+  void revoke();
   // Why the engine broke, for kolo_comm_get_async_error: OK while it works,
   // before it starts, and once a rank shut it down (this one or another: the
   // job finishing, or a rank leaving), which is no failure of the
@@ -133,6 +135,7 @@ class Engine {
   bool join_pending_ = false;
   bool stop_requested_ = false;
   bool aborted_ = false;
+  bool revoked_ = false;  // aborted by a revoke of the communicator
   bool started_ = false;
   bool stopped_ = false;
   bool stopped_by_shutdown_ = false;
