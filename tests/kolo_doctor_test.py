@@ -43,8 +43,11 @@ def diagnose(errors, missing, hosts=None, store=None):
             entries.append(entry(5, "failed", err, start=5 * S, end=end))
             report = None
             if store:
-                done = store[r] != "pending"
-                report = {"store": store[r], "started_ns": end, "finished_ns": end + (S // 100 if done else 0),
+                # "unreachable": waited out its 2 s; "refused": at once
+                # (rank 0's process had ended); "pending": still waiting.
+                state = "unreachable" if store[r] == "refused" else store[r]
+                took = {"reached": S // 100, "unreachable": 2 * S, "refused": S // 1000, "pending": 0}[store[r]]
+                report = {"store": state, "started_ns": end, "finished_ns": end + took,
                           "first_failure_rank": 0 if store[r] == "reached" else -1}
             with open(os.path.join(d, "kolo-flight.job-1.world.%d.json" % r), "w") as f:
                 json.dump(record(r, entries, (hosts or {}).get(r), report), f)
@@ -99,6 +102,12 @@ def main():
     # Rank 0's host cut off: the others cannot reach its store.
     text = diagnose(ring, set(), store={0: "reached", 1: "unreachable", 2: "pending", 3: "unreachable"})
     ok &= expect("partition, the store's host cut off", text, "culprit: rank 0: partition (world)",
+                 ["cut off from the others by the network"])
+    # Rank 0 ended at once after its own failure, taking the store: ranks 1
+    # and 2 were refused in no time, which says nothing of the network;
+    # rank 3 waited in vain.
+    text = diagnose(ring, set(), store={0: "reached", 1: "refused", 2: "refused", 3: "unreachable"})
+    ok &= expect("partition, the store gone with rank 0 for the others", text, "culprit: rank 3: partition (world)",
                  ["cut off from the others by the network"])
     # Two hosts of two ranks apart: the side without the store is named.
     text = diagnose(ring, set(), hosts={0: "a", 1: "a", 2: "b", 3: "b"},
