@@ -6,7 +6,11 @@
 # kolo_tcp (KOLO_TRANSPORT=tcp) against the best TCP peer (Gloo, Open MPI
 # over tcp); and kolo's busbw as a fraction of the memory-bandwidth bound
 # (every rank must at least read its input and write its output: N copies
-# of the buffer, at the memcpy bandwidth of all cores measured each round).
+# of the buffer, at the memcpy bandwidth of all cores measured each round),
+# and kolo_tcp's as a fraction of the TCP ring bound (the loopback ceiling
+# that bench/peers/tcp_ceiling measures each round, two concurrent streams,
+# over N: a ring on one host keeps N streams busy, and their bytes share
+# what the cores can push through the kernel).
 #   Usage: bash bench/duel.sh [N ...]   (default 2 4)
 #   SIZE (67108864)  ROUNDS (5)  ITERS (16)
 #   BASELINE: another kolo_bench (e.g. built from an earlier commit) run in
@@ -20,7 +24,7 @@ SIZE="${SIZE:-67108864}"
 ROUNDS="${ROUNDS:-5}"
 ITERS="${ITERS:-16}"
 
-build_and_copy duel //bench:kolo_bench //bench:memcpy_bandwidth
+build_and_copy duel //bench:kolo_bench //bench:memcpy_bandwidth //bench/peers:tcp_ceiling
 RESULTS="$WORK/results"
 BENCHES=("kolo $WORK/kolo_bench" "kolo_tcp $WORK/kolo_bench KOLO_TRANSPORT=tcp")
 if [[ -n "${BASELINE:-}" ]]; then
@@ -31,6 +35,7 @@ fi
 for ((round = 1; round <= ROUNDS; round++)); do
   echo "== round $round of $ROUNDS" >&2
   "$WORK/memcpy_bandwidth" | awk '{print "memcpy 0", $2}' >>"$RESULTS"
+  "$WORK/tcp_ceiling" | awk '/tcp_two_streams_GBps/ {print "tcp_ceiling 0", $2}' >>"$RESULTS"
   for n in "${NS[@]}"; do
     for bench in "${BENCHES[@]}"; do
       read -r name binary settings <<<"$bench"
@@ -48,11 +53,16 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 echo "# busbw (GB/s) at $SIZE bytes, median of $ROUNDS interleaved rounds; kolo/best = kolo over the best peer"
-MEMCPY=$(awk '$1 == "memcpy" {print $3}' "$RESULTS" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
-echo "# memcpy bandwidth, all cores: median $MEMCPY GB/s"
+median_of() {
+  awk -v k="$1" '$1 == k {print $3}' "$RESULTS" | sort -g |
+    awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+MEMCPY=$(median_of memcpy)
+TCP_CEILING=$(median_of tcp_ceiling)
+echo "# memcpy bandwidth, all cores: median $MEMCPY GB/s; loopback TCP, two streams: median $TCP_CEILING GB/s"
 for n in "${NS[@]}"; do
   awk -v n="$n" '$2 == n {print $1, $3}' "$RESULTS" | sort -k1,1 -k2,2g |
-    awk -v n="$n" -v memcpy="$MEMCPY" '
+    awk -v n="$n" -v memcpy="$MEMCPY" -v tcp_ceiling="$TCP_CEILING" '
       {v[$1] = v[$1] " " $2; c[$1]++}
       END {
         for (k in v) {
@@ -70,6 +80,8 @@ for n in "${NS[@]}"; do
         if (best_tcp > 0) printf "N=%s kolo_tcp/best TCP peer = %.2fx (%s)\n", n, tcp / best_tcp, best_tcp_name;
         bound = 2 * (n - 1) / n * memcpy / n;
         if (memcpy > 0) printf "N=%s kolo = %.0f%% of the memory-bandwidth bound (%.2f GB/s busbw)\n", n, 100 * kolo / bound, bound;
+        if (tcp_ceiling > 0 && tcp > 0)
+          printf "N=%s kolo_tcp = %.0f%% of the TCP ring bound (%.2f GB/s busbw)\n", n, 100 * tcp / (tcp_ceiling / n), tcp_ceiling / n;
         if (base > 0) printf "N=%s kolo/kolo_baseline = %.2fx\n", n, kolo / base;
       }'
 done
