@@ -168,7 +168,10 @@ Status Communicator::make_transport(const std::string& store_prefix,
   arena_kind_ = opened.size() == 1 ? routes.kind[world_.rank == 0 ? 1 : 0] : nullptr;
   // Said once per process, for the first communicator (the world).
   static std::once_flag told;
-  std::call_once(told, [&] { KOLO_INFO("transports: " << routes.summary); });
+  std::call_once(told, [&] {
+    KOLO_INFO("transports: " << routes.summary);
+    if (!routes.same_machine_warning.empty()) KOLO_WARN(routes.same_machine_warning);
+  });
   KOLO_DEBUG("transports" << world_.description << ": " << routes.summary);
   if (opened.size() == 1) {
     transport_ = std::move(opened[0]);

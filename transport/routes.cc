@@ -51,7 +51,22 @@ Status choose_routes(const std::vector<RankFacts>& facts, int rank, const std::s
     groups[{chosen, why}].push_back(peer);
   }
   out->summary.clear();
+  out->same_machine_warning.clear();
+  const bool first_of_machine =
+      std::none_of(facts.begin(), facts.begin() + rank, [&](const RankFacts& f) { return f.host == facts[rank].host; });
   for (const auto& g : groups) {
+    const TransportKind* kind = kinds[g.first.first];
+    std::vector<int> here;
+    for (int peer : g.second) {
+      if (facts[peer].host == facts[rank].host) here.push_back(peer);
+    }
+    if (first_of_machine && forced == "auto" && !kind->shares_memory() && !here.empty() &&
+        out->same_machine_warning.empty()) {
+      out->same_machine_warning = "rank" + std::string(here.size() > 1 ? "s " : " ") + rank_ranges(here) +
+                                  " of this machine" + (here.size() > 1 ? " reach" : " reaches") + " rank " +
+                                  std::to_string(rank) + " over " + kind->name() +
+                                  ", not shared memory, several times slower: " + g.first.second;
+    }
     out->summary += (out->summary.empty() ? "" : "; ") + std::string(kinds[g.first.first]->name()) + " to rank" +
                     (g.second.size() > 1 ? "s " : " ") + rank_ranges(g.second) + " (" + g.first.second + ")";
   }

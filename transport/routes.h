@@ -29,6 +29,11 @@ struct RankFacts {
 struct Routes {
   std::vector<const TransportKind*> kind;  // per rank (this rank's: nullptr)
   std::string summary;  // "shm to ranks 1-3 (same machine); tcp to ranks 4-7 (...)"
+  // On the first rank of each machine, when ranks of that machine reach
+  // each other without shared memory (too little /dev/shm, say): a sentence
+  // saying so and why, for a warning (it costs several times the speed);
+  // otherwise empty.
+  std::string same_machine_warning;
 };
 // The kinds that carry host memory. forced: KOLO_TRANSPORT ("auto" chooses
 // per peer). A forced transport that cannot reach a peer is an error

@@ -53,6 +53,8 @@ TEST(Routes, EveryPairChoosesAlike) {
   EXPECT_EQ(name_of(routes[1].kind[3]), "tcp");
   EXPECT_EQ(routes[0].summary, "shm to rank 1 (same machine); ib to ranks 2, 4 (another machine); "
                                "tcp to rank 3 (another machine; RDMA on one end only)");
+  // Other machines over RDMA or TCP are no cause for a warning.
+  for (int r = 0; r < n; ++r) EXPECT_EQ(routes[r].same_machine_warning, "") << r;
 }
 
 TEST(Routes, ForcedTransportGoesToEveryPeer) {
@@ -92,6 +94,15 @@ TEST(Routes, SmallDevShmFallsBackToTcpAndSaysHowToFixIt) {
             std::string::npos)
       << r0.summary;
   EXPECT_NE(r0.summary.find("--shm-size"), std::string::npos) << r0.summary;
+  // The machine's first rank warns, once for the machine; the others do not.
+  EXPECT_EQ(r0.same_machine_warning.rfind(
+                "ranks 1-3 of this machine reach rank 0 over tcp, not shared memory, several times slower: /dev/shm "
+                "has 8 MiB free",
+                0),
+            0u)
+      << r0.same_machine_warning;
+  EXPECT_NE(r0.same_machine_warning.find("--shm-size"), std::string::npos) << r0.same_machine_warning;
+  EXPECT_EQ(r1.same_machine_warning, "");
 }
 
 TEST(Routes, ARankWithoutWritableShmIsReachedOtherwise) {
@@ -101,6 +112,12 @@ TEST(Routes, ARankWithoutWritableShmIsReachedOtherwise) {
   ASSERT_TRUE(choose_routes(facts, 0, "auto", &routes).is_ok());
   EXPECT_EQ(name_of(routes.kind[1]), "tcp");
   EXPECT_EQ(routes.summary, "tcp to rank 1 (no writable /dev/shm; no RDMA device)");
+  EXPECT_EQ(routes.same_machine_warning,
+            "rank 1 of this machine reaches rank 0 over tcp, not shared memory, several times slower: no writable "
+            "/dev/shm; no RDMA device");
+  // Forced by KOLO_TRANSPORT: what the user asked for, no warning.
+  ASSERT_TRUE(choose_routes(facts, 0, "tcp", &routes).is_ok());
+  EXPECT_EQ(routes.same_machine_warning, "");
 }
 
 }  // namespace

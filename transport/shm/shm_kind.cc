@@ -48,7 +48,8 @@ class ShmKind final : public TransportKind {
     if (have < need) {
       *why_not = "/dev/shm has " + std::to_string(have >> 20) + " MiB free and " + std::to_string(ranks_on_host) +
                  " ranks here need " + std::to_string((need + (1 << 20) - 1) >> 20) +
-                 " MiB (in a container, raise it: docker run --shm-size=1g)";
+                 " MiB (in a container, raise it: docker run --shm-size=" +
+                 std::to_string(((need >> 20) / 256 + 1) * 256) + "m)";
       return false;
     }
     return true;
