@@ -24,6 +24,7 @@ struct TransportContext {
   Store* store = nullptr;
   int rank = 0;
   int size = 1;
+  int ranks_on_host = 1;     // the communicator's ranks on this rank's machine
   std::string store_prefix;  // the communicator's ("", "engine/"); each kind adds its own name
   std::string job_name;      // the job's; communicators tell theirs apart by store_prefix
   std::string bind_address;  // where this rank listens, when a kind listens

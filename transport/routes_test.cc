@@ -105,6 +105,16 @@ TEST(Routes, SmallDevShmFallsBackToTcpAndSaysHowToFixIt) {
   EXPECT_EQ(r1.same_machine_warning, "");
 }
 
+TEST(Routes, SixtyFourRanksOfAMachineShareMemoryInLinearSpace) {
+  // 64 ranks: rings shrink as they multiply (transport/shm/ring.h), so
+  // 1.5 GiB of /dev/shm is room enough (rings of 1 MiB each would need 4).
+  const std::vector<RankFacts> facts(64, on("a", false, uint64_t{3} << 29));
+  Routes routes;
+  ASSERT_TRUE(choose_routes(facts, 0, "auto", &routes).is_ok());
+  EXPECT_EQ(name_of(routes.kind[63]), "shm") << routes.summary;
+  EXPECT_EQ(routes.same_machine_warning, "");
+}
+
 TEST(Routes, ARankWithoutWritableShmIsReachedOtherwise) {
   std::vector<RankFacts> facts = {on("a"), on("a")};
   facts[1].offers.erase("shm");

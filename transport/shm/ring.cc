@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -30,6 +31,14 @@ Status map_fd(int fd, size_t bytes, ShmRingHeader** out) {
 }  // namespace
 
 size_t ShmRingShape::segment_bytes() const { return kSlotsAt + slots * slot_stride(slot_bytes); }
+
+ShmRingShape ShmRingShape::for_ranks_on_host(int ranks_on_host) {
+  ShmRingShape shape;
+  const uint64_t peers = static_cast<uint64_t>(std::max(1, ranks_on_host - 1));
+  const uint64_t fits = kRingBytesPerRank / peers / shape.slots / 4096 * 4096;  // payload per slot
+  shape.slot_bytes = std::max<uint64_t>(16 << 10, std::min<uint64_t>(shape.slot_bytes, fits));
+  return shape;
+}
 
 Status ShmRing::create(const std::string& name, const ShmRingShape& shape, uint64_t job_id, int from, int to,
                        ShmRing* out) {

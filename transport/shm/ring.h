@@ -55,6 +55,15 @@ struct ShmRingShape {
   uint32_t slots = 8;
   uint64_t slot_bytes = 128 << 10;
   size_t segment_bytes() const;
+
+  // The rings a rank sends on when `ranks_on_host` ranks share the machine:
+  // the default up to 17 ranks; beyond, slots shrink (down to 16 KiB) so
+  // that a rank's rings to all its machine's peers stay within
+  // kRingBytesPerRank, and /dev/shm grows with the ranks, not their square
+  // (64 ranks: about 1 GiB of rings instead of 4). The receiver reads the
+  // shape from the ring's header, so both ends need not compute it alike.
+  static constexpr uint64_t kRingBytesPerRank = uint64_t{16} << 20;
+  static ShmRingShape for_ranks_on_host(int ranks_on_host);
 };
 
 // A mapped segment: the sender's or the receiver's view.

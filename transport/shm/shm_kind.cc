@@ -40,8 +40,10 @@ class ShmKind final : public TransportKind {
     // Room for a ring each way between every two ranks of the machine (a
     // communicator connects fewer pairs, lazily; the rest is for the
     // engine's and splits' communicators), and the allreduce arenas of the
-    // world and the engine's communicator.
-    const uint64_t rings = static_cast<uint64_t>(ranks_on_host) * (ranks_on_host - 1) * ShmRingShape{}.segment_bytes();
+    // world and the engine's communicator: linear in the ranks, since the
+    // rings shrink as they multiply.
+    const uint64_t rings = static_cast<uint64_t>(ranks_on_host) * (ranks_on_host - 1) *
+                           ShmRingShape::for_ranks_on_host(ranks_on_host).segment_bytes();
     const uint64_t need = rings + 2 * static_cast<uint64_t>(ranks_on_host) * ShmArenaOptions{}.slot_bytes;
     const uint64_t have = std::min(std::strtoull(a.offer->c_str(), nullptr, 10),
                                    std::strtoull(b.offer->c_str(), nullptr, 10));
@@ -57,6 +59,7 @@ class ShmKind final : public TransportKind {
 
   Status open(const TransportContext& c, std::unique_ptr<DirectTransport>* out) const override {
     ShmOptions options;
+    options.ring = ShmRingShape::for_ranks_on_host(c.ranks_on_host);
     options.store_prefix = c.store_prefix + "shm/";
     options.job_id = job_id_from_name(c.job_name + c.store_prefix);
     std::unique_ptr<ShmTransport> t;

@@ -74,6 +74,31 @@ std::vector<std::string> kolo_segments(uint64_t job_id) {
   return names;
 }
 
+TEST(ShmRingShape, RingsGrowWithTheRanksOnTheHostNotTheirSquare) {
+  // Up to 17 ranks on a machine: the default rings (8 slots of 128 KiB).
+  for (int ranks : {1, 2, 4, 8, 17}) {
+    const ShmRingShape shape = ShmRingShape::for_ranks_on_host(ranks);
+    EXPECT_EQ(shape.slots, ShmRingShape{}.slots) << ranks;
+    EXPECT_EQ(shape.slot_bytes, ShmRingShape{}.slot_bytes) << ranks;
+  }
+  // Beyond, a rank's rings to all its machine's peers stay within the
+  // budget (plus each ring's header and chunk headers), in whole pages.
+  uint64_t previous = ShmRingShape{}.slot_bytes;
+  for (int ranks : {18, 24, 32, 48, 64, 100, 129}) {
+    const ShmRingShape shape = ShmRingShape::for_ranks_on_host(ranks);
+    const uint64_t per_rank = static_cast<uint64_t>(ranks - 1) * shape.segment_bytes();
+    EXPECT_LE(per_rank, ShmRingShape::kRingBytesPerRank + static_cast<uint64_t>(ranks - 1) * 1024) << ranks;
+    EXPECT_GE(shape.slot_bytes, uint64_t{16} << 10) << ranks;
+    EXPECT_EQ(shape.slot_bytes % 4096, 0u) << ranks;
+    EXPECT_LE(shape.slot_bytes, previous) << ranks;
+    previous = shape.slot_bytes;
+  }
+  // 64 ranks: about 1 GiB of rings on the machine, not 4.
+  const uint64_t machine = 64ull * 63 * ShmRingShape::for_ranks_on_host(64).segment_bytes();
+  EXPECT_LT(machine, uint64_t{1100} << 20);
+  EXPECT_EQ(ShmRingShape::for_ranks_on_host(1000).slot_bytes, uint64_t{16} << 10);  // the floor
+}
+
 TEST(ShmTransport, MessagesAroundTheSlotSizeKeepOrderAndBytes) {
   Pair pair(0x5a11);
   EXPECT_TRUE(kolo_segments(0x5a11).empty()) << "a connected pair leaves no name in /dev/shm";
