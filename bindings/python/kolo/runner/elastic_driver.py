@@ -136,9 +136,6 @@ class EmulatedHosts:
     def argv(self, host, argv):
         return argv if self.index(host) is None else ["ip", "netns", "exec", host] + argv
 
-    def default_hosts(self, slots):
-        return ",".join("%s:%d" % (name, slots) for name in self.names)
-
 
 class Worker:
     def __init__(self, host, slot, proc):
