@@ -135,12 +135,9 @@ TransportContext Communicator::transport_context(const std::string& store_prefix
   context.store = world_.store.get();
   context.rank = world_.rank;
   context.size = world_.size;
-  context.ranks_on_host = world_.facts.empty()
-                              ? 1
-                              : static_cast<int>(std::count_if(world_.facts.begin(), world_.facts.end(),
-                                                               [&](const RankFacts& f) {
-                                                                 return f.host == world_.facts[world_.rank].host;
-                                                               }));
+  // 1 until the ranks have met (offers are made before anyone is placed).
+  context.ranks_on_host =
+      std::max(1, static_cast<int>(std::count(world_.same_host.begin(), world_.same_host.end(), true)));
   context.store_prefix = store_prefix;
   context.job_name = world_.job_name;
   context.bind_address = world_.bind_address;
