@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 #include "collectives/dtype.h"
@@ -14,6 +15,7 @@
 
 namespace kolo {
 
+struct CostModel;
 struct HostLayout;
 class SharedArena;
 struct ScheduleContext;
@@ -31,14 +33,29 @@ struct Topology {
   // Memory every rank maps, when all run on this host (arena_allreduce.h);
   // else nullptr.
   SharedArena* arena = nullptr;
+  // Hosts the ranks run on, and the most ranks any of them holds.
+  int host_count = 1;
+  int ranks_per_host = 1;
+  // What the links cost (cost_model.h): among the entries that apply, the
+  // tables choose the one it estimates fastest. nullptr: the first that
+  // applies, in table order.
+  const CostModel* costs = nullptr;
 };
 
 // The sizes at which the choice changes (settings: KOLO_SMALL_ALLREDUCE_BYTES,
 // KOLO_ALGORITHM).
 struct Thresholds {
-  size_t small_bytes = 0;         // latency-bound up to here: recursive doubling
+  size_t small_bytes = 0;         // recursive doubling may run up to here
   size_t hierarchical_bytes = 0;  // the hierarchical schedules from here, where they apply
+  // KOLO_ALGORITHM naming one entry: it runs wherever it applies (its own
+  // size limits lifted by the two above), the cost model elsewhere.
+  // nullptr: auto.
+  const char* forced = nullptr;
 };
+
+inline bool is_forced(const Thresholds& th, const char* name) {
+  return th.forced != nullptr && std::strcmp(th.forced, name) == 0;
+}
 
 // One call, as a table sees it.
 struct Call {
@@ -56,6 +73,9 @@ struct Algorithm {
   // rank waiting for a peer that has already failed.
   void (*peers)(const Topology&, const Thresholds&, std::vector<int>* out);
   Status (*run)(const ScheduleContext&, const Topology&, const Args&);
+  // Its estimated time for the call, from topology.costs (never nullptr
+  // here): what the tables compare.
+  double (*seconds)(const Topology&, const Call&);
 };
 
 // The arguments of each collective's algorithms (already validated).
@@ -82,6 +102,15 @@ struct ReduceScatterArgs {
 using AllreduceAlgorithm = Algorithm<AllreduceArgs>;
 using AllgatherAlgorithm = Algorithm<AllgatherArgs>;
 using ReduceScatterAlgorithm = Algorithm<ReduceScatterArgs>;
+
+// An allreduce of one contiguous buffer (send == recv in place).
+using ContiguousAllreduce = Status (*)(const ScheduleContext&, const void* send, void* recv, size_t count,
+                                       DataType dtype, ReduceOp op);
+// Runs `allreduce` over the spans' concatenation: directly for one span,
+// else through one packed scratch buffer (what the latency-bound
+// algorithms do with fused tensors; the copies cost little next to their
+// exchanges).
+Status allreduce_over_one_buffer(const ScheduleContext& ctx, const AllreduceArgs& args, ContiguousAllreduce allreduce);
 
 // Peer helpers for entries.
 void add_peer(int peer, int rank, std::vector<int>* out);  // once, never rank itself

@@ -1,10 +1,13 @@
 #include "collectives/algorithms.h"
 
 #include <algorithm>
+#include <cstring>
+#include <string>
 
 #include "collectives/arena_allreduce.h"
 #include "collectives/hierarchical.h"
 #include "collectives/recursive_doubling.h"
+#include "collectives/tree.h"
 #include "common/log.h"
 
 namespace kolo {
@@ -20,11 +23,34 @@ void add_ring_neighbours(const std::vector<int>& members, int index, int rank, s
   add_peer(members[(index + n - 1) % n], rank, out);
 }
 
+Status allreduce_over_one_buffer(const ScheduleContext& ctx, const AllreduceArgs& a, ContiguousAllreduce allreduce) {
+  const std::vector<Span>& spans = a.spans;
+  size_t total = 0;
+  for (const Span& s : spans) total += s.count;
+  if (spans.size() == 1) return allreduce(ctx, spans[0].send, spans[0].recv, total, a.dtype, a.op);
+  const size_t elem_size = dtype_size(a.dtype);
+  auto* buf = static_cast<unsigned char*>(ctx.memory->scratch(total * elem_size));
+  if (!buf) return device_error("cannot allocate " + std::to_string(total * elem_size) + " bytes of scratch memory");
+  size_t at = 0;
+  for (const Span& s : spans) {
+    ctx.memory->copy(buf + at, s.send, s.count * elem_size);
+    at += s.count * elem_size;
+  }
+  KOLO_RETURN_IF_ERROR(allreduce(ctx, buf, buf, total, a.dtype, a.op));
+  at = 0;
+  for (const Span& s : spans) {
+    ctx.memory->copy(s.recv, buf + at, s.count * elem_size);
+    at += s.count * elem_size;
+  }
+  return Status::ok();
+}
+
 const std::vector<const AllreduceAlgorithm*>& allreduce_algorithms() {
   static const std::vector<const AllreduceAlgorithm*> table = {
       &kHierarchicalAllreduce,
       &kRecursiveDoublingAllreduce,
       &kSharedMemoryAllreduce,
+      &kTreeAllreduce,
       &kRingAllreduce,
   };
   return table;
@@ -51,13 +77,24 @@ namespace {
 template <typename Args>
 const Algorithm<Args>& choose(const char* collective, const std::vector<const Algorithm<Args>*>& table,
                               const Topology& topology, const Thresholds& thresholds, const Call& call) {
+  const Algorithm<Args>* best = nullptr;
+  double best_s = 0;
   for (const Algorithm<Args>* a : table) {
-    if (a->applies(topology, thresholds, call)) {
-      KOLO_DEBUG(collective << " of " << call.bytes << " bytes: " << a->name);
-      return *a;
+    if (!a->applies(topology, thresholds, call)) continue;
+    if (is_forced(thresholds, a->name)) {
+      best = a;
+      break;
     }
+    if (!topology.costs) {
+      if (!best) best = a;  // table order
+      continue;
+    }
+    const double s = a->seconds(topology, call);
+    if (!best || s < best_s) best = a, best_s = s;  // ties: the earlier entry
   }
-  return *table.back();  // applies always; reached only if an entry says otherwise
+  if (!best) best = table.back();  // applies always; reached only if an entry says otherwise
+  KOLO_DEBUG(collective << " of " << call.bytes << " bytes: " << best->name);
+  return *best;
 }
 
 bool host_memory(const ScheduleContext& ctx) { return ctx.memory->is_host(); }
@@ -70,6 +107,49 @@ const char* allreduce_algorithm(const Topology& topology, const Thresholds& thre
   call.bytes = bytes;
   call.host_memory = host_memory;
   return choose("allreduce", allreduce_algorithms(), topology, thresholds, call).name;
+}
+
+Estimate estimate(TableCollective collective, const Topology& topology, const Thresholds& thresholds, size_t bytes,
+                  bool host_memory) {
+  Call call;
+  call.bytes = bytes;
+  call.host_memory = host_memory;
+  Estimate e;
+  const auto fill = [&](const auto& a) {
+    e.algorithm = a.name;
+    e.seconds = topology.costs ? a.seconds(topology, call) : 0;
+  };
+  switch (collective) {
+    case TableCollective::kAllreduce:
+      fill(choose("allreduce", allreduce_algorithms(), topology, thresholds, call));
+      break;
+    case TableCollective::kAllgather:
+      fill(choose("allgather", allgather_algorithms(), topology, thresholds, call));
+      break;
+    case TableCollective::kReduceScatter:
+      fill(choose("reduce_scatter", reduce_scatter_algorithms(), topology, thresholds, call));
+      break;
+  }
+  return e;
+}
+
+std::string allreduce_choices(const Topology& topology, const Thresholds& thresholds) {
+  std::string text;
+  const char* current = nullptr;
+  const auto size_name = [](size_t b) {
+    if (b >= (size_t{1} << 30) && b % (size_t{1} << 30) == 0) return std::to_string(b >> 30) + "G";
+    if (b >= (1u << 20) && b % (1u << 20) == 0) return std::to_string(b >> 20) + "M";
+    if (b >= (1u << 10) && b % (1u << 10) == 0) return std::to_string(b >> 10) + "K";
+    return std::to_string(b);
+  };
+  // Powers of two from 4 bytes to 1 GiB: each entry's range, as far as
+  // the next size that chose another.
+  for (size_t b = 4; b <= (size_t{1} << 30); b *= 2) {
+    const char* name = allreduce_algorithm(topology, thresholds, b, /*host_memory=*/true);
+    if (current && std::strcmp(name, current) != 0) text += std::string(current) + " up to " + size_name(b / 2) + ", ";
+    current = name;
+  }
+  return text + current + (text.empty() ? " at every size" : " above");
 }
 
 Status allreduce(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,

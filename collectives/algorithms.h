@@ -4,11 +4,17 @@
 // (blocking, stream, asynchronous, the engine's fused operations, the v
 // variants) goes through these, so one call picks alike whatever the entry.
 //
-//   allreduce:      hierarchical, recursive_doubling, shared_memory, ring
+//   allreduce:      hierarchical, recursive_doubling, shared_memory, tree, ring
 //   allgather:      hierarchical, ring
 //   reduce_scatter: hierarchical, ring
+//
+// Of the entries that apply, the one the topology's cost model
+// (cost_model.h) estimates fastest runs (ties: the earlier), or the one
+// KOLO_ALGORITHM names wherever it applies; with no cost model, the first
+// that applies.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "collectives/algorithm.h"
@@ -24,6 +30,20 @@ const std::vector<const ReduceScatterAlgorithm*>& reduce_scatter_algorithms();
 // "recursive_doubling", "hierarchical", "shared_memory").
 const char* allreduce_algorithm(const Topology& topology, const Thresholds& thresholds, size_t bytes,
                                 bool host_memory);
+
+// What a call of `bytes` would run, and its estimated time (0 with no cost
+// model): kolo_comm_estimate.
+enum class TableCollective { kAllreduce, kAllgather, kReduceScatter };
+struct Estimate {
+  const char* algorithm = "";
+  double seconds = 0;
+};
+Estimate estimate(TableCollective collective, const Topology& topology, const Thresholds& thresholds, size_t bytes,
+                  bool host_memory);
+
+// The allreduce's choice over sizes, for the log: "recursive_doubling up
+// to 16K, tree up to 512K, ring above".
+std::string allreduce_choices(const Topology& topology, const Thresholds& thresholds);
 
 Status allreduce(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
                  const AllreduceArgs& args);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
 #include "collectives/ring_schedule.h"
 #include "collectives/span_cutter.h"
@@ -70,12 +71,14 @@ bool applies(const Topology& t, const Thresholds&, const Call& c) {
 
 void no_peers(const Topology&, const Thresholds&, std::vector<int>*) {}
 
+double seconds(const Topology& t, const Call& c) { return arena_allreduce_seconds(*t.costs, t, c.bytes); }
+
 Status run(const ScheduleContext& ctx, const Topology& t, const AllreduceArgs& a) {
   return arena_allreduce_spans(ctx, *t.arena, a.spans, a.dtype, a.op);
 }
 
 }  // namespace
 
-const AllreduceAlgorithm kSharedMemoryAllreduce = {"shared_memory", applies, no_peers, run};
+const AllreduceAlgorithm kSharedMemoryAllreduce = {"shared_memory", applies, no_peers, run, seconds};
 
 }  // namespace kolo

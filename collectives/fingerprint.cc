@@ -17,6 +17,7 @@ const char* collective_name(CollectiveKind kind) {
     case CollectiveKind::kScatter: return "scatter";
     case CollectiveKind::kSendRecv: return "send/recv";
     case CollectiveKind::kSharedAllreduce: return "allreduce through shared memory";
+    case CollectiveKind::kTreeAllreduce: return "allreduce by the latency tree";
   }
   return "unknown collective";
 }
@@ -36,7 +37,7 @@ std::string describe_fingerprint(uint64_t fp) {
   std::string s = std::string(collective_name(kind)) + "(count=" + std::to_string(count);
   if (valid_dtype(static_cast<int>(dtype))) s += std::string(", ") + dtype_name(dtype);
   if (kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter ||
-      kind == CollectiveKind::kReduce) {
+      kind == CollectiveKind::kReduce || kind == CollectiveKind::kTreeAllreduce) {
     s += std::string(", ") + op_name(op);
   }
   if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce || kind == CollectiveKind::kGather ||

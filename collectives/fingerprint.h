@@ -24,6 +24,7 @@ enum class CollectiveKind : uint8_t {
   kScatter,
   kSendRecv,  // point-to-point: a send and its receive
   kSharedAllreduce,  // allreduce through shared memory (arena_allreduce.h), told apart from the ring's
+  kTreeAllreduce,    // allreduce by the latency tree (tree.h), told apart likewise
 };
 
 const char* collective_name(CollectiveKind kind);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "collectives/cost_model.h"
 #include "collectives/ring_schedule.h"
 
 namespace kolo {
@@ -139,7 +140,7 @@ Status hierarchical_reduce_scatter(const ScheduleContext& ctx, const HostLayout&
 namespace {
 
 bool applies(const Topology& t, const Thresholds& th, const Call& c) {
-  return t.hosts != nullptr && c.bytes > 0 && c.bytes >= th.hierarchical_bytes;
+  return t.hosts != nullptr && c.bytes > 0 && (c.bytes >= th.hierarchical_bytes || is_forced(th, "hierarchical"));
 }
 
 bool applies_to_equal_blocks(const Topology& t, const Thresholds& th, const Call& c) {
@@ -164,11 +165,23 @@ Status run_reduce_scatter(const ScheduleContext& ctx, const Topology& t, const R
   return hierarchical_reduce_scatter(ctx, *t.hosts, a.send, a.recv, a.counts[0], a.dtype, a.op);
 }
 
+double allreduce_seconds(const Topology& t, const Call& c) {
+  return hierarchical_allreduce_seconds(*t.costs, t, c.bytes);
+}
+double allgather_seconds(const Topology& t, const Call& c) {
+  return hierarchical_allgather_seconds(*t.costs, t, c.bytes);
+}
+double reduce_scatter_seconds(const Topology& t, const Call& c) {
+  return hierarchical_reduce_scatter_seconds(*t.costs, t, c.bytes);
+}
+
 }  // namespace
 
-const AllreduceAlgorithm kHierarchicalAllreduce = {"hierarchical", applies, peers, run_allreduce};
-const AllgatherAlgorithm kHierarchicalAllgather = {"hierarchical", applies_to_equal_blocks, peers, run_allgather};
+const AllreduceAlgorithm kHierarchicalAllreduce = {"hierarchical", applies, peers, run_allreduce,
+                                                   allreduce_seconds};
+const AllgatherAlgorithm kHierarchicalAllgather = {"hierarchical", applies_to_equal_blocks, peers, run_allgather,
+                                                   allgather_seconds};
 const ReduceScatterAlgorithm kHierarchicalReduceScatter = {"hierarchical", applies_to_equal_blocks, peers,
-                                                           run_reduce_scatter};
+                                                           run_reduce_scatter, reduce_scatter_seconds};
 
 }  // namespace kolo

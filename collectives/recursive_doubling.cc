@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
 
 namespace kolo {
@@ -106,40 +107,22 @@ Status recursive_doubling_allreduce(const ScheduleContext& ctx, const void* send
 namespace {
 
 bool applies(const Topology& t, const Thresholds& th, const Call& c) {
-  return t.size > 1 && c.bytes > 0 && c.bytes <= th.small_bytes;
+  return t.size > 1 && c.bytes > 0 && (c.bytes <= th.small_bytes || is_forced(th, "recursive_doubling"));
 }
 
 void peers(const Topology& t, const Thresholds& th, std::vector<int>* out) {
-  if (th.small_bytes == 0) return;
+  if (th.small_bytes == 0 && !is_forced(th, "recursive_doubling")) return;
   for (int peer : recursive_doubling_peers(t.rank, t.size)) add_peer(peer, t.rank, out);
 }
 
 Status run(const ScheduleContext& ctx, const Topology&, const AllreduceArgs& a) {
-  const std::vector<Span>& spans = a.spans;
-  size_t total = 0;
-  for (const Span& s : spans) total += s.count;
-  if (spans.size() == 1) return recursive_doubling_allreduce(ctx, spans[0].send, spans[0].recv, total, a.dtype, a.op);
-  // Several small spans: through one contiguous buffer, which costs little
-  // next to the exchanges.
-  const size_t elem_size = dtype_size(a.dtype);
-  auto* buf = static_cast<unsigned char*>(ctx.memory->scratch(total * elem_size));
-  if (!buf) return device_error("cannot allocate " + std::to_string(total * elem_size) + " bytes of scratch memory");
-  size_t at = 0;
-  for (const Span& s : spans) {
-    ctx.memory->copy(buf + at, s.send, s.count * elem_size);
-    at += s.count * elem_size;
-  }
-  KOLO_RETURN_IF_ERROR(recursive_doubling_allreduce(ctx, buf, buf, total, a.dtype, a.op));
-  at = 0;
-  for (const Span& s : spans) {
-    ctx.memory->copy(s.recv, buf + at, s.count * elem_size);
-    at += s.count * elem_size;
-  }
-  return Status::ok();
+  return allreduce_over_one_buffer(ctx, a, recursive_doubling_allreduce);
 }
+
+double seconds(const Topology& t, const Call& c) { return recursive_doubling_seconds(*t.costs, t, c.bytes); }
 
 }  // namespace
 
-const AllreduceAlgorithm kRecursiveDoublingAllreduce = {"recursive_doubling", applies, peers, run};
+const AllreduceAlgorithm kRecursiveDoublingAllreduce = {"recursive_doubling", applies, peers, run, seconds};
 
 }  // namespace kolo

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
 #include "collectives/rooted.h"
 #include "collectives/ring_schedule.h"
@@ -305,10 +306,17 @@ Status run_reduce_scatter(const ScheduleContext& ctx, const Topology&, const Red
   return ring_reduce_scatter_v(ctx, a.send, a.recv, a.counts, a.dtype, a.op);
 }
 
+double allreduce_seconds(const Topology& t, const Call& c) { return ring_allreduce_seconds(*t.costs, t, c.bytes); }
+double allgather_seconds(const Topology& t, const Call& c) { return ring_allgather_seconds(*t.costs, t, c.bytes); }
+double reduce_scatter_seconds(const Topology& t, const Call& c) {
+  return ring_reduce_scatter_seconds(*t.costs, t, c.bytes);
+}
+
 }  // namespace
 
-const AllreduceAlgorithm kRingAllreduce = {"ring", always, neighbours, run_allreduce};
-const AllgatherAlgorithm kRingAllgather = {"ring", always, neighbours, run_allgather};
-const ReduceScatterAlgorithm kRingReduceScatter = {"ring", always, neighbours, run_reduce_scatter};
+const AllreduceAlgorithm kRingAllreduce = {"ring", always, neighbours, run_allreduce, allreduce_seconds};
+const AllgatherAlgorithm kRingAllgather = {"ring", always, neighbours, run_allgather, allgather_seconds};
+const ReduceScatterAlgorithm kRingReduceScatter = {"ring", always, neighbours, run_reduce_scatter,
+                                                   reduce_scatter_seconds};
 
 }  // namespace kolo

@@ -60,20 +60,34 @@ Topology Communicator::topology() const {
   t.size = world_.size;
   t.hosts = hosts_.get();  // none for KOLO_ALGORITHM=ring (choose_algorithm)
   t.arena = config_.algorithm == "ring" ? nullptr : arena_.get();
+  t.host_count = host_count_;
+  t.ranks_per_host = ranks_per_host_;
+  t.costs = &costs_;
   return t;
 }
 
 Thresholds Communicator::thresholds() const {
   Thresholds th;
   th.small_bytes = static_cast<size_t>(config_.small_allreduce_bytes);
-  // KOLO_ALGORITHM=hierarchical: at every size where it applies; auto:
-  // above the latency-bound sizes.
-  th.hierarchical_bytes = config_.algorithm == "hierarchical" ? 0 : th.small_bytes + 1;
+  th.hierarchical_bytes = th.small_bytes + 1;  // above the latency-bound sizes
+  th.forced = config_.algorithm == "auto" ? nullptr : config_.algorithm.c_str();
   return th;
 }
 
 const char* Communicator::allreduce_algorithm(size_t bytes) {
   return kolo::allreduce_algorithm(topology(), thresholds(), bytes, /*host_memory=*/true);
+}
+
+Status Communicator::estimate(const std::string& collective, size_t bytes, double* seconds, const char** algorithm) {
+  TableCollective c;
+  if (collective == "allreduce") c = TableCollective::kAllreduce;
+  else if (collective == "allgather") c = TableCollective::kAllgather;
+  else if (collective == "reduce_scatter") c = TableCollective::kReduceScatter;
+  else return invalid_argument("collective '" + collective + "': use allreduce, allgather or reduce_scatter");
+  const Estimate e = kolo::estimate(c, topology(), thresholds(), bytes, /*host_memory=*/true);
+  if (seconds) *seconds = world_.size == 1 ? 0 : e.seconds;
+  if (algorithm) *algorithm = e.algorithm;
+  return Status::ok();
 }
 
 

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/cost_model.h"
 #include "collectives/dtype.h"
 #include "collectives/hierarchical.h"
 #include "collectives/pipeline.h"
@@ -128,6 +129,10 @@ class Communicator {
   // The allreduce schedule for a host buffer of `bytes`: "ring",
   // "recursive_doubling", "hierarchical" or "shared_memory".
   const char* allreduce_algorithm(size_t bytes);
+  // What `collective` ("allreduce", "allgather", "reduce_scatter") of
+  // `bytes` would run on host buffers, and the cost model's estimate of its
+  // time (collectives/cost_model.h).
+  Status estimate(const std::string& collective, size_t bytes, double* seconds, const char** algorithm);
   int rank() const { return world_.rank; }
   int size() const { return world_.size; }
   int local_rank() const { return world_.local_rank; }
@@ -270,8 +275,13 @@ class Communicator {
   Status make_transport(const std::string& store_prefix, std::vector<std::unique_ptr<DirectTransport>> opened_early);
   TransportContext transport_context(const std::string& store_prefix) const;
   void choose_polling();
-  // Sets hosts_ from world_.facts and config_.algorithm.
+  // Sets hosts_ from world_.facts and config_.algorithm, and costs_.
   void choose_algorithm();
+  // costs_: the links' classes from the routes every host's ranks take
+  // (the same on every rank), their costs by default or KOLO_LINK_COSTS.
+  void choose_costs();
+  // One line: what allreduce runs at each size, and why.
+  std::string describe_choices() const;
   // Maps arena_ where every rank is reached over shared memory (collective).
   Status open_arena(const std::string& store_prefix);
   using Collective = std::function<Status(const ScheduleContext&)>;
@@ -316,6 +326,11 @@ class Communicator {
   // Where the ranks run, when the hierarchical allreduce can use it and
   // KOLO_ALGORITHM allows it (see choose_algorithm).
   std::unique_ptr<HostLayout> hosts_;
+  // How many hosts the ranks run on, the most ranks on one, and what the
+  // links cost: what the algorithm tables estimate with (choose_algorithm).
+  int host_count_ = 1;
+  int ranks_per_host_ = 1;
+  CostModel costs_;
   // The one kind of transport that reaches every peer, if one does: it may
   // offer memory every rank maps (open_arena).
   const TransportKind* arena_kind_ = nullptr;

@@ -4,10 +4,15 @@
 // bring_up: transports per peer, polling, algorithms, connections, the
 // shared arena.
 #include <algorithm>
+#include <iomanip>
+#include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "collectives/algorithms.h"
+#include "collectives/cost_model.h"
+#include "collectives/tree_schedule.h"
 #include "collectives/fingerprint.h"
 #include "common/log.h"
 #include "runtime/communicator.h"
@@ -124,6 +129,7 @@ Status Communicator::bring_up(const std::string& store_prefix, bool full_mesh,
   choose_algorithm();
   KOLO_RETURN_IF_ERROR(full_mesh ? connect_all() : connect_ring());
   KOLO_RETURN_IF_ERROR(open_arena(store_prefix));
+  if (store_prefix.empty() && world_.rank == 0 && world_.size > 1) KOLO_INFO(describe_choices());
   // The engine's siblings (a prefix of their own) record their own rounds,
   // but only communicators the caller made answer SIGUSR1.
   if (store_prefix.empty()) listen_for_dump_signal();
@@ -274,8 +280,62 @@ void Communicator::choose_polling() {
                               << cores << " core(s))");
 }
 
+void Communicator::choose_costs() {
+  host_count_ = 1;
+  ranks_per_host_ = 1;
+  costs_ = CostModel{};
+  costs_.segment_bytes = static_cast<size_t>(config_.segment_bytes);
+  costs_.tree_depth = double_tree_depth(world_.size);
+  if (world_.facts.size() < 2) return;
+  std::map<std::string, std::vector<int>> ranks_of_host;
+  for (int r = 0; r < static_cast<int>(world_.facts.size()); ++r) ranks_of_host[world_.facts[r].host].push_back(r);
+  host_count_ = static_cast<int>(ranks_of_host.size());
+  for (const auto& [host, ranks] : ranks_of_host) ranks_per_host_ = std::max(ranks_per_host_, static_cast<int>(ranks.size()));
+  // Each host's first rank's routes say which kinds carry its ranks'
+  // traffic; of those, the slowest class on every host counts, so every
+  // rank reaches the same model from the same facts.
+  const auto slower = [](const std::string& a, const std::string& b) {
+    return default_link_cost(a).seconds(1 << 20) >= default_link_cost(b).seconds(1 << 20) ? a : b;
+  };
+  std::string local, remote;
+  for (const auto& [host, ranks] : ranks_of_host) {
+    Routes routes;
+    if (!choose_routes(world_.facts, ranks[0], world_.transport, &routes).is_ok()) continue;
+    for (int peer = 0; peer < static_cast<int>(routes.kind.size()); ++peer) {
+      if (peer == ranks[0] || !routes.kind[peer]) continue;
+      const bool same = world_.facts[peer].host == host;
+      std::string c = routes.kind[peer]->name();
+      if (same && c == "tcp") c = "tcp-loopback";
+      std::string& slot = same ? local : remote;
+      slot = slot.empty() ? c : slower(slot, c);
+    }
+  }
+  if (!local.empty()) costs_.local_class = local;
+  if (!remote.empty()) costs_.remote_class = remote;
+  costs_.local = default_link_cost(costs_.local_class);
+  costs_.remote = default_link_cost(costs_.remote_class);
+  // Checked when the configuration was read.
+  if (!config_.link_costs.empty()) (void)parse_link_costs(config_.link_costs, &costs_);
+}
+
+std::string Communicator::describe_choices() const {
+  std::ostringstream why;
+  why << std::setprecision(3);
+  const auto link = [&](const char* where, const std::string& c, const LinkCost& l) {
+    why << where << " " << c << " " << l.latency_s * 1e6 << " us " << l.bytes_per_s / 1e9 << " GB/s";
+  };
+  why << "allreduce" << world_.description << ": " << allreduce_choices(topology(), thresholds()) << " (";
+  if (config_.algorithm != "auto") why << "KOLO_ALGORITHM=" << config_.algorithm << " where it applies; ";
+  why << "cost model: " << world_.size << " ranks on " << host_count_ << " host(s); ";
+  link("local", costs_.local_class, costs_.local);
+  if (host_count_ > 1) link(", remote", costs_.remote_class, costs_.remote);
+  why << ")";
+  return why.str();
+}
+
 void Communicator::choose_algorithm() {
   hosts_.reset();
+  choose_costs();
   if (config_.algorithm == "ring" || world_.facts.size() < 2) return;
   std::vector<std::string> host_of_rank;
   for (const RankFacts& f : world_.facts) host_of_rank.push_back(f.host);

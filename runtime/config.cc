@@ -4,6 +4,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "collectives/cost_model.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "transport/kind.h"
@@ -38,10 +39,22 @@ Status check_transport(const std::string& name, const std::string& value) {
 }
 
 Status check_algorithm(const std::string& name, const std::string& value) {
-  if (value != "auto" && value != "ring" && value != "hierarchical") {
-    return invalid_argument(name + "='" + value + "': use auto, ring or hierarchical");
+  for (const char* known : {"auto", "ring", "recursive_doubling", "shared_memory", "tree", "hierarchical"}) {
+    if (value == known) return Status::ok();
   }
-  return Status::ok();
+  return invalid_argument(name + "='" + value +
+                          "': use auto, ring, recursive_doubling, shared_memory, tree or hierarchical");
+}
+
+Status check_link_costs(const std::string& name, const std::string& value) {
+  CostModel scratch;
+  Status s = parse_link_costs(value, &scratch);
+  if (s.is_ok()) return s;
+  // parse_link_costs names the variable; a config field has its own name.
+  std::string message = s.message();
+  const std::string variable = "KOLO_LINK_COSTS";
+  if (name != variable && message.rfind(variable, 0) == 0) message = name + message.substr(variable.size());
+  return invalid_argument(message);
 }
 
 Status check_text(SettingKind kind, const std::string& name, const std::string& value) {
@@ -50,6 +63,8 @@ Status check_text(SettingKind kind, const std::string& name, const std::string& 
       return check_transport(name, value);
     case SettingKind::kAlgorithm:
       return check_algorithm(name, value);
+    case SettingKind::kLinkCosts:
+      return check_link_costs(name, value);
     default:
       return Status::ok();
   }

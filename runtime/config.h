@@ -21,6 +21,7 @@ class Device;
 #define KOLO_SETTING_TYPE_Text std::string
 #define KOLO_SETTING_TYPE_Transport std::string
 #define KOLO_SETTING_TYPE_Algorithm std::string
+#define KOLO_SETTING_TYPE_LinkCosts std::string
 
 // Every setting (settings_table.h says what each means), with its default.
 struct Config {
@@ -47,7 +48,7 @@ KOLO_SETTINGS(KOLO_SETTING_LIMIT)
 #undef KOLO_SETTING_LIMIT
 }  // namespace limits
 
-enum class SettingKind { kInt, kDouble, kBool, kText, kTransport, kAlgorithm };
+enum class SettingKind { kInt, kDouble, kBool, kText, kTransport, kAlgorithm, kLinkCosts };
 
 // One row of the table, for what lists the settings (kolo_config_describe,
 // the Configuration docs).

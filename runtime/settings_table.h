@@ -66,8 +66,9 @@
     "names the job, so that jobs sharing a master address never join each other")                                 \
   /* KOLO_CONFIG_VERSION 2 */                                                                                     \
   X(algorithm, Algorithm, "KOLO_ALGORITHM", "auto", 0, 0, "auto",                                                  \
-    "allreduce: `auto` (above `KOLO_SMALL_ALLREDUCE_BYTES`: shared memory when every rank is on this host, "      \
-    "hierarchical when hosts hold equal numbers of ranks, 2+), `ring` (flat only), `hierarchical`")               \
+    "allreduce: `auto` (the cost model's fastest of those that apply; see docs/performance.md), or one "           \
+    "at every size where it applies: `ring`, `recursive_doubling`, `shared_memory` (one host), `tree`, "          \
+    "`hierarchical` (hosts with equal numbers of ranks, 2+)")                                                      \
   X(host_name, Text, "KOLO_HOSTNAME", "", 0, 0, "the host name",                                                   \
     "what tells hosts apart (with the kernel and the network and IPC namespaces): ranks with different names "    \
     "never share memory")                                                                                          \
@@ -78,4 +79,8 @@
     "calls each communicator's flight recorder keeps (0: none)")                                                  \
   X(flight_recorder_dir, Text, "KOLO_FLIGHT_RECORDER_DIR", "", 0, 0, "unset",                                      \
     "each rank writes its flight record here when a communicator fails, on `SIGUSR1` and on request "            \
-    "(`tools/kolo-doctor DIR` reads them)")
+    "(`tools/kolo-doctor DIR` reads them)")                                                                      \
+  /* KOLO_CONFIG_VERSION 4 */                                                                                     \
+  X(link_costs, LinkCosts, "KOLO_LINK_COSTS", "", 0, 0, "by link class (shm, tcp, ib)",                           \
+    "what the cost model takes links to cost: `local=LATENCY_US/GBYTES_PER_S,remote=...` (either or both), e.g. " \
+    "`remote=50/0.125` for 1 Gbit/s between hosts; the same on every rank")

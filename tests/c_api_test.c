@@ -36,6 +36,18 @@ int main(void) {
     EXPECT(kolo_comm_get_transport(comm, NULL) == KOLO_ERR_INVALID_ARGUMENT);
     EXPECT(kolo_comm_get_allreduce_algorithm(NULL, 1, &name) == KOLO_ERR_INVALID_ARGUMENT);
   }
+  {
+    /* Alone, every call costs nothing; other collectives are refused by name. */
+    const char* name = NULL;
+    double seconds = -1;
+    EXPECT(kolo_comm_estimate(comm, "allreduce", 1 << 20, &seconds, &name) == KOLO_SUCCESS && seconds == 0 &&
+           strcmp(name, "ring") == 0);
+    EXPECT(kolo_comm_estimate(comm, "reduce_scatter", 64, NULL, NULL) == KOLO_SUCCESS);
+    EXPECT(kolo_comm_estimate(comm, "broadcast", 64, &seconds, &name) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(kolo_last_error(), "collective 'broadcast'") != NULL);
+    EXPECT(kolo_comm_estimate(comm, NULL, 64, &seconds, &name) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(kolo_comm_estimate(NULL, "allreduce", 64, &seconds, &name) == KOLO_ERR_INVALID_ARGUMENT);
+  }
 
   EXPECT(kolo_allreduce(comm, in, out, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_SUCCESS);
   for (i = 0; i < 5; ++i) EXPECT(out[i] == in[i]);

@@ -82,6 +82,19 @@ TEST_P(Collectives, RecursiveDoublingAllreduceEveryDtypeOp) {
   sweep_allreduce(w);
 }
 
+TEST_P(Collectives, TreeAllreduceEveryDtypeOp) {
+  Config c = test_config(4096);
+  c.algorithm = "tree";  // the latency tree for every size, on one host as across hosts
+  ThreadWorld w = make_world(GetParam(), c);
+  if (w.size() > 1) ASSERT_STREQ(w.comm(0).allreduce_algorithm(4), "tree");
+  sweep_allreduce(w);
+  // Many segments per tree, in place and not.
+  for (int d = 0; d < kNumDataTypes; ++d) {
+    check_allreduce(w, static_cast<DataType>(d), ReduceOp::kSum, 40000 + 3, false);
+    check_allreduce(w, static_cast<DataType>(d), ReduceOp::kAvg, 40000 + 3, true);
+  }
+}
+
 // A sanitizer checks every byte a kernel touches, so its builds send a
 // quarter of the bytes in segments a quarter the size: the same number of
 // segments, pipelined the same way, where the races would be; this test

@@ -127,8 +127,31 @@ TEST(ConfigTest, VersionTwoSettings) {
   EXPECT_EQ(c.algorithm, "ring");
   EXPECT_EQ(c.host_name, "node-7");
   EXPECT_EQ(c.bind_address, "127.0.0.1");  // the interface's address
-  config.algorithm = "tree";
-  EXPECT_NE(error_of(config).find("config.algorithm='tree'"), std::string::npos);
+  for (const char* every : {"auto", "ring", "recursive_doubling", "shared_memory", "tree", "hierarchical"}) {
+    config.algorithm = every;
+    ASSERT_TRUE(kolo_c::config_from_c(&config, &c).is_ok()) << every;
+    EXPECT_EQ(c.algorithm, every);
+  }
+  config.algorithm = "trees";
+  EXPECT_NE(error_of(config).find("config.algorithm='trees'"), std::string::npos);
+}
+
+TEST(ConfigTest, VersionFourLinkCosts) {
+  kolo_config_t config = KOLO_CONFIG_INITIALIZER;
+  config.link_costs = "remote=50/0.125";
+  kolo::Config c;
+  ASSERT_TRUE(kolo_c::config_from_c(&config, &c).is_ok());
+  EXPECT_EQ(c.link_costs, "remote=50/0.125");
+  config.link_costs = "remote=fast";
+  const std::string error = error_of(config);
+  EXPECT_NE(error.find("config.link_costs='remote=fast': 'remote=fast' is not CLASS=US/GBPS"), std::string::npos)
+      << error;
+  // A version 3 caller's struct ends before the field: it stays unset.
+  config.version = 3;
+  config.size = offsetof(kolo_config_t, link_costs);
+  kolo::Config older;
+  ASSERT_TRUE(kolo_c::config_from_c(&config, &older).is_ok());
+  EXPECT_EQ(older.link_costs, "");
 }
 
 // kolo.h's struct holds the settings table's rows, in its order, each of the
@@ -142,6 +165,7 @@ bool unset(const char* v) { return v == nullptr; }
 #define KOLO_C_TYPE_Text const char*
 #define KOLO_C_TYPE_Transport const char*
 #define KOLO_C_TYPE_Algorithm const char*
+#define KOLO_C_TYPE_LinkCosts const char*
 #define KOLO_CHECK_TYPE(field, kind, variable, initial, min, max, shown, meaning)             \
   static_assert(std::is_same<decltype(kolo_config_t::field), KOLO_C_TYPE_##kind>::value, \
                 "kolo_config_t::" #field " has the type of a " #kind " setting");
@@ -180,7 +204,7 @@ TEST(ConfigTest, DescribeListsEveryField) {
                            0),
             0u)
       << lines[1];
-  EXPECT_EQ(lines.back().rfind("flight_recorder_dir\tstring\t", 0), 0u) << lines.back();
+  EXPECT_EQ(lines.back().rfind("link_costs\tstring\t", 0), 0u) << lines.back();
   bool found_defaults = false;
   for (const auto& line : lines) {
     if (line.rfind("defaults\tconfig\t" + std::to_string(offsetof(kolo_config_t, defaults)) + "\t", 0) == 0) {

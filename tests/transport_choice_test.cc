@@ -104,6 +104,38 @@ TEST(TransportChoice, AutoChoosesPerPeerAcrossHosts) {
   expect_allreduce_works(job->raw());
 }
 
+TEST(TransportChoice, TheCostModelKnowsEachClassOfLinkAndEveryRankEstimatesAlike) {
+  // Four emulated hosts of one rank over TCP, the links between them
+  // configured as 1 Gbit/s: the large allreduce is the ring's, and its
+  // estimate the bytes each link must carry at that speed, on every rank.
+  auto job = start(4, [](int r) {
+    Config c = test_config(4096, 64 << 10);
+    c.transport = "tcp";
+    c.host_name = "host-" + std::to_string(r);
+    c.link_costs = "remote=50/0.125";
+    return c;
+  });
+  for (int r = 0; r < 4; ++r) ASSERT_NE(job->comms[r], nullptr) << "rank " << r;
+  const size_t big = size_t(64) << 20;
+  double first = 0;
+  for (int r = 0; r < 4; ++r) {
+    double seconds = 0;
+    const char* name = nullptr;
+    ASSERT_TRUE(job->comms[r]->estimate("allreduce", big, &seconds, &name).is_ok());
+    EXPECT_STREQ(name, "ring");
+    const double bound = 2.0 * 3 / 4 * double(big) / 0.125e9;
+    EXPECT_GT(seconds, bound);
+    EXPECT_LT(seconds, 1.1 * bound);
+    if (r == 0) first = seconds;
+    EXPECT_EQ(seconds, first) << "rank " << r;
+    ASSERT_TRUE(job->comms[r]->estimate("allreduce", 8, &seconds, &name).is_ok());
+    EXPECT_STREQ(name, "recursive_doubling");
+    EXPECT_GT(seconds, 2 * 50e-6);  // two exchanges across hosts
+  }
+  EXPECT_EQ(job->comms[0]->estimate("alltoall", 8, nullptr, nullptr).code(), Code::kInvalidArgument);
+  expect_allreduce_works(job->raw());
+}
+
 TEST(TransportChoice, AutoFallsBackToTcpWhereOneEndCannotUseRdma) {
   // Three hosts; rank 2 names a device that does not exist, so it cannot
   // open RDMA, and a queue pair needs both ends: ranks 0 and 1 reach it

@@ -98,7 +98,7 @@ kolo_result_t kolo_comm_init(kolo_comm_t* comm, int rank, int world_size, const 
  * newer library: the fields beyond an older version's size are unset. A
  * version newer than the library's, or a size smaller than the version
  * implies, is KOLO_ERR_INVALID_ARGUMENT. Strings are copied. */
-#define KOLO_CONFIG_VERSION 3
+#define KOLO_CONFIG_VERSION 4
 #define KOLO_CONFIG_UNSET_INT (-9223372036854775807LL - 1)
 #define KOLO_CONFIG_UNSET_DOUBLE (-1.0e300)
 typedef struct kolo_config {
@@ -128,13 +128,15 @@ typedef struct kolo_config {
   double stall_shutdown_s;        /* KOLO_STALL_SHUTDOWN_S */
   const char* job_id;             /* KOLO_JOB_ID (refused by kolo_comm_init_rank: the id carries one) */
   /* KOLO_CONFIG_VERSION 2 */
-  const char* algorithm;          /* KOLO_ALGORITHM: "auto", "ring" or "hierarchical" */
+  const char* algorithm;          /* KOLO_ALGORITHM: "auto", "ring", "recursive_doubling", "shared_memory", "tree" or "hierarchical" */
   const char* host_name;          /* KOLO_HOSTNAME */
   const char* interface_name;     /* KOLO_IFNAME */
   const struct kolo_config* defaults; /* see above; NULL = none */
   /* KOLO_CONFIG_VERSION 3 */
   int64_t flight_recorder_entries; /* KOLO_FLIGHT_RECORDER_ENTRIES */
   const char* flight_recorder_dir; /* KOLO_FLIGHT_RECORDER_DIR */
+  /* KOLO_CONFIG_VERSION 4 */
+  const char* link_costs;         /* KOLO_LINK_COSTS: "local=US/GBPS,remote=US/GBPS" */
 } kolo_config_t;
 #define KOLO_CONFIG_INITIALIZER                                                                         \
   {                                                                                                     \
@@ -143,7 +145,7 @@ typedef struct kolo_config {
         KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, NULL, NULL, NULL, NULL,    \
         KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT,     \
         KOLO_CONFIG_UNSET_DOUBLE, KOLO_CONFIG_UNSET_INT, NULL, KOLO_CONFIG_UNSET_DOUBLE,                \
-        KOLO_CONFIG_UNSET_DOUBLE, NULL, NULL, NULL, NULL, NULL, KOLO_CONFIG_UNSET_INT, NULL             \
+        KOLO_CONFIG_UNSET_DOUBLE, NULL, NULL, NULL, NULL, NULL, KOLO_CONFIG_UNSET_INT, NULL, NULL       \
   }
 
 /* Every field of kolo_config_t after size and version, for bindings that
@@ -281,10 +283,21 @@ kolo_result_t kolo_comm_local_size(kolo_comm_t comm, int* local_size);
  * the transports its peers are reached by, in order of preference ("shm",
  * "tcp", "ib", or several joined by '+': "shm+tcp"), or to the allreduce
  * schedule it runs for a host buffer of `bytes` ("ring",
- * "recursive_doubling", "hierarchical", "shared_memory"); the string lives
- * as long as comm. */
+ * "recursive_doubling", "hierarchical", "shared_memory", "tree"); the
+ * string lives as long as comm. */
 kolo_result_t kolo_comm_get_transport(kolo_comm_t comm, const char** name);
 kolo_result_t kolo_comm_get_allreduce_algorithm(kolo_comm_t comm, size_t bytes, const char** name);
+
+/* The cost model's estimate of one call: `collective` ("allreduce",
+ * "allgather" or "reduce_scatter") of `bytes` in host memory (allreduce:
+ * the buffer; allgather: the result; reduce-scatter: the input) takes about
+ * *seconds by *algorithm (either may be NULL), from what the
+ * communicator's links cost (KOLO_LINK_COSTS, or each class's defaults):
+ * what a framework's scheduler needs to overlap communication with
+ * compute. Local and quick: no message is sent. Another collective name
+ * is KOLO_ERR_INVALID_ARGUMENT. */
+kolo_result_t kolo_comm_estimate(kolo_comm_t comm, const char* collective, size_t bytes, double* seconds,
+                                 const char** algorithm);
 
 /* The deadline of the communicator's waits, in seconds, as its settings'
  * layers decided it (kolo_config_t, KOLO_TIMEOUT_S, defaults): for a

@@ -164,6 +164,13 @@ kolo_result_t kolo_comm_get_allreduce_algorithm(kolo_comm_t comm, size_t bytes, 
   });
 }
 
+kolo_result_t kolo_comm_estimate(kolo_comm_t comm, const char* collective, size_t bytes, double* seconds,
+                                 const char** algorithm) {
+  if (!comm) return null_comm();
+  if (!collective) return kolo_c::report(kolo::invalid_argument("collective is NULL"));
+  return guarded([&] { return comm->impl->estimate(collective, bytes, seconds, algorithm); });
+}
+
 kolo_result_t kolo_comm_gpu(kolo_comm_t comm, int* device) {
   if (!comm) return null_comm();
   if (!device) return kolo_c::report(kolo::invalid_argument("device is NULL"));

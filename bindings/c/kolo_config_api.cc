@@ -50,6 +50,7 @@ kolo::Status apply(const std::string& name, kolo::SettingKind kind, kolo::Limit,
 size_t size_of_version(unsigned version) {
   return version == 1   ? offsetof(kolo_config_t, algorithm)
          : version == 2 ? offsetof(kolo_config_t, flight_recorder_entries)
+         : version == 3 ? offsetof(kolo_config_t, link_costs)
                         : sizeof(kolo_config_t);
 }
 

@@ -1,0 +1,159 @@
+#include "collectives/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace kolo {
+namespace {
+
+// The link a flat schedule's slowest step crosses: between hosts when there
+// are several.
+const LinkCost& slowest(const CostModel& m, const Topology& t) { return t.host_count > 1 ? m.remote : m.local; }
+
+double reduce(const CostModel& m, double bytes) { return bytes / m.reduce_bytes_per_s; }
+
+// A ring of n members over `link`, its messages `bytes` each: one step.
+double ring_step(const LinkCost& link, double bytes) { return link.seconds(bytes); }
+
+Status bad(const std::string& text, const std::string& part, const char* why) {
+  return invalid_argument("KOLO_LINK_COSTS='" + text + "': '" + part + "' " + why +
+                          " (use local=LATENCY_US/GBYTES_PER_S,remote=LATENCY_US/GBYTES_PER_S)");
+}
+
+}  // namespace
+
+LinkCost default_link_cost(const std::string& c) {
+  // Latency: a one-byte exchange's half round trip; bandwidth: one
+  // direction of a large stream.
+  if (c == "shm") return {2.5e-6, 12e9};
+  if (c == "ib") return {4e-6, 11e9};
+  if (c == "tcp-loopback") return {15e-6, 3e9};
+  return {30e-6, 1.25e9};  // tcp between hosts
+}
+
+Status parse_link_costs(const std::string& text, CostModel* m) {
+  if (text.empty()) return Status::ok();
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, end - at);
+    at = end + 1;
+    const size_t eq = part.find('='), slash = part.find('/');
+    if (eq == std::string::npos || slash == std::string::npos || slash < eq) return bad(text, part, "is not CLASS=US/GBPS");
+    const std::string name = part.substr(0, eq);
+    LinkCost* link = name == "local" ? &m->local : name == "remote" ? &m->remote : nullptr;
+    if (!link) return bad(text, part, "names no class of link: local or remote");
+    const std::string us = part.substr(eq + 1, slash - eq - 1), gbps = part.substr(slash + 1);
+    char* e1 = nullptr;
+    char* e2 = nullptr;
+    const double latency_us = std::strtod(us.c_str(), &e1);
+    const double gbytes = std::strtod(gbps.c_str(), &e2);
+    if (us.empty() || gbps.empty() || *e1 || *e2 || !(latency_us >= 0) || !(gbytes > 0) || !std::isfinite(latency_us) ||
+        !std::isfinite(gbytes)) {
+      return bad(text, part, "needs a latency >= 0 (microseconds) and a bandwidth > 0 (GB/s)");
+    }
+    *link = {latency_us * 1e-6, gbytes * 1e9};
+    if (name == "local") m->local_class = "configured";
+    else m->remote_class = "configured";
+  }
+  return Status::ok();
+}
+
+double ring_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes) {
+  // 2(N - 1) steps of a chunk each, N - 1 of them reducing it. Ranks are
+  // placed in blocks, so a host's network link carries one ring crossing
+  // each way.
+  const int n = t.size;
+  if (n < 2) return 0;
+  const double chunk = double(bytes) / n;
+  return 2.0 * (n - 1) * ring_step(slowest(m, t), chunk) + (n - 1) * reduce(m, chunk);
+}
+
+double ring_reduce_scatter_seconds(const CostModel& m, const Topology& t, size_t bytes) {
+  const int n = t.size;
+  if (n < 2) return 0;
+  const double chunk = double(bytes) / n;
+  return (n - 1) * (ring_step(slowest(m, t), chunk) + reduce(m, chunk));
+}
+
+double ring_allgather_seconds(const CostModel& m, const Topology& t, size_t bytes) {
+  const int n = t.size;
+  if (n < 2) return 0;
+  return (n - 1) * ring_step(slowest(m, t), double(bytes) / n);
+}
+
+double recursive_doubling_seconds(const CostModel& m, const Topology& t, size_t bytes) {
+  // log2(p) exchanges of the whole buffer at distances 1, 2, 4, ...; those
+  // at a distance of a host's ranks or more cross hosts, all of a host's
+  // ranks at once over its one link. Past a power of two, a hand-off in
+  // and one out.
+  const int n = t.size;
+  if (n < 2) return 0;
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  const double b = double(bytes);
+  double s = 0;
+  for (int d = 1; d < p; d *= 2) {
+    const bool crosses = t.host_count > 1 && d >= t.ranks_per_host;
+    const LinkCost& link = crosses ? m.remote : m.local;
+    s += link.latency_s + b * (crosses ? t.ranks_per_host : 1) / link.bytes_per_s + reduce(m, b);
+  }
+  if (p != n) s += 2 * (slowest(m, t).seconds(b)) + reduce(m, b);
+  return s;
+}
+
+double arena_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes) {
+  // One ring hop to agree on the call and two barriers (a flag each rank
+  // writes and all read: about two hops each). Each rank writes its buffer
+  // into its slot, reduces its 1/N share reading the N - 1 others' slots
+  // in place, and reads the others' shares out: 2(N - 1)/N of the buffer
+  // through memory as the ring, with the reduction fused into the reads
+  // and none of the ring's 2(N - 1) steps or its copies through the
+  // transport's queues.
+  const int n = t.size;
+  return 5 * m.local.latency_s + 2.0 * (n - 1) / n * double(bytes) / m.local.bytes_per_s;
+}
+
+double hierarchical_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes) {
+  // Reduce-scatter among a host's L ranks, an allreduce of each 1/L slice
+  // among the H hosts (all L slices at once over the host's link), an
+  // allgather within the host.
+  const int l = t.ranks_per_host, h = t.host_count;
+  const double b = double(bytes), slice = b / l, piece = slice / h;
+  const double local = (l - 1) * (2 * ring_step(m.local, b / l) + reduce(m, b / l));
+  const double cross = 2.0 * (h - 1) * (m.remote.latency_s + piece * l / m.remote.bytes_per_s) + (h - 1) * reduce(m, piece);
+  return local + cross;
+}
+
+double hierarchical_reduce_scatter_seconds(const CostModel& m, const Topology& t, size_t bytes) {
+  const int l = t.ranks_per_host, h = t.host_count;
+  const double b = double(bytes);
+  const double local = (l - 1) * (ring_step(m.local, b / l) + reduce(m, b / l));
+  const double piece = b / l / h;
+  const double cross = (h - 1) * (m.remote.latency_s + piece * l / m.remote.bytes_per_s + reduce(m, piece));
+  return local + cross;
+}
+
+double hierarchical_allgather_seconds(const CostModel& m, const Topology& t, size_t bytes) {
+  const int l = t.ranks_per_host, h = t.host_count;
+  const double b = double(bytes), piece = b / l / h;
+  return (h - 1) * (m.remote.latency_s + piece * l / m.remote.bytes_per_s) + (l - 1) * ring_step(m.local, b / l);
+}
+
+double tree_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes) {
+  // Each tree carries half the buffer in S segments of s bytes; a step
+  // (one segment of each tree) takes a rank two segments in and two out
+  // (inner node of one tree, leaf of the other), and the pipeline fills in
+  // `depth` steps. Up, then down.
+  if (t.size < 2) return 0;
+  const double half = double(bytes) / 2;
+  const double segments = std::max(1.0, std::ceil(half / double(std::max<size_t>(m.segment_bytes, 1))));
+  const double s = half / segments;
+  const double steps = m.tree_depth + segments - 1;
+  const LinkCost& link = slowest(m, t);
+  const double up = steps * (link.latency_s + 2 * s / link.bytes_per_s + reduce(m, 2 * s));
+  const double down = steps * (link.latency_s + 2 * s / link.bytes_per_s);
+  return up + down;
+}
+
+}  // namespace kolo

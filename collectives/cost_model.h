@@ -1,0 +1,62 @@
+// What each algorithm of the tables (algorithms.h) is estimated to take,
+// from what the communicator's links cost: the alpha-beta model NCCL's
+// tuner and MPI's collective selection use, with one (latency,
+// bandwidth) pair per class of link and a reduction speed. The tables run,
+// among the entries that apply, the one estimated fastest; the same
+// numbers answer kolo_comm_estimate and are what bench/simulator.h runs the
+// schedules over.
+//
+// Every formula counts what its schedule does (steps, bytes per step, who
+// shares a host's network link) and nothing it does not: the constants are
+// the links', measured or configured (KOLO_LINK_COSTS), never fitted per
+// algorithm. Every rank computes the same costs from the same facts, so
+// every rank chooses alike.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "collectives/algorithm.h"
+#include "common/status.h"
+
+namespace kolo {
+
+// One message of b bytes over one link: latency_s + b / bytes_per_s.
+struct LinkCost {
+  double latency_s = 0;    // a message's fixed cost: the wire, wake-ups, system calls
+  double bytes_per_s = 1;  // one direction; between hosts, the host's network link, shared by its ranks
+  double seconds(double bytes) const { return latency_s + bytes / bytes_per_s; }
+};
+
+struct CostModel {
+  LinkCost local;   // between ranks of one host
+  LinkCost remote;  // between hosts
+  std::string local_class = "shm", remote_class = "tcp";  // for the log line
+  double reduce_bytes_per_s = 8e9;  // one rank reducing one input into its own
+  size_t segment_bytes = 2 << 20;   // KOLO_SEGMENT_BYTES: the pipelined schedules' unit
+  int tree_depth = 0;               // double_tree_depth(size), computed once
+};
+
+// What a class of link ("shm", "tcp", "ib", "tcp-loopback" for ranks of one
+// host over TCP) costs when nothing is configured: measured on the
+// machines in docs/performance.md (a remote TCP link is taken to be a
+// 10 Gbit/s Ethernet's).
+LinkCost default_link_cost(const std::string& link_class);
+
+// KOLO_LINK_COSTS: "local=LATENCY_US/GBYTES_PER_S,remote=..." (either or
+// both), over the defaults. Malformed: INVALID_ARGUMENT naming the part.
+Status parse_link_costs(const std::string& text, CostModel* model);
+
+// The estimates, in seconds, for `bytes` (allreduce: the buffer;
+// allgather: the result; reduce-scatter: the input).
+double ring_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes);
+double recursive_doubling_seconds(const CostModel& m, const Topology& t, size_t bytes);
+double arena_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes);
+double hierarchical_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes);
+double tree_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes);
+double ring_allgather_seconds(const CostModel& m, const Topology& t, size_t bytes);
+double ring_reduce_scatter_seconds(const CostModel& m, const Topology& t, size_t bytes);
+double hierarchical_allgather_seconds(const CostModel& m, const Topology& t, size_t bytes);
+double hierarchical_reduce_scatter_seconds(const CostModel& m, const Topology& t, size_t bytes);
+
+}  // namespace kolo

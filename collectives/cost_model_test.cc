@@ -1,0 +1,139 @@
+// The cost model: KOLO_LINK_COSTS's syntax, the estimates' limits (each
+// formula against the bound its schedule must meet), and what the tables
+// then choose on one host and across hosts.
+#include "collectives/cost_model.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "collectives/algorithms.h"
+#include "collectives/hierarchical.h"
+#include "collectives/tree_schedule.h"
+
+namespace kolo {
+namespace {
+
+TEST(LinkCosts, ParsesEitherClassOverTheDefaults) {
+  CostModel m;
+  m.remote = default_link_cost("tcp");
+  ASSERT_TRUE(parse_link_costs("local=2/10", &m).is_ok());
+  EXPECT_DOUBLE_EQ(m.local.latency_s, 2e-6);
+  EXPECT_DOUBLE_EQ(m.local.bytes_per_s, 10e9);
+  EXPECT_DOUBLE_EQ(m.remote.latency_s, default_link_cost("tcp").latency_s);
+  ASSERT_TRUE(parse_link_costs("remote=50/0.125,local=1.5/8", &m).is_ok());
+  EXPECT_DOUBLE_EQ(m.remote.bytes_per_s, 0.125e9);
+  EXPECT_DOUBLE_EQ(m.local.latency_s, 1.5e-6);
+  EXPECT_TRUE(parse_link_costs("", &m).is_ok());
+}
+
+TEST(LinkCosts, RefusesWhatItCannotRead) {
+  for (const char* bad : {"remote", "remote=50", "far=1/1", "remote=x/1", "remote=1/0", "remote=-1/1", "remote=1/1,",
+                          "remote=1/inf", "remote=1/1GB"}) {
+    CostModel m;
+    Status s = parse_link_costs(bad, &m);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("KOLO_LINK_COSTS"), std::string::npos) << s.message();
+  }
+}
+
+struct Modelled {
+  CostModel costs;
+  Topology topology;
+  Thresholds thresholds;
+  HostLayout layout;
+  std::vector<std::string> hosts;
+  // n ranks on `hosts` hosts in blocks; local and remote links as given.
+  Modelled(int n, int host_count, LinkCost local, LinkCost remote, size_t small = 64 << 10) {
+    costs.local = local;
+    costs.remote = remote;
+    costs.tree_depth = double_tree_depth(n);
+    topology.rank = 0;
+    topology.size = n;
+    topology.host_count = host_count;
+    topology.ranks_per_host = (n + host_count - 1) / host_count;
+    topology.costs = &costs;
+    thresholds.small_bytes = small;
+    thresholds.hierarchical_bytes = small + 1;
+    for (int r = 0; r < n; ++r) hosts.push_back("h" + std::to_string(r * host_count / n));
+    if (make_host_layout(hosts, 0, &layout)) topology.hosts = &layout;
+  }
+  std::string allreduce(size_t bytes) const { return allreduce_algorithm(topology, thresholds, bytes, true); }
+};
+
+const LinkCost kShm = {2.5e-6, 12e9};
+const LinkCost kTcp10G = {30e-6, 1.25e9};
+
+TEST(CostModel, LargeRingsApproachTheirBandwidthBound) {
+  Modelled m(8, 8, kShm, kTcp10G);
+  const double b = 256e6;
+  const double bound = 2.0 * 7 / 8 * b / kTcp10G.bytes_per_s;  // what each link must carry
+  const double ring = ring_allreduce_seconds(m.costs, m.topology, size_t(b));
+  EXPECT_GT(ring, bound);
+  EXPECT_LT(ring, 1.1 * bound);
+  // The tree moves about twice the ring's bytes per link, in exchange for
+  // log2 N steps; never less than a link's share.
+  EXPECT_GT(tree_allreduce_seconds(m.costs, m.topology, size_t(b)), bound);
+}
+
+TEST(CostModel, ChoosesByLatencyAtSmallSizesAndBandwidthAtLarge) {
+  // 8 hosts of one rank over 10 Gbit/s TCP.
+  Modelled flat(8, 8, kShm, kTcp10G);
+  EXPECT_EQ(flat.allreduce(8), "recursive_doubling");
+  EXPECT_EQ(flat.allreduce(size_t(256) << 20), "ring");
+  // Past the small sizes and short of the large, log2 N steps beat 2(N - 1).
+  Modelled many(64, 64, kShm, kTcp10G);
+  EXPECT_EQ(many.allreduce(size_t(256) << 10), "tree");
+  EXPECT_EQ(many.allreduce(size_t(1) << 30), "ring");
+  // 4 hosts of 2: the hierarchical schedule halves what crosses hosts.
+  Modelled two_each(8, 4, kShm, kTcp10G);
+  EXPECT_EQ(two_each.allreduce(size_t(64) << 20), "hierarchical");
+}
+
+TEST(CostModel, OneHostTakesTheArenaAboveTheLatencyBoundSizes) {
+  // As measured (docs/performance.md): recursive doubling below some
+  // kilobytes, the arena above, the ring over shared memory never.
+  int arena_stand_in = 0;  // the tables only test for its presence
+  for (int n : {2, 4, 8}) {
+    Modelled m(n, 1, kShm, kTcp10G);
+    m.topology.arena = reinterpret_cast<SharedArena*>(&arena_stand_in);
+    EXPECT_EQ(m.allreduce(64), "recursive_doubling") << n;
+    EXPECT_EQ(m.allreduce(1 << 20), "shared_memory") << n;
+    EXPECT_EQ(m.allreduce(size_t(256) << 20), "shared_memory") << n;
+  }
+}
+
+TEST(CostModel, ForcedNamesWinWhereTheyApply) {
+  Modelled m(8, 8, kShm, kTcp10G);
+  m.thresholds.forced = "tree";
+  EXPECT_EQ(m.allreduce(8), "tree");
+  m.thresholds.forced = "recursive_doubling";
+  EXPECT_EQ(m.allreduce(size_t(64) << 20), "recursive_doubling");
+  m.thresholds.forced = "hierarchical";  // one rank per host: does not apply
+  EXPECT_NE(m.allreduce(size_t(64) << 20), "hierarchical");
+  m.thresholds.forced = "ring";
+  EXPECT_EQ(m.allreduce(8), "ring");
+}
+
+TEST(CostModel, TheChoiceSaysWhereItChanges) {
+  Modelled m(8, 8, kShm, kTcp10G);
+  const std::string text = allreduce_choices(m.topology, m.thresholds);
+  EXPECT_EQ(text.rfind("recursive_doubling up to ", 0), 0u) << text;
+  EXPECT_NE(text.find("ring above"), std::string::npos) << text;
+  m.thresholds.forced = "ring";
+  EXPECT_EQ(allreduce_choices(m.topology, m.thresholds), "ring at every size");
+}
+
+TEST(CostModel, EstimatesNameTheirAlgorithm) {
+  Modelled m(8, 4, kShm, kTcp10G);
+  const Estimate e = estimate(TableCollective::kAllgather, m.topology, m.thresholds, size_t(8) << 20, true);
+  EXPECT_STREQ(e.algorithm, "hierarchical");
+  EXPECT_DOUBLE_EQ(e.seconds, hierarchical_allgather_seconds(m.costs, m.topology, size_t(8) << 20));
+  const Estimate small = estimate(TableCollective::kAllreduce, m.topology, m.thresholds, 64, true);
+  EXPECT_STREQ(small.algorithm, "recursive_doubling");
+  EXPECT_GT(small.seconds, 0);
+}
+
+}  // namespace
+}  // namespace kolo
