@@ -12,6 +12,7 @@
 #include "bench/models.h"
 #include "bench/report.h"
 #include "bench/scaling.h"
+#include "bench/simulate.h"
 #include "bench/sweep.h"
 #include "bench/values.h"
 #include "bindings/c/kolo.h"
@@ -21,6 +22,7 @@ namespace {
 using namespace kolo::bench;
 
 const char kHelp[] = R"(usage: kolo_bench [sweep|scaling|fusion] [flags]     (one process per rank; e.g. kolorun -np 4 kolo_bench)
+       kolo_bench simulate [flags]                    (one process: the simulator)
 
 sweep (default): one collective over a range of sizes, as nccl-tests does.
   --collective C    allreduce (default), allgather, broadcast, reduce_scatter, reduce,
@@ -69,6 +71,23 @@ scaling: emulated data-parallel training steps of real models' gradients.
   T(1) = the same steps on one rank with no communication;
   T(N) = the largest, over ranks, of each rank's median step time;
   efficiency = T(1) / T(N).
+
+simulate: kolo's own allreduce code, one fiber per rank, over a modelled
+  network in virtual time (bench/simulator.h): each algorithm's time per size,
+  what the cost model chose (auto) and how far that is from the best; with
+  --model, the scaling efficiency of training per schedule.
+  --layout HxL      H hosts of L ranks (default 8x1)
+  --links SPEC      local=US/GBPS,remote=US/GBPS (as KOLO_LINK_COSTS; default
+                    shared memory's and 10 Gbit/s TCP's defaults)
+  --reduce-gbps G   one rank's reduction speed (default 8)
+  --segment-bytes N KOLO_SEGMENT_BYTES (default 2M)
+  --algorithms LIST comma-separated (default ring,recursive_doubling,tree,hierarchical)
+  --min-bytes, --max-bytes, --step-factor as for sweep (default 8 to 256M, x4)
+  --model M, --bucket-mb B, --compute-scale S as for scaling (no default model)
+  --horovod         the Horovod paper's setting: 128 hosts x 4 GPUs, 25 Gbit/s
+                    RoCE (10 us), PCIe within a host (5 us, 10 GB/s), reductions
+                    on the GPU (200 GB/s), 64 MiB fusion buffers, ResNet-101,
+                    Inception V3 and VGG-16 beside the efficiencies it reported
 
 fusion: a training step's gradients as named allreduces through the runtime
   engine (as a framework's backprop hooks submit them), against one
@@ -122,8 +141,13 @@ int main(int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-') {
     mode = argv[1];
     first = 2;
-    if (mode != "sweep" && mode != "scaling" && mode != "fusion") usage_error("unknown mode '" + mode + "'");
+    if (mode != "sweep" && mode != "scaling" && mode != "fusion" && mode != "simulate") {
+      usage_error("unknown mode '" + mode + "'");
+    }
   }
+  SimulateOptions si;
+  bool model_given = false, bucket_given = false;
+  std::string links;
   for (int i = first; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -147,9 +171,35 @@ int main(int argc, char** argv) {
     else if (a == "--staged") sw.declare_buffers = false;
     else if (a == "--link-gbps") sw.link_gbps = std::atof(next());
     else if (a == "--plot") plot = next();
-    else if (a == "--model") model = next();
+    else if (a == "--model") model = next(), model_given = true;
+    else if (a == "--layout") {
+      const std::string v = next();
+      const size_t x = v.find('x');
+      si.network.hosts = std::atoi(v.substr(0, x).c_str());
+      si.network.ranks_per_host = x == std::string::npos ? 0 : std::atoi(v.substr(x + 1).c_str());
+      if (si.network.hosts < 1 || si.network.ranks_per_host < 1) usage_error("--layout needs HxL, e.g. 128x4");
+    } else if (a == "--links") links = next();
+    else if (a == "--reduce-gbps") si.network.reduce_bytes_per_s = std::atof(next()) * 1e9;
+    else if (a == "--segment-bytes") si.network.segment_bytes = parse_size(next());
+    else if (a == "--algorithms") {
+      si.algorithms.clear();
+      std::string v = next();
+      for (size_t at = 0; at <= v.size();) {
+        const size_t end = std::min(v.find(',', at), v.size());
+        si.algorithms.push_back(v.substr(at, end - at));
+        at = end + 1;
+      }
+    } else if (a == "--horovod") {
+      si.network.hosts = 128;
+      si.network.ranks_per_host = 4;
+      links = "local=5/10,remote=10/3.125";
+      si.network.reduce_bytes_per_s = si.network.copy_bytes_per_s = 200e9;
+      if (!model_given) model = "resnet101,inception_v3,vgg16", model_given = true;
+      if (!bucket_given) sc.bucket_mb = 64;
+      si.reported = {{"resnet101", 90}, {"inception_v3", 90}, {"vgg16", 68}};
+    }
     else if (a == "--steps") sc.steps = std::atoi(next());
-    else if (a == "--bucket-mb") sc.bucket_mb = std::atof(next());
+    else if (a == "--bucket-mb") sc.bucket_mb = std::atof(next()), bucket_given = true;
     else if (a == "--compute-scale") sc.compute_scale = std::atof(next());
     else if (a == "--compute-ms") sc.compute_ms = std::atof(next());
     else if (a == "--predict-ranks") sc.predict_ranks = std::atoi(next());
@@ -162,6 +212,40 @@ int main(int argc, char** argv) {
   }
   if (sc.steps < 1 || sc.bucket_mb <= 0 || sc.compute_scale <= 0 || sc.compute_ms < 0 || sc.predict_ranks < 0) {
     usage_error("need --steps >= 1, --bucket-mb > 0, --compute-scale > 0, --compute-ms >= 0, --predict-ranks >= 0");
+  }
+  if (mode == "simulate") {
+    if (!links.empty()) {
+      kolo::CostModel costs;
+      costs.local = si.network.local;
+      costs.remote = si.network.remote;
+      kolo::Status s = kolo::parse_link_costs(links, &costs);
+      if (!s.is_ok()) usage_error("--links: " + s.message());
+      si.network.local = costs.local;
+      si.network.remote = costs.remote;
+    }
+    for (size_t at = 0; model_given && at <= model.size();) {
+      const size_t end = std::min(model.find(',', at), model.size());
+      const std::string one = model.substr(at, end - at);
+      if (one == "all") {
+        si.models = model_names();
+      } else if (find_model(one)) {
+        si.models.push_back(one);
+      } else {
+        usage_error("unknown model '" + one + "'");
+      }
+      at = end + 1;
+    }
+    if (bucket_given || !si.reported.empty()) si.bucket_mb = sc.bucket_mb;
+    si.compute_scale = sc.compute_scale;
+    if (sw.min_bytes != SweepOptions().min_bytes) si.min_bytes = sw.min_bytes;
+    if (sw.max_bytes != SweepOptions().max_bytes) si.max_bytes = sw.max_bytes;
+    if (sw.step_factor != SweepOptions().step_factor) si.step_factor = sw.step_factor;
+    for (const auto& a : si.algorithms) {
+      if (a != "ring" && a != "recursive_doubling" && a != "tree" && a != "hierarchical") {
+        usage_error("--algorithms: '" + a + "' is not ring, recursive_doubling, tree or hierarchical");
+      }
+    }
+    return run_simulate(si) ? 0 : 1;
   }
   if (model == "all") sc.models = model_names();
   else if (find_model(model)) sc.models = {model};

@@ -12,34 +12,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Bucket {
-  size_t elements = 0;
-  double ready_s = 0;  // after the start of the backward pass
-};
-
-// Packs gradients (backprop order) into buckets of at least bucket_bytes,
-// the last one taking what is left. A bucket is ready when its last
-// gradient is; gradient g is ready when the backward pass has done the
-// share of the model's multiply-adds that its layer and those before it
-// (in backprop order) represent.
-std::vector<Bucket> make_buckets(const ModelProfile& m, double backward_s, double bucket_bytes) {
-  const double total = m.total_macs();
-  std::vector<Bucket> buckets;
-  Bucket current;
-  double done = 0;
-  for (const auto& g : m.gradients) {
-    current.elements += g.elements;
-    done += g.macs;
-    current.ready_s = backward_s * done / total;
-    if (current.elements * sizeof(float) >= bucket_bytes) {
-      buckets.push_back(current);
-      current = Bucket();
-    }
-  }
-  if (current.elements) buckets.push_back(current);
-  return buckets;
-}
-
 void sleep_until(Clock::time_point t) { std::this_thread::sleep_until(t); }
 
 Clock::time_point after(Clock::time_point t, double s) {
@@ -80,6 +52,29 @@ kolo_result_t time_allreduce(kolo_comm_t comm, size_t bytes, double* seconds) {
 }
 
 }  // namespace
+
+// Packs gradients (backprop order) into buckets of at least bucket_bytes,
+// the last one taking what is left. A bucket is ready when its last
+// gradient is; gradient g is ready when the backward pass has done the
+// share of the model's multiply-adds that its layer and those before it
+// (in backprop order) represent.
+std::vector<Bucket> make_buckets(const ModelProfile& m, double backward_s, double bucket_bytes) {
+  const double total = m.total_macs();
+  std::vector<Bucket> buckets;
+  Bucket current;
+  double done = 0;
+  for (const auto& g : m.gradients) {
+    current.elements += g.elements;
+    done += g.macs;
+    current.ready_s = backward_s * done / total;
+    if (current.elements * sizeof(float) >= bucket_bytes) {
+      buckets.push_back(current);
+      current = Bucket();
+    }
+  }
+  if (current.elements) buckets.push_back(current);
+  return buckets;
+}
 
 kolo_result_t run_scaling(kolo_comm_t comm, const ScalingOptions& o, std::vector<ScalingResult>* results) {
   int rank = 0, n = 1;

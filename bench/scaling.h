@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench/model.h"
+#include "bench/models.h"
 #include "bindings/c/kolo.h"
 
 namespace kolo::bench {
@@ -44,6 +45,17 @@ struct ScalingResult {
   double predicted_efficiency = 0;
   RingModel fitted;
 };
+
+// A fusion bucket of gradients: its elements, and when its last gradient
+// is ready (seconds after the backward pass begins).
+struct Bucket {
+  size_t elements = 0;
+  double ready_s = 0;
+};
+// The model's gradients packed in backprop order into buckets of at least
+// bucket_bytes (the last takes what is left), for a backward pass of
+// backward_s spread over the layers by their multiply-adds.
+std::vector<Bucket> make_buckets(const ModelProfile& m, double backward_s, double bucket_bytes);
 
 kolo_result_t run_scaling(kolo_comm_t comm, const ScalingOptions& o, std::vector<ScalingResult>* results);
 

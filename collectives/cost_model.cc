@@ -16,6 +16,13 @@ double reduce(const CostModel& m, double bytes) { return bytes / m.reduce_bytes_
 // A ring of n members over `link`, its messages `bytes` each: one step.
 double ring_step(const LinkCost& link, double bytes) { return link.seconds(bytes); }
 
+// One step of the L rings across hosts (one per local index) that run at
+// once, each moving `piece` bytes: the longer of one message's latency and
+// wire time and what the host's link carries for all L.
+double cross_step(const CostModel& m, const Topology& t, double piece) {
+  return std::max(m.remote.seconds(piece), t.ranks_per_host * piece / m.remote.bytes_per_s);
+}
+
 Status bad(const std::string& text, const std::string& part, const char* why) {
   return invalid_argument("KOLO_LINK_COSTS='" + text + "': '" + part + "' " + why +
                           " (use local=LATENCY_US/GBYTES_PER_S,remote=LATENCY_US/GBYTES_PER_S)");
@@ -62,11 +69,17 @@ Status parse_link_costs(const std::string& text, CostModel* m) {
 double ring_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes) {
   // 2(N - 1) steps of a chunk each, N - 1 of them reducing it. Ranks are
   // placed in blocks, so a host's network link carries one ring crossing
-  // each way.
+  // each way, and H of the ring's N hops cross hosts. The steps pipeline:
+  // the time is the longer of the chain of hops a chunk takes (their
+  // latencies and wire times, hop by hop) and what the slowest link must
+  // carry.
   const int n = t.size;
   if (n < 2) return 0;
   const double chunk = double(bytes) / n;
-  return 2.0 * (n - 1) * ring_step(slowest(m, t), chunk) + (n - 1) * reduce(m, chunk);
+  const double crossing = t.host_count > 1 ? double(t.host_count) / n : 0;
+  const double hop = crossing * m.remote.seconds(chunk) + (1 - crossing) * m.local.seconds(chunk);
+  const double load = chunk / slowest(m, t).bytes_per_s;
+  return 2.0 * (n - 1) * std::max(hop, load) + (n - 1) * reduce(m, chunk);
 }
 
 double ring_reduce_scatter_seconds(const CostModel& m, const Topology& t, size_t bytes) {
@@ -120,39 +133,56 @@ double hierarchical_allreduce_seconds(const CostModel& m, const Topology& t, siz
   // allgather within the host.
   const int l = t.ranks_per_host, h = t.host_count;
   const double b = double(bytes), slice = b / l, piece = slice / h;
-  const double local = (l - 1) * (2 * ring_step(m.local, b / l) + reduce(m, b / l));
-  const double cross = 2.0 * (h - 1) * (m.remote.latency_s + piece * l / m.remote.bytes_per_s) + (h - 1) * reduce(m, piece);
+  const double local = (l - 1) * (2 * ring_step(m.local, slice) + reduce(m, slice));
+  const double cross = 2.0 * (h - 1) * cross_step(m, t, piece) + (h - 1) * reduce(m, piece);
   return local + cross;
 }
 
 double hierarchical_reduce_scatter_seconds(const CostModel& m, const Topology& t, size_t bytes) {
   const int l = t.ranks_per_host, h = t.host_count;
-  const double b = double(bytes);
+  const double b = double(bytes), piece = b / l / h;
   const double local = (l - 1) * (ring_step(m.local, b / l) + reduce(m, b / l));
-  const double piece = b / l / h;
-  const double cross = (h - 1) * (m.remote.latency_s + piece * l / m.remote.bytes_per_s + reduce(m, piece));
+  const double cross = (h - 1) * (cross_step(m, t, piece) + reduce(m, piece));
   return local + cross;
 }
 
 double hierarchical_allgather_seconds(const CostModel& m, const Topology& t, size_t bytes) {
   const int l = t.ranks_per_host, h = t.host_count;
   const double b = double(bytes), piece = b / l / h;
-  return (h - 1) * (m.remote.latency_s + piece * l / m.remote.bytes_per_s) + (l - 1) * ring_step(m.local, b / l);
+  return (h - 1) * cross_step(m, t, piece) + (l - 1) * ring_step(m.local, b / l);
+}
+
+size_t tree_segment_bytes(const CostModel& m, const Topology& t, size_t bytes) {
+  // T(S) = (D - 1 + S)(a + 2H/(S b)) is least at S = sqrt(2H(D - 1)/(a b)).
+  const double half = double(bytes) / 2;
+  const LinkCost& link = slowest(m, t);
+  const double depth = std::max(1, m.tree_depth);
+  const double best = std::sqrt(2 * half * (depth - 1) / std::max(link.latency_s * link.bytes_per_s, 1.0));
+  const double segments = std::max(1.0, std::floor(best));
+  const double floor_bytes = 16 << 10;  // below this, per-message costs the model leaves out dominate
+  const double s = std::max(std::min(half / segments, double(m.segment_bytes)), std::min(floor_bytes, half));
+  return std::max<size_t>(1, static_cast<size_t>(s));
 }
 
 double tree_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes) {
   // Each tree carries half the buffer in S segments of s bytes; a step
   // (one segment of each tree) takes a rank two segments in and two out
-  // (inner node of one tree, leaf of the other), and the pipeline fills in
-  // `depth` steps. Up, then down.
+  // (inner node of one tree, leaf of the other) and a host's network link
+  // the tree edges that leave it (tree_host_load), and the pipeline fills
+  // in `depth` steps. Up, then down.
   if (t.size < 2) return 0;
   const double half = double(bytes) / 2;
-  const double segments = std::max(1.0, std::ceil(half / double(std::max<size_t>(m.segment_bytes, 1))));
+  const double segments = std::max(1.0, std::ceil(half / double(tree_segment_bytes(m, t, bytes))));
   const double s = half / segments;
   const double steps = m.tree_depth + segments - 1;
-  const LinkCost& link = slowest(m, t);
-  const double up = steps * (link.latency_s + 2 * s / link.bytes_per_s + reduce(m, 2 * s));
-  const double down = steps * (link.latency_s + 2 * s / link.bytes_per_s);
+  double wire = 2 * s / m.local.bytes_per_s;
+  double latency = m.local.latency_s;
+  if (t.host_count > 1) {
+    wire = std::max(wire, m.tree_host_load * s / m.remote.bytes_per_s);
+    latency = m.remote.latency_s;
+  }
+  const double up = steps * (latency + wire + reduce(m, 2 * s));
+  const double down = steps * (latency + wire);
   return up + down;
 }
 

@@ -35,6 +35,7 @@ struct CostModel {
   double reduce_bytes_per_s = 8e9;  // one rank reducing one input into its own
   size_t segment_bytes = 2 << 20;   // KOLO_SEGMENT_BYTES: the pipelined schedules' unit
   int tree_depth = 0;               // double_tree_depth(size), computed once
+  int tree_host_load = 2;           // double_tree_host_load(size, ranks per host), computed once
 };
 
 // What a class of link ("shm", "tcp", "ib", "tcp-loopback" for ranks of one
@@ -46,6 +47,14 @@ LinkCost default_link_cost(const std::string& link_class);
 // KOLO_LINK_COSTS: "local=LATENCY_US/GBYTES_PER_S,remote=..." (either or
 // both), over the defaults. Malformed: INVALID_ARGUMENT naming the part.
 Status parse_link_costs(const std::string& text, CostModel* model);
+
+// The latency tree's segment for an allreduce of `bytes`: the one that
+// minimizes the tree's estimate below, (depth + S - 1) steps of
+// (latency + s / bandwidth) for S segments of s bytes: at least a few
+// latencies' worth of bytes, so the pipeline's start costs little, and
+// small enough to fill the depth. At most segment_bytes. The tree runs with
+// it, so the estimate is of what runs.
+size_t tree_segment_bytes(const CostModel& m, const Topology& t, size_t bytes);
 
 // The estimates, in seconds, for `bytes` (allreduce: the buffer;
 // allgather: the result; reduce-scatter: the input).

@@ -53,6 +53,7 @@ struct Modelled {
     topology.size = n;
     topology.host_count = host_count;
     topology.ranks_per_host = (n + host_count - 1) / host_count;
+    costs.tree_host_load = double_tree_host_load(n, topology.ranks_per_host);
     topology.costs = &costs;
     thresholds.small_bytes = small;
     thresholds.hierarchical_bytes = small + 1;

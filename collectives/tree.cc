@@ -1,7 +1,9 @@
 #include "collectives/tree.h"
 
 #include <algorithm>
+#include <array>
 #include <deque>
+#include <map>
 #include <string>
 
 #include "collectives/cost_model.h"
@@ -34,18 +36,6 @@ std::vector<Step> tree_steps(size_t count, size_t elem, size_t segment_bytes) {
   return steps;
 }
 
-Status wait_all(const ScheduleContext& ctx, const Request* reqs, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    while (!reqs[i].done) KOLO_RETURN_IF_ERROR(ctx.transport->progress(Deadline::after_seconds(ctx.pipeline.timeout_s)));
-  }
-  return Status::ok();
-}
-
-Status wait_all(const ScheduleContext& ctx, const std::deque<Request>& reqs) {
-  for (const Request& r : reqs) KOLO_RETURN_IF_ERROR(wait_all(ctx, &r, 1));
-  return Status::ok();
-}
-
 }  // namespace
 
 std::vector<int> tree_peers(int rank, int size) {
@@ -71,68 +61,107 @@ Status tree_allreduce(const ScheduleContext& ctx, const void* send, void* recv, 
   auto* out = static_cast<unsigned char*>(recv);
   const TreeLinks links[2] = {double_tree_links(ctx.size, ctx.rank, 0), double_tree_links(ctx.size, ctx.rank, 1)};
   const std::vector<Step> steps = tree_steps(count, elem, ctx.segment_bytes);
+  const size_t n = steps.size();
+  const auto at = [&](size_t i) { return out + steps[i].range.offset * elem; };
+  const auto bytes = [&](size_t i) { return steps[i].range.count * elem; };
+  const auto progress = [&] { return ctx.transport->progress(Deadline::after_seconds(ctx.pipeline.timeout_s)); };
   size_t largest = 0;
   for (const Step& s : steps) largest = std::max(largest, s.range.count * elem);
-  // Two steps' children in flight: [step parity][child].
-  auto* staging = static_cast<unsigned char*>(m->staging(4 * largest));
-  if (!staging) return device_error("cannot allocate " + std::to_string(4 * largest) + " bytes of staging memory");
-  const auto slot = [&](size_t step, size_t child) { return staging + ((step % 2) * 2 + child) * largest; };
+  // Children's segments land in a window of steps' slots, two per step.
+  const size_t window = std::max<size_t>(2, ctx.pipeline.staging_slots);
+  auto* staging = static_cast<unsigned char*>(m->staging(window * 2 * largest));
+  if (!staging) return device_error("cannot allocate " + std::to_string(window * 2 * largest) + " bytes of staging memory");
+  const auto slot = [&](size_t i, size_t child) { return staging + ((i % window) * 2 + child) * largest; };
 
-  // Up: children's segments into staging, reduced into this rank's own,
-  // passed to the parent; the next step's receives are posted before this
-  // one's reduction, so the wire keeps moving while this rank computes.
-  Request from_child[2][2];
-  const auto post_children = [&](size_t i) -> Status {
-    const Step& s = steps[i];
-    const std::vector<int>& children = links[s.tree].children;
-    for (size_t j = 0; j < children.size(); ++j) {
-      from_child[i % 2][j] = Request{};
-      KOLO_RETURN_IF_ERROR(
-          ctx.transport->post_recv(children[j], slot(i, j), s.range.count * elem, tag, &from_child[i % 2][j]));
+  // The two trees go at their own pace: a step runs as soon as its own
+  // data is there, whatever the other tree's steps wait for. What keeps
+  // the two ends of every pair agreeing on which message is which is that
+  // each posts its sends to a peer, and its receives from a peer, in the
+  // steps' order.
+  std::vector<int> send_peer(n, -1);
+  std::vector<bool> ready(n, false);
+  std::deque<Request> sends;  // addresses stay put as it grows
+  std::map<int, size_t> next_send;  // per peer: the first step whose send to it is not posted
+  const auto post_ready_sends = [&](const std::vector<std::vector<int>>& to) -> Status {
+    for (auto& [peer, i] : next_send) {
+      for (; i < n; ++i) {
+        const auto& targets = to[i];
+        if (std::find(targets.begin(), targets.end(), peer) == targets.end()) continue;
+        if (!ready[i]) break;
+        sends.emplace_back();
+        KOLO_RETURN_IF_ERROR(ctx.transport->post_send(peer, at(i), bytes(i), tag, &sends.back()));
+      }
     }
     return Status::ok();
   };
-  std::deque<Request> to_parent;  // addresses stay put as it grows
-  if (!steps.empty()) KOLO_RETURN_IF_ERROR(post_children(0));
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const Step& s = steps[i];
-    const TreeLinks& l = links[s.tree];
-    if (i + 1 < steps.size()) KOLO_RETURN_IF_ERROR(post_children(i + 1));
-    KOLO_RETURN_IF_ERROR(wait_all(ctx, from_child[i % 2], l.children.size()));
-    unsigned char* mine = out + s.range.offset * elem;
-    for (size_t j = 0; j < l.children.size(); ++j) m->reduce(dtype, op, mine, mine, slot(i, j), s.range.count);
-    if (l.parent >= 0) {
-      to_parent.emplace_back();
-      KOLO_RETURN_IF_ERROR(ctx.transport->post_send(l.parent, mine, s.range.count * elem, tag, &to_parent.back()));
-    } else {
-      m->finalize(dtype, op, mine, s.range.count, ctx.size);  // the root: the segment is done
+  const auto all_sends_done = [&] {
+    for (const Request& r : sends) {
+      if (!r.done) return false;
     }
+    return true;
+  };
+
+  // Up: each step's children's segments reduced into this rank's own and
+  // passed to the parent; the roots finish theirs.
+  std::vector<std::vector<int>> up(n);
+  for (size_t i = 0; i < n; ++i) {
+    const TreeLinks& l = links[steps[i].tree];
+    if (l.parent >= 0) up[i] = {l.parent}, next_send.emplace(l.parent, 0);
+  }
+  std::vector<std::array<Request, 2>> from_child(n);
+  size_t posted = 0, reduced_count = 0;
+  std::vector<bool> reduced(n, false);
+  while (reduced_count < n) {
+    // Receives in the steps' order, as far as the window's slots allow.
+    for (; posted < n && (posted < window || reduced[posted - window]); ++posted) {
+      const std::vector<int>& children = links[steps[posted].tree].children;
+      for (size_t j = 0; j < children.size(); ++j) {
+        KOLO_RETURN_IF_ERROR(
+            ctx.transport->post_recv(children[j], slot(posted, j), bytes(posted), tag, &from_child[posted][j]));
+      }
+    }
+    bool moved = false;
+    for (size_t i = 0; i < posted; ++i) {
+      if (reduced[i]) continue;
+      const std::vector<int>& children = links[steps[i].tree].children;
+      bool arrived = true;
+      for (size_t j = 0; j < children.size(); ++j) arrived = arrived && from_child[i][j].done;
+      if (!arrived) continue;
+      for (size_t j = 0; j < children.size(); ++j) m->reduce(dtype, op, at(i), at(i), slot(i, j), steps[i].range.count);
+      if (links[steps[i].tree].parent < 0) m->finalize(dtype, op, at(i), steps[i].range.count, ctx.size);
+      reduced[i] = ready[i] = true;
+      ++reduced_count;
+      moved = true;
+    }
+    KOLO_RETURN_IF_ERROR(post_ready_sends(up));
+    if (!moved && reduced_count < n) KOLO_RETURN_IF_ERROR(progress());
   }
   // The partial sums must have left before the results overwrite them.
-  KOLO_RETURN_IF_ERROR(wait_all(ctx, to_parent));
+  while (!all_sends_done()) KOLO_RETURN_IF_ERROR(progress());
 
   // Down: the result from the parent, straight into place, then on to the
   // children.
-  std::deque<Request> from_parent, to_children;
-  for (const Step& s : steps) {
-    from_parent.emplace_back();
-    if (links[s.tree].parent < 0) {
-      from_parent.back().done = true;
-      continue;
-    }
-    KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(links[s.tree].parent, out + s.range.offset * elem,
-                                                  s.range.count * elem, tag, &from_parent.back()));
+  sends.clear();
+  next_send.clear();
+  std::vector<std::vector<int>> down(n);
+  std::vector<Request> from_parent(n);
+  for (size_t i = 0; i < n; ++i) {
+    const TreeLinks& l = links[steps[i].tree];
+    down[i] = l.children;
+    for (int c : l.children) next_send.emplace(c, 0);
+    ready[i] = l.parent < 0;  // the root's own result
+    if (l.parent >= 0) KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(l.parent, at(i), bytes(i), tag, &from_parent[i]));
   }
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const Step& s = steps[i];
-    KOLO_RETURN_IF_ERROR(wait_all(ctx, &from_parent[i], 1));
-    for (int c : links[s.tree].children) {
-      to_children.emplace_back();
-      KOLO_RETURN_IF_ERROR(
-          ctx.transport->post_send(c, out + s.range.offset * elem, s.range.count * elem, tag, &to_children.back()));
+  for (;;) {
+    bool waiting = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (!ready[i]) ready[i] = from_parent[i].done;
+      waiting = waiting || !ready[i];
     }
+    KOLO_RETURN_IF_ERROR(post_ready_sends(down));
+    if (!waiting && all_sends_done()) return Status::ok();
+    KOLO_RETURN_IF_ERROR(progress());
   }
-  return wait_all(ctx, to_children);
 }
 
 namespace {
@@ -146,8 +175,16 @@ void peers(const Topology& t, const Thresholds& th, std::vector<int>* out) {
   for (int p : tree_peers(t.rank, t.size)) add_peer(p, t.rank, out);
 }
 
-Status run(const ScheduleContext& ctx, const Topology&, const AllreduceArgs& a) {
-  return allreduce_over_one_buffer(ctx, a, tree_allreduce);
+Status run(const ScheduleContext& ctx, const Topology& t, const AllreduceArgs& a) {
+  // The segment the cost model finds best for this size (every rank has
+  // the same model, so every rank cuts alike).
+  ScheduleContext tuned = ctx;
+  if (t.costs) {
+    size_t total = 0;
+    for (const Span& s : a.spans) total += s.count;
+    tuned.segment_bytes = tree_segment_bytes(*t.costs, t, total * dtype_size(a.dtype));
+  }
+  return allreduce_over_one_buffer(tuned, a, tree_allreduce);
 }
 
 double seconds(const Topology& t, const Call& c) { return tree_allreduce_seconds(*t.costs, t, c.bytes); }

@@ -60,4 +60,21 @@ int double_tree_depth(int n) {
   return depth;
 }
 
+int double_tree_host_load(int n, int per_host) {
+  if (n < 2 || per_host < 1) return 0;
+  const int hosts = (n + per_host - 1) / per_host;
+  std::vector<int> out(hosts, 0), in(hosts, 0);
+  for (int t = 0; t < 2; ++t) {
+    for (int r = 0; r < n; ++r) {
+      const int parent = double_tree_links(n, r, t).parent;
+      if (parent < 0 || parent / per_host == r / per_host) continue;
+      ++out[r / per_host];     // up: r's sums to its parent (down: the other way)
+      ++in[parent / per_host];
+    }
+  }
+  int load = 0;
+  for (int h = 0; h < hosts; ++h) load = std::max({load, out[h], in[h]});
+  return load;
+}
+
 }  // namespace kolo

@@ -37,4 +37,12 @@ int double_tree_root(int size, int tree);
 // Levels below the root of the deeper of the two trees (0 for one rank).
 int double_tree_depth(int size);
 
+// With ranks placed on hosts in blocks of `ranks_per_host`: the most
+// segments that one step (a segment of each tree) sends over one host's
+// network link in either direction, counting the tree edges that leave or
+// enter the host. What a host's link carries per step, where a rank alone
+// on its host carries 2 (two in as an inner node of one tree, one out to
+// its parent there and one as a leaf of the other).
+int double_tree_host_load(int size, int ranks_per_host);
+
 }  // namespace kolo

@@ -65,6 +65,21 @@ TEST(DoubleTree, AtEvenSizesNoRankIsAnInnerNodeOfBothTrees) {
   }
 }
 
+TEST(DoubleTree, AHostsLinkCarriesTheEdgesThatLeaveIt) {
+  // One rank per host: an inner node of one tree and a leaf of the other.
+  EXPECT_EQ(double_tree_host_load(8, 1), 2);
+  EXPECT_EQ(double_tree_host_load(64, 1), 2);
+  // All on one host: nothing crosses.
+  EXPECT_EQ(double_tree_host_load(8, 8), 0);
+  // Blocks of 4: a block's subtrees hang from ranks whose links leave it,
+  // in both trees; never more than every rank's own two.
+  for (int n : {16, 64, 512}) {
+    const int load = double_tree_host_load(n, 4);
+    EXPECT_GE(load, 2) << n;
+    EXPECT_LE(load, 8) << n;
+  }
+}
+
 TEST(DoubleTree, PeersAreBothTreesLinks) {
   // 8 ranks, tree 0: 0-4, 4-2, 4-6, 2-1, 2-3, 6-5, 6-7; tree 1 mirrors it.
   EXPECT_EQ(double_tree_links(8, 4, 0).parent, 0);

@@ -291,6 +291,7 @@ void Communicator::choose_costs() {
   for (int r = 0; r < static_cast<int>(world_.facts.size()); ++r) ranks_of_host[world_.facts[r].host].push_back(r);
   host_count_ = static_cast<int>(ranks_of_host.size());
   for (const auto& [host, ranks] : ranks_of_host) ranks_per_host_ = std::max(ranks_per_host_, static_cast<int>(ranks.size()));
+  costs_.tree_host_load = double_tree_host_load(world_.size, ranks_per_host_);
   // Each host's first rank's routes say which kinds carry its ranks'
   // traffic; of those, the slowest class on every host counts, so every
   // rank reaches the same model from the same facts.
