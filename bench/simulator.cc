@@ -245,7 +245,6 @@ Status Simulation::run(const std::string& algorithm, size_t bytes, SimulatedRun*
   costs.tree_host_load = double_tree_host_load(n_, net_.ranks_per_host);
   Thresholds thresholds;
   thresholds.small_bytes = net_.small_bytes;
-  thresholds.hierarchical_bytes = net_.small_bytes + 1;
   thresholds.forced = algorithm == "auto" ? nullptr : algorithm.c_str();
 
   std::vector<std::unique_ptr<SimulatedRank>> ranks;

@@ -42,14 +42,11 @@ struct Topology {
   const CostModel* costs = nullptr;
 };
 
-// The sizes at which the choice changes (settings: KOLO_SMALL_ALLREDUCE_BYTES,
-// KOLO_ALGORITHM).
+// What the settings allow (KOLO_SMALL_ALLREDUCE_BYTES, KOLO_ALGORITHM).
 struct Thresholds {
-  size_t small_bytes = 0;         // recursive doubling may run up to here
-  size_t hierarchical_bytes = 0;  // the hierarchical schedules from here, where they apply
-  // KOLO_ALGORITHM naming one entry: it runs wherever it applies (its own
-  // size limits lifted by the two above), the cost model elsewhere.
-  // nullptr: auto.
+  size_t small_bytes = 0;  // recursive doubling may run up to here
+  // KOLO_ALGORITHM naming one entry: it runs wherever it applies (the
+  // limit above lifted), the cost model elsewhere. nullptr: auto.
   const char* forced = nullptr;
 };
 

@@ -47,8 +47,8 @@ Status allreduce_over_one_buffer(const ScheduleContext& ctx, const AllreduceArgs
 
 const std::vector<const AllreduceAlgorithm*>& allreduce_algorithms() {
   static const std::vector<const AllreduceAlgorithm*> table = {
-      &kHierarchicalAllreduce,
       &kRecursiveDoublingAllreduce,
+      &kHierarchicalAllreduce,
       &kSharedMemoryAllreduce,
       &kTreeAllreduce,
       &kRingAllreduce,

@@ -4,7 +4,7 @@
 // (blocking, stream, asynchronous, the engine's fused operations, the v
 // variants) goes through these, so one call picks alike whatever the entry.
 //
-//   allreduce:      hierarchical, recursive_doubling, shared_memory, tree, ring
+//   allreduce:      recursive_doubling, hierarchical, shared_memory, tree, ring
 //   allgather:      hierarchical, ring
 //   reduce_scatter: hierarchical, ring
 //

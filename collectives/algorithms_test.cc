@@ -21,7 +21,6 @@ struct World {
     topology.rank = rank;
     topology.size = size;
     thresholds.small_bytes = small;
-    thresholds.hierarchical_bytes = small + 1;
   }
   // Ranks on `hosts` hosts, size / hosts on each, in blocks.
   void spread_over(int hosts) {
@@ -74,7 +73,7 @@ TEST(AlgorithmTables, HierarchicalAcrossHosts) {
   uneven.equal_blocks = false;  // allgatherv, reduce_scatterv with uneven counts
   EXPECT_EQ(first_applying(allgather_algorithms(), w, uneven), "ring");
   EXPECT_EQ(first_applying(reduce_scatter_algorithms(), w, uneven), "ring");
-  w.thresholds.hierarchical_bytes = 0;  // KOLO_ALGORITHM=hierarchical
+  w.thresholds.forced = "hierarchical";  // KOLO_ALGORITHM=hierarchical
   EXPECT_EQ(w.allreduce(4), "hierarchical");
 }
 

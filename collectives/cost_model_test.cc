@@ -56,7 +56,6 @@ struct Modelled {
     costs.tree_host_load = double_tree_host_load(n, topology.ranks_per_host);
     topology.costs = &costs;
     thresholds.small_bytes = small;
-    thresholds.hierarchical_bytes = small + 1;
     for (int r = 0; r < n; ++r) hosts.push_back("h" + std::to_string(r * host_count / n));
     if (make_host_layout(hosts, 0, &layout)) topology.hosts = &layout;
   }

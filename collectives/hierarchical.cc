@@ -139,9 +139,7 @@ Status hierarchical_reduce_scatter(const ScheduleContext& ctx, const HostLayout&
 
 namespace {
 
-bool applies(const Topology& t, const Thresholds& th, const Call& c) {
-  return t.hosts != nullptr && c.bytes > 0 && (c.bytes >= th.hierarchical_bytes || is_forced(th, "hierarchical"));
-}
+bool applies(const Topology& t, const Thresholds&, const Call& c) { return t.hosts != nullptr && c.bytes > 0; }
 
 bool applies_to_equal_blocks(const Topology& t, const Thresholds& th, const Call& c) {
   return c.equal_blocks && applies(t, th, c);

@@ -69,7 +69,6 @@ Topology Communicator::topology() const {
 Thresholds Communicator::thresholds() const {
   Thresholds th;
   th.small_bytes = static_cast<size_t>(config_.small_allreduce_bytes);
-  th.hierarchical_bytes = th.small_bytes + 1;  // above the latency-bound sizes
   th.forced = config_.algorithm == "auto" ? nullptr : config_.algorithm.c_str();
   return th;
 }

@@ -29,7 +29,7 @@
     "pipeline unit on the wire")                                                                                   \
   X(pipeline_depth, Int, "KOLO_PIPELINE_DEPTH", 4, 1, 64, "4", "receives staged ahead of the reduction")           \
   X(small_allreduce_bytes, Int, "KOLO_SMALL_ALLREDUCE_BYTES", 64 << 10, 0, double(int64_t{1} << 30), "64K",         \
-    "allreduces up to this size use recursive doubling")                                                          \
+    "allreduce: recursive doubling may run up to this size, where the cost model finds it fastest")              \
   X(sockets_per_peer, Int, "KOLO_SOCKETS_PER_PEER", 1, 1, 64, "1", "parallel TCP connections to each neighbour")  \
   X(socket_buffer_bytes, Int, "KOLO_SOCKET_BUFFER", 0, 0, double(int64_t{1} << 30), "0",                           \
     "`SO_SNDBUF`/`SO_RCVBUF`; 0 keeps kernel autotuning")                                                          \
