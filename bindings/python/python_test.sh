@@ -4,7 +4,7 @@
 #   python_test.sh examples  the seed examples (each starts its own job)
 #   python_test.sh process_sets_4  the process-set tests on 4 ranks
 #   python_test.sh torch_N   the torch.distributed backend's tests on N
-#                            ranks (under the real torchrun for 2 and 4,
+#                            ranks (under the real torchrun for 2, 4 and 16,
 #                            kolorun for 3); torch_2 also starts jobs rank
 #                            by rank (init methods, failures)
 #   python_test.sh torch_programs_N  real torch.distributed programs
