@@ -152,6 +152,31 @@ double hierarchical_allgather_seconds(const CostModel& m, const Topology& t, siz
   return (h - 1) * cross_step(m, t, piece) + (l - 1) * ring_step(m.local, b / l);
 }
 
+double chain_seconds(const CostModel& m, const Topology& t, size_t through_root, bool reduces) {
+  // N - 1 hops, each forwarding a segment as soon as it has it: the
+  // root's link carries it all, and the last segment arrives N - 2 hops
+  // after it leaves.
+  const int n = t.size;
+  if (n < 2) return 0;
+  const double v = double(through_root);
+  const double s = std::min(v, double(std::max<size_t>(m.segment_bytes, 1)));
+  const LinkCost& link = slowest(m, t);
+  return (n - 1) * link.latency_s + v / link.bytes_per_s + (n - 2) * s / link.bytes_per_s +
+         (reduces ? reduce(m, v) : 0);
+}
+
+double pairwise_alltoall_seconds(const CostModel& m, const Topology& t, size_t bytes) {
+  // Every block posted at once: one latency, then each link's share. A
+  // host's link carries its L ranks' blocks for the other hosts' ranks.
+  const int n = t.size, l = t.ranks_per_host;
+  if (n < 2) return 0;
+  const double block = double(bytes) / n;
+  const double local = (std::min(l, n) - 1) * block / m.local.bytes_per_s;
+  if (t.host_count < 2) return m.local.latency_s + local;
+  const double remote = double(n - l) * l * block / m.remote.bytes_per_s;
+  return m.remote.latency_s + std::max(local, remote);
+}
+
 size_t tree_segment_bytes(const CostModel& m, const Topology& t, size_t bytes) {
   // T(S) = (D - 1 + S)(a + 2H/(S b)) is least at S = sqrt(2H(D - 1)/(a b)).
   const double half = double(bytes) / 2;

@@ -67,5 +67,12 @@ double ring_allgather_seconds(const CostModel& m, const Topology& t, size_t byte
 double ring_reduce_scatter_seconds(const CostModel& m, const Topology& t, size_t bytes);
 double hierarchical_allgather_seconds(const CostModel& m, const Topology& t, size_t bytes);
 double hierarchical_reduce_scatter_seconds(const CostModel& m, const Topology& t, size_t bytes);
+// The collectives with one schedule each: a pipelined chain around the
+// ring (rooted.h) that carries `through_root` bytes in or out of the root
+// (broadcast and reduce: the buffer; gather and scatter: the N - 1 other
+// blocks), reducing them on the way for reduce; and all-to-all by pairwise
+// exchange (alltoall.h) of `bytes` per rank (N blocks).
+double chain_seconds(const CostModel& m, const Topology& t, size_t through_root, bool reduces);
+double pairwise_alltoall_seconds(const CostModel& m, const Topology& t, size_t bytes);
 
 }  // namespace kolo

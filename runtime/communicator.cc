@@ -78,12 +78,24 @@ const char* Communicator::allreduce_algorithm(size_t bytes) {
 }
 
 Status Communicator::estimate(const std::string& collective, size_t bytes, double* seconds, const char** algorithm) {
-  TableCollective c;
-  if (collective == "allreduce") c = TableCollective::kAllreduce;
-  else if (collective == "allgather") c = TableCollective::kAllgather;
-  else if (collective == "reduce_scatter") c = TableCollective::kReduceScatter;
-  else return invalid_argument("collective '" + collective + "': use allreduce, allgather or reduce_scatter");
-  const Estimate e = kolo::estimate(c, topology(), thresholds(), bytes, /*host_memory=*/true);
+  const Topology t = topology();
+  const int n = world_.size;
+  Estimate e;
+  if (collective == "allreduce") e = kolo::estimate(TableCollective::kAllreduce, t, thresholds(), bytes, true);
+  else if (collective == "allgather") e = kolo::estimate(TableCollective::kAllgather, t, thresholds(), bytes, true);
+  else if (collective == "reduce_scatter") e = kolo::estimate(TableCollective::kReduceScatter, t, thresholds(), bytes, true);
+  else if (collective == "broadcast" || collective == "reduce") {
+    e = {"chain", chain_seconds(costs_, t, bytes, collective == "reduce")};
+  } else if (collective == "gather" || collective == "scatter") {
+    // bytes: the root's whole buffer, N blocks.
+    e = {"chain", chain_seconds(costs_, t, bytes / n * (n - 1), false)};
+  } else if (collective == "alltoall") {
+    e = {"pairwise", pairwise_alltoall_seconds(costs_, t, bytes)};
+  } else {
+    return invalid_argument("collective '" + collective +
+                            "': use allreduce, allgather, reduce_scatter, broadcast, reduce, gather, scatter or "
+                            "alltoall");
+  }
   if (seconds) *seconds = world_.size == 1 ? 0 : e.seconds;
   if (algorithm) *algorithm = e.algorithm;
   return Status::ok();

@@ -129,9 +129,10 @@ class Communicator {
   // The allreduce schedule for a host buffer of `bytes`: "ring",
   // "recursive_doubling", "hierarchical" or "shared_memory".
   const char* allreduce_algorithm(size_t bytes);
-  // What `collective` ("allreduce", "allgather", "reduce_scatter") of
-  // `bytes` would run on host buffers, and the cost model's estimate of its
-  // time (collectives/cost_model.h).
+  // What `collective` (allreduce, allgather, reduce_scatter, broadcast,
+  // reduce, gather, scatter, alltoall) of `bytes` would run on host
+  // buffers, and the cost model's estimate of its time
+  // (collectives/cost_model.h); see kolo_comm_estimate.
   Status estimate(const std::string& collective, size_t bytes, double* seconds, const char** algorithm);
   int rank() const { return world_.rank; }
   int size() const { return world_.size; }

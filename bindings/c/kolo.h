@@ -289,13 +289,16 @@ kolo_result_t kolo_comm_get_transport(kolo_comm_t comm, const char** name);
 kolo_result_t kolo_comm_get_allreduce_algorithm(kolo_comm_t comm, size_t bytes, const char** name);
 
 /* The cost model's estimate of one call: `collective` ("allreduce",
- * "allgather" or "reduce_scatter") of `bytes` in host memory (allreduce:
- * the buffer; allgather: the result; reduce-scatter: the input) takes about
- * *seconds by *algorithm (either may be NULL), from what the
+ * "allgather", "reduce_scatter", "broadcast", "reduce", "gather", "scatter"
+ * or "alltoall") of `bytes` in host memory (the largest buffer of the call
+ * on a rank: allreduce's, allgather's result, reduce-scatter's input, the
+ * root's for gather and scatter, each rank's send buffer for alltoall)
+ * takes about *seconds by *algorithm (either may be NULL), from what the
  * communicator's links cost (KOLO_LINK_COSTS, or each class's defaults):
  * what a framework's scheduler needs to overlap communication with
- * compute. Local and quick: no message is sent. Another collective name
- * is KOLO_ERR_INVALID_ARGUMENT. */
+ * compute (torch's time estimator asks kolo's backend through it). Local
+ * and quick: no message is sent. Another collective name is
+ * KOLO_ERR_INVALID_ARGUMENT. */
 kolo_result_t kolo_comm_estimate(kolo_comm_t comm, const char* collective, size_t bytes, double* seconds,
                                  const char** algorithm);
 

@@ -174,6 +174,8 @@ _SIGNATURES = {
     "kolo_comm_grow": [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(UniqueId), ctypes.c_int, ctypes.POINTER(Config),
                        _c_void_pp],
     "kolo_comm_get_timeout": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_double)],
+    "kolo_comm_estimate": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_double),
+                           ctypes.POINTER(ctypes.c_char_p)],
     "kolo_submit_allreduce": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
                               _c_int64_p, ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.c_double, _c_void_pp],
     "kolo_submit_grouped_allreduce": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, _c_void_pp, _c_void_pp,

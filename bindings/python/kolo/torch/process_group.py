@@ -75,6 +75,7 @@ class KoloProcessGroup(ProcessGroup):
         self._batch = []  # sends and receives not yet posted
         self._alive = {}  # id -> KoloWork, until it completes
         self._coalesced = None  # inside torch's coalescing manager: the works since it began
+        self._estimated_us = None  # inside torch's _time_estimator: the estimated time so far
         self._group_name = self._group_desc = ""
         self._deadline_s = deadline_s
         _groups.add(self)
@@ -127,6 +128,10 @@ class KoloProcessGroup(ProcessGroup):
         back `written` (Buffers) and running `finish`. Sends and receives
         wait in a batch (see _post_batch)."""
         future = KoloFuture()
+        if self._estimated_us is not None:  # torch's _time_estimator: estimate, run nothing
+            self._estimated_us += self._estimate_us(call, keep)
+            future.set_result(list(outputs))
+            return KoloWork(self, future, point_to_point=False)
 
         def complete():
             for b in written:
@@ -156,6 +161,44 @@ class KoloProcessGroup(ProcessGroup):
             group = weakref.ref(self)
             future.add_done_callback(lambda _: retire(group, work))
         return work
+
+    # --- torch.distributed._time_estimator (torch 2.13) ---
+
+    # kolo_comm_estimate's collective for each call, and the bytes it takes
+    # (the largest buffer of the call on a rank; gather and scatter: the
+    # root's, N blocks of this rank's).
+    _ESTIMATED = {"allreduce": "allreduce", "barrier": "allreduce", "allgather": "allgather",
+                  "allgatherv": "allgather", "reduce_scatter": "reduce_scatter", "reduce_scatterv": "reduce_scatter",
+                  "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",
+                  "alltoallv": "alltoall"}
+
+    def _estimate_us(self, call, keep):
+        collective = self._ESTIMATED.get(call)
+        if collective is None:
+            raise RuntimeError("kolo: torch's time estimator covers the collectives, not %s" % call)
+
+        def nbytes(item):
+            if isinstance(item, Buffer):
+                return item.nbytes
+            return item.numel() * item.element_size() if isinstance(item, torch.Tensor) else 0
+
+        size = max([nbytes(k) for k in keep] + [4])
+        if collective in ("gather", "scatter"):
+            size = min(nbytes(k) for k in keep if nbytes(k)) * self.size()
+        seconds = ctypes.c_double()
+        check(lib.kolo_comm_estimate(self._comm, collective.encode(), size, ctypes.byref(seconds), None))
+        return seconds.value * 1e6
+
+    def _start_time_estimate(self):
+        with self._lock:
+            self._estimated_us = 0.0
+
+    def _end_time_estimate(self):
+        """The estimated time since _start_time_estimate, in microseconds
+        (as NCCL's estimator answers torch)."""
+        with self._lock:
+            total, self._estimated_us = self._estimated_us, None
+        return total
 
     def _post(self, operation, raise_errors=False):
         call, args, keep, complete, future = operation
@@ -571,22 +614,32 @@ class _Coalesced(KoloWork):
 
 
 class _ShrinkableView:
-    """kolo's group as shrink_group sees a backend: it can shrink, and the
-    shrunk group comes back as the c10d.Backend torch registers on the new
-    group (kolo/torch/_device_backend.cpp; that Backend shrinks again the
-    same way). Anything else torch asks of a backend here is answered as a
-    backend that supports none of it would."""
+    """kolo's group as torch sees a backend (group._get_backend): it can
+    shrink (shrink_group), and the shrunk group comes back as the
+    c10d.Backend torch registers on the new group
+    (kolo/torch/_device_backend.cpp; that Backend shrinks again the same
+    way); it estimates collectives' times (_time_estimator). Anything else
+    torch asks of a backend here is answered as a backend that supports
+    none of it would."""
 
     supports_shrinking = True
     supports_splitting = False
     supports_coalescing = False
-    supports_time_estimate = False
+    supports_time_estimate = True
 
     def __init__(self, group):
         self._group = group
 
     def name(self):
         return BACKEND_NAME
+
+    # torch's _time_estimator: the collectives called inside it run
+    # nothing; their estimated times add up (kolo_comm_estimate).
+    def _start_time_estimate(self):
+        self._group._start_time_estimate()
+
+    def _end_time_estimate(self):
+        return self._group._end_time_estimate()
 
     def supports_tensor_alloc(self, device):
         return False

@@ -440,3 +440,30 @@ def test_a_finished_work_keeps_no_tensor_alive():
             gc.collect()
             time.sleep(0.01)
         assert gone() is None
+
+
+def test_time_estimator_estimates_without_running():
+    """torch's _time_estimator (torch 2.13) on kolo's backend: what is
+    called inside it does not run, and its estimated time (microseconds,
+    kolo's cost model) grows with the bytes and is the same on every rank.
+    A Python group registers no C++ backend, so torch cannot find its
+    default device: the caller names it."""
+    from torch.distributed.distributed_c10d import _time_estimator
+    small, big = torch.ones(16), torch.ones(1 << 22)
+    gathered = torch.zeros(size() * 16)
+    cpu = torch.device("cpu")
+    with _time_estimator(device=cpu) as few:
+        dist.all_reduce(small)
+    with _time_estimator(device=cpu) as many:
+        dist.all_reduce(big)
+        dist.all_gather_into_tensor(gathered, small)
+        dist.broadcast(big, src=0)
+    assert torch.equal(small, torch.ones(16)) and torch.equal(big, torch.ones(1 << 22))  # nothing ran
+    assert not gathered.any()
+    assert 0 < few.estimated_time < many.estimated_time
+    everyone_s = [None] * size()
+    dist.all_gather_object(everyone_s, (few.estimated_time, many.estimated_time))
+    assert all(e == everyone_s[0] for e in everyone_s)
+    # Outside the estimator, calls run again.
+    dist.all_reduce(small)
+    assert torch.equal(small, torch.full((16,), float(size())))

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Small allreduces on one machine: kolo as it runs by default (shared
+# memory; recursive doubling or the arena, as the cost model chooses)
+# against Open MPI over its shared memory (btl vader, its default on one
+# machine), 8 bytes to 64 KiB, interleaved over several rounds so that the
+# machine's drift hits both alike. Prints, per N and size, the median time
+# of each (max over ranks of each rank's median, as both benchmarks
+# report it) and kolo's time over Open MPI's (below 1: kolo is faster).
+#   Usage: bash bench/latency_duel.sh [N ...]   (default 2 4 8)
+#   ROUNDS (5)  ITERS (200)  MIN_BYTES (8)  MAX_BYTES (64K)
+set -euo pipefail
+# shellcheck source=bench/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+NS=("$@")
+[[ ${#NS[@]} -eq 0 ]] && NS=(2 4 8)
+ROUNDS="${ROUNDS:-5}"
+ITERS="${ITERS:-200}"
+MIN_BYTES="${MIN_BYTES:-8}"
+MAX_BYTES="${MAX_BYTES:-64K}"
+command -v mpicc >/dev/null || { echo "latency_duel: needs Open MPI (mpicc, mpirun)" >&2; exit 1; }
+
+build_and_copy latency //bench:kolo_bench
+mpicc -O2 -o "$WORK/mpi_bench" bench/peers/mpi_bench.c
+to_bytes() { python3 -c "s='$1'; m={'K':1<<10,'M':1<<20}; print(int(float(s[:-1])*m[s[-1]]) if s[-1] in m else int(s))"; }
+SWEEP=(--min-bytes "$(to_bytes "$MIN_BYTES")" --max-bytes "$(to_bytes "$MAX_BYTES")" --step-factor 4 --iters "$ITERS"
+  --warmup 20)
+RESULTS="$WORK/results"
+for ((round = 1; round <= ROUNDS; round++)); do
+  echo "== round $round of $ROUNDS" >&2
+  for n in "${NS[@]}"; do
+    tools/kolorun -np "$n" --no-prefix "$WORK/kolo_bench" "${SWEEP[@]}" --no-check |
+      awk -v n="$n" '/^ +[0-9]/ {print "kolo", n, $1, $3, $NF}' >>"$RESULTS"
+    timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 --mca btl vader,self \
+      "$WORK/mpi_bench" "${SWEEP[@]}" 2>/dev/null | awk -v n="$n" '/^ +[0-9]/ {print "mpi", n, $1, $3, "-"}' >>"$RESULTS"
+  done
+done
+python3 - "$RESULTS" "$ROUNDS" <<'PY'
+import collections, statistics, sys
+times, algorithm = collections.defaultdict(list), {}
+for line in open(sys.argv[1]):
+    who, n, size, us, algo = line.split()
+    times[(who, int(n), int(size))].append(float(us))
+    if who == "kolo":
+        algorithm[(int(n), int(size))] = algo
+print("# allreduce float32 sum, one machine, median of %s interleaved rounds: time in us (lower is better)" % sys.argv[2])
+print("%3s %8s %10s %10s %10s  %s" % ("N", "size(B)", "kolo", "Open MPI", "kolo/MPI", "kolo's algorithm"))
+wins = total = 0
+for (who, n, size) in sorted(k for k in times if k[0] == "kolo"):
+    k, m = statistics.median(times[("kolo", n, size)]), times.get(("mpi", n, size))
+    if not m:
+        continue
+    m = statistics.median(m)
+    total += 1
+    wins += k <= m
+    print("%3d %8d %10.1f %10.1f %9.2fx  %s" % (n, size, k, m, k / m, algorithm[(n, size)]))
+print("# kolo at or below Open MPI's time at %d of %d (N, size) points" % (wins, total))
+PY
