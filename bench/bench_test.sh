@@ -7,7 +7,16 @@ BENCH="$TEST_SRCDIR/$TEST_WORKSPACE/bench/kolo_bench"
 DIR="${TEST_TMPDIR:-/tmp}"
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$BENCH" --help | grep -q "busbw = algbw x factor" || fail "--help does not explain busbw"
+# Through a file: grep -q stops reading at the match, and the rest of the
+# help would then meet a closed pipe.
+"$BENCH" --help >"$DIR/help.txt" || fail "--help failed"
+grep -q "busbw = algbw x factor" "$DIR/help.txt" || fail "--help does not explain busbw"
+grep -q "^simulate:" "$DIR/help.txt" || fail "--help does not explain simulate"
+
+# The simulator: one process, no launcher; auto's choice and its estimate.
+"$BENCH" simulate --layout 4x2 --min-bytes 64K --max-bytes 64K >"$DIR/sim.txt" || fail "simulate failed"
+grep -qE "^ +65536 .* (recursive_doubling|ring|tree|hierarchical) " "$DIR/sim.txt" || fail "simulate printed no row: $(cat "$DIR/sim.txt")"
+"$BENCH" simulate --layout 0x1 >/dev/null 2>&1 && fail "simulate took a layout of no hosts"
 
 timeout 120 "$KOLORUN" -np 3 "$BENCH" sweep --collective allreduce --dtype bfloat16 --op max --min-bytes 4K \
   --max-bytes 1M --iters 5 --link-gbps 5 --json "$DIR/sweep.json" >"$DIR/sweep.out" 2>&1 ||

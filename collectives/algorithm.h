@@ -56,7 +56,7 @@ inline bool is_forced(const Thresholds& th, const char* name) {
 
 // One call, as a table sees it.
 struct Call {
-  size_t bytes = 0;           // allreduce: the buffer; allgather: the result; reduce-scatter: the input
+  size_t bytes = 0;           // allreduce, broadcast: the buffer; allgather: the result; reduce-scatter: the input
   bool equal_blocks = true;   // allgather, reduce-scatter: every rank's block the same, packed in rank order
   bool host_memory = true;    // the buffers are the host's, not a GPU's
 };
@@ -96,9 +96,17 @@ struct ReduceScatterArgs {
   ReduceOp op;
 };
 
+struct BroadcastArgs {
+  void* buf;  // root's count elements in, every other rank's out
+  size_t count;
+  DataType dtype;
+  int root;
+};
+
 using AllreduceAlgorithm = Algorithm<AllreduceArgs>;
 using AllgatherAlgorithm = Algorithm<AllgatherArgs>;
 using ReduceScatterAlgorithm = Algorithm<ReduceScatterArgs>;
+using BroadcastAlgorithm = Algorithm<BroadcastArgs>;
 
 // An allreduce of one contiguous buffer (send == recv in place).
 using ContiguousAllreduce = Status (*)(const ScheduleContext&, const void* send, void* recv, size_t count,

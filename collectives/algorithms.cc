@@ -5,6 +5,7 @@
 #include <string>
 
 #include "collectives/arena_allreduce.h"
+#include "collectives/arena_collectives.h"
 #include "collectives/hierarchical.h"
 #include "collectives/recursive_doubling.h"
 #include "collectives/tree.h"
@@ -59,6 +60,7 @@ const std::vector<const AllreduceAlgorithm*>& allreduce_algorithms() {
 const std::vector<const AllgatherAlgorithm*>& allgather_algorithms() {
   static const std::vector<const AllgatherAlgorithm*> table = {
       &kHierarchicalAllgather,
+      &kSharedMemoryAllgather,
       &kRingAllgather,
   };
   return table;
@@ -67,7 +69,16 @@ const std::vector<const AllgatherAlgorithm*>& allgather_algorithms() {
 const std::vector<const ReduceScatterAlgorithm*>& reduce_scatter_algorithms() {
   static const std::vector<const ReduceScatterAlgorithm*> table = {
       &kHierarchicalReduceScatter,
+      &kSharedMemoryReduceScatter,
       &kRingReduceScatter,
+  };
+  return table;
+}
+
+const std::vector<const BroadcastAlgorithm*>& broadcast_algorithms() {
+  static const std::vector<const BroadcastAlgorithm*> table = {
+      &kSharedMemoryBroadcast,
+      &kRingBroadcast,
   };
   return table;
 }
@@ -129,6 +140,9 @@ Estimate estimate(TableCollective collective, const Topology& topology, const Th
     case TableCollective::kReduceScatter:
       fill(choose("reduce_scatter", reduce_scatter_algorithms(), topology, thresholds, call));
       break;
+    case TableCollective::kBroadcast:
+      fill(choose("broadcast", broadcast_algorithms(), topology, thresholds, call));
+      break;
   }
   return e;
 }
@@ -186,11 +200,20 @@ Status reduce_scatter(const ScheduleContext& ctx, const Topology& topology, cons
   return choose("reduce_scatter", reduce_scatter_algorithms(), topology, thresholds, call).run(ctx, topology, args);
 }
 
+Status broadcast(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
+                 const BroadcastArgs& args) {
+  Call call;
+  call.bytes = args.count * dtype_size(args.dtype);
+  call.host_memory = host_memory(ctx);
+  return choose("broadcast", broadcast_algorithms(), topology, thresholds, call).run(ctx, topology, args);
+}
+
 std::vector<int> algorithm_peers(const Topology& topology, const Thresholds& thresholds) {
   std::vector<int> peers;
   for (const auto* a : allreduce_algorithms()) a->peers(topology, thresholds, &peers);
   for (const auto* a : allgather_algorithms()) a->peers(topology, thresholds, &peers);
   for (const auto* a : reduce_scatter_algorithms()) a->peers(topology, thresholds, &peers);
+  for (const auto* a : broadcast_algorithms()) a->peers(topology, thresholds, &peers);
   return peers;
 }
 

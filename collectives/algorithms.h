@@ -5,8 +5,9 @@
 // variants) goes through these, so one call picks alike whatever the entry.
 //
 //   allreduce:      recursive_doubling, hierarchical, shared_memory, tree, ring
-//   allgather:      hierarchical, ring
-//   reduce_scatter: hierarchical, ring
+//   allgather:      hierarchical, shared_memory, ring
+//   reduce_scatter: hierarchical, shared_memory, ring
+//   broadcast:      shared_memory, ring (a pipelined chain)
 //
 // Of the entries that apply, the one the topology's cost model
 // (cost_model.h) estimates fastest runs (ties: the earlier), or the one
@@ -25,6 +26,7 @@ namespace kolo {
 const std::vector<const AllreduceAlgorithm*>& allreduce_algorithms();
 const std::vector<const AllgatherAlgorithm*>& allgather_algorithms();
 const std::vector<const ReduceScatterAlgorithm*>& reduce_scatter_algorithms();
+const std::vector<const BroadcastAlgorithm*>& broadcast_algorithms();
 
 // What allreduce runs for a buffer of `bytes`: its name ("ring",
 // "recursive_doubling", "hierarchical", "shared_memory").
@@ -33,7 +35,7 @@ const char* allreduce_algorithm(const Topology& topology, const Thresholds& thre
 
 // What a call of `bytes` would run, and its estimated time (0 with no cost
 // model): kolo_comm_estimate.
-enum class TableCollective { kAllreduce, kAllgather, kReduceScatter };
+enum class TableCollective { kAllreduce, kAllgather, kReduceScatter, kBroadcast };
 struct Estimate {
   const char* algorithm = "";
   double seconds = 0;
@@ -51,6 +53,8 @@ Status allgather(const ScheduleContext& ctx, const Topology& topology, const Thr
                  const AllgatherArgs& args);
 Status reduce_scatter(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
                       const ReduceScatterArgs& args);
+Status broadcast(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
+                 const BroadcastArgs& args);
 
 // Every peer an algorithm of these tables may exchange with, in the order
 // the tables name them.

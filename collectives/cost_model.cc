@@ -165,6 +165,24 @@ double chain_seconds(const CostModel& m, const Topology& t, size_t through_root,
          (reduces ? reduce(m, v) : 0);
 }
 
+// One ring hop to agree on the call and a barrier (about two hops).
+double arena_sync(const CostModel& m) { return 3 * m.local.latency_s; }
+
+double arena_allgather_seconds(const CostModel& m, const Topology&, size_t bytes) {
+  // Each rank copies its block in and the others' out: the result once.
+  return arena_sync(m) + double(bytes) / (2 * m.local.bytes_per_s);
+}
+
+double arena_reduce_scatter_seconds(const CostModel& m, const Topology&, size_t bytes) {
+  // Each rank copies its input in, then reads its block from every slot.
+  return arena_sync(m) + double(bytes) / m.local.bytes_per_s;
+}
+
+double arena_broadcast_seconds(const CostModel& m, const Topology&, size_t bytes) {
+  // The root copies the buffer in, then every other rank copies it out.
+  return arena_sync(m) + double(bytes) / m.local.bytes_per_s;
+}
+
 double pairwise_alltoall_seconds(const CostModel& m, const Topology& t, size_t bytes) {
   // Every block posted at once: one latency, then each link's share. A
   // host's link carries its L ranks' blocks for the other hosts' ranks.

@@ -73,6 +73,11 @@ double hierarchical_reduce_scatter_seconds(const CostModel& m, const Topology& t
 // blocks), reducing them on the way for reduce; and all-to-all by pairwise
 // exchange (alltoall.h) of `bytes` per rank (N blocks).
 double chain_seconds(const CostModel& m, const Topology& t, size_t through_root, bool reduces);
+// The arena's (one host): a copy through memory takes half a shared-memory
+// message's time per byte (a message is a copy in and a copy out).
+double arena_allgather_seconds(const CostModel& m, const Topology& t, size_t bytes);
+double arena_reduce_scatter_seconds(const CostModel& m, const Topology& t, size_t bytes);
+double arena_broadcast_seconds(const CostModel& m, const Topology& t, size_t bytes);
 double pairwise_alltoall_seconds(const CostModel& m, const Topology& t, size_t bytes);
 
 }  // namespace kolo

@@ -18,6 +18,9 @@ const char* collective_name(CollectiveKind kind) {
     case CollectiveKind::kSendRecv: return "send/recv";
     case CollectiveKind::kSharedAllreduce: return "allreduce through shared memory";
     case CollectiveKind::kTreeAllreduce: return "allreduce by the latency tree";
+    case CollectiveKind::kSharedAllgather: return "allgather through shared memory";
+    case CollectiveKind::kSharedReduceScatter: return "reduce_scatter through shared memory";
+    case CollectiveKind::kSharedBroadcast: return "broadcast through shared memory";
   }
   return "unknown collective";
 }
@@ -37,11 +40,12 @@ std::string describe_fingerprint(uint64_t fp) {
   std::string s = std::string(collective_name(kind)) + "(count=" + std::to_string(count);
   if (valid_dtype(static_cast<int>(dtype))) s += std::string(", ") + dtype_name(dtype);
   if (kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter ||
-      kind == CollectiveKind::kReduce || kind == CollectiveKind::kTreeAllreduce) {
+      kind == CollectiveKind::kReduce || kind == CollectiveKind::kTreeAllreduce ||
+      kind == CollectiveKind::kSharedReduceScatter) {
     s += std::string(", ") + op_name(op);
   }
   if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce || kind == CollectiveKind::kGather ||
-      kind == CollectiveKind::kScatter) {
+      kind == CollectiveKind::kScatter || kind == CollectiveKind::kSharedBroadcast) {
     s += ", root=" + std::to_string(root);
   }
   return s + ")";

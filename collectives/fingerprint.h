@@ -25,6 +25,9 @@ enum class CollectiveKind : uint8_t {
   kSendRecv,  // point-to-point: a send and its receive
   kSharedAllreduce,  // allreduce through shared memory (arena_allreduce.h), told apart from the ring's
   kTreeAllreduce,    // allreduce by the latency tree (tree.h), told apart likewise
+  kSharedAllgather,      // the arena's other collectives (arena_collectives.h)
+  kSharedReduceScatter,
+  kSharedBroadcast,  // the last that fits the fingerprint's 4 bits
 };
 
 const char* collective_name(CollectiveKind kind);

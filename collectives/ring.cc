@@ -312,11 +312,17 @@ double reduce_scatter_seconds(const Topology& t, const Call& c) {
   return ring_reduce_scatter_seconds(*t.costs, t, c.bytes);
 }
 
+Status run_broadcast(const ScheduleContext& ctx, const Topology&, const BroadcastArgs& a) {
+  return ring_broadcast(ctx, a.buf, a.count, a.dtype, a.root);
+}
+double broadcast_seconds(const Topology& t, const Call& c) { return chain_seconds(*t.costs, t, c.bytes, false); }
+
 }  // namespace
 
 const AllreduceAlgorithm kRingAllreduce = {"ring", always, neighbours, run_allreduce, allreduce_seconds};
 const AllgatherAlgorithm kRingAllgather = {"ring", always, neighbours, run_allgather, allgather_seconds};
 const ReduceScatterAlgorithm kRingReduceScatter = {"ring", always, neighbours, run_reduce_scatter,
                                                    reduce_scatter_seconds};
+const BroadcastAlgorithm kRingBroadcast = {"ring", always, neighbours, run_broadcast, broadcast_seconds};
 
 }  // namespace kolo

@@ -78,5 +78,6 @@ Status ring_fingerprint_exchange(const ScheduleContext& ctx, uint64_t tag);
 extern const AllreduceAlgorithm kRingAllreduce;
 extern const AllgatherAlgorithm kRingAllgather;
 extern const ReduceScatterAlgorithm kRingReduceScatter;
+extern const BroadcastAlgorithm kRingBroadcast;  // the pipelined chain from the root
 
 }  // namespace kolo

@@ -84,8 +84,9 @@ Status Communicator::estimate(const std::string& collective, size_t bytes, doubl
   if (collective == "allreduce") e = kolo::estimate(TableCollective::kAllreduce, t, thresholds(), bytes, true);
   else if (collective == "allgather") e = kolo::estimate(TableCollective::kAllgather, t, thresholds(), bytes, true);
   else if (collective == "reduce_scatter") e = kolo::estimate(TableCollective::kReduceScatter, t, thresholds(), bytes, true);
-  else if (collective == "broadcast" || collective == "reduce") {
-    e = {"chain", chain_seconds(costs_, t, bytes, collective == "reduce")};
+  else if (collective == "broadcast") e = kolo::estimate(TableCollective::kBroadcast, t, thresholds(), bytes, true);
+  else if (collective == "reduce") {
+    e = {"chain", chain_seconds(costs_, t, bytes, true)};
   } else if (collective == "gather" || collective == "scatter") {
     // bytes: the root's whole buffer, N blocks.
     e = {"chain", chain_seconds(costs_, t, bytes / n * (n - 1), false)};
@@ -158,7 +159,7 @@ Status Communicator::broadcast(void* buf, size_t count, DataType dtype, int root
   }
   const size_t bytes = count * dtype_size(dtype);
   return dispatch(CallRecord("broadcast", dtype, count, root), {{buf, bytes, "buf"}}, std::move(launch), [=](const ScheduleContext& ctx) {
-    return ring_broadcast(ctx, buf, count, dtype, root);
+    return kolo::broadcast(ctx, topology(), thresholds(), {buf, count, dtype, root});
   });
 }
 

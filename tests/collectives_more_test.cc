@@ -385,6 +385,10 @@ TEST(MoreMismatch, DifferentRootOrCount) {
     expect_all_mismatch(n, [&](Communicator& c, int r) {
       return c.reduce_scatterv(A[r].data(), B[r].data(), r == 0 ? split_a : split_b, kF32, kSum);
     });
+    expect_all_mismatch(n, [&](Communicator& c, int r) {
+      const Counts& k = r == 0 ? split_a : split_b;
+      return c.allgatherv(A[r].data(), k[r], B[r].data(), k, {}, kF32);
+    });
     expect_all_mismatch(n, [&](Communicator& c, int r) {  // a first alltoall against a reduce
       if (r == 0) return c.alltoallv(A[r].data(), Counts(n, 10), {}, B[r].data(), Counts(n, 10), {}, kF32);
       return c.reduce(A[r].data(), B[r].data(), 10, kF32, kSum, 0);

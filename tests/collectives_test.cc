@@ -86,7 +86,9 @@ TEST_P(Collectives, TreeAllreduceEveryDtypeOp) {
   Config c = test_config(4096);
   c.algorithm = "tree";  // the latency tree for every size, on one host as across hosts
   ThreadWorld w = make_world(GetParam(), c);
-  if (w.size() > 1) ASSERT_STREQ(w.comm(0).allreduce_algorithm(4), "tree");
+  if (w.size() > 1) {
+    ASSERT_STREQ(w.comm(0).allreduce_algorithm(4), "tree");
+  }
   sweep_allreduce(w);
   // Many segments per tree, in place and not.
   for (int d = 0; d < kNumDataTypes; ++d) {
@@ -138,9 +140,8 @@ TEST_P(Collectives, BackToBackAllreducesKeepTheirResultsApart) {
   });
 }
 
-TEST_P(Collectives, ReduceScatterEveryDtypeOp) {
-  const int n = std::get<0>(GetParam());
-  ThreadWorld w = make_world(GetParam(), test_config());
+void sweep_reduce_scatter(ThreadWorld& w) {
+  const int n = w.size();
   for (int d = 0; d < kNumDataTypes; ++d) {
     for (int o = 0; o < kNumReduceOps; ++o) {
       const DataType dt = static_cast<DataType>(d);
@@ -166,9 +167,13 @@ TEST_P(Collectives, ReduceScatterEveryDtypeOp) {
   }
 }
 
-TEST_P(Collectives, AllgatherEveryDtypeInAndOutOfPlace) {
-  const int n = std::get<0>(GetParam());
+TEST_P(Collectives, ReduceScatterEveryDtypeOp) {
   ThreadWorld w = make_world(GetParam(), test_config());
+  sweep_reduce_scatter(w);
+}
+
+void sweep_allgather(ThreadWorld& w) {
+  const int n = w.size();
   for (int d = 0; d < kNumDataTypes; ++d) {
     const DataType dt = static_cast<DataType>(d);
     const size_t es = dtype_size(dt);
@@ -197,9 +202,13 @@ TEST_P(Collectives, AllgatherEveryDtypeInAndOutOfPlace) {
   }
 }
 
-TEST_P(Collectives, BroadcastFromEveryRoot) {
-  const int n = std::get<0>(GetParam());
+TEST_P(Collectives, AllgatherEveryDtypeInAndOutOfPlace) {
   ThreadWorld w = make_world(GetParam(), test_config());
+  sweep_allgather(w);
+}
+
+void sweep_broadcast(ThreadWorld& w) {
+  const int n = w.size();
   for (DataType d : {DataType::kUint8, DataType::kFloat16,
                 DataType::kFloat64}) {
     const DataType dt = static_cast<DataType>(d);
@@ -215,6 +224,48 @@ TEST_P(Collectives, BroadcastFromEveryRoot) {
       }
     }
   }
+}
+
+TEST_P(Collectives, BroadcastFromEveryRoot) {
+  ThreadWorld w = make_world(GetParam(), test_config());
+  sweep_broadcast(w);
+}
+
+TEST_P(Collectives, SharedMemoryArenaForEveryCollective) {
+  // KOLO_ALGORITHM=shared_memory: the arena wherever it applies (one host,
+  // every peer over shared memory), at every size; elsewhere (over TCP,
+  // one rank) what the tables choose.
+  Config c = test_config(4096);
+  c.algorithm = "shared_memory";
+  ThreadWorld w = make_world(GetParam(), c);
+  if (w.size() > 1 && std::string(w.comm(0).transport_name()) == "shm") {
+    for (const char* collective : {"allreduce", "allgather", "reduce_scatter", "broadcast"}) {
+      const char* name = nullptr;
+      ASSERT_TRUE(w.comm(0).estimate(collective, 64, nullptr, &name).is_ok());
+      ASSERT_STREQ(name, "shared_memory") << collective;
+    }
+  }
+  sweep_allreduce(w);
+  sweep_reduce_scatter(w);
+  sweep_allgather(w);
+  sweep_broadcast(w);
+  // Past one chunk (half a slot): blocks of 800 KB, an input of N x 400 KB.
+  const int n = w.size();
+  const size_t big = 200000;
+  Bytes want;
+  for (int q = 0; q < n; ++q) {
+    const Bytes b = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, q, big);
+    want.insert(want.end(), b.begin(), b.end());
+  }
+  const Bytes sums = ref::expected_buffer(DataType::kFloat32, ReduceOp::kSum, n, big / 2 * n);
+  w.run([&](int r) {
+    Bytes mine = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, big), all(want.size(), 0xEF);
+    ASSERT_TRUE(w.comm(r).allgather(mine.data(), all.data(), big, DataType::kFloat32).is_ok());
+    EXPECT_TRUE(all == want) << "allgather of 800 KB blocks, rank " << r;
+    Bytes in = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, big / 2 * n), out(big / 2 * 4, 0xEF);
+    ASSERT_TRUE(w.comm(r).reduce_scatter(in.data(), out.data(), big / 2, DataType::kFloat32, ReduceOp::kSum).is_ok());
+    EXPECT_EQ(std::memcmp(out.data(), sums.data() + r * out.size(), out.size()), 0) << "reduce_scatter, rank " << r;
+  });
 }
 
 TEST_P(Collectives, BarrierAndRandomFloatsAgreeBitwise) {
