@@ -66,8 +66,10 @@ scaling: emulated data-parallel training steps of real models' gradients.
   --compute-ms T    the step's compute time instead (1/3 forward, 2/3 backward)
   --predict-ranks P also print a PREDICTION for P ranks: the ring's hop latency
                     and link bandwidth are fitted from this run
-                    (t = 2(N-1) latency + 2(N-1)/N x bytes / bandwidth) and the
-                    step is recomputed with that cost per bucket.
+                    (t = 2(N-1) latency + 2(N-1)/N x bytes / bandwidth), each
+                    bucket's allreduce is simulated over such links at P ranks
+                    on P hosts (see simulate; the cost model picks the
+                    algorithm), and the step is recomputed with those times.
   T(1) = the same steps on one rank with no communication;
   T(N) = the largest, over ranks, of each rank's median step time;
   efficiency = T(1) / T(N).

@@ -98,8 +98,8 @@ void print_scaling(const ScalingOptions& o, int n, const std::vector<ScalingResu
   }
   if (o.predict_ranks > 0 && !results.empty() && results[0].predicted_ranks > 0) {
     const RingModel& m = results[0].fitted;
-    std::printf("# PREDICTION (not measured) for %d ranks, from this run's ring: hop latency %.1f us, "
-                "link %.3f GB/s\n",
+    std::printf("# PREDICTION (not measured) for %d ranks on as many hosts, simulated over links with this run's "
+                "ring's hop latency %.1f us and bandwidth %.3f GB/s\n",
                 o.predict_ranks, m.hop_latency_s * 1e6, m.link_bytes_per_s / 1e9);
     for (const auto& r : results) {
       std::printf("%-14s predicted T(%d) %.1f ms, efficiency %.1f%%\n", r.model.c_str(), r.predicted_ranks,

@@ -2,10 +2,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <thread>
 
 #include "bench/models.h"
 #include "bench/over_ranks.h"
+#include "bench/simulator.h"
 
 namespace kolo::bench {
 namespace {
@@ -126,10 +128,26 @@ kolo_result_t run_scaling(kolo_comm_t comm, const ScalingOptions& o, std::vector
     res.efficiency = res.t1_s / res.tn_s;
 
     if (o.predict_ranks > 0 && n > 1) {
+      // Each bucket's allreduce at predict_ranks ranks, one per host, over
+      // links with this run's fitted latency and bandwidth (the reduction's
+      // cost is in the fit), simulated: kolo's own schedules and the cost
+      // model's choice among them, not a curve.
+      SimulatedNetwork net;
+      net.hosts = o.predict_ranks;
+      net.ranks_per_host = 1;
+      net.remote = net.local = {fitted.hop_latency_s, fitted.link_bytes_per_s};
+      net.reduce_bytes_per_s = net.copy_bytes_per_s = 1e15;
       std::vector<double> ready, comm_s;
+      std::map<size_t, double> simulated;  // by bucket size
       for (const auto& b : buckets) {
+        const size_t bytes = b.elements * sizeof(float);
+        if (!simulated.count(bytes)) {
+          SimulatedRun run;
+          if (!simulate_allreduce(net, "auto", bytes, &run).is_ok()) return KOLO_ERR_INTERNAL;
+          simulated[bytes] = run.seconds;
+        }
         ready.push_back(b.ready_s);
-        comm_s.push_back(fitted.allreduce_seconds(static_cast<double>(b.elements * sizeof(float)), o.predict_ranks));
+        comm_s.push_back(simulated[bytes]);
       }
       // The prediction keeps this run's measured one-rank step as T(1).
       const double overhead = res.t1_s - (res.forward_s + res.backward_s);
