@@ -77,6 +77,12 @@ def main():
                  ["hung or was stopped", "no progress before the deadline while receiving message 36 from rank 2"])
     text = diagnose({0: (timeout % 3, 2.0), 1: (timeout % 2, 2.0), 3: (timeout % 2, 2.0)}, {2})
     ok &= expect("stopped rank, timeouts only", text, "culprit: rank 2: hung (world)", ["hung or was stopped"])
+    # The same in the shared-memory arena (a broadcast): ranks 0 and 1 passed
+    # the opening check and waited at the barrier, where rank 3's failure
+    # reached them as its end of the arena closing.
+    arena_closed = "PEER_LOST: rank %d (shared memory) closed its end: its communicator closed or failed"
+    text = diagnose({0: (arena_closed % 3, 2.01), 1: (arena_closed % 3, 2.01), 3: (timeout % 2, 2.0)}, {2})
+    ok &= expect("stopped rank, the arena's barrier", text, "culprit: rank 2: hung (world)", ["hung or was stopped"])
     # Rank 2 killed: its neighbours see its connections close at once.
     text = diagnose({0: (closed % 3, 0.3), 1: (died % 2, 0.1), 3: (died % 2, 0.1)}, {2})
     ok &= expect("killed rank", text, "culprit: rank 2: died (world)", ["died (the others lost its connections)"])
