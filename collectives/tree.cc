@@ -77,10 +77,11 @@ Status tree_allreduce(const ScheduleContext& ctx, const void* send, void* recv, 
   // data is there, whatever the other tree's steps wait for. What keeps
   // the two ends of every pair agreeing on which message is which is that
   // each posts its sends to a peer, and its receives from a peer, in the
-  // steps' order.
-  std::vector<int> send_peer(n, -1);
+  // steps' order. Each tree's steps complete in their order (one parent,
+  // the same children, messages matched in order), so a cursor per tree
+  // finds the next one to look at.
   std::vector<bool> ready(n, false);
-  std::deque<Request> sends;  // addresses stay put as it grows
+  std::deque<Request> sends;        // addresses stay put as it grows
   std::map<int, size_t> next_send;  // per peer: the first step whose send to it is not posted
   const auto post_ready_sends = [&](const std::vector<std::vector<int>>& to) -> Status {
     for (auto& [peer, i] : next_send) {
@@ -100,6 +101,10 @@ Status tree_allreduce(const ScheduleContext& ctx, const void* send, void* recv, 
     }
     return true;
   };
+  const auto next_of_tree = [&](int t, size_t from) {
+    while (from < n && steps[from].tree != t) ++from;
+    return from;
+  };
 
   // Up: each step's children's segments reduced into this rank's own and
   // passed to the parent; the roots finish theirs.
@@ -109,10 +114,12 @@ Status tree_allreduce(const ScheduleContext& ctx, const void* send, void* recv, 
     if (l.parent >= 0) up[i] = {l.parent}, next_send.emplace(l.parent, 0);
   }
   std::vector<std::array<Request, 2>> from_child(n);
-  size_t posted = 0, reduced_count = 0;
   std::vector<bool> reduced(n, false);
+  size_t posted = 0, reduced_count = 0;
+  size_t cursor[2] = {next_of_tree(0, 0), next_of_tree(1, 0)};
   while (reduced_count < n) {
-    // Receives in the steps' order, as far as the window's slots allow.
+    // Receives in the steps' order, as far as the window's slots allow
+    // (a slot is free once the step that used it is reduced).
     for (; posted < n && (posted < window || reduced[posted - window]); ++posted) {
       const std::vector<int>& children = links[steps[posted].tree].children;
       for (size_t j = 0; j < children.size(); ++j) {
@@ -121,17 +128,18 @@ Status tree_allreduce(const ScheduleContext& ctx, const void* send, void* recv, 
       }
     }
     bool moved = false;
-    for (size_t i = 0; i < posted; ++i) {
-      if (reduced[i]) continue;
-      const std::vector<int>& children = links[steps[i].tree].children;
-      bool arrived = true;
-      for (size_t j = 0; j < children.size(); ++j) arrived = arrived && from_child[i][j].done;
-      if (!arrived) continue;
-      for (size_t j = 0; j < children.size(); ++j) m->reduce(dtype, op, at(i), at(i), slot(i, j), steps[i].range.count);
-      if (links[steps[i].tree].parent < 0) m->finalize(dtype, op, at(i), steps[i].range.count, ctx.size);
-      reduced[i] = ready[i] = true;
-      ++reduced_count;
-      moved = true;
+    for (int t = 0; t < 2; ++t) {
+      for (size_t& i = cursor[t]; i < posted; i = next_of_tree(t, i + 1)) {
+        const std::vector<int>& children = links[t].children;
+        bool arrived = true;
+        for (size_t j = 0; j < children.size(); ++j) arrived = arrived && from_child[i][j].done;
+        if (!arrived) break;
+        for (size_t j = 0; j < children.size(); ++j) m->reduce(dtype, op, at(i), at(i), slot(i, j), steps[i].range.count);
+        if (links[t].parent < 0) m->finalize(dtype, op, at(i), steps[i].range.count, ctx.size);
+        reduced[i] = ready[i] = true;
+        ++reduced_count;
+        moved = true;
+      }
     }
     KOLO_RETURN_IF_ERROR(post_ready_sends(up));
     if (!moved && reduced_count < n) KOLO_RETURN_IF_ERROR(progress());
@@ -152,14 +160,14 @@ Status tree_allreduce(const ScheduleContext& ctx, const void* send, void* recv, 
     ready[i] = l.parent < 0;  // the root's own result
     if (l.parent >= 0) KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(l.parent, at(i), bytes(i), tag, &from_parent[i]));
   }
+  cursor[0] = next_of_tree(0, 0);
+  cursor[1] = next_of_tree(1, 0);
   for (;;) {
-    bool waiting = false;
-    for (size_t i = 0; i < n; ++i) {
-      if (!ready[i]) ready[i] = from_parent[i].done;
-      waiting = waiting || !ready[i];
+    for (int t = 0; t < 2; ++t) {
+      for (size_t& i = cursor[t]; i < n && (ready[i] || from_parent[i].done); i = next_of_tree(t, i + 1)) ready[i] = true;
     }
     KOLO_RETURN_IF_ERROR(post_ready_sends(down));
-    if (!waiting && all_sends_done()) return Status::ok();
+    if (cursor[0] == n && cursor[1] == n && all_sends_done()) return Status::ok();
     KOLO_RETURN_IF_ERROR(progress());
   }
 }
