@@ -3,6 +3,7 @@
 // rank, rendezvous from the environment: start it with kolorun or any
 // launcher kolo understands. Uses only the public C API. --help explains
 // every flag and formula.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -123,6 +124,18 @@ size_t parse_size(const char* s) {
   std::exit(2);
 }
 
+// "a,b,c" as its parts (empty ones kept, so that a stray comma is refused
+// by name where each part is checked).
+std::vector<std::string> comma_separated(const std::string& v) {
+  std::vector<std::string> parts;
+  for (size_t at = 0; at <= v.size();) {
+    const size_t end = std::min(v.find(',', at), v.size());
+    parts.push_back(v.substr(at, end - at));
+    at = end + 1;
+  }
+  return parts;
+}
+
 int lookup(const char* const* names, int count, const std::string& v, const char* what) {
   for (int k = 0; k < count; ++k) {
     if (v == names[k]) return k;
@@ -184,13 +197,7 @@ int main(int argc, char** argv) {
     else if (a == "--reduce-gbps") si.network.reduce_bytes_per_s = std::atof(next()) * 1e9;
     else if (a == "--segment-bytes") si.network.segment_bytes = parse_size(next());
     else if (a == "--algorithms") {
-      si.algorithms.clear();
-      std::string v = next();
-      for (size_t at = 0; at <= v.size();) {
-        const size_t end = std::min(v.find(',', at), v.size());
-        si.algorithms.push_back(v.substr(at, end - at));
-        at = end + 1;
-      }
+      si.algorithms = comma_separated(next());
     } else if (a == "--horovod") {
       si.network.hosts = 128;
       si.network.ranks_per_host = 4;
@@ -225,9 +232,7 @@ int main(int argc, char** argv) {
       si.network.local = costs.local;
       si.network.remote = costs.remote;
     }
-    for (size_t at = 0; model_given && at <= model.size();) {
-      const size_t end = std::min(model.find(',', at), model.size());
-      const std::string one = model.substr(at, end - at);
+    for (const std::string& one : model_given ? comma_separated(model) : std::vector<std::string>{}) {
       if (one == "all") {
         si.models = model_names();
       } else if (find_model(one)) {
@@ -235,7 +240,6 @@ int main(int argc, char** argv) {
       } else {
         usage_error("unknown model '" + one + "'");
       }
-      at = end + 1;
     }
     if (bucket_given || !si.reported.empty()) si.bucket_mb = sc.bucket_mb;
     si.compute_scale = sc.compute_scale;

@@ -68,7 +68,6 @@ class Simulation {
     swapcontext(&fibers_[rank].context, &main_);
   }
   void compute(int rank, double seconds) { clock_[rank] += seconds; }
-  const SimulatedNetwork& network() const { return net_; }
 
  private:
   enum class State { kWaiting, kRunnable, kBlocked, kFinished };

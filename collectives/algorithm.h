@@ -119,6 +119,7 @@ Status allreduce_over_one_buffer(const ScheduleContext& ctx, const AllreduceArgs
 
 // Peer helpers for entries.
 void add_peer(int peer, int rank, std::vector<int>* out);  // once, never rank itself
+void no_peers(const Topology&, const Thresholds&, std::vector<int>* out);  // exchanges through memory only
 void add_ring_neighbours(const std::vector<int>& members, int index, int rank, std::vector<int>* out);
 
 }  // namespace kolo

@@ -17,6 +17,8 @@ void add_peer(int peer, int rank, std::vector<int>* out) {
   if (peer != rank && std::find(out->begin(), out->end(), peer) == out->end()) out->push_back(peer);
 }
 
+void no_peers(const Topology&, const Thresholds&, std::vector<int>*) {}
+
 void add_ring_neighbours(const std::vector<int>& members, int index, int rank, std::vector<int>* out) {
   const int n = static_cast<int>(members.size());
   if (n < 2) return;

@@ -27,9 +27,8 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, con
   const double timeout_s = ctx.pipeline.timeout_s;
   for (size_t done = 0; done < total; done += half) {
     const size_t count = std::min(half, total - done);
-    // Halves alternate across calls too: a rank may still be copying the
-    // previous chunk out of the other half.
-    const size_t parity = (arena.chunks++ % 2) * half * elem;
+    // A rank may still be copying the previous chunk out of the other half.
+    const size_t parity = arena.next_half();
     const auto chunk_of = [&](int q) { return arena.slot(q) + parity; };
     // 1. This rank's chunk into its slot.
     unsigned char* mine = chunk_of(r);
@@ -63,13 +62,11 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, con
   return Status::ok();
 }
 
-namespace {
-
-bool applies(const Topology& t, const Thresholds&, const Call& c) {
+bool arena_applies(const Topology& t, const Thresholds&, const Call& c) {
   return t.arena != nullptr && c.host_memory && t.size > 1 && c.bytes > 0;
 }
 
-void no_peers(const Topology&, const Thresholds&, std::vector<int>*) {}
+namespace {
 
 double seconds(const Topology& t, const Call& c) { return arena_allreduce_seconds(*t.costs, t, c.bytes); }
 
@@ -79,6 +76,6 @@ Status run(const ScheduleContext& ctx, const Topology& t, const AllreduceArgs& a
 
 }  // namespace
 
-const AllreduceAlgorithm kSharedMemoryAllreduce = {"shared_memory", applies, no_peers, run, seconds};
+const AllreduceAlgorithm kSharedMemoryAllreduce = {"shared_memory", arena_applies, no_peers, run, seconds};
 
 }  // namespace kolo

@@ -18,8 +18,11 @@ namespace kolo {
 Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, const std::vector<Span>& spans,
                              DataType dtype, ReduceOp op);
 
-// Its entry in the allreduce table: where the communicator has an arena
-// and the buffers are the host's.
+// Where every arena entry applies (this one, arena_collectives.h's): the
+// communicator has an arena and the buffers are the host's.
+bool arena_applies(const Topology& t, const Thresholds& th, const Call& c);
+
+// Its entry in the allreduce table.
 extern const AllreduceAlgorithm kSharedMemoryAllreduce;
 
 }  // namespace kolo

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "collectives/arena_allreduce.h"
 #include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
 #include "transport/shared_arena.h"
@@ -9,14 +10,14 @@
 namespace kolo {
 namespace {
 
-// This chunk's half of rank q's slot (see arena_collectives.h).
+// This chunk's half of rank q's slot (SharedArena::next_half).
 struct Halves {
   SharedArena& arena;
   size_t parity;
   unsigned char* of(int q) const { return arena.slot(q) + parity; }
 };
 
-Halves next_chunk(SharedArena& arena) { return {arena, (arena.chunks++ % 2) * (arena.slot_bytes() / 2)}; }
+Halves next_chunk(SharedArena& arena) { return {arena, arena.next_half()}; }
 
 Deadline deadline(const ScheduleContext& ctx) { return Deadline::after_seconds(ctx.pipeline.timeout_s); }
 
@@ -107,12 +108,6 @@ Status arena_broadcast(const ScheduleContext& ctx, SharedArena& arena, void* buf
 
 namespace {
 
-bool applies(const Topology& t, const Thresholds&, const Call& c) {
-  return t.arena != nullptr && c.host_memory && t.size > 1 && c.bytes > 0;
-}
-
-void no_peers(const Topology&, const Thresholds&, std::vector<int>*) {}
-
 Status run_allgather(const ScheduleContext& ctx, const Topology& t, const AllgatherArgs& a) {
   return arena_allgather(ctx, *t.arena, a);
 }
@@ -131,11 +126,11 @@ double broadcast_seconds(const Topology& t, const Call& c) { return arena_broadc
 
 }  // namespace
 
-const AllgatherAlgorithm kSharedMemoryAllgather = {"shared_memory", applies, no_peers, run_allgather,
+const AllgatherAlgorithm kSharedMemoryAllgather = {"shared_memory", arena_applies, no_peers, run_allgather,
                                                    allgather_seconds};
-const ReduceScatterAlgorithm kSharedMemoryReduceScatter = {"shared_memory", applies, no_peers, run_reduce_scatter,
-                                                           reduce_scatter_seconds};
-const BroadcastAlgorithm kSharedMemoryBroadcast = {"shared_memory", applies, no_peers, run_broadcast,
+const ReduceScatterAlgorithm kSharedMemoryReduceScatter = {"shared_memory", arena_applies, no_peers,
+                                                           run_reduce_scatter, reduce_scatter_seconds};
+const BroadcastAlgorithm kSharedMemoryBroadcast = {"shared_memory", arena_applies, no_peers, run_broadcast,
                                                    broadcast_seconds};
 
 }  // namespace kolo

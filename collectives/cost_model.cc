@@ -13,9 +13,6 @@ const LinkCost& slowest(const CostModel& m, const Topology& t) { return t.host_c
 
 double reduce(const CostModel& m, double bytes) { return bytes / m.reduce_bytes_per_s; }
 
-// A ring of n members over `link`, its messages `bytes` each: one step.
-double ring_step(const LinkCost& link, double bytes) { return link.seconds(bytes); }
-
 // One step of the L rings across hosts (one per local index) that run at
 // once, each moving `piece` bytes: the longer of one message's latency and
 // wire time and what the host's link carries for all L.
@@ -86,13 +83,13 @@ double ring_reduce_scatter_seconds(const CostModel& m, const Topology& t, size_t
   const int n = t.size;
   if (n < 2) return 0;
   const double chunk = double(bytes) / n;
-  return (n - 1) * (ring_step(slowest(m, t), chunk) + reduce(m, chunk));
+  return (n - 1) * (slowest(m, t).seconds(chunk) + reduce(m, chunk));
 }
 
 double ring_allgather_seconds(const CostModel& m, const Topology& t, size_t bytes) {
   const int n = t.size;
   if (n < 2) return 0;
-  return (n - 1) * ring_step(slowest(m, t), double(bytes) / n);
+  return (n - 1) * slowest(m, t).seconds(double(bytes) / n);
 }
 
 double recursive_doubling_seconds(const CostModel& m, const Topology& t, size_t bytes) {
@@ -133,7 +130,7 @@ double hierarchical_allreduce_seconds(const CostModel& m, const Topology& t, siz
   // allgather within the host.
   const int l = t.ranks_per_host, h = t.host_count;
   const double b = double(bytes), slice = b / l, piece = slice / h;
-  const double local = (l - 1) * (2 * ring_step(m.local, slice) + reduce(m, slice));
+  const double local = (l - 1) * (2 * m.local.seconds(slice) + reduce(m, slice));
   const double cross = 2.0 * (h - 1) * cross_step(m, t, piece) + (h - 1) * reduce(m, piece);
   return local + cross;
 }
@@ -141,7 +138,7 @@ double hierarchical_allreduce_seconds(const CostModel& m, const Topology& t, siz
 double hierarchical_reduce_scatter_seconds(const CostModel& m, const Topology& t, size_t bytes) {
   const int l = t.ranks_per_host, h = t.host_count;
   const double b = double(bytes), piece = b / l / h;
-  const double local = (l - 1) * (ring_step(m.local, b / l) + reduce(m, b / l));
+  const double local = (l - 1) * (m.local.seconds(b / l) + reduce(m, b / l));
   const double cross = (h - 1) * (cross_step(m, t, piece) + reduce(m, piece));
   return local + cross;
 }
@@ -149,7 +146,7 @@ double hierarchical_reduce_scatter_seconds(const CostModel& m, const Topology& t
 double hierarchical_allgather_seconds(const CostModel& m, const Topology& t, size_t bytes) {
   const int l = t.ranks_per_host, h = t.host_count;
   const double b = double(bytes), piece = b / l / h;
-  return (h - 1) * cross_step(m, t, piece) + (l - 1) * ring_step(m.local, b / l);
+  return (h - 1) * cross_step(m, t, piece) + (l - 1) * m.local.seconds(b / l);
 }
 
 double chain_seconds(const CostModel& m, const Topology& t, size_t through_root, bool reduces) {

@@ -33,10 +33,12 @@ class SharedArena {
   // ranks as a closed peer. Any thread.
   virtual void abort() = 0;
 
-  // For the algorithm's own bookkeeping, the same on every rank: chunks
-  // moved through the slots so far, across calls (which half of each slot
-  // the next one takes: the ranks may still read the other half).
-  uint64_t chunks = 0;
+  // Where in every slot the next chunk goes, for the algorithms' own
+  // bookkeeping (the same on every rank): halves alternate across chunks
+  // and calls, since the ranks may still read the other half, so one
+  // barrier per chunk keeps writers and readers apart.
+  size_t next_half() { return (chunks++ % 2) * (slot_bytes() / 2); }
+  uint64_t chunks = 0;  // chunks moved through the slots so far
 };
 
 }  // namespace kolo
