@@ -17,6 +17,8 @@ grep -q "^simulate:" "$DIR/help.txt" || fail "--help does not explain simulate"
 "$BENCH" simulate --layout 4x2 --min-bytes 64K --max-bytes 64K >"$DIR/sim.txt" || fail "simulate failed"
 grep -qE "^ +65536 .* (recursive_doubling|ring|tree|hierarchical) " "$DIR/sim.txt" || fail "simulate printed no row: $(cat "$DIR/sim.txt")"
 "$BENCH" simulate --layout 0x1 >/dev/null 2>&1 && fail "simulate took a layout of no hosts"
+"$BENCH" simulate --min-bytes 1M --max-bytes 1M | grep -q "^# simulated: 8 hosts x 1 ranks" ||
+  fail "simulate's default layout is not --help's 8x1"
 
 timeout 120 "$KOLORUN" -np 3 "$BENCH" sweep --collective allreduce --dtype bfloat16 --op max --min-bytes 4K \
   --max-bytes 1M --iters 5 --link-gbps 5 --json "$DIR/sweep.json" >"$DIR/sweep.out" 2>&1 ||

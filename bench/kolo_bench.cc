@@ -161,6 +161,7 @@ int main(int argc, char** argv) {
     }
   }
   SimulateOptions si;
+  si.network.hosts = 8;  // --layout's default, as --help says
   bool model_given = false, bucket_given = false;
   std::string links;
   for (int i = first; i < argc; ++i) {
