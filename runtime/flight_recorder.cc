@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -114,7 +115,13 @@ std::string flight_record_path(const std::string& dir, const FlightRecorder::Ide
 }
 
 Status write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
+  // One temporary per write, not per process: a rank failing a call and the
+  // SIGUSR1 thread dump at once when kolorun ends a failed job, and with one
+  // shared name the second truncated the file the first was renaming into
+  // place, leaving an empty record behind.
+  static std::atomic<uint64_t> writes{0};
+  const std::string temporary =
+      path + ".tmp" + std::to_string(::getpid()) + "." + std::to_string(writes.fetch_add(1));
   {
     std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
     file << text;
