@@ -25,6 +25,8 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, con
   const int n = arena.size(), r = arena.rank();
   const size_t half = arena.slot_bytes() / 2 / elem;  // elements per chunk
   const double timeout_s = ctx.pipeline.timeout_s;
+  // A result larger than the cache goes around it (see Memory::copy_streaming).
+  const bool stream_out = result_outgrows_cache(total * elem);
   for (size_t done = 0; done < total; done += half) {
     const size_t count = std::min(half, total - done);
     // A rank may still be copying the previous chunk out of the other half.
@@ -54,7 +56,7 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, con
       const unsigned char* from = chunk_of(q) + share.offset * elem;
       size_t taken = 0;
       buffer.for_each_piece(Range{done + share.offset, share.count}, [&](const Span& sp, size_t at, size_t c) {
-        ctx.memory->copy(element(sp.recv, at, elem), from + taken * elem, c * elem);
+        copy_result(ctx.memory, stream_out, element(sp.recv, at, elem), from + taken * elem, c * elem);
         taken += c;
       });
     }

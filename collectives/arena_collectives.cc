@@ -37,14 +37,18 @@ uint64_t counts_hash(const std::vector<size_t>& counts) {
 Status arena_allgather(const ScheduleContext& ctx, SharedArena& arena, const AllgatherArgs& a) {
   const size_t elem = dtype_size(a.dtype);
   const int n = arena.size(), r = arena.rank();
-  size_t largest = 0;
-  for (size_t c : a.counts) largest = std::max(largest, c);
+  size_t largest = 0, result = 0;
+  for (int q = 0; q < n; ++q) {
+    largest = std::max(largest, a.counts[q]);
+    result = std::max(result, a.displs[q] + a.counts[q]);
+  }
   KOLO_RETURN_IF_ERROR(
       ring_fingerprint_exchange(ctx, fingerprint(CollectiveKind::kSharedAllgather, a.dtype, ReduceOp::kSum, 0,
                                                  counts_hash(a.counts))));
   const unsigned char* mine = a.send == a.recv ? element(static_cast<const void*>(a.recv), a.displs[r], elem)
                                                : static_cast<const unsigned char*>(a.send);
   const size_t half = arena.slot_bytes() / 2 / elem;
+  const bool stream_out = result_outgrows_cache(result * elem);
   for (size_t done = 0; done < largest; done += half) {
     const Halves h = next_chunk(arena);
     const auto piece = [&](int q) { return a.counts[q] > done ? std::min(half, a.counts[q] - done) : size_t{0}; };
@@ -53,7 +57,7 @@ Status arena_allgather(const ScheduleContext& ctx, SharedArena& arena, const All
     for (int q = 0; q < n; ++q) {
       unsigned char* to = element(a.recv, a.displs[q] + done, elem);
       if (q == r && to == mine + done * elem) continue;  // in place
-      ctx.memory->copy(to, h.of(q), piece(q) * elem);
+      copy_result(ctx.memory, stream_out, to, h.of(q), piece(q) * elem);
     }
   }
   return Status::ok();
@@ -96,12 +100,13 @@ Status arena_broadcast(const ScheduleContext& ctx, SharedArena& arena, void* buf
       ring_fingerprint_exchange(ctx, fingerprint(CollectiveKind::kSharedBroadcast, dtype, ReduceOp::kSum, root, count)));
   const size_t half = arena.slot_bytes() / 2 / elem;
   auto* data = static_cast<unsigned char*>(buf);
+  const bool stream_out = result_outgrows_cache(count * elem);
   for (size_t done = 0; done < count; done += half) {
     const Halves h = next_chunk(arena);
     const size_t c = std::min(half, count - done);
     if (arena.rank() == root) ctx.memory->copy(h.of(root), data + done * elem, c * elem);
     KOLO_RETURN_IF_ERROR(arena.barrier(deadline(ctx)));
-    if (arena.rank() != root) ctx.memory->copy(data + done * elem, h.of(root), c * elem);
+    if (arena.rank() != root) copy_result(ctx.memory, stream_out, data + done * elem, h.of(root), c * elem);
   }
   return Status::ok();
 }

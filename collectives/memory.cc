@@ -1,6 +1,15 @@
 #include "collectives/memory.h"
 
+
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <string>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "collectives/reduce_kernels.h"
 
@@ -10,12 +19,76 @@ void HostMemory::copy(void* dst, const void* src, size_t bytes) {
   if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
 }
 
+void HostMemory::copy_streaming(void* dst, const void* src, size_t bytes) {
+#if defined(__x86_64__)
+  // Non-temporal stores (SSE2, which every x86-64 has) of 64-byte lines; the
+  // unaligned head and the tail go through memcpy. Measured on the 2-core
+  // EPYC VM: 30 GB/s through the cache, 39 GB/s around it, for a copy from
+  // cache into memory.
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  const size_t head = std::min(bytes, (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64);
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  bytes -= head;
+  const size_t body = bytes / 64 * 64;
+  for (size_t i = 0; i < body; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  // The stores become visible to other threads before anything this thread
+  // does next (a barrier, a flag) says the data is there.
+  _mm_sfence();
+  std::memcpy(d + body, s + body, bytes - body);
+#else
+  copy(dst, src, bytes);
+#endif
+}
+
 void HostMemory::reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) {
   reduce_kernel(dtype, op)(out, a, b, count);
 }
 
 void HostMemory::finalize(DataType dtype, ReduceOp op, void* buf, size_t count, int divisor) {
   if (FinalizeFn fin = finalize_kernel(dtype, op)) fin(buf, count, divisor);
+}
+
+namespace {
+
+// The size of cpu0's largest cache level as Linux describes it (the cache
+// one core shares with its neighbours: sysconf reports the whole socket's
+// L3 on some machines, 384 MiB where a core sees 32 MiB); 32 MiB when
+// unknown.
+size_t last_level_cache_bytes() {
+  size_t best = 0;
+  int best_level = 0;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream level_file(dir + "level"), size_file(dir + "size");
+    int level = 0;
+    size_t size = 0;
+    std::string unit;
+    if (!(level_file >> level) || !(size_file >> size)) continue;
+    size_file >> unit;  // "32768K"
+    if (!unit.empty() && (unit[0] == 'K' || unit[0] == 'k')) size <<= 10;
+    if (!unit.empty() && unit[0] == 'M') size <<= 20;
+    if (level > best_level) best_level = level, best = size;
+  }
+  return best > 0 ? best : size_t{32} << 20;
+}
+
+}  // namespace
+
+bool result_outgrows_cache(size_t bytes) {
+  static const size_t cache = last_level_cache_bytes();
+  return bytes > cache;
 }
 
 }  // namespace kolo

@@ -22,6 +22,11 @@ class Memory {
 
   // Like memmove: dst and src may overlap.
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // A copy into a destination nobody reads again soon (a result larger than
+  // the caches; see result_outgrows_cache): where it can, it writes around
+  // the caches, which saves reading each destination line from memory
+  // before overwriting it. dst and src must not overlap.
+  virtual void copy_streaming(void* dst, const void* src, size_t bytes) { copy(dst, src, bytes); }
   // out[i] = a[i] OP b[i] for i < count; out may alias a or b. kAvg sums:
   // the division happens once, in finalize.
   virtual void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) = 0;
@@ -58,6 +63,7 @@ class HostMemory : public Memory {
   }
 
   void copy(void* dst, const void* src, size_t bytes) override;
+  void copy_streaming(void* dst, const void* src, size_t bytes) override;
   void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) override;
   void finalize(DataType dtype, ReduceOp op, void* buf, size_t count, int divisor) override;
   void* staging(size_t bytes) override { return staging_.get(bytes); }
@@ -70,5 +76,20 @@ class HostMemory : public Memory {
   RegisteredBuffer scratch_;
   RegisteredBuffer packing_;
 };
+
+// Whether a collective's result of `bytes` is larger than this machine's
+// last-level cache, so that writing it through the cache only evicts what
+// the cache held (and reads every line before overwriting it).
+bool result_outgrows_cache(size_t bytes);
+
+// A piece of a collective's result into the caller's buffer: around the
+// cache where the whole result outgrows it (`around_cache`).
+inline void copy_result(Memory* memory, bool around_cache, void* dst, const void* src, size_t bytes) {
+  if (around_cache) {
+    memory->copy_streaming(dst, src, bytes);
+  } else {
+    memory->copy(dst, src, bytes);
+  }
+}
 
 }  // namespace kolo

@@ -13,6 +13,7 @@
 
 #include <thread>
 
+#include "collectives/memory.h"
 #include "tests/reference.h"
 #include "tests/thread_world.h"
 
@@ -265,6 +266,38 @@ TEST_P(Collectives, SharedMemoryArenaForEveryCollective) {
     Bytes in = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, big / 2 * n), out(big / 2 * 4, 0xEF);
     ASSERT_TRUE(w.comm(r).reduce_scatter(in.data(), out.data(), big / 2, DataType::kFloat32, ReduceOp::kSum).is_ok());
     EXPECT_EQ(std::memcmp(out.data(), sums.data() + r * out.size(), out.size()), 0) << "reduce_scatter, rank " << r;
+  });
+}
+
+// A result larger than the last-level cache is copied out of the arena
+// around the cache (Memory::copy_streaming): allreduce, allgather and
+// broadcast of such results, 3 ranks (odd shares), in place and not.
+TEST(CollectivesPastTheCache, SharedMemoryArenaResults) {
+  size_t bytes = 1 << 20;
+  while (!result_outgrows_cache(bytes)) bytes *= 2;
+  bytes += 4 * 13;  // not a whole number of chunks or lines
+  const size_t count = bytes / 4;
+  const int n = 3;
+  Config c = test_config(1 << 20);
+  c.algorithm = "shared_memory";
+  ThreadWorld w(n, c);
+  if (std::string(w.comm(0).transport_name()) != "shm") GTEST_SKIP() << "the arena needs shared memory";
+  for (bool in_place : {false, true}) check_allreduce(w, DataType::kFloat32, ReduceOp::kSum, count, in_place);
+  const size_t block = count / n + 1;
+  Bytes blocks;
+  for (int q = 0; q < n; ++q) {
+    const Bytes b = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, q, block);
+    blocks.insert(blocks.end(), b.begin(), b.end());
+  }
+  const Bytes root_data = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, 1, count);
+  w.run([&](int r) {
+    const Bytes mine = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, block);
+    Bytes all(blocks.size(), 0xEF);
+    ASSERT_TRUE(w.comm(r).allgather(mine.data(), all.data(), block, DataType::kFloat32).is_ok());
+    EXPECT_TRUE(all == blocks) << "allgather, rank " << r;
+    Bytes data = r == 1 ? root_data : Bytes(root_data.size(), 0xEF);
+    ASSERT_TRUE(w.comm(r).broadcast(data.data(), count, DataType::kFloat32, 1).is_ok());
+    EXPECT_TRUE(data == root_data) << "broadcast, rank " << r;
   });
 }
 

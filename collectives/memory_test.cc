@@ -1,0 +1,41 @@
+#include "collectives/memory.h"
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace kolo {
+namespace {
+
+// Every alignment of source and destination and every tail length around
+// the 64-byte lines the streaming copy stores whole: the bytes equal
+// memcpy's, and not one byte before or after the destination changes.
+TEST(HostMemory, StreamingCopyMatchesMemcpy) {
+  HostMemory memory;
+  std::vector<unsigned char> src(4096 + 128);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{15}, size_t{63}, size_t{64}, size_t{65}, size_t{127}, size_t{128},
+                       size_t{1000}, size_t{4096}}) {
+    for (size_t dst_offset = 0; dst_offset < 64; dst_offset += 7) {
+      for (size_t src_offset : {size_t{0}, size_t{1}, size_t{33}}) {
+        std::vector<unsigned char> got(bytes + 256, 0xEE), want(bytes + 256, 0xEE);
+        // Line-aligned bases, so that dst_offset walks every alignment.
+        auto* g = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(got.data()) + 63) / 64 * 64);
+        auto* w = want.data() + (g - got.data());
+        memory.copy_streaming(g + dst_offset, src.data() + src_offset, bytes);
+        std::memcpy(w + dst_offset, src.data() + src_offset, bytes);
+        ASSERT_EQ(got, want) << bytes << " bytes to offset " << dst_offset << " from offset " << src_offset;
+      }
+    }
+  }
+}
+
+TEST(HostMemory, ResultsOutgrowTheCacheOnlyWhenLarge) {
+  EXPECT_FALSE(result_outgrows_cache(4096));
+  EXPECT_TRUE(result_outgrows_cache(size_t{64} << 30));
+}
+
+}  // namespace
+}  // namespace kolo
