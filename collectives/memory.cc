@@ -1,17 +1,15 @@
 #include "collectives/memory.h"
 
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <string>
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
 
 #include "collectives/reduce_kernels.h"
+#include "common/cpu_caches.h"
 
 namespace kolo {
 
@@ -60,34 +58,9 @@ void HostMemory::finalize(DataType dtype, ReduceOp op, void* buf, size_t count, 
   if (FinalizeFn fin = finalize_kernel(dtype, op)) fin(buf, count, divisor);
 }
 
-namespace {
-
-// The size of cpu0's largest cache level as Linux describes it (the cache
-// one core shares with its neighbours: sysconf reports the whole socket's
-// L3 on some machines, 384 MiB where a core sees 32 MiB); 32 MiB when
-// unknown.
-size_t last_level_cache_bytes() {
-  size_t best = 0;
-  int best_level = 0;
-  for (int index = 0; index < 8; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    std::ifstream level_file(dir + "level"), size_file(dir + "size");
-    int level = 0;
-    size_t size = 0;
-    std::string unit;
-    if (!(level_file >> level) || !(size_file >> size)) continue;
-    size_file >> unit;  // "32768K"
-    if (!unit.empty() && (unit[0] == 'K' || unit[0] == 'k')) size <<= 10;
-    if (!unit.empty() && unit[0] == 'M') size <<= 20;
-    if (level > best_level) best_level = level, best = size;
-  }
-  return best > 0 ? best : size_t{32} << 20;
-}
-
-}  // namespace
-
 bool result_outgrows_cache(size_t bytes) {
-  static const size_t cache = last_level_cache_bytes();
+  // Unknown: 32 MiB, a server core's share of its last-level cache.
+  const size_t cache = cpu_caches().last_level ? cpu_caches().last_level : size_t{32} << 20;
   return bytes > cache;
 }
 

@@ -6,6 +6,13 @@
 
 namespace kolo {
 
+size_t pipeline_segment_bytes(int64_t configured, bool own_core, size_t l2) {
+  if (configured > 0) return static_cast<size_t>(configured);
+  if (!own_core) return size_t{2} << 20;
+  if (l2 == 0) l2 = size_t{1} << 20;
+  return std::clamp(l2 / 2, size_t{256} << 10, size_t{2} << 20);
+}
+
 Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Memory* memory) {
   const size_t S = p.sends.size();
   const size_t R = p.recvs.size();

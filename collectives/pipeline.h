@@ -36,6 +36,14 @@ struct RecvUnit {
   bool finalize;       // apply the average's division after reducing
 };
 
+// The pipeline's unit on the wire: `configured` (KOLO_SEGMENT_BYTES) when
+// positive; for 0 (automatic), half of a core's L2 cache `l2` (clamped to
+// 256 KiB..2 MiB; 1 MiB when unknown, 0) where every rank on the machine
+// has a core of its own, so that a staged segment is still in the cache
+// when it is reduced, and 2 MiB where ranks share cores, whose waits then
+// sleep and wake per unit (settings_table.h has the measurements).
+size_t pipeline_segment_bytes(int64_t configured, bool own_core, size_t l2);
+
 // Per-call tuning, from the communicator's configuration.
 struct PipelineOptions {
   size_t staging_slots = 4;   // receives that may wait in staging at once

@@ -179,5 +179,16 @@ TEST(Pipeline, AReceiveThatNeverComesEndsWithTheTransportsError) {
   EXPECT_EQ(dest[0], 2.f);  // the first was reduced before the second failed
 }
 
+TEST(Pipeline, SegmentIsTheSettingOrSizedByTheCacheAndTheCores) {
+  EXPECT_EQ(pipeline_segment_bytes(8192, true, 1 << 20), 8192u);
+  EXPECT_EQ(pipeline_segment_bytes(8192, false, 1 << 20), 8192u);
+  EXPECT_EQ(pipeline_segment_bytes(0, true, 1 << 20), 512u << 10);      // half the L2
+  EXPECT_EQ(pipeline_segment_bytes(0, true, 2 << 20), 1u << 20);
+  EXPECT_EQ(pipeline_segment_bytes(0, true, 256 << 10), 256u << 10);    // at least 256 KiB
+  EXPECT_EQ(pipeline_segment_bytes(0, true, 32u << 20), 2u << 20);      // at most 2 MiB
+  EXPECT_EQ(pipeline_segment_bytes(0, true, 0), 512u << 10);            // L2 unknown: 1 MiB assumed
+  EXPECT_EQ(pipeline_segment_bytes(0, false, 1 << 20), 2u << 20);       // ranks share cores
+}
+
 }  // namespace
 }  // namespace kolo

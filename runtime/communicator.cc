@@ -46,7 +46,7 @@ ScheduleContext Communicator::schedule_context() {
   ctx.size = world_.size;
   ctx.left = (world_.rank + world_.size - 1) % world_.size;
   ctx.right = (world_.rank + 1) % world_.size;
-  ctx.segment_bytes = static_cast<size_t>(config_.segment_bytes);
+  ctx.segment_bytes = segment_bytes_;
   ctx.pipeline.staging_slots = static_cast<size_t>(config_.pipeline_depth);
   ctx.pipeline.timeout_s = config_.timeout_s;
   ctx.memory = &host_memory_;

@@ -275,7 +275,9 @@ class Communicator {
   // PerPeerTransport over several. opened_early: see meet.
   Status make_transport(const std::string& store_prefix, std::vector<std::unique_ptr<DirectTransport>> opened_early);
   TransportContext transport_context(const std::string& store_prefix) const;
-  void choose_polling();
+  // polling_ and segment_bytes_: how this rank waits, and the pipeline's
+  // unit, both by whether every rank on this machine has a core.
+  void choose_pacing();
   // Sets hosts_ from world_.facts and config_.algorithm, and costs_.
   void choose_algorithm();
   // costs_: the links' classes from the routes every host's ranks take
@@ -342,7 +344,9 @@ class Communicator {
   struct Polling {
     int spin_us = 50;
     bool yield = true;
-  } polling_;  // as choose_polling set it
+  } polling_;  // as choose_pacing set it
+  // KOLO_SEGMENT_BYTES, or what choose_pacing made of its 0 (automatic).
+  size_t segment_bytes_ = size_t{2} << 20;
   HostMemory host_memory_;
   std::unique_ptr<GpuContext> gpu_;  // created at the first call (gpu())
   std::mutex stream_mutex_;          // orders calls between the caller's threads and the stream queue

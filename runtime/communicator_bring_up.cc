@@ -11,9 +11,11 @@
 #include <thread>
 
 #include "collectives/algorithms.h"
+#include "collectives/pipeline.h"
 #include "collectives/cost_model.h"
 #include "collectives/tree_schedule.h"
 #include "collectives/fingerprint.h"
+#include "common/cpu_caches.h"
 #include "common/log.h"
 #include "runtime/communicator.h"
 #include "transport/handshake.h"
@@ -125,7 +127,7 @@ Status Communicator::bring_up(const std::string& store_prefix, bool full_mesh,
     const auto device_routes = choose_device_routes(world_.facts, world_.rank);
     for (int r = 0; r < world_.size; ++r) device_peers_[r] = device_routes[r] != nullptr;
   }
-  choose_polling();
+  choose_pacing();
   choose_algorithm();
   KOLO_RETURN_IF_ERROR(full_mesh ? connect_all() : connect_ring());
   KOLO_RETURN_IF_ERROR(open_arena(store_prefix));
@@ -264,7 +266,7 @@ Status Communicator::exchange_facts(const RankFacts& mine) {
   return Status::ok();
 }
 
-void Communicator::choose_polling() {
+void Communicator::choose_pacing() {
   // Busy-polling saves the cost of waking a sleeping process (tens of
   // microseconds in a VM) but steals the core from other ranks when they
   // outnumber the cores. What counts is how many ranks share this kernel's
@@ -276,15 +278,16 @@ void Communicator::choose_polling() {
   const bool yield = config_.spin_yield >= 0 ? config_.spin_yield != 0 : !own_core;
   if (transport_) transport_->set_polling(spin_us, yield);
   polling_ = {spin_us, yield};
-  KOLO_DEBUG("polling: spin " << spin_us << " us, yield " << yield << " (" << world_.machine_ranks << " rank(s) on "
-                              << cores << " core(s))");
+  segment_bytes_ = pipeline_segment_bytes(config_.segment_bytes, own_core, cpu_caches().l2);
+  KOLO_DEBUG("polling: spin " << spin_us << " us, yield " << yield << "; segment " << segment_bytes_ << " bytes ("
+                              << world_.machine_ranks << " rank(s) on " << cores << " core(s))");
 }
 
 void Communicator::choose_costs() {
   host_count_ = 1;
   ranks_per_host_ = 1;
   costs_ = CostModel{};
-  costs_.segment_bytes = static_cast<size_t>(config_.segment_bytes);
+  costs_.segment_bytes = segment_bytes_;
   costs_.tree_depth = double_tree_depth(world_.size);
   if (world_.facts.size() < 2) return;
   std::map<std::string, std::vector<int>> ranks_of_host;

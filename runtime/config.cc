@@ -130,6 +130,12 @@ Status overlay_environment(Config* c) {
 }
 
 Status resolve_config(Config* c) {
+  // The table's range admits 0 (automatic); below the smallest segment,
+  // nothing else.
+  if (c->segment_bytes > 0 && c->segment_bytes < 64) {
+    return invalid_argument("segment_bytes = " + std::to_string(c->segment_bytes) +
+                            " (KOLO_SEGMENT_BYTES, config.segment_bytes): must be 0 (automatic) or at least 64");
+  }
   if (c->bind_address.empty() && !c->interface_name.empty()) {
     KOLO_RETURN_IF_ERROR(interface_address(c->interface_name, &c->bind_address));
   }

@@ -29,6 +29,13 @@ TEST_F(ConfigTest, DefaultsAndOverrides) {
   EXPECT_DOUBLE_EQ(c.timeout_s, 2.5);
   EXPECT_TRUE(c.checksum);
   EXPECT_EQ(c.segment_bytes, 1 << 20);
+  setenv("KOLO_SEGMENT_BYTES", "0", 1);  // automatic
+  ASSERT_TRUE(load_config(&c).is_ok());
+  EXPECT_EQ(c.segment_bytes, 0);
+  setenv("KOLO_SEGMENT_BYTES", "63", 1);
+  const Status s = load_config(&c);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("must be 0 (automatic) or at least 64"), std::string::npos) << s.message();
 }
 
 TEST_F(ConfigTest, InterfaceNameGivesItsAddress) {

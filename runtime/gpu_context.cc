@@ -75,7 +75,7 @@ Status GpuContext::adapt(ScheduleContext* ctx, Transport* host_transport, const 
   ctx->memory = memory_.get();
   if (!host_transport) return Status::ok();  // alone: nothing crosses a wire
   if (!staged_) {
-    staged_ = std::make_unique<StagedTransport>(host_transport, d, static_cast<size_t>(config.segment_bytes),
+    staged_ = std::make_unique<StagedTransport>(host_transport, d, ctx->segment_bytes,
                                                 static_cast<int>(config.pipeline_depth));
     const bool any = std::find(ipc_peers.begin(), ipc_peers.end(), true) != ipc_peers.end();
     if (any) ipc_ = std::make_unique<IpcTransport>(staged_.get(), d, ipc_peers);
