@@ -18,7 +18,11 @@ Status check_limit(const std::string& name, double value, Limit limit) {
     o << std::setprecision(15) << v;
     return o.str();
   };
-  if (!(value >= limit.min)) return invalid_argument(name + " = " + text(value) + ": must be at least " + text(limit.min));
+  if (limit.zero_is_automatic && value == 0) return Status::ok();
+  if (!(value >= limit.min)) {
+    return invalid_argument(name + " = " + text(value) + ": must be " + (limit.zero_is_automatic ? "0 (automatic) or " : "") +
+                            "at least " + text(limit.min));
+  }
   if (!(value <= limit.max)) return invalid_argument(name + " = " + text(value) + ": must be at most " + text(limit.max));
   return Status::ok();
 }
@@ -74,7 +78,9 @@ namespace {
 
 // One variable over one field, by the field's type; unset leaves it.
 Status overlay(const char* variable, SettingKind, Limit limit, int64_t* value) {
-  return env_int64(variable, *value, int64_t(limit.min), int64_t(limit.max), value);
+  if (!limit.zero_is_automatic) return env_int64(variable, *value, int64_t(limit.min), int64_t(limit.max), value);
+  KOLO_RETURN_IF_ERROR(env_int64(variable, *value, 0, int64_t(limit.max), value));
+  return check_limit(variable, static_cast<double>(*value), limit);
 }
 Status overlay(const char* variable, SettingKind, Limit limit, double* value) {
   return env_double(variable, *value, limit.min, limit.max, value);
@@ -130,12 +136,6 @@ Status overlay_environment(Config* c) {
 }
 
 Status resolve_config(Config* c) {
-  // The table's range admits 0 (automatic); below the smallest segment,
-  // nothing else.
-  if (c->segment_bytes > 0 && c->segment_bytes < 64) {
-    return invalid_argument("segment_bytes = " + std::to_string(c->segment_bytes) +
-                            " (KOLO_SEGMENT_BYTES, config.segment_bytes): must be 0 (automatic) or at least 64");
-  }
   if (c->bind_address.empty() && !c->interface_name.empty()) {
     KOLO_RETURN_IF_ERROR(interface_address(c->interface_name, &c->bind_address));
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "common/setting_values.h"
 #include "common/status.h"
@@ -41,9 +42,14 @@ struct Config {
 struct Limit {
   double min;
   double max;
+  bool zero_is_automatic = false;  // 0 is accepted too, below min: "choose for me"
 };
+// The settings whose 0 asks kolo to choose (the table's min is then the
+// least value a user may choose instead).
+constexpr bool zero_is_automatic(std::string_view field) { return field == "segment_bytes"; }
 namespace limits {
-#define KOLO_SETTING_LIMIT(field, kind, variable, value, min, max, shown, meaning) constexpr Limit field{min, max};
+#define KOLO_SETTING_LIMIT(field, kind, variable, value, min, max, shown, meaning) \
+  constexpr Limit field{min, max, zero_is_automatic(#field)};
 KOLO_SETTINGS(KOLO_SETTING_LIMIT)
 #undef KOLO_SETTING_LIMIT
 }  // namespace limits

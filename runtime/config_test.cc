@@ -35,7 +35,8 @@ TEST_F(ConfigTest, DefaultsAndOverrides) {
   setenv("KOLO_SEGMENT_BYTES", "63", 1);
   const Status s = load_config(&c);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("must be 0 (automatic) or at least 64"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("KOLO_SEGMENT_BYTES = 63: must be 0 (automatic) or at least 64"), std::string::npos)
+      << s.message();
 }
 
 TEST_F(ConfigTest, InterfaceNameGivesItsAddress) {

@@ -13,7 +13,8 @@
 //             Double, Bool (0/1 in kolo_config_t), Text (std::string; a
 //             const char* in kolo_config_t), or Transport / Algorithm
 //             (Text with a fixed set of values)
-//   min, max  the accepted range of a number (Text: unused)
+//   min, max  the accepted range of a number (Text: unused); 0 as well for
+//             the settings config.h's zero_is_automatic names
 //
 // The rows are in kolo_config_t's order.
 #pragma once
@@ -28,7 +29,7 @@
   /* wait then puts a rank to sleep, and fewer, larger units mean fewer   */                                      \
   /* wake-ups (2M beat 512K by 7-10% at N=4 there, 10-20% on earlier      */                                      \
   /* VMs). */                                                                                                     \
-  X(segment_bytes, Int, "KOLO_SEGMENT_BYTES", 0, 0, double(int64_t{1} << 30), "auto (0)",                         \
+  X(segment_bytes, Int, "KOLO_SEGMENT_BYTES", 0, 64, double(int64_t{1} << 30), "auto (0)",                        \
     "pipeline unit on the wire; 0: half a core's L2 cache where each local rank has a core, 2M where they share") \
   X(pipeline_depth, Int, "KOLO_PIPELINE_DEPTH", 4, 1, 64, "4", "receives staged ahead of the reduction")           \
   X(small_allreduce_bytes, Int, "KOLO_SMALL_ALLREDUCE_BYTES", 64 << 10, 0, double(int64_t{1} << 30), "64K",         \

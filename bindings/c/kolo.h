@@ -93,7 +93,7 @@ kolo_result_t kolo_comm_init(kolo_comm_t* comm, int rank, int world_size, const 
  * short spin where the rank computes on the CPU meanwhile; its own
  * `defaults` is ignored. Values are checked against the same ranges as the
  * variables; a bad one is KOLO_ERR_INVALID_ARGUMENT naming the field
- * ("config.pipeline_depth = 65: must be at most 64").
+ * ("config.segment_bytes = 3: must be 0 (automatic) or at least 64").
  * size and version let a program built against an older kolo.h run with a
  * newer library: the fields beyond an older version's size are unset. A
  * version newer than the library's, or a size smaller than the version
