@@ -33,6 +33,10 @@ struct Topology {
   // Memory every rank maps, when all run on this host (arena_allreduce.h);
   // else nullptr.
   SharedArena* arena = nullptr;
+  // Memory the ranks of this rank's host map, where the ranks span several
+  // hosts: the hierarchical schedules' phases within a host go through it
+  // (hierarchical.h); else nullptr.
+  SharedArena* host_arena = nullptr;
   // Hosts the ranks run on, and the most ranks any of them holds.
   int host_count = 1;
   int ranks_per_host = 1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "collectives/arena_collectives.h"
 #include "collectives/cost_model.h"
 #include "collectives/ring_schedule.h"
 
@@ -44,8 +45,35 @@ ScheduleContext sub_ring(const ScheduleContext& ctx, const std::vector<int>& mem
   return sub;
 }
 
-Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout& layout, const std::vector<Span>& spans,
-                                    DataType dtype, ReduceOp op) {
+namespace {
+
+// The phases within a host: through the host's arena where there is one and
+// the buffers are the host's (every rank of the host decides alike: the
+// same arena, and a rank with device buffers fails the arena's opening
+// check with MISMATCH), else along the ring of the host's ranks. Blocks
+// lie in rank order, block q of `counts[q]` elements.
+bool through_arena(const ScheduleContext& local, SharedArena* arena) {
+  return arena != nullptr && local.memory->is_host();
+}
+
+Status reduce_scatter_within_host(const ScheduleContext& local, SharedArena* arena, const void* in, void* out,
+                                  const std::vector<size_t>& counts, DataType dtype, ReduceOp op) {
+  if (through_arena(local, arena)) return arena_reduce_scatter(local, *arena, ReduceScatterArgs{in, out, counts, dtype, op});
+  return ring_reduce_scatter_v(local, in, out, counts, dtype, op);
+}
+
+Status allgather_within_host(const ScheduleContext& local, SharedArena* arena, const void* in, void* out,
+                             const std::vector<size_t>& counts, DataType dtype) {
+  if (!through_arena(local, arena)) return ring_allgather_v(local, in, out, counts, dtype);
+  std::vector<size_t> displs(counts.size(), 0);
+  for (size_t q = 1; q < counts.size(); ++q) displs[q] = displs[q - 1] + counts[q - 1];
+  return arena_allgather(local, *arena, AllgatherArgs{in, out, counts, displs, dtype});
+}
+
+}  // namespace
+
+Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout& layout, SharedArena* host_arena,
+                                    const std::vector<Span>& spans, DataType dtype, ReduceOp op) {
   const size_t elem_size = dtype_size(dtype);
   size_t total = 0;
   for (const Span& s : spans) total += s.count;
@@ -74,11 +102,11 @@ Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout
   const ReduceOp sum_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   ScheduleContext local = sub_ring(ctx, layout.local, layout.local_index);
   ScheduleContext cross = sub_ring(ctx, layout.cross, layout.host_index);
-  KOLO_RETURN_IF_ERROR(ring_reduce_scatter_v(local, input, slice, counts, dtype, sum_op));
+  KOLO_RETURN_IF_ERROR(reduce_scatter_within_host(local, host_arena, input, slice, counts, dtype, sum_op));
   if (ctx.reduce_scatter_done) *ctx.reduce_scatter_done = std::chrono::steady_clock::now();
   KOLO_RETURN_IF_ERROR(ring_allreduce(cross, slice, slice, mine.count, dtype, sum_op));
   if (op == ReduceOp::kAvg) ctx.memory->finalize(dtype, op, slice, mine.count, n);
-  KOLO_RETURN_IF_ERROR(ring_allgather_v(local, slice, buf, counts, dtype));
+  KOLO_RETURN_IF_ERROR(allgather_within_host(local, host_arena, slice, buf, counts, dtype));
   if (!direct) {
     size_t at = 0;
     for (const Span& s : spans) {
@@ -89,8 +117,8 @@ Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout
   return Status::ok();
 }
 
-Status hierarchical_allgather(const ScheduleContext& ctx, const HostLayout& layout, const void* send, void* recv,
-                              size_t send_count, DataType dtype) {
+Status hierarchical_allgather(const ScheduleContext& ctx, const HostLayout& layout, SharedArena* host_arena,
+                              const void* send, void* recv, size_t send_count, DataType dtype) {
   const size_t elem = dtype_size(dtype), block = send_count * elem;
   const size_t h = layout.cross.size(), l = layout.local.size();
   auto* out = static_cast<unsigned char*>(recv);
@@ -102,8 +130,8 @@ Status hierarchical_allgather(const ScheduleContext& ctx, const HostLayout& layo
   unsigned char* gathered = by_host + h * block;  // [local index][host] blocks
   KOLO_RETURN_IF_ERROR(ring_allgather(sub_ring(ctx, layout.cross, layout.host_index), mine, by_host, send_count, dtype));
   // Within the host: every local index's H blocks.
-  KOLO_RETURN_IF_ERROR(
-      ring_allgather(sub_ring(ctx, layout.local, layout.local_index), by_host, gathered, h * send_count, dtype));
+  KOLO_RETURN_IF_ERROR(allgather_within_host(sub_ring(ctx, layout.local, layout.local_index), host_arena, by_host,
+                                             gathered, std::vector<size_t>(l, h * send_count), dtype));
   for (size_t li = 0; li < l; ++li) {
     for (size_t hi = 0; hi < h; ++hi) {
       ctx.memory->copy(out + layout.hosts[hi][li] * block, gathered + (li * h + hi) * block, block);
@@ -112,8 +140,8 @@ Status hierarchical_allgather(const ScheduleContext& ctx, const HostLayout& layo
   return Status::ok();
 }
 
-Status hierarchical_reduce_scatter(const ScheduleContext& ctx, const HostLayout& layout, const void* send, void* recv,
-                                   size_t recv_count, DataType dtype, ReduceOp op) {
+Status hierarchical_reduce_scatter(const ScheduleContext& ctx, const HostLayout& layout, SharedArena* host_arena,
+                                   const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op) {
   const size_t elem = dtype_size(dtype), block = recv_count * elem;
   const size_t h = layout.cross.size(), l = layout.local.size();
   const auto* in = static_cast<const unsigned char*>(send);
@@ -129,8 +157,8 @@ Status hierarchical_reduce_scatter(const ScheduleContext& ctx, const HostLayout&
   }
   // An average is a sum until the whole job's is known, divided once.
   const ReduceOp sum_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-  KOLO_RETURN_IF_ERROR(ring_reduce_scatter(sub_ring(ctx, layout.local, layout.local_index), grouped, host_sums,
-                                           h * recv_count, dtype, sum_op));
+  KOLO_RETURN_IF_ERROR(reduce_scatter_within_host(sub_ring(ctx, layout.local, layout.local_index), host_arena, grouped,
+                                                 host_sums, std::vector<size_t>(l, h * recv_count), dtype, sum_op));
   KOLO_RETURN_IF_ERROR(
       ring_reduce_scatter(sub_ring(ctx, layout.cross, layout.host_index), host_sums, recv, recv_count, dtype, sum_op));
   if (op == ReduceOp::kAvg) ctx.memory->finalize(dtype, op, recv, recv_count, static_cast<int>(h * l));
@@ -152,15 +180,15 @@ void peers(const Topology& t, const Thresholds&, std::vector<int>* out) {
 }
 
 Status run_allreduce(const ScheduleContext& ctx, const Topology& t, const AllreduceArgs& a) {
-  return hierarchical_allreduce_spans(ctx, *t.hosts, a.spans, a.dtype, a.op);
+  return hierarchical_allreduce_spans(ctx, *t.hosts, t.host_arena, a.spans, a.dtype, a.op);
 }
 
 Status run_allgather(const ScheduleContext& ctx, const Topology& t, const AllgatherArgs& a) {
-  return hierarchical_allgather(ctx, *t.hosts, a.send, a.recv, a.counts[0], a.dtype);
+  return hierarchical_allgather(ctx, *t.hosts, t.host_arena, a.send, a.recv, a.counts[0], a.dtype);
 }
 
 Status run_reduce_scatter(const ScheduleContext& ctx, const Topology& t, const ReduceScatterArgs& a) {
-  return hierarchical_reduce_scatter(ctx, *t.hosts, a.send, a.recv, a.counts[0], a.dtype, a.op);
+  return hierarchical_reduce_scatter(ctx, *t.hosts, t.host_arena, a.send, a.recv, a.counts[0], a.dtype, a.op);
 }
 
 double allreduce_seconds(const Topology& t, const Call& c) {

@@ -5,6 +5,9 @@
 // 1/L of the bytes, L ranks per host, all hosts' links busy at once), then
 // allgather within each host. The links between hosts carry 2(H-1)/H of the
 // buffer per host where a flat ring's crossing link carries 2(N-1)/N of it.
+// The phases within a host go through the host's shared arena where it has
+// one (arena_collectives.h: peers read each other's data in place), else
+// along the ring of the host's ranks.
 #pragma once
 
 #include <string>
@@ -32,21 +35,22 @@ bool make_host_layout(const std::vector<std::string>& host_of_rank, int rank, Ho
 ScheduleContext sub_ring(const ScheduleContext& ctx, const std::vector<int>& members, int index);
 
 // recv = reduction of every rank's spans (as ring_allreduce_spans), by the
-// schedule above, over `layout`.
-Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout& layout, const std::vector<Span>& spans,
-                                    DataType dtype, ReduceOp op);
+// schedule above, over `layout`; `host_arena` (nullptr: none) is the arena
+// of this rank's host, every rank of `layout.local` in it at its local index.
+Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout& layout, SharedArena* host_arena,
+                                    const std::vector<Span>& spans, DataType dtype, ReduceOp op);
 
 // Allgather (as ring_allgather) by the same idea: an allgather of each
 // rank's block across hosts among the ranks with its local index, then an
 // allgather of those within each host. A host's link carries (H-1)/H of the
 // result, a flat ring's crossing link (N-1)/N.
-Status hierarchical_allgather(const ScheduleContext& ctx, const HostLayout& layout, const void* send, void* recv,
-                              size_t send_count, DataType dtype);
+Status hierarchical_allgather(const ScheduleContext& ctx, const HostLayout& layout, SharedArena* host_arena,
+                              const void* send, void* recv, size_t send_count, DataType dtype);
 
 // Reduce-scatter (as ring_reduce_scatter), the other way round: within each
 // host, then across hosts.
-Status hierarchical_reduce_scatter(const ScheduleContext& ctx, const HostLayout& layout, const void* send, void* recv,
-                                   size_t recv_count, DataType dtype, ReduceOp op);
+Status hierarchical_reduce_scatter(const ScheduleContext& ctx, const HostLayout& layout, SharedArena* host_arena,
+                                   const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op);
 
 // Its entries in the tables: where the topology has a host layout, from
 // the hierarchical threshold up (allgather and reduce-scatter: equal

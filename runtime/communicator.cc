@@ -28,6 +28,7 @@ Communicator::~Communicator() {
   stream_queue_.reset();
   if (transport_) transport_->abort();
   arena_.reset();
+  host_arena_.reset();
   host_memory_.attach(nullptr);  // deregisters it while the transport lives
   transport_.reset();
 }
@@ -60,6 +61,7 @@ Topology Communicator::topology() const {
   t.size = world_.size;
   t.hosts = hosts_.get();  // none for KOLO_ALGORITHM=ring (choose_algorithm)
   t.arena = config_.algorithm == "ring" ? nullptr : arena_.get();
+  t.host_arena = host_arena_.get();
   t.host_count = host_count_;
   t.ranks_per_host = ranks_per_host_;
   t.costs = &costs_;

@@ -126,6 +126,9 @@ class Communicator {
   // The transports this communicator's peers are reached by: "shm", "ib",
   // "tcp" or several joined by '+' ("none" alone in the world).
   const char* transport_name() const { return transport_ ? transport_->name() : "none"; }
+  // Whether this host's ranks share an arena, through which the
+  // hierarchical schedules' phases within a host go (open_host_arena).
+  bool has_host_arena() const { return host_arena_ != nullptr; }
   // The allreduce schedule for a host buffer of `bytes`: "ring",
   // "recursive_doubling", "hierarchical" or "shared_memory".
   const char* allreduce_algorithm(size_t bytes);
@@ -285,8 +288,10 @@ class Communicator {
   void choose_costs();
   // One line: what allreduce runs at each size, and why.
   std::string describe_choices() const;
-  // Maps arena_ where every rank is reached over shared memory (collective).
+  // Maps arena_ where every rank is reached over shared memory, else
+  // host_arena_ where this host's ranks are (collective).
   Status open_arena(const std::string& store_prefix);
+  Status open_host_arena(const std::string& store_prefix);
   using Collective = std::function<Status(const ScheduleContext&)>;
   // Runs a collective under the call lock, turning its failure sticky
   // (communicator_failure.cc).
@@ -337,10 +342,16 @@ class Communicator {
   // The one kind of transport that reaches every peer, if one does: it may
   // offer memory every rank maps (open_arena).
   const TransportKind* arena_kind_ = nullptr;
+  // The one kind that reaches every other rank of this host, where the
+  // ranks span several hosts: it may offer the host's ranks an arena.
+  const TransportKind* host_arena_kind_ = nullptr;
   // Per rank: device buffers move to it directly (CUDA IPC), not staged
   // through transport_ (transport/routes.h's choose_device_routes).
   std::vector<bool> device_peers_;
   std::unique_ptr<SharedArena> arena_;
+  // Among this host's ranks only (at their index among them), for the
+  // hierarchical schedules' phases within a host.
+  std::unique_ptr<SharedArena> host_arena_;
   struct Polling {
     int spin_us = 50;
     bool yield = true;

@@ -175,8 +175,17 @@ Status Communicator::make_transport(const std::string& store_prefix,
     }
     opened.push_back(std::move(t));
   }
-  // The shared arena needs every peer reached through memory, by one kind.
+  // The shared arena needs every peer reached through memory, by one kind;
+  // a host's arena, every other rank of the host.
   arena_kind_ = opened.size() == 1 ? routes.kind[world_.rank == 0 ? 1 : 0] : nullptr;
+  host_arena_kind_ = nullptr;
+  bool one_kind = true;
+  for (int peer = 0; peer < world_.size; ++peer) {
+    if (peer == world_.rank || world_.facts[peer].host != world_.facts[world_.rank].host) continue;
+    if (host_arena_kind_ && routes.kind[peer] != host_arena_kind_) one_kind = false;
+    host_arena_kind_ = routes.kind[peer];
+  }
+  if (!one_kind) host_arena_kind_ = nullptr;
   // Said once per process, for the first communicator (the world).
   static std::once_flag told;
   std::call_once(told, [&] {
@@ -364,7 +373,8 @@ Status Communicator::open_arena(const std::string& store_prefix) {
   // whatever this rank's KOLO_ALGORITHM, which may differ from another's:
   // the decision must be the same on every rank (topology() leaves the
   // arena out for KOLO_ALGORITHM=ring).
-  if (world_.size == 1 || !arena_kind_ || !arena_kind_->shares_memory()) return Status::ok();
+  if (world_.size == 1) return Status::ok();
+  if (!arena_kind_ || !arena_kind_->shares_memory()) return open_host_arena(store_prefix);
   std::unique_ptr<SharedArena> arena;
   Status s = arena_kind_->open_arena(transport_context(store_prefix), polling_.spin_us, polling_.yield,
                                      Deadline::after_seconds(config_.timeout_s), &arena);
@@ -376,6 +386,37 @@ Status Communicator::open_arena(const std::string& store_prefix) {
   }
   KOLO_RETURN_IF_ERROR(s);
   arena_ = std::move(arena);
+  return Status::ok();
+}
+
+Status Communicator::open_host_arena(const std::string& store_prefix) {
+  // The hierarchical schedules' phases within a host go through an arena
+  // among the host's ranks, where the ranks span several hosts with two or
+  // more on each (make_host_layout) and one kind that maps memory reaches
+  // every other rank of the host. The facts and the routes decide, alike on
+  // every rank of the host; never KOLO_ALGORITHM, which may differ between
+  // ranks (a rank waiting for an arena its host's first rank never made
+  // would wait out the deadline).
+  if (!host_arena_kind_ || !host_arena_kind_->shares_memory()) return Status::ok();
+  std::vector<std::string> host_of_rank;
+  for (const RankFacts& f : world_.facts) host_of_rank.push_back(f.host);
+  HostLayout layout;
+  if (!make_host_layout(host_of_rank, world_.rank, &layout)) return Status::ok();
+  // Named after the host's first rank: emulated hosts share one /dev/shm.
+  TransportContext context = transport_context(store_prefix + "host" + std::to_string(layout.local.front()) + "/");
+  context.rank = layout.local_index;
+  context.size = static_cast<int>(layout.local.size());
+  std::unique_ptr<SharedArena> arena;
+  Status s = host_arena_kind_->open_arena(context, polling_.spin_us, polling_.yield,
+                                          Deadline::after_seconds(config_.timeout_s), &arena);
+  if (s.code() == Code::kUnsupported) {
+    // The host's ranks learn it alike and keep the ring among them.
+    static std::once_flag told;
+    std::call_once(told, [&] { KOLO_WARN(s.message() << "; within a host the hierarchical schedules take the ring"); });
+    return Status::ok();
+  }
+  KOLO_RETURN_IF_ERROR(s);
+  host_arena_ = std::move(arena);
   return Status::ok();
 }
 

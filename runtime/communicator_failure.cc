@@ -63,6 +63,7 @@ Status Communicator::fail(Status local) {
   if (world_.rendezvous) world_.rendezvous->mark_failed();
   if (transport_) transport_->abort();
   if (arena_) arena_->abort();
+  if (host_arena_) host_arena_->abort();
   if (!config_.flight_recorder_dir.empty()) {
     // Every communicator of this process, then this one with its reason.
     FlightRecorderRegistry::dump_all("another communicator of this process failed: " + final.to_string());

@@ -269,6 +269,24 @@ TEST_P(Collectives, SharedMemoryArenaForEveryCollective) {
   });
 }
 
+TEST_P(Collectives, HierarchicalThroughEachHostsArena) {
+  // KOLO_ALGORITHM=hierarchical on emulated hosts (the _over_hosts run:
+  // KOLO_TEST_HOSTS=2): the phases within a host go through the host's
+  // shared arena, the phase across hosts along the ring of TCP links.
+  Config c = test_config(4096);
+  c.algorithm = "hierarchical";
+  ThreadWorld w = make_world(GetParam(), c);
+  const char* name = nullptr;
+  ASSERT_TRUE(w.comm(0).estimate("allreduce", 64, nullptr, &name).is_ok());
+  if (std::string(name) != "hierarchical") {
+    GTEST_SKIP() << "the ranks are not spread evenly over several hosts (run by collectives_test_over_hosts)";
+  }
+  for (int r = 0; r < w.size(); ++r) EXPECT_TRUE(w.comm(r).has_host_arena()) << "rank " << r;
+  sweep_allreduce(w);
+  sweep_reduce_scatter(w);
+  sweep_allgather(w);
+}
+
 // A result larger than the last-level cache is copied out of the arena
 // around the cache (Memory::copy_streaming): allreduce, allgather and
 // broadcast of such results, 3 ranks (odd shares), in place and not.
