@@ -130,7 +130,8 @@ double hierarchical_allreduce_seconds(const CostModel& m, const Topology& t, siz
   // allgather within the host.
   const int l = t.ranks_per_host, h = t.host_count;
   const double b = double(bytes), slice = b / l, piece = slice / h;
-  const double local = (l - 1) * (2 * m.local.seconds(slice) + reduce(m, slice));
+  const double local = m.host_arenas ? arena_reduce_scatter_seconds(m, t, bytes) + arena_allgather_seconds(m, t, bytes)
+                                     : (l - 1) * (2 * m.local.seconds(slice) + reduce(m, slice));
   const double cross = 2.0 * (h - 1) * cross_step(m, t, piece) + (h - 1) * reduce(m, piece);
   return local + cross;
 }
@@ -138,7 +139,8 @@ double hierarchical_allreduce_seconds(const CostModel& m, const Topology& t, siz
 double hierarchical_reduce_scatter_seconds(const CostModel& m, const Topology& t, size_t bytes) {
   const int l = t.ranks_per_host, h = t.host_count;
   const double b = double(bytes), piece = b / l / h;
-  const double local = (l - 1) * (m.local.seconds(b / l) + reduce(m, b / l));
+  const double local =
+      m.host_arenas ? arena_reduce_scatter_seconds(m, t, bytes) : (l - 1) * (m.local.seconds(b / l) + reduce(m, b / l));
   const double cross = (h - 1) * (cross_step(m, t, piece) + reduce(m, piece));
   return local + cross;
 }
@@ -146,7 +148,8 @@ double hierarchical_reduce_scatter_seconds(const CostModel& m, const Topology& t
 double hierarchical_allgather_seconds(const CostModel& m, const Topology& t, size_t bytes) {
   const int l = t.ranks_per_host, h = t.host_count;
   const double b = double(bytes), piece = b / l / h;
-  return (h - 1) * cross_step(m, t, piece) + (l - 1) * m.local.seconds(b / l);
+  const double local = m.host_arenas ? arena_allgather_seconds(m, t, bytes) : (l - 1) * m.local.seconds(b / l);
+  return (h - 1) * cross_step(m, t, piece) + local;
 }
 
 double chain_seconds(const CostModel& m, const Topology& t, size_t through_root, bool reduces) {

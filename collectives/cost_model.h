@@ -36,6 +36,10 @@ struct CostModel {
   size_t segment_bytes = 2 << 20;   // KOLO_SEGMENT_BYTES: the pipelined schedules' unit
   int tree_depth = 0;               // double_tree_depth(size), computed once
   int tree_host_load = 2;           // double_tree_host_load(size, ranks per host), computed once
+  // Every host's ranks share an arena (shared memory joins them): the
+  // hierarchical schedules' phases within a host are priced as the arena's
+  // collectives, not as rings (Communicator::open_host_arena).
+  bool host_arenas = false;
 };
 
 // What a class of link ("shm", "tcp", "ib", "tcp-loopback" for ranks of one

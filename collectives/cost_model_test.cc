@@ -135,5 +135,27 @@ TEST(CostModel, EstimatesNameTheirAlgorithm) {
   EXPECT_GT(small.seconds, 0);
 }
 
+TEST(CostModel, HostArenasPriceTheHierarchicalPhasesWithinAHost) {
+  // 2 hosts of 4 ranks over shared memory within and 10 Gbit/s between:
+  // with the hosts' arenas, the phases within a host cost the arena's
+  // collectives (less than the rings' 2(L - 1) steps), and the phase across
+  // hosts the same as before.
+  Modelled rings(8, 2, default_link_cost("shm"), default_link_cost("tcp"));
+  Modelled arenas(8, 2, default_link_cost("shm"), default_link_cost("tcp"));
+  arenas.costs.host_arenas = true;
+  const size_t b = size_t(64) << 20;
+  const Topology& t = arenas.topology;
+  const double cross_allreduce =
+      hierarchical_allreduce_seconds(rings.costs, t, b) - 3 * (2 * rings.costs.local.seconds(b / 4.0) + b / 4.0 / 8e9);
+  EXPECT_NEAR(hierarchical_allreduce_seconds(arenas.costs, t, b),
+              cross_allreduce + arena_reduce_scatter_seconds(arenas.costs, t, b) +
+                  arena_allgather_seconds(arenas.costs, t, b),
+              1e-9);
+  EXPECT_LT(hierarchical_allreduce_seconds(arenas.costs, t, b), hierarchical_allreduce_seconds(rings.costs, t, b));
+  EXPECT_LT(hierarchical_allgather_seconds(arenas.costs, t, b), hierarchical_allgather_seconds(rings.costs, t, b));
+  EXPECT_LT(hierarchical_reduce_scatter_seconds(arenas.costs, t, b),
+            hierarchical_reduce_scatter_seconds(rings.costs, t, b));
+}
+
 }  // namespace
 }  // namespace kolo

@@ -324,6 +324,7 @@ void Communicator::choose_costs() {
     }
   }
   if (!local.empty()) costs_.local_class = local;
+  costs_.host_arenas = host_count_ > 1 && local == "shm";
   if (!remote.empty()) costs_.remote_class = remote;
   costs_.local = default_link_cost(costs_.local_class);
   costs_.remote = default_link_cost(costs_.remote_class);
