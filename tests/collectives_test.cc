@@ -289,7 +289,10 @@ TEST_P(Collectives, HierarchicalThroughEachHostsArena) {
 
 // A result larger than the last-level cache is copied out of the arena
 // around the cache (Memory::copy_streaming): allreduce, allgather and
-// broadcast of such results, 3 ranks (odd shares), in place and not.
+// broadcast of such results, 3 ranks (odd shares), in place and not. Not
+// under ThreadSanitizer: 11 s there for stores (intrinsics) it does not
+// instrument, and the arena's synchronisation is SharedMemoryArena's.
+#if !defined(__SANITIZE_THREAD__)
 TEST(CollectivesPastTheCache, SharedMemoryArenaResults) {
   size_t bytes = 1 << 20;
   while (!result_outgrows_cache(bytes)) bytes *= 2;
@@ -318,6 +321,7 @@ TEST(CollectivesPastTheCache, SharedMemoryArenaResults) {
     EXPECT_TRUE(data == root_data) << "broadcast, rank " << r;
   });
 }
+#endif
 
 TEST_P(Collectives, BarrierAndRandomFloatsAgreeBitwise) {
   const int n = std::get<0>(GetParam());
