@@ -18,6 +18,7 @@ void HostMemory::copy(void* dst, const void* src, size_t bytes) {
 }
 
 void HostMemory::copy_streaming(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;  // an empty block's pointers may be null
 #if defined(__x86_64__)
   // Non-temporal stores (SSE2, which every x86-64 has) of 64-byte lines; the
   // unaligned head and the tail go through memcpy. Measured on the 2-core

@@ -24,7 +24,7 @@
     "longest wait without progress (rendezvous, connect, collective)")                                            \
   /* 0 (automatic): where every local rank has a core of its own, half a   */                                      \
   /* core's L2 cache (256K to 2M), so that a received segment is still in */                                      \
-  /* the cache when it is reduced: 512K beat 2M by 19% over TCP at N=2 on */                                      \
+  /* the cache when it is reduced: 512K beat 2M by 26% over TCP at N=2 on */                                      \
   /* the 2-core EPYC VM (L2 1 MiB). Where ranks share cores, 2M: each     */                                      \
   /* wait then puts a rank to sleep, and fewer, larger units mean fewer   */                                      \
   /* wake-ups (2M beat 512K by 7-10% at N=4 there, 10-20% on earlier      */                                      \
