@@ -85,6 +85,14 @@ struct AllreduceArgs {
   DataType dtype;
   ReduceOp op;
 };
+// Where blocks of `counts` elements start when they lie one after another
+// in rank order (the displacements a `v` collective takes by default).
+inline std::vector<size_t> packed_displs(const std::vector<size_t>& counts) {
+  std::vector<size_t> displs(counts.size(), 0);
+  for (size_t q = 1; q < counts.size(); ++q) displs[q] = displs[q - 1] + counts[q - 1];
+  return displs;
+}
+
 struct AllgatherArgs {
   const void* send;
   void* recv;

@@ -3,24 +3,15 @@
 #include <memory>
 #include <string>
 
+#include "collectives/algorithm.h"
 #include "collectives/fingerprint.h"
 
 namespace kolo {
-namespace {
-
-// Blocks one after another in rank order.
-std::vector<size_t> packed(const std::vector<size_t>& counts) {
-  std::vector<size_t> displs(counts.size(), 0);
-  for (size_t q = 1; q < counts.size(); ++q) displs[q] = displs[q - 1] + counts[q - 1];
-  return displs;
-}
-
-}  // namespace
 
 Status pairwise_alltoall(const ScheduleContext& ctx, const void* send, const std::vector<size_t>& send_counts,
                          void* recv, const std::vector<size_t>& recv_counts, DataType dtype) {
-  return pairwise_alltoall_displs(ctx, send, send_counts, packed(send_counts), recv, recv_counts, packed(recv_counts),
-                                  dtype);
+  return pairwise_alltoall_displs(ctx, send, send_counts, packed_displs(send_counts), recv, recv_counts,
+                                  packed_displs(recv_counts), dtype);
 }
 
 Status pairwise_alltoall_displs(const ScheduleContext& ctx, const void* send, const std::vector<size_t>& send_counts,

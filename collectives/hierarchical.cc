@@ -65,9 +65,7 @@ Status reduce_scatter_within_host(const ScheduleContext& local, SharedArena* are
 Status allgather_within_host(const ScheduleContext& local, SharedArena* arena, const void* in, void* out,
                              const std::vector<size_t>& counts, DataType dtype) {
   if (!through_arena(local, arena)) return ring_allgather_v(local, in, out, counts, dtype);
-  std::vector<size_t> displs(counts.size(), 0);
-  for (size_t q = 1; q < counts.size(); ++q) displs[q] = displs[q - 1] + counts[q - 1];
-  return arena_allgather(local, *arena, AllgatherArgs{in, out, counts, displs, dtype});
+  return arena_allgather(local, *arena, AllgatherArgs{in, out, counts, packed_displs(counts), dtype});
 }
 
 }  // namespace

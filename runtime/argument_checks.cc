@@ -4,16 +4,14 @@
 #include <string>
 #include <utility>
 
+#include "collectives/algorithm.h"
 #include "collectives/dtype.h"
 #include "common/ranges.h"
 
 namespace kolo {
 
 std::vector<size_t> packed_or(const std::vector<size_t>& displs, const std::vector<size_t>& counts) {
-  if (!displs.empty()) return displs;
-  std::vector<size_t> d(counts.size(), 0);
-  for (size_t q = 1; q < counts.size(); ++q) d[q] = d[q - 1] + counts[q - 1];
-  return d;
+  return displs.empty() ? packed_displs(counts) : displs;
 }
 
 Status check_dtype(DataType dtype) {
