@@ -292,6 +292,14 @@ class Communicator {
   // host_arena_ where this host's ranks are (collective).
   Status open_arena(const std::string& store_prefix);
   Status open_host_arena(const std::string& store_prefix);
+  // An arena of `kind` among `context`'s ranks. UNSUPPORTED (no room in
+  // /dev/shm, ...) is no failure: the arena's ranks learn it alike, keep
+  // what they would use `instead`, *out stays empty, and `told` warns once.
+  Status open_arena_of(const TransportKind* kind, const TransportContext& context, std::once_flag& told,
+                       const char* instead, std::unique_ptr<SharedArena>* out);
+  // This rank's place among the hosts (make_host_layout over the facts);
+  // false where the hierarchical schedules do not apply.
+  bool host_layout(HostLayout* out) const;
   using Collective = std::function<Status(const ScheduleContext&)>;
   // Runs a collective under the call lock, turning its failure sticky
   // (communicator_failure.cc).

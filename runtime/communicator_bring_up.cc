@@ -351,10 +351,8 @@ void Communicator::choose_algorithm() {
   hosts_.reset();
   choose_costs();
   if (config_.algorithm == "ring" || world_.facts.size() < 2) return;
-  std::vector<std::string> host_of_rank;
-  for (const RankFacts& f : world_.facts) host_of_rank.push_back(f.host);
   auto layout = std::make_unique<HostLayout>();
-  if (!make_host_layout(host_of_rank, world_.rank, layout.get())) {
+  if (!host_layout(layout.get())) {
     if (config_.algorithm == "hierarchical") {
       static std::once_flag told;
       std::call_once(told, [] {
@@ -376,18 +374,8 @@ Status Communicator::open_arena(const std::string& store_prefix) {
   // arena out for KOLO_ALGORITHM=ring).
   if (world_.size == 1) return Status::ok();
   if (!arena_kind_ || !arena_kind_->shares_memory()) return open_host_arena(store_prefix);
-  std::unique_ptr<SharedArena> arena;
-  Status s = arena_kind_->open_arena(transport_context(store_prefix), polling_.spin_us, polling_.yield,
-                                     Deadline::after_seconds(config_.timeout_s), &arena);
-  if (s.code() == Code::kUnsupported) {
-    // Every rank learns it alike and keeps the ring over the transport.
-    static std::once_flag told;
-    std::call_once(told, [&] { KOLO_WARN(s.message() << "; allreduce takes the ring instead"); });
-    return Status::ok();
-  }
-  KOLO_RETURN_IF_ERROR(s);
-  arena_ = std::move(arena);
-  return Status::ok();
+  static std::once_flag told;
+  return open_arena_of(arena_kind_, transport_context(store_prefix), told, "allreduce takes the ring instead", &arena_);
 }
 
 Status Communicator::open_host_arena(const std::string& store_prefix) {
@@ -399,26 +387,30 @@ Status Communicator::open_host_arena(const std::string& store_prefix) {
   // ranks (a rank waiting for an arena its host's first rank never made
   // would wait out the deadline).
   if (!host_arena_kind_ || !host_arena_kind_->shares_memory()) return Status::ok();
-  std::vector<std::string> host_of_rank;
-  for (const RankFacts& f : world_.facts) host_of_rank.push_back(f.host);
   HostLayout layout;
-  if (!make_host_layout(host_of_rank, world_.rank, &layout)) return Status::ok();
+  if (!host_layout(&layout)) return Status::ok();
   // Named after the host's first rank: emulated hosts share one /dev/shm.
   TransportContext context = transport_context(store_prefix + "host" + std::to_string(layout.local.front()) + "/");
   context.rank = layout.local_index;
   context.size = static_cast<int>(layout.local.size());
-  std::unique_ptr<SharedArena> arena;
-  Status s = host_arena_kind_->open_arena(context, polling_.spin_us, polling_.yield,
-                                          Deadline::after_seconds(config_.timeout_s), &arena);
-  if (s.code() == Code::kUnsupported) {
-    // The host's ranks learn it alike and keep the ring among them.
-    static std::once_flag told;
-    std::call_once(told, [&] { KOLO_WARN(s.message() << "; within a host the hierarchical schedules take the ring"); });
-    return Status::ok();
-  }
-  KOLO_RETURN_IF_ERROR(s);
-  host_arena_ = std::move(arena);
+  static std::once_flag told;
+  return open_arena_of(host_arena_kind_, context, told, "within a host the hierarchical schedules take the ring",
+                       &host_arena_);
+}
+
+Status Communicator::open_arena_of(const TransportKind* kind, const TransportContext& context, std::once_flag& told,
+                                   const char* instead, std::unique_ptr<SharedArena>* out) {
+  Status s = kind->open_arena(context, polling_.spin_us, polling_.yield, Deadline::after_seconds(config_.timeout_s), out);
+  if (s.code() != Code::kUnsupported) return s;
+  std::call_once(told, [&] { KOLO_WARN(s.message() << "; " << instead); });
+  out->reset();
   return Status::ok();
+}
+
+bool Communicator::host_layout(HostLayout* out) const {
+  std::vector<std::string> host_of_rank;
+  for (const RankFacts& f : world_.facts) host_of_rank.push_back(f.host);
+  return make_host_layout(host_of_rank, world_.rank, out);
 }
 
 Status Communicator::connect_ring() {
