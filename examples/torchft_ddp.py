@@ -18,7 +18,8 @@ of the parameters, which replica groups at the same step share exactly.
 Settings (environment): REPLICA_GROUP_ID, NUM_REPLICA_GROUPS (2), STEPS
 (200), STEP_SLEEP (seconds, 0.02), TORCHFT_PG (kolo, or gloo: torchft's
 own), FAULT_AT_STEP (this replica group kill -9s itself inside its
-gradient allreduce at that step: a fault mid-step).
+gradient allreduce at that step, once it has joined the step's quorum and
+posted its part: a fault mid-step).
 """
 import hashlib
 import logging
@@ -53,9 +54,13 @@ class FaultTolerantDDP(DistributedDataParallel):
 
     @staticmethod
     def _comm_hook(manager, bucket):
-        if manager.current_step() == FAULT_AT_STEP:
-            os.kill(os.getpid(), signal.SIGKILL)
         work = manager.allreduce(bucket.buffer())
+        if manager.current_step() == FAULT_AT_STEP:
+            # Only now: the allreduce above waited for this step's quorum
+            # and posted this group's part, so the others are in the same
+            # collective when this group dies. Dying before it could leave
+            # the lighthouse to form the step's quorum without this group.
+            os.kill(os.getpid(), signal.SIGKILL)
         work.wait()
         future = work.get_future()
         chained = getattr(future, "_fut", future)
