@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collectives/dtype.h"
+#include "collectives/wire_format.h"
 #include "common/status.h"
 
 namespace kolo {
@@ -63,6 +64,7 @@ struct Call {
   size_t bytes = 0;           // allreduce, broadcast: the buffer; allgather: the result; reduce-scatter: the input
   bool equal_blocks = true;   // allgather, reduce-scatter: every rank's block the same, packed in rank order
   bool host_memory = true;    // the buffers are the host's, not a GPU's
+  WireFormat wire = WireFormat::kNative;  // allreduce: what its messages carry (wire_format.h)
 };
 
 template <typename Args>
@@ -77,6 +79,9 @@ struct Algorithm {
   // Its estimated time for the call, from topology.costs (never nullptr
   // here): what the tables compare.
   double (*seconds)(const Topology&, const Call&);
+  // Whether it can send a call's elements in a wire format (Call::wire):
+  // only entries that can are chosen for such a call.
+  bool carries_wire_formats = false;
 };
 
 // The arguments of each collective's algorithms (already validated).
@@ -84,6 +89,10 @@ struct AllreduceArgs {
   const std::vector<Span>& spans;  // one allreduce over their concatenation
   DataType dtype;
   ReduceOp op;
+  WireFormat wire = WireFormat::kNative;  // kNative: the elements themselves
+  // Error feedback for a wire format: one float array per span, or nullptr
+  // (compressed_ring.h).
+  const std::vector<float*>* residuals = nullptr;
 };
 // Where blocks of `counts` elements start when they lie one after another
 // in rank order (the displacements a `v` collective takes by default).

@@ -93,6 +93,7 @@ const Algorithm<Args>& choose(const char* collective, const std::vector<const Al
   const Algorithm<Args>* best = nullptr;
   double best_s = 0;
   for (const Algorithm<Args>* a : table) {
+    if (call.wire != WireFormat::kNative && !a->carries_wire_formats) continue;
     if (!a->applies(topology, thresholds, call)) continue;
     if (is_forced(thresholds, a->name)) {
       best = a;
@@ -173,6 +174,7 @@ Status allreduce(const ScheduleContext& ctx, const Topology& topology, const Thr
   Call call;
   for (const Span& s : args.spans) call.bytes += s.count * dtype_size(args.dtype);
   call.host_memory = host_memory(ctx);
+  call.wire = args.wire;
   return choose("allreduce", allreduce_algorithms(), topology, thresholds, call).run(ctx, topology, args);
 }
 

@@ -1,5 +1,6 @@
 #include "collectives/fingerprint.h"
 
+#include "collectives/wire_format.h"
 #include "transport/frame.h"
 
 namespace kolo {
@@ -43,6 +44,10 @@ std::string describe_fingerprint(uint64_t fp) {
       kind == CollectiveKind::kReduce || kind == CollectiveKind::kTreeAllreduce ||
       kind == CollectiveKind::kSharedReduceScatter) {
     s += std::string(", ") + op_name(op);
+  }
+  // An allreduce's root field holds its wire format (compressed_ring.h).
+  if (kind == CollectiveKind::kAllreduce && root != 0 && valid_wire_format(root)) {
+    s += std::string(", wire ") + wire_format_name(static_cast<WireFormat>(root));
   }
   if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce || kind == CollectiveKind::kGather ||
       kind == CollectiveKind::kScatter || kind == CollectiveKind::kSharedBroadcast) {

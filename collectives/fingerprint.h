@@ -32,7 +32,8 @@ enum class CollectiveKind : uint8_t {
 
 const char* collective_name(CollectiveKind kind);
 
-// Layout: kind:4 | dtype:4 | op:4 | root:20 | count (low 32 bits):32.
+// Layout: kind:4 | dtype:4 | op:4 | root:20 | count (low 32 bits):32. An
+// allreduce's root field holds its wire format (wire_format.h).
 uint64_t fingerprint(CollectiveKind kind, DataType dtype, ReduceOp op, int root, uint64_t count);
 
 // The collective a fingerprint belongs to.

@@ -49,6 +49,7 @@ Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Memory* m
     while (posted_sends < S) {
       const SendUnit& u = p.sends[posted_sends];
       if (u.after >= 0 && static_cast<size_t>(u.after) >= finished_recvs) break;
+      if (u.prepare && p.work) p.work->before_send(posted_sends);
       KOLO_RETURN_IF_ERROR(p.transport->post_send(p.right, u.data, u.bytes, p.tag, &send_req[posted_sends]));
       ++posted_sends;
     }
@@ -70,11 +71,13 @@ Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Memory* m
     // Finish receives in order: reduce staged data into its destination.
     while (finished_recvs < posted_recvs && recv_req[finished_recvs].done) {
       const RecvUnit& u = p.recvs[finished_recvs];
-      if (u.local) {
+      if (p.work) {
+        p.work->after_recv(finished_recvs, recv_req[finished_recvs].data);
+      } else if (u.local) {
         memory->reduce(p.dtype, p.op, u.dest, u.local, recv_req[finished_recvs].data, u.count);
-        ++finished_reduces;
       }
-      if (u.finalize) memory->finalize(p.dtype, p.op, u.dest, u.count, p.divisor);
+      if (u.local) ++finished_reduces;
+      if (u.finalize && !p.work) memory->finalize(p.dtype, p.op, u.dest, u.count, p.divisor);
       if (static_cast<long>(finished_recvs) == p.mark_recv && p.mark_time) {
         *p.mark_time = std::chrono::steady_clock::now();
       }

@@ -26,6 +26,7 @@ struct SendUnit {
   const void* data;
   size_t bytes;
   long after;  // receive unit that must be finished first; -1 for none
+  bool prepare = false;  // Pipeline::work writes data just before it goes
 };
 
 struct RecvUnit {
@@ -43,6 +44,20 @@ struct RecvUnit {
 // when it is reduced, and 2 MiB where ranks share cores, whose waits then
 // sleep and wake per unit (settings_table.h has the measurements).
 size_t pipeline_segment_bytes(int64_t configured, bool own_core, size_t l2);
+
+// What a schedule does to its units besides moving them, where that is
+// more than a reduction (the compressed ring, compressed_ring.h): the
+// executor calls it in unit order, on its own thread.
+class UnitWork {
+ public:
+  virtual ~UnitWork() = default;
+  // Send unit i (marked `prepare`) is about to be posted.
+  virtual void before_send(size_t i) = 0;
+  // Receive unit i has arrived at `data`: its staging slot where the unit
+  // has a `local` operand, else its dest. Replaces the reduction and the
+  // finalize of RecvUnit.
+  virtual void after_recv(size_t i, const void* data) = 0;
+};
 
 // Per-call tuning, from the communicator's configuration.
 struct PipelineOptions {
@@ -65,6 +80,7 @@ struct Pipeline {
   // *mark_time (for the timeline: where reduce-scatter ends in an allreduce).
   long mark_recv = -1;
   std::chrono::steady_clock::time_point* mark_time = nullptr;
+  UnitWork* work = nullptr;  // nullptr: receives reduce or land as RecvUnit says
 };
 
 // `memory` holds the buffers the units name; its staging buffer takes the

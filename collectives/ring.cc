@@ -5,79 +5,16 @@
 #include <string>
 #include <vector>
 
+#include "collectives/compressed_ring.h"
 #include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
 #include "collectives/rooted.h"
 #include "collectives/ring_schedule.h"
+#include "collectives/ring_wavefront.h"
 #include "collectives/span_cutter.h"
 #include "common/ranges.h"
 
 namespace kolo {
-namespace {
-
-// The verbs of one ring step on one segment, as NCCL's runRing reads:
-// send to the right neighbour, receive from the left and reduce, receive
-// and copy. Each call appends one message to the pipeline. The k-th send
-// of step s > 0 forwards what the k-th receive of step s - 1 (same segment)
-// produced, so it is posted once that receive is finished.
-class RingStep {
- public:
-  RingStep(Pipeline* p, size_t elem_size, const std::vector<long>* previous, std::vector<long>* received,
-           long* last_reduce)
-      : p_(p), elem_size_(elem_size), previous_(previous), received_(received), last_reduce_(last_reduce) {}
-
-  void send(const void* data, size_t count) {
-    const long after = previous_ ? (*previous_)[sends_++] : -1;
-    p_->sends.push_back({data, count * elem_size_, after});
-  }
-  // dest = local OP received (then divided, for an average, where finalize).
-  void recv_reduce(void* dest, const void* local, size_t count, bool finalize) {
-    *last_reduce_ = static_cast<long>(p_->recvs.size());
-    received_->push_back(static_cast<long>(p_->recvs.size()));
-    p_->recvs.push_back({dest, count * elem_size_, local, count, finalize});
-  }
-  void recv_copy(void* dest, size_t count) {
-    received_->push_back(static_cast<long>(p_->recvs.size()));
-    p_->recvs.push_back({dest, count * elem_size_, nullptr, count, false});
-  }
-
- private:
-  Pipeline* p_;
-  size_t elem_size_;
-  const std::vector<long>* previous_;  // nullptr at step 0
-  std::vector<long>* received_;
-  long* last_reduce_;
-  size_t sends_ = 0;
-};
-
-// Builds `steps` ring steps over `segments` segments in wavefront order:
-// (step s, segment j) belongs to wave s + j, and waves go out in order,
-// lower steps first within a wave. Every dependency then points to an
-// earlier wave (no deadlock: the left neighbour sends in the same order),
-// and each segment is forwarded right after it was received and reduced,
-// while it is still in cache. Steps of different segments overlap, so the
-// wire stays as busy as in a step-by-step schedule. Returns the index of
-// the last reducing receive (-1 for none).
-template <typename StepFn>
-long build_wavefront(int steps, size_t segments, size_t elem_size, Pipeline* p, StepFn step_fn) {
-  std::vector<std::vector<long>> received(static_cast<size_t>(steps) * segments);
-  long last_reduce = -1;
-  const long waves = steps + static_cast<long>(segments) - 1;
-  for (long wave = 0; wave < waves; ++wave) {
-    const int first = static_cast<int>(std::max<long>(0, wave - static_cast<long>(segments) + 1));
-    const int last = static_cast<int>(std::min<long>(steps - 1, wave));
-    for (int step = first; step <= last; ++step) {
-      const size_t segment = static_cast<size_t>(wave - step);
-      const std::vector<long>* previous = step == 0 ? nullptr : &received[(step - 1) * segments + segment];
-      RingStep verbs(p, elem_size, previous, &received[step * segments + segment], &last_reduce);
-      step_fn(step, segment, verbs);
-    }
-  }
-  return last_reduce;
-}
-
-}  // namespace
-
 Pipeline ring_pipeline(const ScheduleContext& ctx, uint64_t tag) {
   Pipeline p;
   p.transport = ctx.transport;
@@ -295,6 +232,7 @@ void neighbours(const Topology& t, const Thresholds&, std::vector<int>* out) {
 }
 
 Status run_allreduce(const ScheduleContext& ctx, const Topology&, const AllreduceArgs& a) {
+  if (a.wire != WireFormat::kNative) return ring_allreduce_encoded(ctx, a.spans, a.dtype, a.op, a.wire, a.residuals);
   return ring_allreduce_spans(ctx, a.spans, a.dtype, a.op);
 }
 
@@ -319,7 +257,8 @@ double broadcast_seconds(const Topology& t, const Call& c) { return chain_second
 
 }  // namespace
 
-const AllreduceAlgorithm kRingAllreduce = {"ring", always, neighbours, run_allreduce, allreduce_seconds};
+const AllreduceAlgorithm kRingAllreduce = {"ring", always, neighbours, run_allreduce, allreduce_seconds,
+                                           /*carries_wire_formats=*/true};
 const AllgatherAlgorithm kRingAllgather = {"ring", always, neighbours, run_allgather, allgather_seconds};
 const ReduceScatterAlgorithm kRingReduceScatter = {"ring", always, neighbours, run_reduce_scatter,
                                                    reduce_scatter_seconds};

@@ -121,17 +121,61 @@ Status Communicator::deregister_memory(const void* data, size_t bytes) {
 }
 
 
+Status Communicator::wire_for(std::optional<WireFormat> wire, DataType dtype, ReduceOp op, size_t bytes,
+                              WireFormat* out) const {
+  if (wire) {
+    if (!valid_wire_format(static_cast<int>(*wire))) {
+      return invalid_argument("wire format " + std::to_string(static_cast<int>(*wire)) + " does not exist");
+    }
+    if (*wire != WireFormat::kNative && !wire_format_carries(dtype, op)) {
+      return invalid_argument(std::string("wire format ") + wire_format_name(*wire) +
+                              " carries float32, float16 and bfloat16 sums and averages, not " + dtype_name(dtype) +
+                              " " + op_name(op));
+    }
+    *out = *wire;
+    return Status::ok();
+  }
+  // The communicator's default, where it can apply: a latency-bound call
+  // gains nothing from fewer bytes and would lose recursive doubling.
+  WireFormat configured = WireFormat::kNative;
+  (void)parse_wire_format(config_.wire_format, &configured);  // checked when the config was read
+  const bool applies = wire_format_carries(dtype, op) && bytes > static_cast<size_t>(config_.small_allreduce_bytes);
+  *out = applies ? configured : WireFormat::kNative;
+  return Status::ok();
+}
+
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, Launch launch) {
+  return allreduce(send, recv, count, dtype, op, std::nullopt, std::move(launch));
+}
+
+Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                               std::optional<WireFormat> wire, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, count));
   const size_t bytes = count * dtype_size(dtype);
   if (send != recv && ranges_overlap(send, bytes, recv, bytes)) {
     return invalid_argument("sendbuf and recvbuf overlap without being equal");
   }
-  return dispatch(CallRecord("allreduce", dtype, count, op), {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}}, std::move(launch),
+  WireFormat format;
+  KOLO_RETURN_IF_ERROR(wire_for(wire, dtype, op, bytes, &format));
+  const std::vector<NamedBuffer> buffers = {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}};
+  if (format != WireFormat::kNative) {
+    // The wire formats' kernels run on the host: device buffers reduce in
+    // their own dtype (the communicator's default gives way; a format
+    // asked for this call is refused).
+    bool on_device = false;
+    KOLO_RETURN_IF_ERROR(gpu()->classify(buffers, &on_device));
+    if (on_device && wire) {
+      return unsupported(std::string("wire format ") + wire_format_name(format) +
+                         " needs host buffers: device buffers reduce in their own dtype");
+    }
+    if (on_device) format = WireFormat::kNative;
+  }
+  return dispatch(CallRecord("allreduce", dtype, count, op), buffers, std::move(launch),
                   [=](const ScheduleContext& ctx) {
                     const std::vector<Span> spans = {Span{send, recv, count}};
-                    return kolo::allreduce(ctx, topology(), thresholds(),
-                                           {spans, dtype, op});
+                    AllreduceArgs args{spans, dtype, op};
+                    args.wire = format;
+                    return kolo::allreduce(ctx, topology(), thresholds(), args);
                   });
 }
 
@@ -220,16 +264,27 @@ Status Communicator::alltoall(const void* send, const std::vector<size_t>& send_
   });
 }
 
-Status Communicator::allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op) {
+Status Communicator::allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op,
+                                     std::optional<WireFormat> wire, const std::vector<float*>* residuals) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
+  size_t total = 0;
   for (const Span& s : spans) {
     KOLO_RETURN_IF_ERROR(check_buffer(s.send, s.count, "span send"));
     KOLO_RETURN_IF_ERROR(check_buffer(s.recv, s.count, "span recv"));
+    total += s.count;
   }
+  if (residuals && residuals->size() != spans.size()) {
+    return invalid_argument("residuals: " + std::to_string(residuals->size()) + " arrays for " +
+                            std::to_string(spans.size()) + " spans");
+  }
+  WireFormat format;
+  KOLO_RETURN_IF_ERROR(wire_for(wire, dtype, op, total * dtype_size(dtype), &format));
   return run("allreduce", [&](const ScheduleContext& ctx) {
-    return kolo::allreduce(ctx, topology(), thresholds(),
-                           {spans, dtype, op});
+    AllreduceArgs args{spans, dtype, op};
+    args.wire = format;
+    args.residuals = format == WireFormat::kNative ? nullptr : residuals;
+    return kolo::allreduce(ctx, topology(), thresholds(), args);
   });
 }
 

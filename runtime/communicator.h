@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "collectives/pipeline.h"
 #include "collectives/point_to_point.h"
 #include "collectives/ring.h"
+#include "collectives/wire_format.h"
 #include "common/status.h"
 #include "runtime/config.h"
 #include "runtime/flight_recorder.h"
@@ -155,6 +157,13 @@ class Communicator {
   // with the stream-ordered ones, and complete their handles (a failure is
   // sticky as well). A blocking call first waits for everything queued.
   Status allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, Launch launch = {});
+  // The same with `wire` on the wire (wire_format.h): kNative for the
+  // elements themselves, std::nullopt for the communicator's default
+  // (Config::wire_format, which applies where it can: float sums and
+  // averages above small_allreduce_bytes). A format asked for a call it
+  // cannot carry is INVALID_ARGUMENT.
+  Status allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                   std::optional<WireFormat> wire, Launch launch = {});
   Status allgather(const void* send, void* recv, size_t send_count, DataType dtype, Launch launch = {});
   Status broadcast(void* buf, size_t count, DataType dtype, int root, Launch launch = {});
   Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op, Launch launch = {});
@@ -167,8 +176,14 @@ class Communicator {
   // check theirs, and run by the same algorithm tables.
   Status allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype);
   Status reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype, ReduceOp op);
-  // One allreduce over the concatenation of spans (see allreduce_spans).
-  Status allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op);
+  // One allreduce over the concatenation of spans (see allreduce_spans),
+  // with `wire` as above; residuals: error feedback's state for a wire
+  // format, one float array per span (compressed_ring.h), or nullptr.
+  Status allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op,
+                         std::optional<WireFormat> wire = std::nullopt,
+                         const std::vector<float*>* residuals = nullptr);
+  // What a call asking for `wire` sends (see allreduce above).
+  Status wire_for(std::optional<WireFormat> wire, DataType dtype, ReduceOp op, size_t bytes, WireFormat* out) const;
   Status alltoall(const void* send, const std::vector<size_t>& send_counts, void* recv,
                   const std::vector<size_t>& recv_counts, DataType dtype);
   // Runs `fn` under the call lock like a collective (failures become

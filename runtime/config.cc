@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "collectives/cost_model.h"
+#include "collectives/wire_format.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "transport/kind.h"
@@ -61,6 +62,12 @@ Status check_link_costs(const std::string& name, const std::string& value) {
   return invalid_argument(message);
 }
 
+Status check_wire_format(const std::string& name, const std::string& value) {
+  WireFormat format;
+  if (parse_wire_format(value, &format)) return Status::ok();
+  return invalid_argument(name + "='" + value + "': use native, bf16, fp16, fp8_e4m3, fp8_e5m2 or int8");
+}
+
 Status check_text(SettingKind kind, const std::string& name, const std::string& value) {
   switch (kind) {
     case SettingKind::kTransport:
@@ -69,6 +76,8 @@ Status check_text(SettingKind kind, const std::string& name, const std::string& 
       return check_algorithm(name, value);
     case SettingKind::kLinkCosts:
       return check_link_costs(name, value);
+    case SettingKind::kWireFormat:
+      return check_wire_format(name, value);
     default:
       return Status::ok();
   }

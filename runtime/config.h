@@ -23,6 +23,7 @@ class Device;
 #define KOLO_SETTING_TYPE_Transport std::string
 #define KOLO_SETTING_TYPE_Algorithm std::string
 #define KOLO_SETTING_TYPE_LinkCosts std::string
+#define KOLO_SETTING_TYPE_WireFormat std::string
 
 // Every setting (settings_table.h says what each means), with its default.
 struct Config {
@@ -54,7 +55,7 @@ KOLO_SETTINGS(KOLO_SETTING_LIMIT)
 #undef KOLO_SETTING_LIMIT
 }  // namespace limits
 
-enum class SettingKind { kInt, kDouble, kBool, kText, kTransport, kAlgorithm, kLinkCosts };
+enum class SettingKind { kInt, kDouble, kBool, kText, kTransport, kAlgorithm, kLinkCosts, kWireFormat };
 
 // One row of the table, for what lists the settings (kolo_config_describe,
 // the Configuration docs).

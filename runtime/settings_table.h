@@ -11,8 +11,8 @@
 //   field     Config's member and kolo_config_t's field
 //   kind      Int (int64_t; the variable takes sizes such as 64K, 2M),
 //             Double, Bool (0/1 in kolo_config_t), Text (std::string; a
-//             const char* in kolo_config_t), or Transport / Algorithm
-//             (Text with a fixed set of values)
+//             const char* in kolo_config_t), or Transport / Algorithm /
+//             LinkCosts / WireFormat (Text with a checked syntax)
 //   min, max  the accepted range of a number (Text: unused); 0 as well for
 //             the settings config.h's zero_is_automatic names
 //
@@ -87,4 +87,9 @@
   /* KOLO_CONFIG_VERSION 4 */                                                                                     \
   X(link_costs, LinkCosts, "KOLO_LINK_COSTS", "", 0, 0, "by link class (shm, tcp, ib)",                           \
     "what the cost model takes links to cost: `local=LATENCY_US/GBYTES_PER_S,remote=...` (either or both), e.g. " \
-    "`remote=50/0.125` for 1 Gbit/s between hosts; the same on every rank")
+    "`remote=50/0.125` for 1 Gbit/s between hosts; the same on every rank")                                     \
+  /* KOLO_CONFIG_VERSION 5 */                                                                                     \
+  X(wire_format, WireFormat, "KOLO_WIRE_FORMAT", "native", 0, 0, "native",                                         \
+    "allreduce: what float32/float16/bfloat16 sums and averages above `KOLO_SMALL_ALLREDUCE_BYTES` carry on the " \
+    "wire: `native` (the elements), `bf16`, `fp16`, `fp8_e4m3`, `fp8_e5m2` or `int8` (block-scaled), summed in " \
+    "float32 at every hop, bit-identical on every rank (docs/compression.md); the same on every rank")

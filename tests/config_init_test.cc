@@ -154,6 +154,25 @@ TEST(ConfigTest, VersionFourLinkCosts) {
   EXPECT_EQ(older.link_costs, "");
 }
 
+TEST(ConfigTest, VersionFiveWireFormat) {
+  kolo_config_t config = KOLO_CONFIG_INITIALIZER;
+  config.wire_format = "int8";
+  kolo::Config c;
+  ASSERT_TRUE(kolo_c::config_from_c(&config, &c).is_ok());
+  EXPECT_EQ(c.wire_format, "int8");
+  config.wire_format = "fp4";
+  const std::string error = error_of(config);
+  EXPECT_NE(error.find("config.wire_format='fp4': use native, bf16, fp16, fp8_e4m3, fp8_e5m2 or int8"),
+            std::string::npos)
+      << error;
+  // A version 4 caller's struct ends before the field: it stays the default.
+  config.version = 4;
+  config.size = offsetof(kolo_config_t, wire_format);
+  kolo::Config older;
+  ASSERT_TRUE(kolo_c::config_from_c(&config, &older).is_ok());
+  EXPECT_EQ(older.wire_format, "native");
+}
+
 // kolo.h's struct holds the settings table's rows, in its order, each of the
 // type its kind needs; KOLO_CONFIG_INITIALIZER leaves every one unset.
 bool unset(int64_t v) { return v == KOLO_CONFIG_UNSET_INT; }
@@ -166,6 +185,7 @@ bool unset(const char* v) { return v == nullptr; }
 #define KOLO_C_TYPE_Transport const char*
 #define KOLO_C_TYPE_Algorithm const char*
 #define KOLO_C_TYPE_LinkCosts const char*
+#define KOLO_C_TYPE_WireFormat const char*
 #define KOLO_CHECK_TYPE(field, kind, variable, initial, min, max, shown, meaning)             \
   static_assert(std::is_same<decltype(kolo_config_t::field), KOLO_C_TYPE_##kind>::value, \
                 "kolo_config_t::" #field " has the type of a " #kind " setting");
@@ -204,7 +224,7 @@ TEST(ConfigTest, DescribeListsEveryField) {
                            0),
             0u)
       << lines[1];
-  EXPECT_EQ(lines.back().rfind("link_costs\tstring\t", 0), 0u) << lines.back();
+  EXPECT_EQ(lines.back().rfind("wire_format\tstring\t", 0), 0u) << lines.back();
   bool found_defaults = false;
   for (const auto& line : lines) {
     if (line.rfind("defaults\tconfig\t" + std::to_string(offsetof(kolo_config_t, defaults)) + "\t", 0) == 0) {

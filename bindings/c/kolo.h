@@ -62,6 +62,21 @@ typedef enum {
   KOLO_AVG /* the sum divided by the world size (integer division for integer types) */
 } kolo_op_t;
 
+/* What an allreduce sends on the wire (docs/compression.md). The formats
+ * other than KOLO_WIRE_NATIVE carry float32, float16 and bfloat16 sums and
+ * averages: every hop decodes, adds in float32 and encodes once, and every
+ * rank decodes the same final bytes, so results stay bitwise identical on
+ * every rank, within the format's error bound of the exact sum. */
+typedef enum {
+  KOLO_WIRE_DEFAULT = -1, /* the communicator's: kolo_config_t.wire_format, KOLO_WIRE_FORMAT */
+  KOLO_WIRE_NATIVE = 0,   /* the elements themselves */
+  KOLO_WIRE_BF16,         /* 2 bytes, bfloat16 */
+  KOLO_WIRE_FP16,         /* 2 bytes, IEEE binary16 (partial sums beyond +-65504 become Inf) */
+  KOLO_WIRE_FP8_E4M3,     /* 1 byte, e4m3 scaled per block of 256 elements */
+  KOLO_WIRE_FP8_E5M2,     /* 1 byte, e5m2 scaled per block of 256 elements */
+  KOLO_WIRE_INT8          /* 1 byte, integers -126..126 scaled per block of 256 elements */
+} kolo_wire_format_t;
+
 /* Creates a communicator from the launcher's environment: KOLO_RANK,
  * KOLO_WORLD_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_WORLD_SIZE, KOLO_MASTER_ADDR,
  * KOLO_MASTER_PORT; failing those, torchrun's (RANK, WORLD_SIZE, LOCAL_RANK,
@@ -98,7 +113,7 @@ kolo_result_t kolo_comm_init(kolo_comm_t* comm, int rank, int world_size, const 
  * newer library: the fields beyond an older version's size are unset. A
  * version newer than the library's, or a size smaller than the version
  * implies, is KOLO_ERR_INVALID_ARGUMENT. Strings are copied. */
-#define KOLO_CONFIG_VERSION 4
+#define KOLO_CONFIG_VERSION 5
 #define KOLO_CONFIG_UNSET_INT (-9223372036854775807LL - 1)
 #define KOLO_CONFIG_UNSET_DOUBLE (-1.0e300)
 typedef struct kolo_config {
@@ -137,6 +152,8 @@ typedef struct kolo_config {
   const char* flight_recorder_dir; /* KOLO_FLIGHT_RECORDER_DIR */
   /* KOLO_CONFIG_VERSION 4 */
   const char* link_costs;         /* KOLO_LINK_COSTS: "local=US/GBPS,remote=US/GBPS" */
+  /* KOLO_CONFIG_VERSION 5 */
+  const char* wire_format;        /* KOLO_WIRE_FORMAT: "native", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2" or "int8" */
 } kolo_config_t;
 #define KOLO_CONFIG_INITIALIZER                                                                         \
   {                                                                                                     \
@@ -145,7 +162,7 @@ typedef struct kolo_config {
         KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, NULL, NULL, NULL, NULL,    \
         KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT,     \
         KOLO_CONFIG_UNSET_DOUBLE, KOLO_CONFIG_UNSET_INT, NULL, KOLO_CONFIG_UNSET_DOUBLE,                \
-        KOLO_CONFIG_UNSET_DOUBLE, NULL, NULL, NULL, NULL, NULL, KOLO_CONFIG_UNSET_INT, NULL, NULL       \
+        KOLO_CONFIG_UNSET_DOUBLE, NULL, NULL, NULL, NULL, NULL, KOLO_CONFIG_UNSET_INT, NULL, NULL, NULL \
   }
 
 /* Every field of kolo_config_t after size and version, for bindings that
@@ -312,6 +329,13 @@ kolo_result_t kolo_comm_get_timeout(kolo_comm_t comm, double* seconds);
  * are rejected. */
 kolo_result_t kolo_allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype,
                              kolo_op_t op);
+
+/* kolo_allreduce with `wire` on the wire for this call. A format other than
+ * KOLO_WIRE_NATIVE with another dtype or op, or on device buffers, is
+ * KOLO_ERR_INVALID_ARGUMENT or KOLO_ERR_UNSUPPORTED saying so. Every rank
+ * passes the same format (else KOLO_ERR_MISMATCH). */
+kolo_result_t kolo_allreduce_wire(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                  kolo_dtype_t dtype, kolo_op_t op, kolo_wire_format_t wire);
 
 /* recvbuf holds world_size * sendcount elements: rank r's sendbuf lands at
  * block r. In place when sendbuf == recvbuf (this rank's block is already in
@@ -746,6 +770,9 @@ kolo_result_t kolo_group_end(void);
  * ------------------------------------------------------------------------ */
 kolo_result_t kolo_allreduce_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                    kolo_dtype_t dtype, kolo_op_t op, kolo_handle_t* handle);
+kolo_result_t kolo_allreduce_wire_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                        kolo_dtype_t dtype, kolo_op_t op, kolo_wire_format_t wire,
+                                        kolo_handle_t* handle);
 kolo_result_t kolo_allgather_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
                                    kolo_dtype_t dtype, kolo_handle_t* handle);
 kolo_result_t kolo_broadcast_async(kolo_comm_t comm, void* buf, size_t count, kolo_dtype_t dtype, int root,

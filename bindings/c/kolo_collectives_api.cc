@@ -2,6 +2,7 @@
 // it is launched (kolo::Launch), so the blocking entry point, its _async
 // twin and, for four of them, the _stream one differ only in that.
 #include <string>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,20 @@ Status per_rank(kolo_comm_t comm, const size_t* values, const char* name, bool o
 
 Status allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype, kolo::ReduceOp op, Launch launch) {
   return comm->impl->allreduce(sendbuf, recvbuf, count, dtype, op, std::move(launch));
+}
+
+Status allreduce_wire(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype,
+                      kolo::ReduceOp op, int wire, Launch launch) {
+  std::optional<kolo::WireFormat> format;
+  if (wire != KOLO_WIRE_DEFAULT) {
+    if (!kolo::valid_wire_format(wire)) {
+      return kolo::invalid_argument("wire = " + std::to_string(wire) +
+                                    ": use KOLO_WIRE_DEFAULT, KOLO_WIRE_NATIVE, KOLO_WIRE_BF16, KOLO_WIRE_FP16, "
+                                    "KOLO_WIRE_FP8_E4M3, KOLO_WIRE_FP8_E5M2 or KOLO_WIRE_INT8");
+    }
+    format = static_cast<kolo::WireFormat>(wire);
+  }
+  return comm->impl->allreduce(sendbuf, recvbuf, count, dtype, op, format, std::move(launch));
 }
 
 Status allgather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo::DataType dtype, Launch launch) {
@@ -126,6 +141,11 @@ KOLO_BLOCKING_AND_ASYNC(allreduce,
                         (kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype,
                          kolo_op_t op),
                         (comm, sendbuf, recvbuf, count, kolo_c::dtype_of(dtype), kolo_c::op_of(op), std::move(launch)))
+KOLO_BLOCKING_AND_ASYNC(allreduce_wire,
+                        (kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype,
+                         kolo_op_t op, kolo_wire_format_t wire),
+                        (comm, sendbuf, recvbuf, count, kolo_c::dtype_of(dtype), kolo_c::op_of(op),
+                         kolo_c::raw_enum(wire), std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(allgather,
                         (kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo_dtype_t dtype),
                         (comm, sendbuf, recvbuf, sendcount, kolo_c::dtype_of(dtype), std::move(launch)))

@@ -51,6 +51,7 @@ size_t size_of_version(unsigned version) {
   return version == 1   ? offsetof(kolo_config_t, algorithm)
          : version == 2 ? offsetof(kolo_config_t, flight_recorder_entries)
          : version == 3 ? offsetof(kolo_config_t, link_costs)
+         : version == 4 ? offsetof(kolo_config_t, wire_format)
                         : sizeof(kolo_config_t);
 }
 

@@ -114,6 +114,19 @@ int check(kolo_comm_t comm) {
       }
     }
   }
+  // A wire format on device buffers is refused, saying why, and leaves the
+  // communicator working; the communicator's default gives way to them.
+  {
+    void* buf = nullptr;
+    CUDA_OK(cudaMalloc(&buf, 4096));
+    const kolo_result_t r = kolo_allreduce_wire(comm, buf, buf, 1024, KOLO_FLOAT32, KOLO_SUM, KOLO_WIRE_BF16);
+    if (r != KOLO_ERR_UNSUPPORTED || std::string(kolo_last_error()).find("needs host buffers") == std::string::npos) {
+      ++failures;
+      std::printf("rank %d: FAIL wire format on device buffers gave %s: %s\n", rank, kolo_result_string(r),
+                  kolo_last_error());
+    }
+    CUDA_OK(cudaFree(buf));
+  }
   kolo_result_t async_error;
   KOLO_OK(kolo_comm_get_async_error(comm, &async_error));
   if (async_error != KOLO_SUCCESS) {

@@ -1,0 +1,88 @@
+// Wire formats: what a compressed allreduce sends in place of its float
+// elements (compressed_ring.h). Every hop decodes what it received, adds its
+// own contribution in float32, and encodes the sum once; the allgather
+// phase forwards the owner's final encoded bytes unchanged, so every rank
+// decodes the same bytes into bit-identical results.
+//
+//   bf16      2 bytes  bfloat16, round to nearest even (float32's range)
+//   fp16      2 bytes  IEEE binary16, round to nearest even; beyond
+//                      +-65504 a partial sum becomes Inf, as a cast does
+//   fp8_e4m3  1 byte   OCP e4m3 (FN), scaled per block of kWireBlock
+//                      elements so that the block's largest magnitude maps
+//                      to 416; the code of 448 carries +-Inf
+//   fp8_e5m2  1 byte   OCP e5m2, scaled per block to 57344 (its own Inf)
+//   int8      1 byte   integers -126..126 times a per-block scale
+//                      (largest magnitude / 126); 127, -127 and -128 carry
+//                      +Inf, -Inf and NaN
+//
+// The block-scaled formats store each block as its float32 scale followed
+// by its codes, so a block of 256 costs 260 bytes (3.94x fewer than
+// float32). NaN and Inf pass through every format as they would through
+// float32 sums: the scale is taken over the block's finite values.
+//
+// The encoders are deterministic functions of their input, and decoding is
+// one multiplication: a rank that decodes bytes another rank encoded gets
+// exactly what the encoder's own rank gets.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "collectives/dtype.h"
+
+namespace kolo {
+
+enum class WireFormat : int { kNative = 0, kBf16, kFp16, kFp8E4M3, kFp8E5M2, kInt8 };
+constexpr int kNumWireFormats = 6;
+
+// Elements per scale in the block-scaled formats. 256 keeps the scale's
+// cost at 1.5% of the codes; smaller blocks track local magnitudes more
+// closely (bench/wire_format_bench measures both).
+constexpr size_t kWireBlock = 256;
+
+// "native", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8".
+const char* wire_format_name(WireFormat format);
+// Parses those names; false for anything else.
+bool parse_wire_format(const std::string& name, WireFormat* format);
+inline bool valid_wire_format(int f) { return f >= 0 && f < kNumWireFormats; }
+
+// Whether `format` can carry a reduction of dtype by op: float32, float16
+// or bfloat16 sums and averages.
+bool wire_format_carries(DataType dtype, ReduceOp op);
+
+// Bytes of `count` encoded elements (a message is encoded on its own: its
+// blocks start at its first element).
+size_t wire_bytes(WireFormat format, size_t count);
+// Bytes per element, without the scales: what the pipeline's segments are
+// sized in.
+size_t wire_element_bytes(WireFormat format);
+
+// One hop of a compressed reduction, over `count` elements:
+//   sum      = decode(received) + local + residual   (absent terms are 0)
+//   value    = sum / divisor                          (an average's last hop)
+//   encoded  = encode(value)
+//   residual = sum - decode(encoded) * divisor        (error feedback)
+//   decoded  = decode(encoded), as dtype
+// received, local, residual and decoded may be null. local and decoded are
+// of `dtype` (float32, float16 or bfloat16) and may alias each other.
+struct WireHop {
+  const unsigned char* received = nullptr;
+  const void* local = nullptr;
+  float* residual = nullptr;
+  int divisor = 1;
+  unsigned char* encoded = nullptr;
+  void* decoded = nullptr;
+  DataType dtype = DataType::kFloat32;
+  size_t count = 0;
+};
+void wire_hop(WireFormat format, const WireHop& hop);
+
+// out (count elements of dtype) = decode(in).
+void wire_decode(WireFormat format, const unsigned char* in, size_t count, DataType dtype, void* out);
+
+// The float value of each 8-bit code of an fp8 format before its block's
+// scale (for tests and docs): NaN for the NaN codes, +-Inf for the Inf ones.
+float fp8_code_value(WireFormat format, uint8_t code);
+
+}  // namespace kolo
