@@ -37,6 +37,9 @@ sweep (default): one collective over a range of sizes, as nccl-tests does.
   --warmup N        untimed iterations per size (default 3)
   --dtype T         int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 (default) float64
   --op O            sum (default) prod min max avg
+  --wire F          allreduce: native, bf16, fp16, fp8_e4m3, fp8_e5m2 or int8 on the
+                    wire (default: KOLO_WIRE_FORMAT's); busbw then counts the dtype's
+                    bytes (effective bandwidth), and the check allows the format's error
   --no-check        skip the correctness check (by default each size is checked
                     once against values computed independently, for any dtype and op)
   --staged          do not declare the buffers (kolo_comm_register_memory): over
@@ -182,7 +185,10 @@ int main(int argc, char** argv) {
     else if (a == "--warmup") sw.warmup = std::atoi(next());
     else if (a == "--dtype") sw.dtype = static_cast<kolo_dtype_t>(lookup(kDtypeNames, 10, next(), "dtype"));
     else if (a == "--op") sw.op = static_cast<kolo_op_t>(lookup(kOpNames, 5, next(), "op"));
-    else if (a == "--check") sw.check = true;
+    else if (a == "--wire") {
+      static const char* const kWireNames[] = {"native", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8"};
+      sw.wire = static_cast<kolo_wire_format_t>(lookup(kWireNames, 6, next(), "wire format"));
+    } else if (a == "--check") sw.check = true;
     else if (a == "--no-check") sw.check = false;
     else if (a == "--staged") sw.declare_buffers = false;
     else if (a == "--link-gbps") sw.link_gbps = std::atof(next());

@@ -19,6 +19,10 @@ struct SweepOptions {
   int warmup = 3;
   kolo_dtype_t dtype = KOLO_FLOAT32;
   kolo_op_t op = KOLO_SUM;
+  // allreduce: what it carries (kolo_allreduce_wire); KOLO_WIRE_DEFAULT:
+  // the communicator's (KOLO_WIRE_FORMAT). busbw stays in the dtype's
+  // bytes: with a format, the effective bandwidth.
+  kolo_wire_format_t wire = KOLO_WIRE_DEFAULT;
   bool check = true;
   bool declare_buffers = true;  // kolo_comm_register_memory (RDMA: no staging copy); --staged: off
   double link_gbps = 0;  // total throughput of the links, for the %ideal column

@@ -233,6 +233,42 @@ TEST(WireFormat, HopAddsInFloatAndTheResidualHoldsTheLoss) {
   }
 }
 
+// The SIMD kernels (where the CPU has them) take whole groups of 32 and
+// the scalar code the rest: a block of 32 and the same block less its last
+// element (which the scalar code then encodes whole) must give the same
+// codes and decode to the same bits.
+TEST(WireFormat, VectorAndScalarCodesAgree) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int> exponent(-30, 9);  // below v[0]
+  for (WireFormat f : kFormats) {
+    for (int trial = 0; trial < 200; ++trial) {
+      std::vector<float> v(32);
+      for (float& x : v) x = u(rng) * std::ldexp(1.0f, exponent(rng) / (trial % 3 + 1));
+      v[0] = 1e4f;  // the block's largest, in both encodings
+      if (trial % 5 == 0) v[3] = NAN;
+      if (trial % 7 == 0) v[4] = -INFINITY;
+      if (trial % 11 == 0) v[5] = 1e-40f;
+      if (f == WireFormat::kFp16) v[0] = 1e3f;
+      std::vector<unsigned char> whole(wire_bytes(f, 32)), less(wire_bytes(f, 31));
+      WireHop hop;
+      hop.local = v.data();
+      hop.encoded = whole.data();
+      hop.count = 32;
+      wire_hop(f, hop);
+      hop.encoded = less.data();
+      hop.count = 31;
+      wire_hop(f, hop);
+      const size_t head = scaled(f) ? 4 : 0, width = wire_element_bytes(f);
+      ASSERT_EQ(std::memcmp(whole.data(), less.data(), head + 31 * width), 0) << wire_format_name(f) << " trial " << trial;
+      std::vector<float> a(32), b(31);
+      wire_decode(f, whole.data(), 32, DataType::kFloat32, a.data());
+      wire_decode(f, less.data(), 31, DataType::kFloat32, b.data());
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), 31 * 4), 0) << wire_format_name(f) << " trial " << trial;
+    }
+  }
+}
+
 TEST(WireFormat, NarrowDtypesInAndOut) {
   for (WireFormat f : kFormats) {
     std::vector<uint16_t> h(50), b(50);
