@@ -1,6 +1,7 @@
 // The engine's allreduce: one tensor on the caller's buffers, or a fused
 // batch in one ring pass.
 #include <chrono>
+#include <optional>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -62,6 +63,18 @@ class RingTrace {
   Clock::time_point rs_done_{};
 };
 
+// What the request asks its allreduce to carry: nullopt for the
+// communicator's default.
+std::optional<WireFormat> wire_of(const OpRequest& spec) {
+  if (spec.wire < 0) return std::nullopt;
+  return static_cast<WireFormat>(spec.wire);
+}
+
+// Where tensor `tensor` of the request keeps its error feedback.
+std::string residual_key(const OpRequest& spec, size_t tensor) {
+  return spec.shapes.size() == 1 ? spec.name : spec.name + "#" + std::to_string(tensor);
+}
+
 Status run_single_tensor(const OpResources& res, const OpRequest& spec, Participation part, RingTrace* trace) {
   const auto dtype = static_cast<DataType>(spec.dtype);
   const auto op = static_cast<ReduceOp>(spec.op);
@@ -80,7 +93,13 @@ Status run_single_tensor(const OpResources& res, const OpRequest& spec, Particip
     send = recv;
   }
   const auto begin = Clock::now();
-  KOLO_RETURN_IF_ERROR(res.comm->allreduce(send, recv, count, spec.data_type(), spec.reduce_op()));
+  if (spec.error_feedback) {
+    const std::vector<float*> residuals = {res.residuals->get(residual_key(spec, 0), count)};
+    KOLO_RETURN_IF_ERROR(res.comm->allreduce_spans({Span{send, recv, count}}, spec.data_type(), spec.reduce_op(),
+                                                   wire_of(spec), &residuals));
+  } else {
+    KOLO_RETURN_IF_ERROR(res.comm->allreduce(send, recv, count, spec.data_type(), spec.reduce_op(), wire_of(spec)));
+  }
   if (trace->active()) trace->ring(begin, Clock::now());
   if (part.sub && spec.postscale != 1) scale_copy(dtype, recv, recv, count, spec.postscale);
   return Status::ok();
@@ -141,9 +160,38 @@ Status run_allreduce_batch(const OpResources& res, const std::vector<const OpReq
     }
     last_packed = pc.packed;
   }
+  // Error feedback: the members' residuals laid out as the logical buffer,
+  // one array per span, copied in and back around the call.
+  float* fused_residuals = nullptr;
+  std::vector<float*> span_residuals;
+  if (first.error_feedback) {
+    size_t total = 0;
+    for (const FusionPiece& pc : pieces) total += pc.count;
+    fused_residuals = res.residuals->batch(total);
+    size_t at = 0;
+    for (const FusionPiece& pc : pieces) {
+      const float* kept = res.residuals->get(residual_key(*specs[pc.member], pc.tensor), pc.count);
+      if (pc.count) std::memcpy(fused_residuals + at, kept, pc.count * sizeof(float));
+      at += pc.count;
+    }
+    at = 0;
+    for (const Span& s : spans) {
+      span_residuals.push_back(fused_residuals + at);
+      at += s.count;
+    }
+  }
   const auto copied_in = Clock::now();
-  KOLO_RETURN_IF_ERROR(res.comm->allreduce_spans(spans, first.data_type(), first.reduce_op()));
+  KOLO_RETURN_IF_ERROR(res.comm->allreduce_spans(spans, first.data_type(), first.reduce_op(), wire_of(first),
+                                                 fused_residuals ? &span_residuals : nullptr));
   const auto reduced = Clock::now();
+  if (fused_residuals) {
+    size_t at = 0;
+    for (const FusionPiece& pc : pieces) {
+      float* kept = res.residuals->get(residual_key(*specs[pc.member], pc.tensor), pc.count);
+      if (pc.count) std::memcpy(kept, fused_residuals + at, pc.count * sizeof(float));
+      at += pc.count;
+    }
+  }
 
   offset = 0;
   for (const FusionPiece& pc : pieces) {

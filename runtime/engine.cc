@@ -369,7 +369,7 @@ void Engine::finish_op(const std::string& name, Status status) {
 }
 
 Status Engine::execute(const std::vector<OpResponse>& ready) {
-  const OpResources res{comm_.get(), &fusion_, &scratch_, &identity_, &timeline_};
+  const OpResources res{comm_.get(), &fusion_, &scratch_, &identity_, &timeline_, &residuals_};
   for (const std::vector<size_t>& group : plan_fusion(ready, static_cast<size_t>(config_.fusion_threshold_bytes))) {
     const OpResponse& first = ready[group[0]];
     if (!first.error.is_ok()) {

@@ -84,6 +84,8 @@ class Engine {
   // communicator; what was pending then failed with PEER_LOST.
   Status error() const;
   EngineStats stats() const;
+  // Bytes error feedback keeps for this rank's tensors (ResidualStore).
+  size_t residual_bytes() const { return residuals_.bytes(); }
   // The last stall report rank 0 logged ("" if none).
   std::string last_stall_report() const;
 
@@ -158,6 +160,7 @@ class Engine {
   // destroyed (and undeclared) while its transport still lives.
   RegisteredBuffer fusion_, scratch_;
   std::vector<unsigned char> identity_;
+  ResidualStore residuals_;
   Timeline timeline_;
 };
 

@@ -44,6 +44,11 @@ struct OpRequest {
   double postscale = 1;
   std::vector<std::vector<int64_t>> shapes;  // one per tensor
   std::vector<int64_t> splits;               // alltoall: rows to each rank
+  // allreduce: its wire format (collectives/wire_format.h), -1 for the
+  // communicator's default; and whether it keeps error feedback's
+  // residuals under its name.
+  int32_t wire = -1;
+  bool error_feedback = false;
 
   bool operator==(const OpRequest& o) const;
 };

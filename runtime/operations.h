@@ -10,6 +10,7 @@
 #include "runtime/communicator.h"
 #include "runtime/negotiator.h"
 #include "runtime/op_handle.h"
+#include "runtime/residual_store.h"
 #include "runtime/submission.h"
 #include "runtime/timeline.h"
 #include "transport/registered_buffer.h"
@@ -24,6 +25,7 @@ struct OpResources {
   RegisteredBuffer* scratch;              // what a joined rank receives and drops, scaled copies
   std::vector<unsigned char>* identity;   // a joined rank's contribution
   Timeline* timeline;
+  ResidualStore* residuals;               // error feedback's, per tensor name
 };
 
 // This rank's part in an agreed operation: its submission and the handle

@@ -5,6 +5,7 @@
 
 #include "collectives/dtype.h"
 #include "collectives/ring_schedule.h"
+#include "collectives/wire_format.h"
 #include "common/gpu_driver.h"
 
 namespace kolo {
@@ -23,6 +24,21 @@ Status validate_submission(const Submission& s, int rank, int size) {
   }
   if (!reduces && (r.prescale != 1 || r.postscale != 1)) {
     return invalid_argument(what + ": scale factors apply to allreduce and reduce_scatter only");
+  }
+  if (r.wire != -1 && !valid_wire_format(r.wire)) {
+    return invalid_argument(what + ": unknown wire format " + std::to_string(r.wire));
+  }
+  const bool encoded = r.wire > 0;  // a format other than the elements themselves
+  if ((encoded || r.error_feedback) && r.kind != OpKind::kAllreduce) {
+    return invalid_argument(what + ": wire formats and error feedback apply to allreduce only");
+  }
+  if (encoded && !wire_format_carries(r.data_type(), r.reduce_op())) {
+    return invalid_argument(what + ": wire format " + wire_format_name(static_cast<WireFormat>(r.wire)) +
+                            " carries float32, float16 and bfloat16 sums and averages, not " +
+                            dtype_name(r.data_type()) + " " + op_name(r.reduce_op()));
+  }
+  if (r.error_feedback && !encoded) {
+    return invalid_argument(what + ": error feedback needs a wire format (nothing is lost without one)");
   }
   for (const auto& shape : r.shapes) {
     for (int64_t d : shape) {

@@ -4,6 +4,7 @@
 // Expected values are computed here from each rank's inputs.
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -231,6 +232,81 @@ TEST(Engine, EveryMismatchKindFailsOnEveryRankNamingTensorFieldAndRanks) {
                                s->request.shapes = {{r == 1 ? 4 : 2, r == 1 ? 8 : 16}};
                              }),
                              "shape after the first dimension: [16] on ranks 0, 2; [8] on rank 1");
+}
+
+// Named allreduces in int8, fused and alone, with error feedback, of the
+// same inputs step after step: bit-identical on every rank, and the sum of
+// the results over the steps stays within one step's error of the exact
+// sum (what each step lost comes back in the next), where without feedback
+// the error would grow with every step.
+TEST(Engine, WireFormatsWithErrorFeedbackGiveBackWhatEachStepLost) {
+  const int n = 3, steps = 8;
+  EngineWorld w(n, engine_config());
+  const std::vector<size_t> counts = {5000, 300, 70000};  // the two small ones fuse
+  std::vector<std::vector<double>> total(counts.size());
+  for (size_t t = 0; t < counts.size(); ++t) total[t].assign(counts[t], 0.0);
+  auto input = [](int r, size_t t, size_t i) { return std::sin(0.001f * i * (t + 1) + r) * (1 + t); };
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::vector<std::vector<float>>> out(n, std::vector<std::vector<float>>(counts.size()));
+    w.run([&](int r) {
+      std::vector<std::vector<float>> in(counts.size());
+      std::vector<std::shared_ptr<OpHandle>> h(counts.size());
+      for (size_t t = 0; t < counts.size(); ++t) {
+        in[t].resize(counts[t]);
+        out[r][t].assign(counts[t], 0.0f);
+        for (size_t i = 0; i < counts[t]; ++i) in[t][i] = input(r, t, i);
+        Submission s = allreduce_submission("grad." + std::to_string(t), in[t].data(), out[r][t].data(), counts[t]);
+        s.request.wire = static_cast<int>(WireFormat::kInt8);
+        s.request.error_feedback = true;
+        ASSERT_TRUE(w.engine(r).submit(std::move(s), &h[t]).is_ok());
+      }
+      for (auto& handle : h) ASSERT_TRUE(wait(handle).is_ok());
+    });
+    for (size_t t = 0; t < counts.size(); ++t) {
+      for (size_t i = 0; i < counts[t]; ++i) {
+        for (int r = 1; r < n; ++r) ASSERT_EQ(out[r][t][i], out[0][t][i]) << "tensor " << t << " element " << i;
+        total[t][i] += out[0][t][i];
+      }
+    }
+  }
+  for (size_t t = 0; t < counts.size(); ++t) {
+    // One step's error: each rank's encoding loses at most half a step of
+    // its block's scale, (largest partial sum) / 252.
+    const double one_step = n * (n * (1.0 + t)) / 252 * 1.1;
+    for (size_t i = 0; i < counts[t]; ++i) {
+      double exact = 0;
+      for (int r = 0; r < n; ++r) exact += input(r, t, i);
+      ASSERT_LE(std::fabs(total[t][i] - steps * exact), one_step) << "tensor " << t << " element " << i;
+    }
+  }
+  // Four bytes per element of every tensor that asked for it.
+  size_t all = 0;
+  for (size_t c : counts) all += c * sizeof(float);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(w.engine(r).residual_bytes(), all) << "rank " << r;
+}
+
+TEST(Engine, WireFormatsRefusedWhereTheyCannotApplyAndComparedAcrossRanks) {
+  EngineWorld w(1, engine_config());
+  std::vector<int32_t> ints(10);
+  Submission s = allreduce_submission("ints", ints.data(), ints.data(), 10);
+  s.request.dtype = kI32;
+  s.request.wire = static_cast<int>(WireFormat::kBf16);
+  std::shared_ptr<OpHandle> h;
+  Status st = w.engine(0).submit(std::move(s), &h);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("wire format bf16 carries float32, float16 and bfloat16 sums and averages, not int32"),
+            std::string::npos)
+      << st.to_string();
+  std::vector<float> f(10);
+  s = allreduce_submission("feedback", f.data(), f.data(), 10);
+  s.request.error_feedback = true;
+  st = w.engine(0).submit(std::move(s), &h);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("error feedback needs a wire format"), std::string::npos) << st.to_string();
+  expect_mismatch_everywhere(run_mismatch([](int r, Submission* m) {
+                               m->request.wire = static_cast<int>(r == 1 ? WireFormat::kBf16 : WireFormat::kInt8);
+                             }),
+                             "wire format: int8 on ranks 0, 2; bf16 on rank 1");
 }
 
 TEST(Engine, DuplicateNameInFlightIsRefusedAndReusableAfterCompletion) {

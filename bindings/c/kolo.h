@@ -576,6 +576,24 @@ kolo_result_t kolo_submit_grouped_allreduce(kolo_comm_t comm, const char* name, 
                                             const int64_t* const* shapes, kolo_dtype_t dtype, kolo_op_t op,
                                             double prescale, double postscale, kolo_handle_t* handle);
 
+/* The two above with `wire` on the wire (kolo_wire_format_t; every rank
+ * passes the same) and, with a format, error feedback: error_feedback = 1
+ * keeps what this rank's encodings of the tensor lost, one float per
+ * element under the operation's name (and tensor index, in a group), and
+ * adds it into the next allreduce of that name; every rank's kept loss
+ * together is what the result lacks of the exact sum.
+ * kolo_engine_get_residual_bytes says how much that keeps. */
+kolo_result_t kolo_submit_allreduce_wire(kolo_comm_t comm, const char* name, const void* sendbuf, void* recvbuf,
+                                         int ndim, const int64_t* shape, kolo_dtype_t dtype, kolo_op_t op,
+                                         double prescale, double postscale, kolo_wire_format_t wire,
+                                         int error_feedback, kolo_handle_t* handle);
+kolo_result_t kolo_submit_grouped_allreduce_wire(kolo_comm_t comm, const char* name, int num_tensors,
+                                                 const void* const* sendbufs, void* const* recvbufs,
+                                                 const int* ndims, const int64_t* const* shapes, kolo_dtype_t dtype,
+                                                 kolo_op_t op, double prescale, double postscale,
+                                                 kolo_wire_format_t wire, int error_feedback,
+                                                 kolo_handle_t* handle);
+
 /* Concatenates every rank's tensor along the first dimension, in rank
  * order. The result is the handle's output; kolo_handle_output_rows gives
  * each rank's first dimension. */
@@ -655,6 +673,8 @@ typedef struct {
   double negotiation_seconds;    /* time in rounds' negotiation (token, control allreduce, requests) */
 } kolo_engine_stats_t;
 kolo_result_t kolo_engine_get_stats(kolo_comm_t comm, kolo_engine_stats_t* stats);
+/* Bytes error feedback keeps on this rank (kolo_submit_allreduce_wire). */
+kolo_result_t kolo_engine_get_residual_bytes(kolo_comm_t comm, size_t* bytes);
 
 /* The version of the libkolo loaded at run time: MAJOR changes when the ABI
  * breaks (it is in the SONAME, libkolo.so.MAJOR), MINOR when the API grows,

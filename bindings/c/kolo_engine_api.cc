@@ -81,6 +81,30 @@ kolo_result_t kolo_submit_grouped_allreduce(kolo_comm_t comm, const char* name, 
                                             const void* const* sendbufs, void* const* recvbufs, const int* ndims,
                                             const int64_t* const* shapes, kolo_dtype_t dtype, kolo_op_t op,
                                             double prescale, double postscale, kolo_handle_t* handle) {
+  return kolo_submit_grouped_allreduce_wire(comm, name, num_tensors, sendbufs, recvbufs, ndims, shapes, dtype, op,
+                                            prescale, postscale, KOLO_WIRE_DEFAULT, 0, handle);
+}
+
+kolo_result_t kolo_submit_allreduce_wire(kolo_comm_t comm, const char* name, const void* sendbuf, void* recvbuf,
+                                         int ndim, const int64_t* shape, kolo_dtype_t dtype, kolo_op_t op,
+                                         double prescale, double postscale, kolo_wire_format_t wire,
+                                         int error_feedback, kolo_handle_t* handle) {
+  std::vector<int64_t> dims;
+  kolo::Status s = read_shape(ndim, shape, &dims);
+  if (!s.is_ok()) return report(s);
+  kolo::Submission sub = single(kolo::OpKind::kAllreduce, sendbuf, recvbuf, dims, raw_enum(dtype));
+  set_reduction(&sub.request, op, prescale, postscale);
+  sub.request.wire = raw_enum(wire);
+  sub.request.error_feedback = error_feedback != 0;
+  return submit(comm, name, std::move(sub), handle);
+}
+
+kolo_result_t kolo_submit_grouped_allreduce_wire(kolo_comm_t comm, const char* name, int num_tensors,
+                                                 const void* const* sendbufs, void* const* recvbufs,
+                                                 const int* ndims, const int64_t* const* shapes, kolo_dtype_t dtype,
+                                                 kolo_op_t op, double prescale, double postscale,
+                                                 kolo_wire_format_t wire, int error_feedback,
+                                                 kolo_handle_t* handle) {
   if (num_tensors < 1) return report(kolo::invalid_argument("num_tensors must be at least 1"));
   if (!sendbufs || !recvbufs || !ndims || !shapes) {
     return report(kolo::invalid_argument("sendbufs, recvbufs, ndims and shapes must not be NULL"));
@@ -89,6 +113,8 @@ kolo_result_t kolo_submit_grouped_allreduce(kolo_comm_t comm, const char* name, 
   sub.request.kind = kolo::OpKind::kAllreduce;
   sub.request.dtype = raw_enum(dtype);
   set_reduction(&sub.request, op, prescale, postscale);
+  sub.request.wire = raw_enum(wire);
+  sub.request.error_feedback = error_feedback != 0;
   for (int i = 0; i < num_tensors; ++i) {
     std::vector<int64_t> dims;
     kolo::Status s = read_shape(ndims[i], shapes[i], &dims);
@@ -264,6 +290,15 @@ kolo_result_t kolo_timeline_stop(kolo_comm_t comm) {
   if (!comm) return null_comm();
   return guarded([&] {
     comm->get_engine()->stop_timeline();
+    return kolo::Status::ok();
+  });
+}
+
+kolo_result_t kolo_engine_get_residual_bytes(kolo_comm_t comm, size_t* bytes) {
+  if (!comm) return null_comm();
+  if (!bytes) return report(kolo::invalid_argument("bytes is NULL"));
+  return guarded([&] {
+    *bytes = comm->get_engine()->residual_bytes();
     return kolo::Status::ok();
   });
 }
