@@ -110,7 +110,7 @@ kolo_result_t run_sweep(kolo_comm_t comm, const SweepOptions& o, std::vector<Swe
     auto run_once = [&]() -> kolo_result_t {
       switch (o.collective) {
         case Collective::kAllreduce:
-          return kolo_allreduce_wire(comm, send.data(), recv.data(), count, o.dtype, o.op, o.wire);
+          return kolo_allreduce_wire(comm, send.data(), recv.data(), count, o.dtype, o.op, o.wire, nullptr);
         case Collective::kAllgather: return kolo_allgather(comm, send.data(), recv.data(), block, o.dtype);
         case Collective::kBroadcast: return kolo_broadcast(comm, recv.data(), count, o.dtype, 0);
         case Collective::kReduceScatter:

@@ -98,7 +98,7 @@ Status run_single_tensor(const OpResources& res, const OpRequest& spec, Particip
     KOLO_RETURN_IF_ERROR(res.comm->allreduce_spans({Span{send, recv, count}}, spec.data_type(), spec.reduce_op(),
                                                    wire_of(spec), &residuals));
   } else {
-    KOLO_RETURN_IF_ERROR(res.comm->allreduce(send, recv, count, spec.data_type(), spec.reduce_op(), wire_of(spec)));
+    KOLO_RETURN_IF_ERROR(res.comm->allreduce(send, recv, count, spec.data_type(), spec.reduce_op(), wire_of(spec), nullptr));
   }
   if (trace->active()) trace->ring(begin, Clock::now());
   if (part.sub && spec.postscale != 1) scale_copy(dtype, recv, recv, count, spec.postscale);

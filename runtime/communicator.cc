@@ -145,11 +145,11 @@ Status Communicator::wire_for(std::optional<WireFormat> wire, DataType dtype, Re
 }
 
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, Launch launch) {
-  return allreduce(send, recv, count, dtype, op, std::nullopt, std::move(launch));
+  return allreduce(send, recv, count, dtype, op, std::nullopt, nullptr, std::move(launch));
 }
 
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
-                               std::optional<WireFormat> wire, Launch launch) {
+                               std::optional<WireFormat> wire, float* residuals, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, count));
   const size_t bytes = count * dtype_size(dtype);
   if (send != recv && ranges_overlap(send, bytes, recv, bytes)) {
@@ -173,8 +173,10 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
   return dispatch(CallRecord("allreduce", dtype, count, op), buffers, std::move(launch),
                   [=](const ScheduleContext& ctx) {
                     const std::vector<Span> spans = {Span{send, recv, count}};
+                    const std::vector<float*> span_residuals = {residuals};
                     AllreduceArgs args{spans, dtype, op};
                     args.wire = format;
+                    args.residuals = format != WireFormat::kNative && residuals ? &span_residuals : nullptr;
                     return kolo::allreduce(ctx, topology(), thresholds(), args);
                   });
 }

@@ -161,9 +161,11 @@ class Communicator {
   // elements themselves, std::nullopt for the communicator's default
   // (Config::wire_format, which applies where it can: float sums and
   // averages above small_allreduce_bytes). A format asked for a call it
-  // cannot carry is INVALID_ARGUMENT.
+  // cannot carry is INVALID_ARGUMENT. residuals: nullptr, or error
+  // feedback's state for this buffer, `count` floats the caller keeps
+  // between calls (compressed_ring.h); unused without a format.
   Status allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
-                   std::optional<WireFormat> wire, Launch launch = {});
+                   std::optional<WireFormat> wire, float* residuals, Launch launch = {});
   Status allgather(const void* send, void* recv, size_t send_count, DataType dtype, Launch launch = {});
   Status broadcast(void* buf, size_t count, DataType dtype, int root, Launch launch = {});
   Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op, Launch launch = {});

@@ -134,7 +134,7 @@ TEST_P(Wire, EveryFormatDtypeAndOpIsBitIdenticalAndWithinItsBound) {
               Bytes buf = in[r];
               out[r].assign(count * dtype_size(d), 0xAB);
               void* recv = in_place ? buf.data() : out[r].data();
-              Status s = w.comm(r).allreduce(buf.data(), recv, count, d, op, f);
+              Status s = w.comm(r).allreduce(buf.data(), recv, count, d, op, f, nullptr);
               ASSERT_TRUE(s.is_ok()) << label << ": " << s.to_string();
               if (in_place) out[r] = buf;
             });
@@ -208,6 +208,39 @@ TEST_P(Wire, FusedSpansWithErrorFeedbackKeepWhatTheResultLacks) {
 
 INSTANTIATE_TEST_SUITE_P(Worlds, Wire, worlds_up_to(8), world_name);
 
+// The single-buffer call with the caller's residuals (kolo_allreduce_wire's
+// path): the residuals of all ranks plus the result give back the exact
+// sum of what the ranks contributed.
+TEST(WireResiduals, CallersBufferKeepsWhatTheResultLacks) {
+  const int n = 4;
+  ThreadWorld w(n, test_config());
+  const size_t count = 3000;
+  std::vector<std::vector<float>> residual(n, std::vector<float>(count, 0.0f));
+  for (int step = 0; step < 2; ++step) {
+    std::vector<Bytes> in(n), out(n);
+    std::vector<std::vector<float>> contributed(n);
+    w.run([&](int r) {
+      in[r] = input(DataType::kFloat32, r + 10 * step, count);
+      out[r].assign(count * 4, 0);
+      contributed[r].resize(count);
+      for (size_t i = 0; i < count; ++i) contributed[r][i] = load(DataType::kFloat32, in[r], i) + residual[r][i];
+      Status s = w.comm(r).allreduce(in[r].data(), out[r].data(), count, DataType::kFloat32, ReduceOp::kSum,
+                                     WireFormat::kFp8E4M3, residual[r].data());
+      ASSERT_TRUE(s.is_ok()) << s.to_string();
+    });
+    for (size_t i = 0; i < count; ++i) {
+      double exact = 0, lost = 0, magnitude = 0;
+      for (int r = 0; r < n; ++r) {
+        exact += contributed[r][i];
+        magnitude += std::fabs(contributed[r][i]);
+        lost += residual[r][i];
+      }
+      ASSERT_NEAR(load(DataType::kFloat32, out[0], i) + lost, exact, 1e-5 * (magnitude + 1e-3) * n)
+          << "step " << step << " element " << i;
+    }
+  }
+}
+
 // The communicator's default applies to float sums and averages above the
 // small-message limit, and leaves every other allreduce exact.
 TEST(WireDefault, AppliesWhereItCan) {
@@ -246,7 +279,7 @@ TEST(WireArguments, MismatchedFormatsFailEveryRank) {
   w.run([&](int r) {
     std::vector<float> v(1000, 1.0f);
     got[r] = w.comm(r).allreduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum,
-                                 r == 0 ? WireFormat::kBf16 : WireFormat::kNative);
+                                 r == 0 ? WireFormat::kBf16 : WireFormat::kNative, nullptr);
   });
   for (int r = 0; r < 3; ++r) EXPECT_EQ(got[r].code(), Code::kMismatch) << "rank " << r << ": " << got[r].to_string();
 }
@@ -254,19 +287,19 @@ TEST(WireArguments, MismatchedFormatsFailEveryRank) {
 TEST(WireArguments, RefusedLocallyNamingWhatWasWrong) {
   ThreadWorld w(1, test_config());
   std::vector<int32_t> ints(10);
-  Status s = w.comm(0).allreduce(ints.data(), ints.data(), 10, DataType::kInt32, ReduceOp::kSum, WireFormat::kBf16);
+  Status s = w.comm(0).allreduce(ints.data(), ints.data(), 10, DataType::kInt32, ReduceOp::kSum, WireFormat::kBf16, nullptr);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("wire format bf16 carries float32, float16 and bfloat16 sums and averages, not int32 sum"),
             std::string::npos)
       << s.to_string();
   std::vector<float> v(10);
-  s = w.comm(0).allreduce(v.data(), v.data(), 10, DataType::kFloat32, ReduceOp::kMax, WireFormat::kInt8);
+  s = w.comm(0).allreduce(v.data(), v.data(), 10, DataType::kFloat32, ReduceOp::kMax, WireFormat::kInt8, nullptr);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("not float32 max"), std::string::npos) << s.to_string();
-  s = w.comm(0).allreduce(v.data(), v.data(), 10, DataType::kFloat32, ReduceOp::kSum, static_cast<WireFormat>(9));
+  s = w.comm(0).allreduce(v.data(), v.data(), 10, DataType::kFloat32, ReduceOp::kSum, static_cast<WireFormat>(9), nullptr);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   // The communicator is unaffected.
-  EXPECT_TRUE(w.comm(0).allreduce(v.data(), v.data(), 10, DataType::kFloat32, ReduceOp::kSum, WireFormat::kInt8).is_ok());
+  EXPECT_TRUE(w.comm(0).allreduce(v.data(), v.data(), 10, DataType::kFloat32, ReduceOp::kSum, WireFormat::kInt8, nullptr).is_ok());
 }
 
 }  // namespace

@@ -333,9 +333,14 @@ kolo_result_t kolo_allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbu
 /* kolo_allreduce with `wire` on the wire for this call. A format other than
  * KOLO_WIRE_NATIVE with another dtype or op, or on device buffers, is
  * KOLO_ERR_INVALID_ARGUMENT or KOLO_ERR_UNSUPPORTED saying so. Every rank
- * passes the same format (else KOLO_ERR_MISMATCH). */
+ * passes the same format (else KOLO_ERR_MISMATCH).
+ * residuals: NULL, or error feedback's state for this buffer: `count`
+ * floats, zero at first, that the caller keeps between calls over the same
+ * buffer. kolo adds them into this rank's contribution and writes back what
+ * this rank's encodings lost; every rank's residuals together are what the
+ * result lacks of the exact sum. Unused with KOLO_WIRE_NATIVE. */
 kolo_result_t kolo_allreduce_wire(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
-                                  kolo_dtype_t dtype, kolo_op_t op, kolo_wire_format_t wire);
+                                  kolo_dtype_t dtype, kolo_op_t op, kolo_wire_format_t wire, float* residuals);
 
 /* recvbuf holds world_size * sendcount elements: rank r's sendbuf lands at
  * block r. In place when sendbuf == recvbuf (this rank's block is already in
@@ -792,7 +797,7 @@ kolo_result_t kolo_allreduce_async(kolo_comm_t comm, const void* sendbuf, void* 
                                    kolo_dtype_t dtype, kolo_op_t op, kolo_handle_t* handle);
 kolo_result_t kolo_allreduce_wire_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                         kolo_dtype_t dtype, kolo_op_t op, kolo_wire_format_t wire,
-                                        kolo_handle_t* handle);
+                                        float* residuals, kolo_handle_t* handle);
 kolo_result_t kolo_allgather_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
                                    kolo_dtype_t dtype, kolo_handle_t* handle);
 kolo_result_t kolo_broadcast_async(kolo_comm_t comm, void* buf, size_t count, kolo_dtype_t dtype, int root,

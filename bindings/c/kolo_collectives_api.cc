@@ -33,7 +33,7 @@ Status allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t co
 }
 
 Status allreduce_wire(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype,
-                      kolo::ReduceOp op, int wire, Launch launch) {
+                      kolo::ReduceOp op, int wire, float* residuals, Launch launch) {
   std::optional<kolo::WireFormat> format;
   if (wire != KOLO_WIRE_DEFAULT) {
     if (!kolo::valid_wire_format(wire)) {
@@ -43,7 +43,7 @@ Status allreduce_wire(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size
     }
     format = static_cast<kolo::WireFormat>(wire);
   }
-  return comm->impl->allreduce(sendbuf, recvbuf, count, dtype, op, format, std::move(launch));
+  return comm->impl->allreduce(sendbuf, recvbuf, count, dtype, op, format, residuals, std::move(launch));
 }
 
 Status allgather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo::DataType dtype, Launch launch) {
@@ -143,9 +143,9 @@ KOLO_BLOCKING_AND_ASYNC(allreduce,
                         (comm, sendbuf, recvbuf, count, kolo_c::dtype_of(dtype), kolo_c::op_of(op), std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(allreduce_wire,
                         (kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype,
-                         kolo_op_t op, kolo_wire_format_t wire),
+                         kolo_op_t op, kolo_wire_format_t wire, float* residuals),
                         (comm, sendbuf, recvbuf, count, kolo_c::dtype_of(dtype), kolo_c::op_of(op),
-                         kolo_c::raw_enum(wire), std::move(launch)))
+                         kolo_c::raw_enum(wire), residuals, std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(allgather,
                         (kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo_dtype_t dtype),
                         (comm, sendbuf, recvbuf, sendcount, kolo_c::dtype_of(dtype), std::move(launch)))

@@ -119,7 +119,7 @@ int check(kolo_comm_t comm) {
   {
     void* buf = nullptr;
     CUDA_OK(cudaMalloc(&buf, 4096));
-    const kolo_result_t r = kolo_allreduce_wire(comm, buf, buf, 1024, KOLO_FLOAT32, KOLO_SUM, KOLO_WIRE_BF16);
+    const kolo_result_t r = kolo_allreduce_wire(comm, buf, buf, 1024, KOLO_FLOAT32, KOLO_SUM, KOLO_WIRE_BF16, nullptr);
     if (r != KOLO_ERR_UNSUPPORTED || std::string(kolo_last_error()).find("needs host buffers") == std::string::npos) {
       ++failures;
       std::printf("rank %d: FAIL wire format on device buffers gave %s: %s\n", rank, kolo_result_string(r),
