@@ -26,5 +26,5 @@ from kolo._numpy import (allgather, allgather_async, allreduce, allreduce_, allr
 from kolo._objects import allgather_object, broadcast_object
 from kolo._process_sets import ProcessSet, add_process_set, global_process_set, init, remove_process_set
 from kolo._runtime import (Handle, abort, barrier, cross_rank, cross_size, engine_stats, is_homogeneous,
-                           is_initialized, join, local_rank, local_size, poll, rank, shutdown, size, start_timeline,
-                           stop_timeline, synchronize)
+                           is_initialized, join, local_rank, local_size, poll, rank, residual_bytes, shutdown, size,
+                           start_timeline, stop_timeline, synchronize)

@@ -24,6 +24,7 @@ import ctypes
 from collections import namedtuple
 
 from kolo import _runtime
+from kolo._compression import wire_of
 from kolo._library import DTYPE_CODES, OP_AVG, OP_MAX, OP_MIN, OP_PROD, OP_SUM, lib, int64_array
 
 # Reduction operations, numbered as horovod's.
@@ -31,6 +32,8 @@ Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
 _OP_CODES = {Average: OP_AVG, Sum: OP_SUM, Min: OP_MIN, Max: OP_MAX, Product: OP_PROD}
 _OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max", Product: "Product"}
 _WIDER = {"int16": "int32", "uint16": "uint32"}
+# What the wire formats carry (kolo_allreduce_wire).
+_WIRE_DTYPES = {DTYPE_CODES["float32"], DTYPE_CODES["float16"], DTYPE_CODES["bfloat16"]}
 _COMPLEX_PARTS = {"complex64": "float32", "complex128": "float64"}
 
 # What an adapter tells about one array: address, shape (tuple), dtype name
@@ -154,20 +157,31 @@ def _copy_back(xp, recv, result):
     return result
 
 
+def _wire_args(compression, code, op_code):
+    """The wire format and error feedback `compression` asks for, where the
+    tensor's dtype and op can take one (kolo_submit_allreduce_wire's
+    arguments)."""
+    wire, feedback = wire_of(compression)
+    if wire > 0 and (code not in _WIRE_DTYPES or op_code not in (OP_SUM, OP_AVG)):
+        return -1, 0  # an integer tensor, or min/max: sent as it is
+    return wire, int(feedback)
+
+
 def allreduce_async(xp, x, inplace=False, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                    group=None):
+                    group=None, compression=None):
     g = group or _runtime.world()
     send, recv, result = _staged(xp, x, inplace)
     info = xp.describe(send)
     code, shape, op_code = _reduction_wire(info, op, prescale_factor, postscale_factor)
-    return g.submit(lib.kolo_submit_allreduce, g.operation_name("allreduce", name), info.ptr,
+    wire, feedback = _wire_args(compression, code, op_code)
+    return g.submit(lib.kolo_submit_allreduce_wire, g.operation_name("allreduce", name), info.ptr,
                            xp.describe(recv).ptr, *_shape_arg(shape), code, op_code, float(prescale_factor),
-                           float(postscale_factor), keep=(x, send, recv, result),
+                           float(postscale_factor), wire, feedback, keep=(x, send, recv, result),
                            finish=lambda h: _copy_back(xp, recv, result))
 
 
 def grouped_allreduce_async(xp, xs, inplace=False, name=None, op=Average, prescale_factor=1.0,
-                            postscale_factor=1.0, group=None):
+                            postscale_factor=1.0, group=None, compression=None):
     g = group or _runtime.world()
     xs = list(xs)
     if not xs:
@@ -186,14 +200,15 @@ def grouped_allreduce_async(xp, xs, inplace=False, name=None, op=Average, presca
     shape_ptrs = (ctypes.POINTER(ctypes.c_int64) * n)(
         *[ctypes.cast(s, ctypes.POINTER(ctypes.c_int64)) for s in shapes])
     code, _, op_code = wires[0]
+    wire, feedback = _wire_args(compression, code, op_code)
 
     def finish(_):
         return [_copy_back(xp, recv, result) for _, recv, result in staged]
 
-    return g.submit(lib.kolo_submit_grouped_allreduce, g.operation_name("grouped_allreduce", name),
+    return g.submit(lib.kolo_submit_grouped_allreduce_wire, g.operation_name("grouped_allreduce", name),
                            n, sends, recvs, ndims, shape_ptrs, code, op_code, float(prescale_factor),
-                           float(postscale_factor), keep=(xs, staged, shapes, sends, recvs, ndims, shape_ptrs),
-                           finish=finish)
+                           float(postscale_factor), wire, feedback,
+                           keep=(xs, staged, shapes, sends, recvs, ndims, shape_ptrs), finish=finish)
 
 
 def _rows_for(total, world, r):

@@ -140,6 +140,7 @@ _SZ_P = ctypes.POINTER(ctypes.c_size_t)
 # the trailing kolo_handle_t*.
 _ASYNC_CALLS = {
     "allreduce": [_V, _V, _V, _SZ, _I, _I],
+    "allreduce_wire": [_V, _V, _V, _SZ, _I, _I, _I, _V],
     "allgather": [_V, _V, _V, _SZ, _I],
     "broadcast": [_V, _V, _SZ, _I, _I],
     "reduce_scatter": [_V, _V, _V, _SZ, _I, _I],
@@ -181,6 +182,14 @@ _SIGNATURES = {
     "kolo_submit_grouped_allreduce": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, _c_void_pp, _c_void_pp,
                                       _c_int_p, ctypes.POINTER(_c_int64_p), ctypes.c_int, ctypes.c_int,
                                       ctypes.c_double, ctypes.c_double, _c_void_pp],
+    "kolo_submit_allreduce_wire": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+                                   _c_int64_p, ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.c_double,
+                                   ctypes.c_int, ctypes.c_int, _c_void_pp],
+    "kolo_submit_grouped_allreduce_wire": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, _c_void_pp, _c_void_pp,
+                                           _c_int_p, ctypes.POINTER(_c_int64_p), ctypes.c_int, ctypes.c_int,
+                                           ctypes.c_double, ctypes.c_double, ctypes.c_int, ctypes.c_int,
+                                           _c_void_pp],
+    "kolo_engine_get_residual_bytes": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)],
     "kolo_submit_allgather": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, _c_int64_p,
                               ctypes.c_int, _c_void_pp],
     "kolo_submit_broadcast": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, _c_int64_p,

@@ -232,6 +232,14 @@ def engine_stats():
     return {name: getattr(stats, name) for name, _ in EngineStats._fields_}
 
 
+def residual_bytes():
+    """Bytes error feedback keeps on this rank (Compression.wire(...,
+    error_feedback=True)): one float per element of each tensor that uses it."""
+    kept = ctypes.c_size_t()
+    check(lib.kolo_engine_get_residual_bytes(comm(), ctypes.byref(kept)))
+    return kept.value
+
+
 class Handle:
     """One named operation in flight. `keep` holds every buffer the engine
     reads or writes until it completes; `finish(handle)` builds the result

@@ -52,7 +52,7 @@ using tf::shape_inference::InferenceContext;
 
 #define KOLO_TF_API(X)                                                                                    \
   X(kolo_last_error) X(kolo_comm_rank) X(kolo_comm_size) X(kolo_comm_local_rank) X(kolo_comm_local_size) \
-  X(kolo_submit_allreduce) X(kolo_submit_grouped_allreduce) X(kolo_submit_allgather)                     \
+  X(kolo_submit_allreduce_wire) X(kolo_submit_grouped_allreduce_wire) X(kolo_submit_allgather)           \
   X(kolo_submit_broadcast) X(kolo_submit_reduce_scatter) X(kolo_submit_alltoall) X(kolo_submit_barrier)  \
   X(kolo_join) X(kolo_handle_set_callback) X(kolo_handle_output) X(kolo_handle_output_rows)              \
   X(kolo_handle_join_rank) X(kolo_handle_release)
@@ -357,9 +357,19 @@ class ReductionKernel : public KoloKernel {
     OP_REQUIRES_OK(c, c->GetAttr("T", &t));
     OP_REQUIRES(c, reduction_dtype(t, &dtype_),
                 absl::InvalidArgumentError(std::string("kolo cannot reduce ") + tf::DataTypeString(t) + " tensors"));
+    // The allreduces' wire format and error feedback (kolo.tensorflow's
+    // compression=); reduce-scatter has neither.
+    if (c->HasAttr("wire")) {
+      int wire = -1;
+      OP_REQUIRES_OK(c, c->GetAttr("wire", &wire));
+      wire_ = static_cast<kolo_wire_format_t>(wire);
+    }
+    if (c->HasAttr("error_feedback")) OP_REQUIRES_OK(c, c->GetAttr("error_feedback", &error_feedback_));
   }
 
  protected:
+  kolo_wire_format_t wire_ = KOLO_WIRE_DEFAULT;
+  bool error_feedback_ = false;
   kolo_op_t op_ = KOLO_SUM;
   double prescale_ = 1, postscale_ = 1;
   kolo_dtype_t dtype_ = KOLO_FLOAT32;
@@ -379,8 +389,9 @@ class AllreduceOp : public ReductionKernel {
     void* recv = data_of(*output);
     auto p = pending(ctx, std::move(done));
     run(std::move(p), 1, [=](size_t, kolo_handle_t* h) {
-      return api.kolo_submit_allreduce(comm_now(), engine_name_.c_str(), send, recv, int(dims->size()),
-                                       dims->data(), dtype_, op_, prescale_, postscale_, h);
+      return api.kolo_submit_allreduce_wire(comm_now(), engine_name_.c_str(), send, recv, int(dims->size()),
+                                            dims->data(), dtype_, op_, prescale_, postscale_, wire_,
+                                            error_feedback_ ? 1 : 0, h);
     }, process_set_id_);
   }
 };
@@ -412,9 +423,9 @@ class GroupedAllreduceOp : public ReductionKernel {
       return;
     }
     run(pending(ctx, std::move(done)), 1, [=](size_t, kolo_handle_t* h) {
-      return api.kolo_submit_grouped_allreduce(comm_now(), engine_name_.c_str(), n, sends->data(), recvs->data(),
-                                               ndims->data(), shapes->data(), dtype_, op_, prescale_, postscale_,
-                                               h);
+      return api.kolo_submit_grouped_allreduce_wire(comm_now(), engine_name_.c_str(), n, sends->data(),
+                                                    recvs->data(), ndims->data(), shapes->data(), dtype_, op_,
+                                                    prescale_, postscale_, wire_, error_feedback_ ? 1 : 0, h);
     }, process_set_id_);
   }
 };
@@ -775,6 +786,8 @@ REGISTER_OP("KoloAllreduce")
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float = 1.0")
     .Attr("postscale_factor: float = 1.0")
+    .Attr("wire: int = -1")  // kolo_wire_format_t; -1: the communicator's
+    .Attr("error_feedback: bool = false")
     .KOLO_TF_COMMON_ATTRS
     .Input("tensor: T")
     .Output("sum: T")
@@ -786,6 +799,8 @@ REGISTER_OP("KoloGroupedAllreduce")
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float = 1.0")
     .Attr("postscale_factor: float = 1.0")
+    .Attr("wire: int = -1")
+    .Attr("error_feedback: bool = false")
     .Attr("num_tensors: int >= 1")
     .KOLO_TF_COMMON_ATTRS
     .Input("tensors: num_tensors * T")

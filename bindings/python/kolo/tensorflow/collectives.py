@@ -57,7 +57,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
     compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
     reduced = _allreduce(compressed, name=name, op=op, prescale_factor=prescale_factor,
                          postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-                         process_set=process_set)
+                         process_set=process_set, compression=compression)
     return compression.decompress(reduced, ctx)
 
 
@@ -85,7 +85,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", 
         compressed = [compression.compress(tf.convert_to_tensor(tensors[i])) for i in dense]
         reduced = _grouped_allreduce([c for c, _ in compressed], name=name, op=op, prescale_factor=prescale_factor,
                                      postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-                                     process_set=process_set)
+                                     process_set=process_set, compression=compression)
         for i, r, (_, ctx) in zip(dense, reduced, compressed):
             out[i] = compression.decompress(r, ctx)
     return out

@@ -15,6 +15,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops as _tf_ops
 
 from kolo import _runtime
+from kolo._compression import wire_of
 from kolo._collectives import Adasum, Average, Max, Min, Product, Sum  # noqa: F401 (re-exported)
 from kolo._process_sets import global_process_set, group_of
 from kolo.tensorflow._op_library import ops as _ops
@@ -103,8 +104,18 @@ def _check_reduction_op(op):
         raise ValueError("unknown reduction op %r; use Average, Sum, Adasum, Min, Max or Product" % (op,))
 
 
+def _wire_attrs(compression, tensor_dtype, op):
+    """The ops' wire and error_feedback attributes for `compression`: a
+    wire format's Compression class (kolo.tensorflow.Compression.int8, ...)
+    applies to float32, float16 and bfloat16 sums and averages."""
+    wire, feedback = wire_of(compression)
+    if wire > 0 and (tensor_dtype not in (tf.float32, tf.float16, tf.bfloat16) or op not in (Sum, Average)):
+        return -1, False
+    return wire, feedback
+
+
 def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0, ignore_name_scope=False,
-               process_set=global_process_set):
+               process_set=global_process_set, compression=None):
     """op over the set's tensors (one dtype and shape on every rank)."""
     _check_reduction_op(op)
     if op == Adasum:
@@ -112,9 +123,11 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
         return adasum.allreduce(tensor, name, prescale_factor, postscale_factor, process_set)
     tensor = _reducible(tensor, "allreduce")
     node, attr = _naming(name, "KoloAllreduce")
+    wire, feedback = _wire_attrs(compression, tensor.dtype, op)
     return _ops.kolo_allreduce(tensor, reduce_op=op, prescale_factor=prescale_factor,
-                               postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-                               process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+                               postscale_factor=postscale_factor, wire=wire, error_feedback=feedback,
+                               ignore_name_scope=ignore_name_scope, process_set_id=_set_id(process_set),
+                               tensor_name=attr, name=node)
 
 
 @_tf_ops.RegisterGradient("KoloAllreduce")
@@ -127,7 +140,7 @@ def _allreduce_grad(op, grad):
 
 
 def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
-                       ignore_name_scope=False, process_set=global_process_set):
+                       ignore_name_scope=False, process_set=global_process_set, compression=None):
     """The tensors reduced as one engine operation per dtype (a grouped
     operation takes one dtype; with several, each dtype's tensors form an
     operation named NAME.<dtype>)."""
@@ -147,8 +160,10 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscal
         part = [tensors[i] for i in positions]
         part_name = name if name is None or len(by_dtype) == 1 else "%s.%s" % (name, dtype.name)
         node, attr = _naming(part_name, "KoloGroupedAllreduce")
+        wire, feedback = _wire_attrs(compression, dtype, op)
         reduced = _ops.kolo_grouped_allreduce(part, reduce_op=op, prescale_factor=prescale_factor,
-                                              postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+                                              postscale_factor=postscale_factor, wire=wire, error_feedback=feedback,
+                                              ignore_name_scope=ignore_name_scope,
                                               process_set_id=_set_id(process_set), tensor_name=attr, name=node)
         for i, r in zip(positions, reduced):
             out[i] = r

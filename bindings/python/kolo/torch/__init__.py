@@ -17,7 +17,7 @@ from kolo._library import KoloError, KoloTimeoutError, MismatchError, PeerLostEr
 from kolo._process_sets import (ProcessSet, add_process_set, global_process_set, init,  # noqa: F401
                                 remove_process_set)
 from kolo._runtime import (cross_rank, cross_size, is_homogeneous, is_initialized, local_rank,  # noqa: F401
-                           local_size, rank, shutdown, size, start_timeline, stop_timeline)
+                           local_size, rank, residual_bytes, shutdown, size, start_timeline, stop_timeline)
 from kolo.torch.compression import Compression  # noqa: F401
 from kolo.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,  # noqa: F401
                                   broadcast_parameters)
@@ -31,7 +31,7 @@ from kolo.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgath
 from kolo.torch.optimizer import DistributedOptimizer  # noqa: F401
 from kolo.torch.process_group import KoloProcessGroup  # noqa: F401  (registers torch.distributed's "kolo")
 from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
-from kolo.torch import elastic  # noqa: F401,E402  (hvd.elastic)
+from kolo.torch import ddp_comm_hooks, elastic  # noqa: F401,E402  (hvd.elastic)
 
 # horovod's name for the error a failed collective raises.
 HorovodInternalError = KoloError

@@ -38,23 +38,25 @@ def _resolve_op(op, average):
 
 # ---- allreduce ---------------------------------------------------------------
 
-def _allreduce_async(tensor, inplace, name, op, prescale_factor, postscale_factor, process_set):
+def _allreduce_async(tensor, inplace, name, op, prescale_factor, postscale_factor, process_set, compression=None):
     group = group_of(process_set)
     if op == Adasum:
         return _adasum.allreduce_async(tensor, inplace, name, prescale_factor, postscale_factor, group)
-    return C.allreduce_async(_tx, tensor, inplace, name, op, prescale_factor, postscale_factor, group)
+    return C.allreduce_async(_tx, tensor, inplace, name, op, prescale_factor, postscale_factor, group, compression)
 
 
+# compression (kolo's addition to Horovod's signatures): a wire format's
+# Compression class (Compression.int8, ...) has the allreduce carry it.
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-                    process_set=global_process_set):
+                    process_set=global_process_set, compression=None):
     return _allreduce_async(tensor, False, name, _resolve_op(op, average), prescale_factor, postscale_factor,
-                            process_set)
+                            process_set, compression)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-                     process_set=global_process_set):
+                     process_set=global_process_set, compression=None):
     return _allreduce_async(tensor, True, name, _resolve_op(op, average), prescale_factor, postscale_factor,
-                            process_set)
+                            process_set, compression)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
@@ -64,17 +66,18 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, po
 
 class _Allreduce(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set, compression):
         ctx.args = (op, prescale_factor, postscale_factor, process_set)
         return synchronize(allreduce_async(tensor, name=name, op=op, prescale_factor=prescale_factor,
-                                           postscale_factor=postscale_factor, process_set=process_set))
+                                           postscale_factor=postscale_factor, process_set=process_set,
+                                           compression=compression))
 
     @staticmethod
     def backward(ctx, grad_output):
         op, prescale_factor, postscale_factor, process_set = ctx.args
         grad = allreduce(grad_output, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor,
                          process_set=process_set)
-        return grad, None, None, None, None, None
+        return grad, None, None, None, None, None, None
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
@@ -82,7 +85,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """op over every rank's tensor (Average unless told), as a new tensor."""
     compressed, ctx = compression.compress(tensor)
     summed = _Allreduce.apply(compressed, name, _resolve_op(op, average), prescale_factor, postscale_factor,
-                              process_set)
+                              process_set, compression)
     return compression.decompress(summed, ctx)
 
 
@@ -97,18 +100,20 @@ def _each_of(kind, tensors, name, group, start):
     return _runtime.Combined([start(t, "%s.%d" % (base, i)) for i, t in enumerate(tensors)])
 
 
-def _grouped_allreduce_async(tensors, inplace, name, op, prescale_factor, postscale_factor, process_set):
+def _grouped_allreduce_async(tensors, inplace, name, op, prescale_factor, postscale_factor, process_set,
+                             compression=None):
     group = group_of(process_set)
     if op == Adasum:
         return _each_of("grouped_allreduce", tensors, name, group, lambda t, n: _adasum.allreduce_async(
             t, inplace, n, prescale_factor, postscale_factor, group))
-    return C.grouped_allreduce_async(_tx, tensors, inplace, name, op, prescale_factor, postscale_factor, group)
+    return C.grouped_allreduce_async(_tx, tensors, inplace, name, op, prescale_factor, postscale_factor, group,
+                                     compression)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-                            process_set=global_process_set):
+                            process_set=global_process_set, compression=None):
     return _grouped_allreduce_async(tensors, False, name, _resolve_op(op, average), prescale_factor,
-                                    postscale_factor, process_set)
+                                    postscale_factor, process_set, compression)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -125,19 +130,19 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 class _GroupedAllreduce(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, compression, *tensors):
         ctx.args = (op, prescale_factor, postscale_factor, process_set)
         return tuple(synchronize(grouped_allreduce_async(list(tensors), name=name, op=op,
                                                          prescale_factor=prescale_factor,
                                                          postscale_factor=postscale_factor,
-                                                         process_set=process_set)))
+                                                         process_set=process_set, compression=compression)))
 
     @staticmethod
     def backward(ctx, *grad_outputs):
         op, prescale_factor, postscale_factor, process_set = ctx.args
         grads = grouped_allreduce(list(grad_outputs), op=op, prescale_factor=prescale_factor,
                                   postscale_factor=postscale_factor, process_set=process_set)
-        return (None, None, None, None, None) + tuple(grads)
+        return (None, None, None, None, None, None) + tuple(grads)
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
@@ -145,7 +150,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     """Several tensors of one dtype reduced as one operation; a list of new tensors."""
     compressed = [compression.compress(t) for t in tensors]
     outputs = _GroupedAllreduce.apply(name, _resolve_op(op, average), prescale_factor, postscale_factor,
-                                      process_set, *[t for t, _ in compressed])
+                                      process_set, compression, *[t for t, _ in compressed])
     return [compression.decompress(t, ctx) for t, (_, ctx) in zip(outputs, compressed)]
 
 

@@ -142,7 +142,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         compressed, ctx = self._compression.compress(tensor)
         handle = allreduce_async_(compressed, name=self._parameter_names[p], op=self.op,
                                   prescale_factor=prescale, postscale_factor=postscale,
-                                  process_set=self.process_set)
+                                  process_set=self.process_set, compression=self._compression)
         return handle, ctx
 
     def synchronize(self):

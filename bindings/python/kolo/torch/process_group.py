@@ -167,7 +167,7 @@ class KoloProcessGroup(ProcessGroup):
     # kolo_comm_estimate's collective for each call, and the bytes it takes
     # (the largest buffer of the call on a rank; gather and scatter: the
     # root's, N blocks of this rank's).
-    _ESTIMATED = {"allreduce": "allreduce", "barrier": "allreduce", "allgather": "allgather",
+    _ESTIMATED = {"allreduce": "allreduce", "allreduce_wire": "allreduce", "barrier": "allreduce", "allgather": "allgather",
                   "allgatherv": "allgather", "reduce_scatter": "reduce_scatter", "reduce_scatterv": "reduce_scatter",
                   "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",
                   "alltoallv": "alltoall"}
@@ -242,6 +242,29 @@ class KoloProcessGroup(ProcessGroup):
         dtype, op = reduced(tensor, op_of(opts))
         b = Buffer(tensor)
         return self._run("allreduce", (b.address, b.address, tensor.numel(), dtype, op), [b], tensors, [b])
+
+    def allreduce_wire(self, tensor, wire, op=dist.ReduceOp.AVG, residuals=None):
+        """kolo's addition: allreduce of a contiguous CPU float32, float16
+        or bfloat16 tensor (SUM or AVG) in wire format `wire` (a
+        kolo.torch.Compression.WIRE_FORMATS name), in place, in this
+        group's call order (kolo_allreduce_wire_async). residuals: None, or
+        a float32 tensor of as many elements that keeps error feedback's
+        state between calls over the same buffer. kolo.torch.ddp_comm_hooks
+        uses it."""
+        from kolo._compression import WIRE_FORMATS
+        if wire not in WIRE_FORMATS:
+            raise ValueError("unknown wire format %r: use %s" % (wire, ", ".join(sorted(WIRE_FORMATS))))
+        if tensor.device.type != "cpu" or not tensor.is_contiguous():
+            raise RuntimeError("kolo: allreduce_wire takes a contiguous CPU tensor")
+        if residuals is not None and (residuals.dtype != torch.float32 or residuals.numel() != tensor.numel()
+                                      or not residuals.is_contiguous()):
+            raise RuntimeError("kolo: residuals must be a contiguous float32 tensor of %d elements" % tensor.numel())
+        dtype, code = reduced(tensor, op)
+        address = tensor.data_ptr()
+        kept = residuals.data_ptr() if residuals is not None else None
+        keep = [tensor] + ([residuals] if residuals is not None else [])
+        return self._run("allreduce_wire", (address, address, tensor.numel(), dtype, code, WIRE_FORMATS[wire], kept),
+                         keep, [tensor])
 
     def _sparse_allreduce(self, tensor, op):
         """A sparse COO tensor's sum (as gloo's): every rank's indices and

@@ -126,6 +126,59 @@ def test_fp16_compression_and_sum_op():
         opt.step()
 
 
+@pytest.mark.parametrize("wire", ["bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8"])
+def test_wire_compression_is_bitwise_the_same_everywhere_and_within_its_bound(wire):
+    rank, n = world()
+
+    def data(r):  # not exactly representable in any format
+        return torch.randn(5000, generator=torch.Generator().manual_seed(r), dtype=torch.float32) * 10
+
+    x = data(rank)
+    compression = getattr(hvd.Compression, wire, None) or hvd.Compression.wire(wire)
+    y = hvd.allreduce(x, op=hvd.Sum, name="wire.%s" % wire, compression=compression)
+    exact = sum(data(r).double() for r in range(n))
+    # Each element is encoded once per rank; the bound is relative to the
+    # largest sum of magnitudes (the block-scaled formats' scale).
+    eps = {"bf16": 2 ** -8, "fp16": 2 ** -10, "fp8_e4m3": 2 ** -3.9, "fp8_e5m2": 2 ** -2.9, "int8": 1 / 200}[wire]
+    largest = sum(data(r).abs() for r in range(n)).max().item()
+    assert (y.double() - exact).abs().max().item() <= n * eps * largest
+    assert not torch.equal(y.double(), exact) or n == 1, "the format applied"
+    for other in hvd.allgather_object(y.numpy().tobytes()):
+        assert other == y.numpy().tobytes()
+    # Integer tensors are sent as they are.
+    ints = torch.arange(10, dtype=torch.int32) + rank
+    torch.testing.assert_close(hvd.allreduce(ints, op=hvd.Sum, name="wire.ints.%s" % wire, compression=compression),
+                               sum(torch.arange(10, dtype=torch.int32) + r for r in range(n)))
+
+
+def test_distributed_optimizer_with_int8_and_error_feedback_trains_like_float32():
+    rank, n = world()
+
+    def train(compression):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
+                                       named_parameters=model.named_parameters(), compression=compression)
+        g = torch.Generator().manual_seed(rank)
+        for _ in range(30):
+            x = torch.randn(16, 8, generator=g)
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), torch.sin(x.sum(1, keepdim=True)))
+            loss.backward()
+            opt.step()
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()]), loss.item()
+
+    exact, exact_loss = train(hvd.Compression.none)
+    compressed, compressed_loss = train(hvd.Compression.wire("int8", error_feedback=True))
+    # The same training, a little off: within 2% of the parameters' scale.
+    assert (compressed - exact).abs().max().item() < 0.02 * exact.abs().max().item()
+    assert abs(compressed_loss - exact_loss) < 0.1 * exact_loss + 1e-3
+    for other in hvd.allgather_object(compressed.numpy().tobytes()):
+        assert other == compressed.numpy().tobytes()
+    if n > 1:  # one rank sends nothing, and keeps nothing
+        assert hvd.residual_bytes() >= 4 * compressed.numel()
+
+
 def test_distributed_optimizer_checks_its_arguments():
     model = small_model()
     params = list(model.named_parameters())

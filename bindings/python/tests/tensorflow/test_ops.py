@@ -285,6 +285,38 @@ def test_fp16_compression_keeps_the_dtype():
     np.testing.assert_allclose(y.numpy(), sum(inputs(r, (5,), "float32") for r in range(n)))
 
 
+@pytest.mark.parametrize("wire", ["bf16", "fp8_e4m3", "int8"])
+def test_wire_compression_is_bitwise_the_same_everywhere_and_within_its_bound(wire):
+    rank, n = world()
+
+    def data(r):  # not exactly representable in any format
+        return np.random.default_rng(r).standard_normal(3000).astype(np.float32) * 10
+
+    compression = getattr(hvd.Compression, wire)
+    y = hvd.allreduce(tf.constant(data(rank)), op=hvd.Sum, compression=compression, name="wire.%s" % wire)
+    assert y.dtype == tf.float32
+    exact = sum(data(r).astype(np.float64) for r in range(n))
+    eps = {"bf16": 2 ** -8, "fp8_e4m3": 2 ** -3.9, "int8": 1 / 200}[wire]
+    largest = max(sum(np.abs(data(r)) for r in range(n)))
+    assert np.abs(y.numpy() - exact).max() <= n * eps * largest
+    for other in hvd.allgather_object(y.numpy().tobytes()):
+        assert other == y.numpy().tobytes()
+    # In a tf.function, grouped, and with error feedback on the tape.
+    w = tf.Variable(tf.ones([8, 1]))
+    tape_compression = hvd.Compression.wire("int8", error_feedback=True)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.matmul(x, w) ** 2)
+        tape = hvd.DistributedGradientTape(tape, compression=tape_compression)
+        return tape.gradient(loss, [w])[0]
+
+    g = step(tf.constant(data(rank)[:32].reshape(4, 8)))
+    for other in hvd.allgather_object(g.numpy().tobytes()):
+        assert other == g.numpy().tobytes()
+
+
 def test_process_sets():
     rank, n = world()
     if n < 2:

@@ -134,3 +134,29 @@ def test_two_stage_pipeline_over_send_recv():
             hidden.requires_grad_()
             torch.nn.functional.mse_loss(second(hidden), py).backward()
             dist.send(hidden.grad, rank - 1)
+
+
+def test_ddp_wire_hook_averages_in_the_format_bitwise_alike_on_every_rank(gloo):
+    from kolo.torch import ddp_comm_hooks
+    exact, exact_losses = train_ddp(gloo, steps=6)
+    for wire, feedback in [("bf16", False), ("int8", True)]:
+        net = model()
+        ddp = DDP(net)
+        state = ddp_comm_hooks.WireState(wire=wire, error_feedback=feedback)
+        ddp.register_comm_hook(state, ddp_comm_hooks.wire_hook)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+        losses = []
+        for x, y in batches(6):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(ddp(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        got = parameters(net)
+        # Close to the exact training, and the same bits on every rank.
+        assert (got - exact).abs().max().item() < 0.02 * exact.abs().max().item(), wire
+        gathered = [torch.empty_like(got) for _ in range(dist.get_world_size())]
+        dist.all_gather(gathered, got)
+        for other in gathered:
+            assert torch.equal(other, got), wire
+        assert (state.residual_bytes > 0) == feedback
