@@ -33,7 +33,7 @@ def main():
     y_eval = target(x_eval)
 
     model = mlp(args.depth, args.width)
-    optimizer = data_parallel(model, args.lr)
+    optimizer = data_parallel(model, args.lr, args.compression)
 
     _, initial_error = evaluate(model, x_eval, y_eval)
     log("rank slices: %s; %d points each" % (

@@ -57,7 +57,7 @@ def main():
     exact = solution(x_eval)
 
     model = mlp(args.depth, args.width)
-    optimizer = data_parallel(model, args.lr)
+    optimizer = data_parallel(model, args.lr, args.compression)
 
     _, initial_error = evaluate(model, x_eval, exact)
     timer = train(args, optimizer, lambda: pinn_loss(model, x, forcing, args.boundary_weight))

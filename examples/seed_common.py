@@ -20,6 +20,10 @@ def parse_args(description, steps, lr, depth=2, width=16, points=16, extra=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=0, help="print the loss every N steps (default: 20 lines)")
     p.add_argument("--output-dir", default=".", help="where rank 0 writes the plot and the checkpoint")
+    p.add_argument("--compression", default="none",
+                   help="the gradients' allreduce: none, fp16 (Horovod's cast), or a wire format (bf16, fp16_wire, "
+                        "fp8_e4m3, fp8_e5m2, int8), with +ef for error feedback, e.g. int8+ef")
+    p.add_argument("--curve", default="", help="rank 0 writes step, seconds and loss at each logged step here (CSV)")
     for args, kwargs in extra or []:
         p.add_argument(*args, **kwargs)
     a = p.parse_args()
@@ -102,14 +106,28 @@ def save_plot(path, title, x, truth, curves, points=()):
     plt.close(fig)
 
 
-def data_parallel(model, lr):
+def compression_of(name):
+    """--compression's Compression class: "none", "fp16" (Horovod's cast), or
+    a wire format ("fp16_wire" for fp16 on the wire), "+ef" for error
+    feedback."""
+    if name in ("none", "fp16"):
+        return getattr(hvd.Compression, name)
+    wire, _, feedback = name.partition("+")
+    if feedback not in ("", "ef"):
+        raise SystemExit("--compression %s: the suffix is +ef (error feedback)" % name)
+    return hvd.Compression.wire("fp16" if wire == "fp16_wire" else wire, error_feedback=feedback == "ef")
+
+
+def data_parallel(model, lr, compression="none"):
     """Horovod's recipe: Adam at `lr` x N (N ranks' data per step), the
     parameters and optimizer state broadcast from rank 0 so every rank starts
-    alike, and a DistributedOptimizer that averages the gradients."""
+    alike, and a DistributedOptimizer that averages the gradients (sent as
+    `compression` says, compression_of)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=lr * hvd.size())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-    return hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    return hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                    compression=compression_of(compression))
 
 
 def train(args, optimizer, loss_fn, ensemble=False):
@@ -118,6 +136,10 @@ def train(args, optimizer, loss_fn, ensemble=False):
     mean of the ranks' losses (data parallel: the loss on the union of their
     slices), or with `ensemble` each member's. Every rank must call it."""
     timer = StepTimer()
+    curve = open(args.curve, "w") if getattr(args, "curve", "") and hvd.rank() == 0 else None
+    if curve:
+        curve.write("step,seconds,loss\n")
+    start = time.perf_counter()
     for step in range(1, args.steps + 1):
         timer.begin()
         optimizer.zero_grad()
@@ -130,7 +152,12 @@ def train(args, optimizer, loss_fn, ensemble=False):
                 losses = hvd.allgather(loss.detach().reshape(1), name="losses")
                 log("step %5d  loss per member %s" % (step, " ".join("%.3e" % v for v in losses.tolist())))
             else:
-                log("step %5d  loss %.3e" % (step, hvd.allreduce(loss.detach(), name="loss").item()))
+                mean = hvd.allreduce(loss.detach(), name="loss").item()
+                log("step %5d  loss %.3e" % (step, mean))
+                if curve:
+                    curve.write("%d,%.4f,%.6e\n" % (step, time.perf_counter() - start, mean))
+    if curve:
+        curve.close()
     return timer
 
 

@@ -63,10 +63,14 @@ class RingTrace {
   Clock::time_point rs_done_{};
 };
 
-// What the request asks its allreduce to carry: nullopt for the
-// communicator's default.
-std::optional<WireFormat> wire_of(const OpRequest& spec) {
+// What the request asks its allreduce of `bytes` to carry: nullopt for the
+// communicator's default. A call small enough for recursive doubling goes
+// exact, as the default does: its time is latency, which fewer bytes do not
+// shorten, and the ring that carries the formats would be slower (Horovod
+// programs compress every gradient, biases too).
+std::optional<WireFormat> wire_of(const OpResources& res, const OpRequest& spec, size_t bytes) {
   if (spec.wire < 0) return std::nullopt;
+  if (bytes <= static_cast<size_t>(res.comm->config().small_allreduce_bytes)) return WireFormat::kNative;
   return static_cast<WireFormat>(spec.wire);
 }
 
@@ -96,9 +100,10 @@ Status run_single_tensor(const OpResources& res, const OpRequest& spec, Particip
   if (spec.error_feedback) {
     const std::vector<float*> residuals = {res.residuals->get(residual_key(spec, 0), count)};
     KOLO_RETURN_IF_ERROR(res.comm->allreduce_spans({Span{send, recv, count}}, spec.data_type(), spec.reduce_op(),
-                                                   wire_of(spec), &residuals));
+                                                   wire_of(res, spec, count * dtype_size(dtype)), &residuals));
   } else {
-    KOLO_RETURN_IF_ERROR(res.comm->allreduce(send, recv, count, spec.data_type(), spec.reduce_op(), wire_of(spec), nullptr));
+    KOLO_RETURN_IF_ERROR(res.comm->allreduce(send, recv, count, spec.data_type(), spec.reduce_op(),
+                                             wire_of(res, spec, count * dtype_size(dtype)), nullptr));
   }
   if (trace->active()) trace->ring(begin, Clock::now());
   if (part.sub && spec.postscale != 1) scale_copy(dtype, recv, recv, count, spec.postscale);
@@ -181,7 +186,10 @@ Status run_allreduce_batch(const OpResources& res, const std::vector<const OpReq
     }
   }
   const auto copied_in = Clock::now();
-  KOLO_RETURN_IF_ERROR(res.comm->allreduce_spans(spans, first.data_type(), first.reduce_op(), wire_of(first),
+  size_t batch_elements = 0;
+  for (const Span& s : spans) batch_elements += s.count;
+  KOLO_RETURN_IF_ERROR(res.comm->allreduce_spans(spans, first.data_type(), first.reduce_op(),
+                                                 wire_of(res, first, batch_elements * elem),
                                                  fused_residuals ? &span_residuals : nullptr));
   const auto reduced = Clock::now();
   if (fused_residuals) {

@@ -130,8 +130,8 @@ def test_fp16_compression_and_sum_op():
 def test_wire_compression_is_bitwise_the_same_everywhere_and_within_its_bound(wire):
     rank, n = world()
 
-    def data(r):  # not exactly representable in any format
-        return torch.randn(5000, generator=torch.Generator().manual_seed(r), dtype=torch.float32) * 10
+    def data(r):  # not exactly representable in any format; above the 64 KiB that go exact
+        return torch.randn(20000, generator=torch.Generator().manual_seed(r), dtype=torch.float32) * 10
 
     x = data(rank)
     compression = getattr(hvd.Compression, wire, None) or hvd.Compression.wire(wire)
@@ -156,7 +156,9 @@ def test_distributed_optimizer_with_int8_and_error_feedback_trains_like_float32(
 
     def train(compression):
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+        # A 128 KiB weight: above the 64 KiB that go exact.
+        model = torch.nn.Sequential(torch.nn.Linear(8, 512), torch.nn.Tanh(), torch.nn.Linear(512, 64),
+                                    torch.nn.Tanh(), torch.nn.Linear(64, 1))
         opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
                                        named_parameters=model.named_parameters(), compression=compression)
         g = torch.Generator().manual_seed(rank)

@@ -289,8 +289,8 @@ def test_fp16_compression_keeps_the_dtype():
 def test_wire_compression_is_bitwise_the_same_everywhere_and_within_its_bound(wire):
     rank, n = world()
 
-    def data(r):  # not exactly representable in any format
-        return np.random.default_rng(r).standard_normal(3000).astype(np.float32) * 10
+    def data(r):  # not exactly representable in any format; above the 64 KiB that go exact
+        return np.random.default_rng(r).standard_normal(20000).astype(np.float32) * 10
 
     compression = getattr(hvd.Compression, wire)
     y = hvd.allreduce(tf.constant(data(rank)), op=hvd.Sum, compression=compression, name="wire.%s" % wire)
