@@ -27,7 +27,7 @@ busbw() {
   local wire=$1
   shift
   python3 tools/kolorun "$@" "$WORK/kolo_bench" --wire "$wire" --min-bytes "$BYTES" --max-bytes "$BYTES" \
-    --iters 5 --warmup 1 2>&1 | awk '/^\[0\] +[0-9]/ && $NF != "algorithm" {print $(NF-3); exit}'
+    --iters 5 --warmup 1 2>&1 | awk '/^\[0\] +[0-9]/ {print $(NF-2); exit}'  # the busbw column
 }
 
 report() {  # $1: title; the rest: kolorun's arguments

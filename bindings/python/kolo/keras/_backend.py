@@ -50,7 +50,8 @@ def gradient_reducer(compression, sparse_as_dense, op, gradient_predivide_factor
             compressed = [compression.compress(grads[i].contiguous()) for i in positions]
             tensors = [c for c, _ in compressed]
             pending.append((positions, compressed, tensors, kt.grouped_allreduce_async_(
-                tensors, op=op, prescale_factor=prescale, postscale_factor=postscale, process_set=process_set)))
+                tensors, op=op, prescale_factor=prescale, postscale_factor=postscale, process_set=process_set,
+                compression=compression)))
         for positions, compressed, tensors, handle in pending:
             kt.synchronize(handle)
             for i, t, (_, ctx) in zip(positions, tensors, compressed):

@@ -117,9 +117,9 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                             postscale_factor=1.0, process_set=global_process_set):
+                             postscale_factor=1.0, process_set=global_process_set, compression=None):
     return _grouped_allreduce_async(tensors, True, name, _resolve_op(op, average), prescale_factor,
-                                    postscale_factor, process_set)
+                                    postscale_factor, process_set, compression)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,

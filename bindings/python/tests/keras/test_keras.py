@@ -52,6 +52,25 @@ def test_fit_equals_one_process_on_the_global_batch(passes, average):
     np.testing.assert_allclose(losses, np.repeat(losses[:1], n, axis=0))  # averaged: the same on every rank
 
 
+def test_fit_with_a_wire_format_and_error_feedback_stays_close_and_alike_on_every_rank():
+    rank, n = world()
+    lr = 0.05
+    model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(20000), keras.layers.Dense(1)])
+    keras.utils.set_random_seed(0)  # the same start everywhere, so the broadcast only confirms it
+    model.set_weights([np.random.default_rng(i).standard_normal(w.shape).astype("float32") * 0.01
+                       for i, w in enumerate(model.get_weights())])
+    # The 20000-wide kernel's gradient is 80 KiB: above the 64 KiB that go exact.
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(lr),
+                                   compression=hvd.Compression.wire("int8", error_feedback=True))
+    model.compile(optimizer=opt, loss="mse")
+    x, y = local_data(rank, n)
+    model.fit(x, y, batch_size=LOCAL_BATCH, epochs=1, shuffle=False, verbose=0,
+              callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+    for w in model.get_weights():
+        everyone = gathered(w)
+        np.testing.assert_array_equal(everyone, np.repeat(everyone[:1], n, axis=0))  # bitwise alike
+
+
 def test_lr_warmup_and_schedule_callbacks():
     rank, n = world()
     initial_lr, steps = 0.1 * n, 4
