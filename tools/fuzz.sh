@@ -17,10 +17,10 @@ FLAGS=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
 declare -A SOURCES=(
   [store_request]="runtime/store_protocol.cc common/status.cc common/hmac.cc"
   [handshake]="transport/handshake.cc common/status.cc common/hmac.cc"
-  [frame]="transport/frame.cc collectives/fingerprint.cc collectives/dtype.cc common/status.cc"
+  [frame]="transport/frame.cc collectives/fingerprint.cc collectives/dtype.cc collectives/wire_format.cc common/status.cc"
   [torch_reply]="runtime/torch_store_protocol.cc common/status.cc"
   [hostlist]="runtime/slurm_env.cc common/status.cc"
-  [op_request]="runtime/op_request.cc collectives/dtype.cc common/status.cc"
+  [op_request]="runtime/op_request.cc collectives/dtype.cc collectives/wire_format.cc common/status.cc"
   [rank_facts]="runtime/rank_facts.cc common/status.cc"
   [failure_record]="runtime/failure_record.cc common/status.cc"
 )
