@@ -194,6 +194,7 @@ Status IbTransport::connect(int peer, Deadline deadline) {
   prepared_.erase(peer);
   KOLO_RETURN_IF_ERROR(pair->connect(remote));
   link_fds_[peer] = link_->socket_fd(peer);
+  ended_links_.erase(peer);
   return pairs_.add(peer, std::move(pair));
 }
 
@@ -271,6 +272,7 @@ Status IbTransport::sleep_until_event(Deadline deadline, int* completed) {
 }
 
 bool IbTransport::link_ended(int peer, int wait_ms) {
+  if (ended_links_.count(peer)) return true;
   auto it = link_fds_.find(peer);
   if (it == link_fds_.end()) return false;
   // Nothing is ever sent on a link, so readable means ended: EOF, or a reset.
@@ -283,6 +285,7 @@ bool IbTransport::link_ended(int peer, int wait_ms) {
 
 Status IbTransport::on_link_end(int peer, int* completed) {
   link_fds_.erase(peer);
+  ended_links_.insert(peer);
   IbPair* pair = nullptr;
   KOLO_RETURN_IF_ERROR(pair_for(peer, &pair));
   // What the peer sent before it ended may not be taken in yet (its socket

@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -138,6 +139,9 @@ class IbTransport final : public DirectTransport, private IbEventListener {
   std::unique_ptr<RegistrationCache> cache_;
   std::unique_ptr<TcpTransport> link_;
   std::map<int, int> link_fds_;  // peer -> its link's socket, while the link lasts
+  // Peers whose link has ended: a failed completion found while settling
+  // their queue (on_link_end) is explained as their end, the socket gone.
+  std::set<int> ended_links_;
   std::map<int, std::unique_ptr<IbPair>> prepared_;  // published, not yet connected (the collective's thread only)
   PairTable<IbPair> pairs_{"RDMA"};                  // connected
   ProgressLoop loop_;  // progress(), abort() and interrupt()
