@@ -587,7 +587,10 @@ kolo_result_t kolo_submit_grouped_allreduce(kolo_comm_t comm, const char* name, 
  * element under the operation's name (and tensor index, in a group), and
  * adds it into the next allreduce of that name; every rank's kept loss
  * together is what the result lacks of the exact sum.
- * kolo_engine_get_residual_bytes says how much that keeps. */
+ * kolo_engine_get_residual_bytes says how much that keeps. A batch (the
+ * operations fused into one allreduce) of no more than
+ * KOLO_SMALL_ALLREDUCE_BYTES goes exact: its time is latency, which fewer
+ * bytes do not shorten. */
 kolo_result_t kolo_submit_allreduce_wire(kolo_comm_t comm, const char* name, const void* sendbuf, void* recvbuf,
                                          int ndim, const int64_t* shape, kolo_dtype_t dtype, kolo_op_t op,
                                          double prescale, double postscale, kolo_wire_format_t wire,
