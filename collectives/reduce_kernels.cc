@@ -1,21 +1,13 @@
 #include "collectives/reduce_kernels.h"
 
 #include <cstdint>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 #include <type_traits>
 
 #include "collectives/half.h"
+#include "collectives/simd.h"
 
 namespace kolo {
 namespace {
-
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define KOLO_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define KOLO_MULTIVERSION
-#endif
 
 // Integer sum and product wrap modulo 2^bits (computed unsigned, where
 // overflow is defined), as every peer library does.
@@ -92,15 +84,6 @@ __attribute__((target("avx2,f16c"))) void reduce_fp16_f16c(uint16_t* o, const ui
   reduce_fp16_scalar<Op>(o + i, x + i, y + i, n - i);
 }
 
-bool has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
-
-bool has_f16c() {
-  static const bool yes = has_avx2() && __builtin_cpu_supports("f16c");
-  return yes;
-}
 #endif
 
 template <typename Op>
@@ -109,7 +92,7 @@ void reduce_fp16(void* out, const void* a, const void* b, size_t n) {
   const uint16_t* x = static_cast<const uint16_t*>(a);
   const uint16_t* y = static_cast<const uint16_t*>(b);
 #if defined(__x86_64__)
-  if (has_f16c()) return reduce_fp16_f16c<Op>(o, x, y, n);
+  if (cpu_has_avx2_f16c()) return reduce_fp16_f16c<Op>(o, x, y, n);
 #endif
   reduce_fp16_scalar<Op>(o, x, y, n);
 }
@@ -122,29 +105,16 @@ void reduce_bf16_scalar(uint16_t* o, const uint16_t* x, const uint16_t* y, size_
 #if defined(__x86_64__)
 // bf16 by hand as well: the compiler's version of float_to_bf16 is correct
 // but four times slower than a plain float32 reduction. Same rounding as
-// the scalar code: add 0x7fff plus the lowest kept bit, keep NaNs quiet.
+// the scalar code (floats_to_bf16_avx2).
 template <typename Op>
 __attribute__((target("avx2"))) void reduce_bf16_avx2(uint16_t* o, const uint16_t* x, const uint16_t* y, size_t n) {
-  const __m256i round_bias = _mm256_set1_epi32(0x7fff);
-  const __m256i one = _mm256_set1_epi32(1);
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
-  const __m256i infinity = _mm256_set1_epi32(0x7f800000);
-  const __m256i quiet = _mm256_set1_epi32(0x40);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 a = _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))), 16));
     __m256 b = _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i))), 16));
-    __m256i bits = _mm256_castps_si256(apply8<Op>(a, b));
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), one);
-    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(round_bias, lsb)), 16);
-    __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, abs_mask), infinity);
-    __m256i nan = _mm256_or_si256(_mm256_srli_epi32(bits, 16), quiet);
-    __m256i result = _mm256_blendv_epi8(rounded, nan, is_nan);
-    // 8 x 32-bit -> 8 x 16-bit: pack within lanes, then gather the halves.
-    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(result, result), 0xd8);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), _mm256_castsi256_si128(packed));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), floats_to_bf16_avx2(_mm256_castps_si256(apply8<Op>(a, b))));
   }
   reduce_bf16_scalar<Op>(o + i, x + i, y + i, n - i);
 }
@@ -156,7 +126,7 @@ void reduce_bf16(void* out, const void* a, const void* b, size_t n) {
   const uint16_t* x = static_cast<const uint16_t*>(a);
   const uint16_t* y = static_cast<const uint16_t*>(b);
 #if defined(__x86_64__)
-  if (has_avx2()) return reduce_bf16_avx2<Op>(o, x, y, n);
+  if (cpu_has_avx2()) return reduce_bf16_avx2<Op>(o, x, y, n);
 #endif
   reduce_bf16_scalar<Op>(o, x, y, n);
 }

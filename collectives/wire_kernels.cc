@@ -6,20 +6,12 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "collectives/half.h"
+#include "collectives/simd.h"
 
 namespace kolo {
 namespace {
-
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define KOLO_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define KOLO_MULTIVERSION
-#endif
 
 inline uint32_t bits_of(float f) {
   uint32_t b;
@@ -33,10 +25,6 @@ inline uint32_t bits_of(float f) {
 // operations, lane by lane); the scalar code does the tails and runs where
 // the CPU lacks AVX2 or F16C.
 #define KOLO_AVX2 __attribute__((target("avx2,f16c")))
-bool has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  return yes;
-}
 #else
 #define KOLO_WIRE_X86 0
 #endif
@@ -71,7 +59,7 @@ struct Bf16Format {
     uint16_t* o = reinterpret_cast<uint16_t*>(out);
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (has_avx2()) i = encode_avx2(v, n, o);
+    if (cpu_has_avx2_f16c()) i = encode_avx2(v, n, o);
 #endif
     for (; i < n; ++i) o[i] = float_to_bf16(v[i]);
   }
@@ -79,27 +67,16 @@ struct Bf16Format {
     const uint16_t* h = reinterpret_cast<const uint16_t*>(in);
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (has_avx2()) i = decode_avx2(h, n, v);
+    if (cpu_has_avx2_f16c()) i = decode_avx2(h, n, v);
 #endif
     for (; i < n; ++i) v[i] = bf16_to_float(h[i]);
   }
 #if KOLO_WIRE_X86
-  // float_to_bf16 eight at a time: add 0x7fff plus the lowest kept bit,
-  // keep NaNs quiet.
   KOLO_AVX2 static size_t encode_avx2(const float* v, size_t n, uint16_t* o) {
-    const __m256i round_bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
-    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), infinity = _mm256_set1_epi32(0x7f800000);
-    const __m256i quiet = _mm256_set1_epi32(0x40);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-      const __m256i bits = _mm256_castps_si256(_mm256_loadu_ps(v + i));
-      const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), one);
-      const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(round_bias, lsb)), 16);
-      const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, abs_mask), infinity);
-      const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(bits, 16), quiet);
-      const __m256i result = _mm256_blendv_epi8(rounded, nan, is_nan);
-      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(result, result), 0xd8);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), _mm256_castsi256_si128(packed));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i),
+                       floats_to_bf16_avx2(_mm256_castps_si256(_mm256_loadu_ps(v + i))));
     }
     return i;
   }
@@ -120,7 +97,7 @@ struct Fp16Format {
     uint16_t* o = reinterpret_cast<uint16_t*>(out);
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (has_avx2()) i = encode_avx2(v, n, o);
+    if (cpu_has_avx2_f16c()) i = encode_avx2(v, n, o);
 #endif
     for (; i < n; ++i) o[i] = float_to_fp16(v[i]);
   }
@@ -128,7 +105,7 @@ struct Fp16Format {
     const uint16_t* h = reinterpret_cast<const uint16_t*>(in);
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (has_avx2()) i = decode_avx2(h, n, v);
+    if (cpu_has_avx2_f16c()) i = decode_avx2(h, n, v);
 #endif
     for (; i < n; ++i) v[i] = fp16_to_float(h[i]);
   }
@@ -179,7 +156,7 @@ KOLO_AVX2 float finite_amax_avx2(const float* v, size_t n) {
 #endif
 inline float finite_amax(const float* v, size_t n) {
 #if KOLO_WIRE_X86
-  if (has_avx2()) return finite_amax_avx2(v, n);
+  if (cpu_has_avx2_f16c()) return finite_amax_avx2(v, n);
 #endif
   return finite_amax_from(v, 0, n, 0);
 }
@@ -229,7 +206,7 @@ struct Int8Format {
     int8_t* q = reinterpret_cast<int8_t*>(out + 4);
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (!s.wide && has_avx2()) i = encode_avx2(v, n, s.factor, q);
+    if (!s.wide && cpu_has_avx2_f16c()) i = encode_avx2(v, n, s.factor, q);
 #endif
     for (; i < n; ++i) {
       const float x = s.wide ? static_cast<float>(static_cast<double>(v[i]) * s.factor_wide) : v[i] * s.factor;
@@ -247,7 +224,7 @@ struct Int8Format {
     const int8_t* q = reinterpret_cast<const int8_t*>(in + 4);
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (has_avx2()) i = decode_avx2(q, n, scale, v);
+    if (cpu_has_avx2_f16c()) i = decode_avx2(q, n, scale, v);
 #endif
     for (; i < n; ++i) {
       const int c = q[i];
@@ -353,7 +330,7 @@ struct Fp8Format {
     uint8_t* q = out + 4;
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (!s.wide && has_avx2()) i = encode_avx2(v, n, s.factor, qmax, q);
+    if (!s.wide && cpu_has_avx2_f16c()) i = encode_avx2(v, n, s.factor, qmax, q);
 #endif
     for (; i < n; ++i) {
       const float x = s.wide ? static_cast<float>(std::fabs(static_cast<double>(v[i])) * s.factor_wide)
@@ -373,7 +350,7 @@ struct Fp8Format {
     const uint8_t* q = in + 4;
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (has_avx2()) i = decode_avx2(q, n, scale, v);
+    if (cpu_has_avx2_f16c()) i = decode_avx2(q, n, scale, v);
 #endif
     const float* value = table().value;
     for (; i < n; ++i) {
