@@ -119,11 +119,8 @@ void allreduce_alone(const ScheduleContext& ctx, const std::vector<Span>& spans,
 
 Status ring_allreduce_encoded(const ScheduleContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op,
                               WireFormat format, const std::vector<float*>* residuals) {
-  if (!wire_format_carries(dtype, op)) {
-    return invalid_argument(std::string("wire format ") + wire_format_name(format) +
-                            " carries float32, float16 and bfloat16 sums and averages, not " + dtype_name(dtype) +
-                            " " + op_name(op));
-  }
+  const std::string refusal = wire_format_refusal(format, dtype, op);
+  if (!refusal.empty()) return invalid_argument(refusal);
   if (!ctx.memory->is_host()) {
     return unsupported(std::string("wire format ") + wire_format_name(format) +
                        " needs host buffers; device buffers reduce in their own dtype");

@@ -31,6 +31,12 @@ bool wire_format_carries(DataType dtype, ReduceOp op) {
   return floating && (op == ReduceOp::kSum || op == ReduceOp::kAvg);
 }
 
+std::string wire_format_refusal(WireFormat format, DataType dtype, ReduceOp op) {
+  if (format == WireFormat::kNative || wire_format_carries(dtype, op)) return "";
+  return std::string("wire format ") + wire_format_name(format) +
+         " carries float32, float16 and bfloat16 sums and averages, not " + dtype_name(dtype) + " " + op_name(op);
+}
+
 size_t wire_element_bytes(WireFormat format) {
   switch (format) {
     case WireFormat::kBf16:

@@ -52,6 +52,10 @@ inline bool valid_wire_format(int f) { return f >= 0 && f < kNumWireFormats; }
 // Whether `format` can carry a reduction of dtype by op: float32, float16
 // or bfloat16 sums and averages.
 bool wire_format_carries(DataType dtype, ReduceOp op);
+// Why `format` cannot carry that reduction ("wire format bf16 carries
+// float32, float16 and bfloat16 sums and averages, not int32 max"); ""
+// when it can, or for kNative.
+std::string wire_format_refusal(WireFormat format, DataType dtype, ReduceOp op);
 
 // Bytes of `count` encoded elements (a message is encoded on its own: its
 // blocks start at its first element).

@@ -127,11 +127,8 @@ Status Communicator::wire_for(std::optional<WireFormat> wire, DataType dtype, Re
     if (!valid_wire_format(static_cast<int>(*wire))) {
       return invalid_argument("wire format " + std::to_string(static_cast<int>(*wire)) + " does not exist");
     }
-    if (*wire != WireFormat::kNative && !wire_format_carries(dtype, op)) {
-      return invalid_argument(std::string("wire format ") + wire_format_name(*wire) +
-                              " carries float32, float16 and bfloat16 sums and averages, not " + dtype_name(dtype) +
-                              " " + op_name(op));
-    }
+    const std::string refusal = wire_format_refusal(*wire, dtype, op);
+    if (!refusal.empty()) return invalid_argument(refusal);
     *out = *wire;
     return Status::ok();
   }

@@ -32,11 +32,9 @@ Status validate_submission(const Submission& s, int rank, int size) {
   if ((encoded || r.error_feedback) && r.kind != OpKind::kAllreduce) {
     return invalid_argument(what + ": wire formats and error feedback apply to allreduce only");
   }
-  if (encoded && !wire_format_carries(r.data_type(), r.reduce_op())) {
-    return invalid_argument(what + ": wire format " + wire_format_name(static_cast<WireFormat>(r.wire)) +
-                            " carries float32, float16 and bfloat16 sums and averages, not " +
-                            dtype_name(r.data_type()) + " " + op_name(r.reduce_op()));
-  }
+  const std::string refusal =
+      encoded ? wire_format_refusal(static_cast<WireFormat>(r.wire), r.data_type(), r.reduce_op()) : "";
+  if (!refusal.empty()) return invalid_argument(what + ": " + refusal);
   if (r.error_feedback && !encoded) {
     return invalid_argument(what + ": error feedback needs a wire format (nothing is lost without one)");
   }

@@ -37,19 +37,11 @@ class NoneCompressor(Compressor):
         return tensor
 
 
-class WireCompressor(Compressor):
+class WireCompressor(NoneCompressor):
     """A wire format for the allreduce (`wire`, a WIRE_FORMATS name), with
     error feedback or not: the tensor itself is not changed."""
     wire = "native"
     error_feedback = False
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
 
 
 def wire(name, error_feedback=False):
