@@ -25,8 +25,13 @@ print(json.dumps(sorted(n for n in dir(base) if n.startswith("test_")
 
 
 def skipped_for(backend):
-    env = dict(os.environ, BACKEND=backend, WORLD_SIZE=os.environ.get("WORLD_SIZE", "2"),
-               SUITE_DIR=os.path.dirname(os.path.abspath(__file__)), TORCH_SUITE_UNSKIP="")
+    here = os.path.dirname(os.path.abspath(__file__))
+    # As run.sh's ranks: this tree's kolo.torch, and a file:// INIT_METHOD (some skip decorators read
+    # its scheme).
+    python_dir = os.environ.get("KOLO_PYTHON_DIR", os.path.join(here, "..", "..", "bindings", "python"))
+    env = dict(os.environ, BACKEND=backend, WORLD_SIZE=os.environ.get("WORLD_SIZE", "2"), SUITE_DIR=here,
+               TORCH_SUITE_UNSKIP="", INIT_METHOD=os.environ.get("INIT_METHOD", "file:///tmp/"),
+               PYTHONPATH=os.pathsep.join(filter(None, [python_dir, os.environ.get("PYTHONPATH")])))
     out = subprocess.run([sys.executable, "-c", _PROBE], env=env, check=True,
                          capture_output=True, text=True).stdout
     return set(json.loads(out.strip().splitlines()[-1]))
