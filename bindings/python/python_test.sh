@@ -44,7 +44,7 @@ elif [ "$sanitizer" = tsan ]; then
   export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$ROOT/bindings/python/tsan_torch.supp"
 fi
 cd "$ROOT/bindings/python/tests" || exit 1
-PYTEST=("$KOLO_PYTHON" -m pytest -q -p no:cacheprovider)
+PYTEST=("$KOLO_PYTHON" -m pytest -q -p no:cacheprovider --durations=8)
 if [[ "$1" == examples ]]; then
   exec "${PYTEST[@]}" test_examples.py
 fi
