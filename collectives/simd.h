@@ -1,6 +1,7 @@
 // What the kernel files (reduce_kernels.cc, wire_kernels.cc) share to run
 // vectorised: the clones GCC makes of a plain loop, the CPU checks for the
-// hand-written AVX2 code, and bf16 rounding eight lanes at a time.
+// hand-written AVX2 and AVX-512 code, and bf16 rounding eight lanes at a
+// time.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,15 @@ inline bool cpu_has_avx2() {
 
 inline bool cpu_has_avx2_f16c() {
   static const bool yes = cpu_has_avx2() && __builtin_cpu_supports("f16c");
+  return yes;
+}
+
+// AVX-512 as x86-64-v4 has it (F, BW, DQ, VL): masks in place of blends,
+// and conversions that narrow 16 lanes at once.
+inline bool cpu_has_avx512() {
+  static const bool yes = cpu_has_avx2_f16c() && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vl");
   return yes;
 }
 

@@ -87,6 +87,18 @@ void wire_hop(WireFormat format, const WireHop& hop);
 // out (count elements of dtype) = decode(in).
 void wire_decode(WireFormat format, const unsigned char* in, size_t count, DataType dtype, void* out);
 
+// Which hand-written kernels encode and decode: the best this CPU runs
+// (AVX-512, else AVX2 with F16C, else scalar), or a lower level where set.
+// Every level gives the same bits; setting one is for the tests and the
+// bench, which compare them.
+enum class WireKernels : int { kScalar = 0, kAvx2, kAvx512 };
+const char* wire_kernels_name(WireKernels kernels);  // "scalar", "avx2", "avx512"
+WireKernels wire_kernels_supported();
+WireKernels wire_kernels();
+// Uses `kernels`, or the best this CPU runs where that is lower; returns
+// the level now in use. Process-wide: not while collectives run.
+WireKernels set_wire_kernels(WireKernels kernels);
+
 // The float value of each 8-bit code of an fp8 format before its block's
 // scale (for tests and docs): NaN for the NaN codes, +-Inf for the Inf ones.
 float fp8_code_value(WireFormat format, uint8_t code);

@@ -5,10 +5,13 @@
 // the error feedback's residual, and the sizes.
 #include "collectives/wire_format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -233,8 +236,8 @@ TEST(WireFormat, HopAddsInFloatAndTheResidualHoldsTheLoss) {
   }
 }
 
-// The SIMD kernels (where the CPU has them) take whole groups of 32 and
-// the scalar code the rest: a block of 32 and the same block less its last
+// The SIMD kernels (where the CPU has them) take whole vectors and the
+// scalar code the rest: a block of 32 and the same block less its last
 // element (which the scalar code then encodes whole) must give the same
 // codes and decode to the same bits.
 TEST(WireFormat, VectorAndScalarCodesAgree) {
@@ -265,6 +268,63 @@ TEST(WireFormat, VectorAndScalarCodesAgree) {
       wire_decode(f, whole.data(), 32, DataType::kFloat32, a.data());
       wire_decode(f, less.data(), 31, DataType::kFloat32, b.data());
       ASSERT_EQ(std::memcmp(a.data(), b.data(), 31 * 4), 0) << wire_format_name(f) << " trial " << trial;
+    }
+  }
+}
+
+// Every kernel level this CPU runs gives the scalar code's bytes and
+// decodes to its bits: blocks of every length up to two blocks and a half
+// (so every vector width meets its tail), with NaN, both infinities,
+// subnormals, signed zeros and values past every format's range.
+TEST(WireFormat, EveryKernelLevelGivesTheScalarBits) {
+  const WireKernels best = wire_kernels_supported();
+  std::cout << "kernel levels on this CPU: scalar";
+  for (WireKernels k : {WireKernels::kAvx2, WireKernels::kAvx512}) {
+    if (k <= best) std::cout << ", " << wire_kernels_name(k);
+  }
+  std::cout << "\n";
+  struct Restore {
+    ~Restore() { set_wire_kernels(wire_kernels_supported()); }
+  } restore;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int> exponent(-140, 127), length(1, 2 * 256 + 128), pick(0, 15);
+  const float specials[] = {NAN, INFINITY, -INFINITY, 1e-40f, -1e-45f, 0.0f, -0.0f, 3e38f, -65504.0f, 70000.0f};
+  for (WireFormat f : kFormats) {
+    for (int trial = 0; trial < 60; ++trial) {
+      const size_t n = static_cast<size_t>(length(rng));
+      std::vector<float> v(n);
+      const int range = trial % 3 == 0 ? 140 : 12;  // some blocks span float's whole range
+      for (float& x : v) {
+        x = u(rng) * std::ldexp(1.0f, std::max(-range, std::min(range, exponent(rng) % (range + 1))));
+        if (pick(rng) == 0) x = specials[rng() % (sizeof(specials) / sizeof(specials[0]))];
+      }
+      auto run = [&](WireKernels k, std::vector<unsigned char>* encoded, std::vector<float>* decoded,
+                     std::vector<float>* again) {
+        ASSERT_EQ(set_wire_kernels(k), k);
+        encoded->assign(wire_bytes(f, n), 0);
+        decoded->assign(n, 0);
+        again->assign(n, 0);
+        WireHop hop;
+        hop.local = v.data();
+        hop.encoded = encoded->data();
+        hop.decoded = decoded->data();
+        hop.count = n;
+        wire_hop(f, hop);
+        wire_decode(f, encoded->data(), n, DataType::kFloat32, again->data());
+      };
+      std::vector<unsigned char> want_bytes, bytes;
+      std::vector<float> want_back, back, want_again, again;
+      run(WireKernels::kScalar, &want_bytes, &want_back, &want_again);
+      for (WireKernels k : {WireKernels::kAvx2, WireKernels::kAvx512}) {
+        if (k > best) continue;
+        run(k, &bytes, &back, &again);
+        const std::string where = std::string(wire_format_name(f)) + " " + wire_kernels_name(k) + ", " +
+                                  std::to_string(n) + " elements, trial " + std::to_string(trial);
+        ASSERT_EQ(bytes, want_bytes) << where;
+        ASSERT_EQ(std::memcmp(back.data(), want_back.data(), n * 4), 0) << where;
+        ASSERT_EQ(std::memcmp(again.data(), want_again.data(), n * 4), 0) << where;
+      }
     }
   }
 }

@@ -3,12 +3,20 @@
 #include "collectives/wire_format.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "collectives/half.h"
 #include "collectives/simd.h"
+
+// GCC 12's AVX-512 headers start some intrinsics from an undefined vector,
+// which -Wmaybe-uninitialized reports at every use (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace kolo {
 namespace {
@@ -21,13 +29,38 @@ inline uint32_t bits_of(float f) {
 
 #if defined(__x86_64__)
 #define KOLO_WIRE_X86 1
-// The AVX2 kernels below give the same bits as the scalar ones (the same
-// operations, lane by lane); the scalar code does the tails and runs where
-// the CPU lacks AVX2 or F16C.
+// The AVX2 and AVX-512 kernels below give the same bits as the scalar ones
+// (the same operations, lane by lane); the scalar code does the tails and
+// runs where the CPU has neither.
 #define KOLO_AVX2 __attribute__((target("avx2,f16c")))
+#define KOLO_AVX512 __attribute__((target("avx2,f16c,avx512f,avx512bw,avx512dq,avx512vl")))
 #else
 #define KOLO_WIRE_X86 0
 #endif
+
+WireKernels best_kernels() {
+#if KOLO_WIRE_X86
+  if (cpu_has_avx512()) return WireKernels::kAvx512;
+  if (cpu_has_avx2_f16c()) return WireKernels::kAvx2;
+#endif
+  return WireKernels::kScalar;
+}
+
+std::atomic<int> kernels_in_use{static_cast<int>(best_kernels())};
+
+inline WireKernels kernels() { return static_cast<WireKernels>(kernels_in_use.load(std::memory_order_relaxed)); }
+
+// The hand-written kernel in use over the head of a block: how many
+// elements it did (whole vectors); the scalar code does the rest.
+template <typename Avx512, typename Avx2>
+inline size_t vector_head(Avx512 avx512, Avx2 avx2) {
+  switch (kernels()) {
+    case WireKernels::kAvx512: return avx512();
+    case WireKernels::kAvx2: return avx2();
+    case WireKernels::kScalar: break;
+  }
+  return 0;
+}
 
 // ---- The caller's element types, read and written as float. ----
 
@@ -59,7 +92,7 @@ struct Bf16Format {
     uint16_t* o = reinterpret_cast<uint16_t*>(out);
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (cpu_has_avx2_f16c()) i = encode_avx2(v, n, o);
+    i = vector_head([&] { return encode_avx512(v, n, o); }, [&] { return encode_avx2(v, n, o); });
 #endif
     for (; i < n; ++i) o[i] = float_to_bf16(v[i]);
   }
@@ -67,7 +100,7 @@ struct Bf16Format {
     const uint16_t* h = reinterpret_cast<const uint16_t*>(in);
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (cpu_has_avx2_f16c()) i = decode_avx2(h, n, v);
+    i = vector_head([&] { return decode_avx512(h, n, v); }, [&] { return decode_avx2(h, n, v); });
 #endif
     for (; i < n; ++i) v[i] = bf16_to_float(h[i]);
   }
@@ -88,6 +121,31 @@ struct Bf16Format {
     }
     return i;
   }
+  // floats_to_bf16_avx2's rounding, sixteen lanes at a time.
+  KOLO_AVX512 static size_t encode_avx512(const float* v, size_t n, uint16_t* o) {
+    const __m512i one = _mm512_set1_epi32(1), half_less = _mm512_set1_epi32(0x7fff);
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), infinity = _mm512_set1_epi32(0x7f800000);
+    const __m512i quiet = _mm512_set1_epi32(0x40);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m512i bits = _mm512_castps_si512(_mm512_loadu_ps(v + i));
+      const __m512i high = _mm512_srli_epi32(bits, 16);
+      const __m512i rounded = _mm512_srli_epi32(
+          _mm512_add_epi32(bits, _mm512_add_epi32(half_less, _mm512_and_si512(high, one))), 16);
+      const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(bits, abs_mask), infinity);
+      const __m512i result = _mm512_mask_or_epi32(rounded, nan, high, quiet);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i), _mm512_cvtepi32_epi16(result));
+    }
+    return i;
+  }
+  KOLO_AVX512 static size_t decode_avx512(const uint16_t* h, size_t n, float* v) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m512i x = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)));
+      _mm512_storeu_ps(v + i, _mm512_castsi512_ps(_mm512_slli_epi32(x, 16)));
+    }
+    return i;
+  }
 #endif
 };
 
@@ -97,7 +155,7 @@ struct Fp16Format {
     uint16_t* o = reinterpret_cast<uint16_t*>(out);
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (cpu_has_avx2_f16c()) i = encode_avx2(v, n, o);
+    i = vector_head([&] { return encode_avx512(v, n, o); }, [&] { return encode_avx2(v, n, o); });
 #endif
     for (; i < n; ++i) o[i] = float_to_fp16(v[i]);
   }
@@ -105,7 +163,7 @@ struct Fp16Format {
     const uint16_t* h = reinterpret_cast<const uint16_t*>(in);
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (cpu_has_avx2_f16c()) i = decode_avx2(h, n, v);
+    i = vector_head([&] { return decode_avx512(h, n, v); }, [&] { return decode_avx2(h, n, v); });
 #endif
     for (; i < n; ++i) v[i] = fp16_to_float(h[i]);
   }
@@ -122,6 +180,21 @@ struct Fp16Format {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
       _mm256_storeu_ps(v + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+    }
+    return i;
+  }
+  KOLO_AVX512 static size_t encode_avx512(const float* v, size_t n, uint16_t* o) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i),
+                          _mm512_cvtps_ph(_mm512_loadu_ps(v + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+    return i;
+  }
+  KOLO_AVX512 static size_t decode_avx512(const uint16_t* h, size_t n, float* v) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      _mm512_storeu_ps(v + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
     }
     return i;
   }
@@ -153,10 +226,28 @@ KOLO_AVX2 float finite_amax_avx2(const float* v, size_t n) {
   for (float x : lanes) m = x > m ? x : m;
   return finite_amax_from(v, i, n, m);
 }
+KOLO_AVX512 float finite_amax_avx512(const float* v, size_t n) {
+  const __m512 largest = _mm512_set1_ps(FLT_MAX);
+  __m512 amax = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(v + i));
+    amax = _mm512_mask_max_ps(amax, _mm512_cmp_ps_mask(a, largest, _CMP_LE_OQ), amax, a);  // NaN and Inf left out
+  }
+  float lanes[16];
+  _mm512_storeu_ps(lanes, amax);
+  float m = 0;
+  for (float x : lanes) m = x > m ? x : m;
+  return finite_amax_from(v, i, n, m);
+}
 #endif
 inline float finite_amax(const float* v, size_t n) {
 #if KOLO_WIRE_X86
-  if (cpu_has_avx2_f16c()) return finite_amax_avx2(v, n);
+  switch (kernels()) {
+    case WireKernels::kAvx512: return finite_amax_avx512(v, n);
+    case WireKernels::kAvx2: return finite_amax_avx2(v, n);
+    case WireKernels::kScalar: break;
+  }
 #endif
   return finite_amax_from(v, 0, n, 0);
 }
@@ -206,7 +297,9 @@ struct Int8Format {
     int8_t* q = reinterpret_cast<int8_t*>(out + 4);
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (!s.wide && cpu_has_avx2_f16c()) i = encode_avx2(v, n, s.factor, q);
+    if (!s.wide) {
+      i = vector_head([&] { return encode_avx512(v, n, s.factor, q); }, [&] { return encode_avx2(v, n, s.factor, q); });
+    }
 #endif
     for (; i < n; ++i) {
       const float x = s.wide ? static_cast<float>(static_cast<double>(v[i]) * s.factor_wide) : v[i] * s.factor;
@@ -224,7 +317,7 @@ struct Int8Format {
     const int8_t* q = reinterpret_cast<const int8_t*>(in + 4);
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (cpu_has_avx2_f16c()) i = decode_avx2(q, n, scale, v);
+    i = vector_head([&] { return decode_avx512(q, n, scale, v); }, [&] { return decode_avx2(q, n, scale, v); });
 #endif
     for (; i < n; ++i) {
       const int c = q[i];
@@ -270,6 +363,44 @@ struct Int8Format {
       x = _mm256_blendv_ps(x, minus_inf, _mm256_castsi256_ps(_mm256_cmpeq_epi32(c, _mm256_set1_epi32(-127))));
       x = _mm256_blendv_ps(x, nan, _mm256_castsi256_ps(_mm256_cmpeq_epi32(c, _mm256_set1_epi32(-128))));
       _mm256_storeu_ps(v + i, x);
+    }
+    return i;
+  }
+  // encode_avx2 with masks, sixteen lanes narrowed to bytes at once.
+  KOLO_AVX512 static size_t encode_avx512(const float* v, size_t n, float factor, int8_t* q) {
+    const __m512 f = _mm512_set1_ps(factor), hi = _mm512_set1_ps(kMax), lo = _mm512_set1_ps(-kMax);
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), infinity = _mm512_set1_epi32(0x7f800000);
+    const __m512i plus_inf = _mm512_set1_epi32(127), minus_inf = _mm512_set1_epi32(-127);
+    const __m512i nan_code = _mm512_set1_epi32(-128);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m512 x = _mm512_loadu_ps(v + i);
+      const __m512i b = _mm512_castps_si512(x);
+      const __m512i a = _mm512_and_si512(b, abs_mask);
+      __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(x, f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);  // a NaN lane clamps to -126, then is replaced
+      __m512i code = _mm512_cvtps_epi32(r);
+      const __m512i inf_code = _mm512_mask_blend_epi32(_mm512_movepi32_mask(b), plus_inf, minus_inf);
+      code = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(a, infinity), code, inf_code);
+      code = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(a, infinity), code, nan_code);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtsepi32_epi8(code));
+    }
+    return i;
+  }
+  KOLO_AVX512 static size_t decode_avx512(const int8_t* q, size_t n, float scale, float* v) {
+    const __m512 s = _mm512_set1_ps(scale);
+    const __m512 plus_inf = _mm512_set1_ps(INFINITY), minus_inf = _mm512_set1_ps(-INFINITY);
+    const __m512 nan = _mm512_set1_ps(NAN);
+    const __m512i plus_inf_code = _mm512_set1_epi32(127), minus_inf_code = _mm512_set1_epi32(-127);
+    const __m512i nan_code = _mm512_set1_epi32(-128);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m512i c = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i)));
+      __m512 x = _mm512_mul_ps(_mm512_cvtepi32_ps(c), s);
+      x = _mm512_mask_mov_ps(x, _mm512_cmpeq_epi32_mask(c, plus_inf_code), plus_inf);
+      x = _mm512_mask_mov_ps(x, _mm512_cmpeq_epi32_mask(c, minus_inf_code), minus_inf);
+      x = _mm512_mask_mov_ps(x, _mm512_cmpeq_epi32_mask(c, nan_code), nan);
+      _mm512_storeu_ps(v + i, x);
     }
     return i;
   }
@@ -330,7 +461,10 @@ struct Fp8Format {
     uint8_t* q = out + 4;
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (!s.wide && cpu_has_avx2_f16c()) i = encode_avx2(v, n, s.factor, qmax, q);
+    if (!s.wide) {
+      i = vector_head([&] { return encode_avx512(v, n, s.factor, qmax, q); },
+                      [&] { return encode_avx2(v, n, s.factor, qmax, q); });
+    }
 #endif
     for (; i < n; ++i) {
       const float x = s.wide ? static_cast<float>(std::fabs(static_cast<double>(v[i])) * s.factor_wide)
@@ -350,7 +484,7 @@ struct Fp8Format {
     const uint8_t* q = in + 4;
     size_t i = 0;
 #if KOLO_WIRE_X86
-    if (cpu_has_avx2_f16c()) i = decode_avx2(q, n, scale, v);
+    i = vector_head([&] { return decode_avx512(q, n, scale, v); }, [&] { return decode_avx2(q, n, scale, v); });
 #endif
     const float* value = table().value;
     for (; i < n; ++i) {
@@ -422,6 +556,61 @@ struct Fp8Format {
     }
     return i;
   }
+  // The AVX2 kernels with masks, sixteen lanes at a time.
+  KOLO_AVX512 static size_t encode_avx512(const float* v, size_t n, float factor, float qmax, uint8_t* q) {
+    constexpr int kShift = 23 - M;
+    const __m512 f = _mm512_set1_ps(factor), top = _mm512_set1_ps(qmax);
+    const __m512 min_normal = _mm512_set1_ps(1.0f / (1 << (B - 1)));
+    const __m512 subnormal_steps = _mm512_set1_ps(float(1 << (B - 1 + M)));
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), infinity = _mm512_set1_epi32(0x7f800000);
+    const __m512i half_less = _mm512_set1_epi32((1 << (kShift - 1)) - 1), one = _mm512_set1_epi32(1);
+    const __m512i rebias = _mm512_set1_epi32(127 - B), zero = _mm512_setzero_si512();
+    const __m512i mantissa = _mm512_set1_epi32((1 << M) - 1), max_code = _mm512_set1_epi32(MaxCode);
+    const __m512i inf_code = _mm512_set1_epi32(InfCode), nan_code = _mm512_set1_epi32(NanCode);
+    const __m512i sign_bit = _mm512_set1_epi32(0x80);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m512 x = _mm512_loadu_ps(v + i);
+      const __m512i b = _mm512_castps_si512(x);
+      const __m512i a_bits = _mm512_and_si512(b, abs_mask);
+      const __m512 a = _mm512_min_ps(_mm512_mul_ps(_mm512_abs_ps(x), f), top);  // NaN lanes: replaced below
+      const __m512i sub = _mm512_cvtps_epi32(_mm512_mul_ps(a, subnormal_steps));
+      __m512i r = _mm512_castps_si512(a);
+      r = _mm512_add_epi32(r, _mm512_add_epi32(half_less, _mm512_and_si512(_mm512_srli_epi32(r, kShift), one)));
+      const __m512i e = _mm512_max_epi32(_mm512_sub_epi32(_mm512_srli_epi32(r, 23), rebias), zero);
+      const __m512i normal = _mm512_or_si512(_mm512_slli_epi32(e, M),
+                                             _mm512_and_si512(_mm512_srli_epi32(r, kShift), mantissa));
+      const __mmask16 is_sub = _mm512_cmp_ps_mask(a, min_normal, _CMP_LT_OQ);
+      __m512i code = _mm512_min_epi32(_mm512_mask_blend_epi32(is_sub, normal, sub), max_code);
+      code = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(a_bits, infinity), code, inf_code);
+      code = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(a_bits, infinity), code, nan_code);
+      code = _mm512_or_si512(code, _mm512_and_si512(_mm512_srli_epi32(b, 24), sign_bit));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(code));
+    }
+    return i;
+  }
+  KOLO_AVX512 static size_t decode_avx512(const uint8_t* q, size_t n, float scale, float* v) {
+    const __m512 s = _mm512_set1_ps(scale);
+    const __m512 rebias = _mm512_set1_ps(std::ldexp(1.0f, 127 - B));
+    const __m512 sub_step = _mm512_set1_ps(std::ldexp(1.0f, 1 - B - M));
+    const __m512 inf = _mm512_set1_ps(INFINITY), nan = _mm512_set1_ps(NAN);
+    const __m512i low7 = _mm512_set1_epi32(0x7f), sign = _mm512_set1_epi32(0x80);
+    const __m512i inf_code = _mm512_set1_epi32(InfCode), zero = _mm512_setzero_si512();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i)));
+      const __m512i m = _mm512_and_si512(c, low7);
+      const __m512 normal = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(m, 23 - M)), rebias);
+      const __m512 subnormal = _mm512_mul_ps(_mm512_cvtepi32_ps(m), sub_step);
+      const __mmask16 exponent_zero = _mm512_cmpeq_epi32_mask(_mm512_srli_epi32(m, M), zero);
+      __m512 x = _mm512_mul_ps(_mm512_mask_blend_ps(exponent_zero, normal, subnormal), s);
+      x = _mm512_mask_mov_ps(x, _mm512_cmpeq_epi32_mask(m, inf_code), inf);
+      x = _mm512_mask_mov_ps(x, _mm512_cmpgt_epi32_mask(m, inf_code), nan);
+      x = _mm512_or_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_and_si512(c, sign), 24)));
+      _mm512_storeu_ps(v + i, x);
+    }
+    return i;
+  }
 #endif
 };
 
@@ -458,12 +647,19 @@ KOLO_MULTIVERSION void hop_kernel(const WireHop& h) {
     if (h.residual) {
       for (size_t i = 0; i < n; ++i) sum[i] += h.residual[b + i];
     }
+    const float* to_encode = sum;
     if (h.divisor != 1) {
       for (size_t i = 0; i < n; ++i) value[i] = sum[i] / divisor;
-    } else {
-      std::copy(sum, sum + n, value);
+      to_encode = value;
     }
-    F::encode(value, n, h.encoded + at);
+    F::encode(to_encode, n, h.encoded + at);
+    // A float32 result without feedback is decoded straight into place.
+    constexpr bool kFloatOut = std::is_same_v<T, float>;
+    if (kFloatOut && h.decoded && !h.residual) {
+      F::decode(h.encoded + at, n, static_cast<float*>(h.decoded) + b);
+      at += block_bytes<F>(n);
+      continue;
+    }
     if (h.residual || h.decoded) F::decode(h.encoded + at, n, back);
     if (h.residual) {
       // What this encoding lost, in the sum's units; a non-finite sum has
@@ -521,6 +717,25 @@ void wire_hop(WireFormat format, const WireHop& hop) {
 
 void wire_decode(WireFormat format, const unsigned char* in, size_t count, DataType dtype, void* out) {
   with_types(format, dtype, [&](auto f, auto t) { decode_kernel<decltype(f), decltype(t)>(in, count, out); });
+}
+
+const char* wire_kernels_name(WireKernels kernels) {
+  switch (kernels) {
+    case WireKernels::kScalar: return "scalar";
+    case WireKernels::kAvx2: return "avx2";
+    case WireKernels::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+WireKernels wire_kernels_supported() { return best_kernels(); }
+
+WireKernels wire_kernels() { return kernels(); }
+
+WireKernels set_wire_kernels(WireKernels wanted) {
+  const WireKernels set = std::min(wanted, best_kernels());
+  kernels_in_use.store(static_cast<int>(set), std::memory_order_relaxed);
+  return set;
 }
 
 float fp8_code_value(WireFormat format, uint8_t code) {
