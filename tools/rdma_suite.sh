@@ -92,9 +92,12 @@ done
 # asynchronous; point-to-point; split communicators. (N=1 moves nothing;
 # 5..8 ranks, which the host runs over TCP, would put 8 threads on the VM's
 # 4 emulated CPUs and more than double the suite's time.)
+# The shared-memory arena's sweep is left out: over RDMA the arena does not
+# apply, and the sweep repeats what the tables choose, which the other cases
+# run already (it was a quarter of the conformance suite's time in the VM).
 for t in collectives_test collectives_more_test async_test point_to_point_test split_test; do
-  filter='-*/N1:*/N1_split:*/N5*:*/N6*:*/N7*:*/N8*'
-  [ "${KOLO_RDMA_SUITE_CASES:-all}" = core ] && [ "$t" = collectives_test ] && filter='*/N2:*/N3'
+  filter='-*/N1:*/N1_split:*/N5*:*/N6*:*/N7*:*/N8*:*SharedMemoryArena*'
+  [ "${KOLO_RDMA_SUITE_CASES:-all}" = core ] && [ "$t" = collectives_test ] && filter='*/N2:*/N3:-*SharedMemoryArena*'
   run "tests/$t" "$BIN/tests/$t" --gtest_brief=1 --gtest_filter="$filter"
 done
 
