@@ -4,6 +4,7 @@
 #include <map>
 
 #include "collectives/arena_collectives.h"
+#include "collectives/compressed_ring.h"
 #include "collectives/cost_model.h"
 #include "collectives/ring_schedule.h"
 
@@ -68,10 +69,40 @@ Status allgather_within_host(const ScheduleContext& local, SharedArena* arena, c
   return arena_allgather(local, *arena, AllgatherArgs{in, out, counts, packed_displs(counts), dtype});
 }
 
+// The phase across hosts in a wire format: this rank's slice (elements
+// [mine.offset, +count) of the spans' concatenation, at `slice`) summed by
+// the compressed ring among the hosts. Each host's sum is exact (float32
+// within the host); only the links between hosts carry the format. With
+// error feedback, the slice's elements take their residuals from the spans'
+// arrays at the same places: this rank encodes those elements only.
+Status cross_hosts_encoded(const ScheduleContext& cross, const std::vector<Span>& spans, const Range& mine,
+                           unsigned char* slice, size_t elem_size, DataType dtype, WireFormat wire,
+                           const std::vector<float*>* residuals) {
+  std::vector<Span> parts;
+  std::vector<float*> part_residuals;
+  size_t span_start = 0, at = 0;  // in elements: where span i starts, how much of the slice is cut
+  for (size_t i = 0; i < spans.size() && at < mine.count; ++i) {
+    const size_t span_end = span_start + spans[i].count;
+    const size_t from = std::max(span_start, mine.offset + at);
+    if (from < span_end) {
+      const size_t count = std::min(span_end, mine.offset + mine.count) - from;
+      if (count > 0) {
+        parts.push_back(Span{slice + at * elem_size, slice + at * elem_size, count});
+        if (residuals) part_residuals.push_back((*residuals)[i] + (from - span_start));
+        at += count;
+      }
+    }
+    span_start = span_end;
+  }
+  if (parts.empty()) parts.push_back(Span{slice, slice, 0});
+  return ring_allreduce_encoded(cross, parts, dtype, ReduceOp::kSum, wire, residuals ? &part_residuals : nullptr);
+}
+
 }  // namespace
 
 Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout& layout, SharedArena* host_arena,
-                                    const std::vector<Span>& spans, DataType dtype, ReduceOp op) {
+                                    const std::vector<Span>& spans, DataType dtype, ReduceOp op, WireFormat wire,
+                                    const std::vector<float*>* residuals) {
   const size_t elem_size = dtype_size(dtype);
   size_t total = 0;
   for (const Span& s : spans) total += s.count;
@@ -102,7 +133,11 @@ Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout
   ScheduleContext cross = sub_ring(ctx, layout.cross, layout.host_index);
   KOLO_RETURN_IF_ERROR(reduce_scatter_within_host(local, host_arena, input, slice, counts, dtype, sum_op));
   if (ctx.reduce_scatter_done) *ctx.reduce_scatter_done = std::chrono::steady_clock::now();
-  KOLO_RETURN_IF_ERROR(ring_allreduce(cross, slice, slice, mine.count, dtype, sum_op));
+  if (wire == WireFormat::kNative) {
+    KOLO_RETURN_IF_ERROR(ring_allreduce(cross, slice, slice, mine.count, dtype, sum_op));
+  } else {
+    KOLO_RETURN_IF_ERROR(cross_hosts_encoded(cross, spans, mine, slice, elem_size, dtype, wire, residuals));
+  }
   if (op == ReduceOp::kAvg) ctx.memory->finalize(dtype, op, slice, mine.count, n);
   KOLO_RETURN_IF_ERROR(allgather_within_host(local, host_arena, slice, buf, counts, dtype));
   if (!direct) {
@@ -178,7 +213,7 @@ void peers(const Topology& t, const Thresholds&, std::vector<int>* out) {
 }
 
 Status run_allreduce(const ScheduleContext& ctx, const Topology& t, const AllreduceArgs& a) {
-  return hierarchical_allreduce_spans(ctx, *t.hosts, t.host_arena, a.spans, a.dtype, a.op);
+  return hierarchical_allreduce_spans(ctx, *t.hosts, t.host_arena, a.spans, a.dtype, a.op, a.wire, a.residuals);
 }
 
 Status run_allgather(const ScheduleContext& ctx, const Topology& t, const AllgatherArgs& a) {
@@ -202,7 +237,7 @@ double reduce_scatter_seconds(const Topology& t, const Call& c) {
 }  // namespace
 
 const AllreduceAlgorithm kHierarchicalAllreduce = {"hierarchical", applies, peers, run_allreduce,
-                                                   allreduce_seconds};
+                                                   allreduce_seconds, /*carries_wire_formats=*/true};
 const AllgatherAlgorithm kHierarchicalAllgather = {"hierarchical", applies_to_equal_blocks, peers, run_allgather,
                                                    allgather_seconds};
 const ReduceScatterAlgorithm kHierarchicalReduceScatter = {"hierarchical", applies_to_equal_blocks, peers,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collectives/ring.h"
+#include "collectives/wire_format.h"
 
 namespace kolo {
 
@@ -37,8 +38,14 @@ ScheduleContext sub_ring(const ScheduleContext& ctx, const std::vector<int>& mem
 // recv = reduction of every rank's spans (as ring_allreduce_spans), by the
 // schedule above, over `layout`; `host_arena` (nullptr: none) is the arena
 // of this rank's host, every rank of `layout.local` in it at its local index.
+// A wire format (compressed_ring.h; float sums and averages) applies to the
+// links between hosts only: within a host the sums stay exact, and the
+// phase across hosts is the compressed ring, so every rank still ends with
+// the same bits. residuals: as ring_allreduce_encoded's, per span.
 Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout& layout, SharedArena* host_arena,
-                                    const std::vector<Span>& spans, DataType dtype, ReduceOp op);
+                                    const std::vector<Span>& spans, DataType dtype, ReduceOp op,
+                                    WireFormat wire = WireFormat::kNative,
+                                    const std::vector<float*>* residuals = nullptr);
 
 // Allgather (as ring_allgather) by the same idea: an allgather of each
 // rank's block across hosts among the ranks with its local index, then an

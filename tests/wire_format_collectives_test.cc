@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -149,8 +150,7 @@ TEST_P(Wire, EveryFormatDtypeAndOpIsBitIdenticalAndWithinItsBound) {
 // Fused spans (as the engine passes them), some empty, with error feedback:
 // after the call, the residuals of all ranks plus the result (times N for
 // an average) give back the exact sum of the inputs, to float rounding.
-TEST_P(Wire, FusedSpansWithErrorFeedbackKeepWhatTheResultLacks) {
-  ThreadWorld w = make_world(GetParam());
+void check_feedback_over_spans(ThreadWorld& w) {
   const int n = w.size();
   const std::vector<size_t> counts = {700, 0, 3000, 1, 2500};
   for (WireFormat f : kFormats) {
@@ -206,7 +206,74 @@ TEST_P(Wire, FusedSpansWithErrorFeedbackKeepWhatTheResultLacks) {
   }
 }
 
+TEST_P(Wire, FusedSpansWithErrorFeedbackKeepWhatTheResultLacks) {
+  ThreadWorld w = make_world(GetParam());
+  check_feedback_over_spans(w);
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, Wire, worlds_up_to(8), world_name);
+
+// The hierarchical schedule (forced, ranks on emulated hosts: 2 x 2, 2 x 3,
+// 3 x 2) carries a format on the links between hosts only. Every format,
+// dtype and op is bitwise alike on every rank and within its bound; the
+// sums within a host are exact, which a flat compressed ring's are not:
+// on each host, +-4096 (whose bf16 neighbours are 32 apart) plus small
+// values sum to exactly the small ones; and the fused spans' error
+// feedback, whose slices per rank cut across spans, keeps its invariant.
+TEST(WireHierarchical, FormatsCrossHostsOnlyAndEveryRankAgrees) {
+  for (const auto& [hosts, per_host] : {std::pair{2, 2}, std::pair{2, 3}, std::pair{3, 2}}) {
+    const int n = hosts * per_host;
+    ThreadWorld w(n, [&, per_host = per_host](int r) {
+      Config c = test_config();
+      c.algorithm = "hierarchical";
+      c.host_name = "wire-host-" + std::to_string(r / per_host);  // KOLO_TEST_HOSTS, where set, places them
+      return c;
+    });
+    ASSERT_STREQ(w.comm(0).allreduce_algorithm(1 << 20), "hierarchical");
+    for (WireFormat f : kFormats) {
+      for (DataType d : kDtypes) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+          for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, size_t{9000}}) {
+            const std::string label = what(f, d, op, count, n, true) + " hierarchical";
+            std::vector<Bytes> in(n), out(n);
+            w.run([&](int r) {
+              in[r] = input(d, r, count);
+              out[r] = in[r];
+              Status s = w.comm(r).allreduce(out[r].data(), out[r].data(), count, d, op, f, nullptr);
+              ASSERT_TRUE(s.is_ok()) << label << ": " << s.to_string();
+            });
+            check_results(f, d, op, n, count, in, out, label);
+          }
+        }
+      }
+    }
+    // Exact within hosts: each host's first two ranks hold +-4096, and
+    // every rank a small value of bf16's (the host's index / 8, or 1/4).
+    const size_t count = 2000;
+    std::vector<Bytes> out(n);
+    std::vector<float> small(n);
+    w.run([&](int r) {
+      const Communicator& c = w.comm(r);
+      const int host = (r - c.local_rank()) / c.local_size();
+      small[r] = c.local_rank() == 0 ? static_cast<float>(host + 1) / 8 : 0.25f;
+      const float big = c.local_rank() == 0 ? 4096.0f : (c.local_rank() == 1 ? -4096.0f : 0.0f);
+      std::vector<float> v(count, big + small[r]);
+      Status s = w.comm(r).allreduce(v.data(), v.data(), count, DataType::kFloat32, ReduceOp::kSum,
+                                     WireFormat::kBf16, nullptr);
+      ASSERT_TRUE(s.is_ok()) << s.to_string();
+      out[r].assign(reinterpret_cast<unsigned char*>(v.data()), reinterpret_cast<unsigned char*>(v.data() + count));
+    });
+    float want = 0;
+    for (float x : small) want += x;
+    for (int r = 0; r < n; ++r) {
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(load(DataType::kFloat32, out[r], i), want) << "rank " << r << " element " << i << ", " << hosts
+                                                              << " hosts of " << per_host;
+      }
+    }
+    check_feedback_over_spans(w);
+  }
+}
 
 // The single-buffer call with the caller's residuals (kolo_allreduce_wire's
 // path): the residuals of all ranks plus the result give back the exact
