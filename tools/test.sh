@@ -87,12 +87,8 @@ for config in "$optimized" "--config=asan" "--config=tsan"; do
   filters=()
   [ "$name" = asan ] && filters=(--test_tag_filters=-optimized_only)
   [ "$name" = tsan ] && filters=(--test_tag_filters=-no_tsan,-optimized_only)
-  # The Python environment's folder is writable to the tests: what torch
-  # compiles at run time is built there once (python_test.sh's
-  # compile_cache), not once per test.
   # shellcheck disable=SC2086
-  bazel test $config //... --test_summary=short "${filters[@]}" \
-    --sandbox_writable_path="${KOLO_VENV_ROOT:-/var/tmp/kolo-python}" "$@" 2>&1 | tee "$PART"
+  bazel test $config //... --test_summary=short "${filters[@]}" "$@" 2>&1 | tee "$PART"
   rc=${PIPESTATUS[0]}
   [ "$rc" -ne 0 ] && status=$rc
   # A test that passed by skipping is counted as skipped, with its reason.

@@ -44,18 +44,6 @@ elif [ "$sanitizer" = tsan ]; then
   export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$ROOT/bindings/python/tsan_torch.supp"
 fi
 cd "$ROOT/bindings/python/tests" || exit 1
-# What torch compiles at run time (kolo's device backend with
-# cpp_extension, Inductor's kernels), kept beside the Python environment so
-# that it is built once, not once per test (about 50 s on 2 cores each
-# time). torch keys both by their sources and its version, and locks while
-# it builds; where that folder is not writable, the test's own space.
-compile_cache() {
-  local dir="$KOLO_VENV/compiled"
-  if ! mkdir -p "$dir/torch_extensions" "$dir/inductor" 2>/dev/null || [ ! -w "$dir" ]; then
-    dir="$TEST_TMPDIR"
-  fi
-  export TORCH_EXTENSIONS_DIR="$dir/torch_extensions" TORCHINDUCTOR_CACHE_DIR="$dir/inductor"
-}
 PYTEST=("$KOLO_PYTHON" -m pytest -q -p no:cacheprovider --durations=8)
 if [[ "$1" == examples ]]; then
   exec "${PYTEST[@]}" test_examples.py
@@ -71,8 +59,10 @@ if [[ "$1" == torch_programs_* ]]; then
   ranks=${1#torch_programs_}
   export PYTHONPATH="$ROOT/bindings/python" KOLO_TIMEOUT_S=30
   # Inductor's compiled kernels (ddp_compiled) and kolo's device backend
-  # (ddp_device_map) are built once per environment (compile_cache).
-  compile_cache
+  # (ddp_device_map) are built in the test's own space (a folder shared by
+  # tests would be rebuilt by each: cpp_extension's build follows the
+  # source's path, and every test has its own runfiles).
+  export TORCHINDUCTOR_CACHE_DIR="$TEST_TMPDIR/inductor" TORCH_EXTENSIONS_DIR="$TEST_TMPDIR/torch_extensions"
   port=$(free_port)
   exec timeout 280 "$KOLO_VENV/bin/torchrun" --nproc_per_node "$ranks" --master_addr 127.0.0.1 \
     --master_port "$port" --redirects 2 --tee 3 "$ROOT/bindings/python/tests/torch_programs/programs.py"
@@ -121,8 +111,8 @@ if [[ "$1" == elastic ]]; then
   # restarts): about three minutes, in the optimized pass.
   [ -n "${LD_PRELOAD:-}" ] && skip "the elastic jobs run in the optimized pass"
   export PYTHONPATH="$ROOT/bindings/python"
-  # torch's shrink_group registers kolo's c10d Backend shim (compile_cache).
-  compile_cache
+  # torch's shrink_group registers kolo's c10d Backend shim, built here.
+  export TORCH_EXTENSIONS_DIR="$TEST_TMPDIR/torch_extensions"
   exec "${PYTEST[@]}" test_elastic.py test_torch_shrink.py \
     test_torch_distributed.py::test_torchrun_restarts_meet_again_cleanly
 fi

@@ -16,6 +16,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "scripts", "torch_shrink_job.py")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def backend_shim_built():
+    """kolo's shrink goes through its c10d Backend shim, which torch compiles
+    on first use (tens of seconds on 2 cores): built here once, before any
+    job, so that no job's timings include it, whichever test runs first."""
+    from kolo.torch import _device_backend
+    _device_backend._load()
+
+
 def start_job(tmp_path, backend, size, scenario, **env):
     rendezvous = tmp_path / "rendezvous"
     return start(SCRIPT, lambda r: [backend, rendezvous, r, size, scenario], size, **env)
