@@ -11,7 +11,9 @@
 #                                            need be, starts QEMU for a moment;
 #                                            if anything fails, prints why (one
 #                                            line) and exits 1
-# OPTIONS: --timeout S (default 900) kills a run that outlives it;
+# OPTIONS: --timeout S (default 900) kills a run that outlives it (a guest
+#          that has not booted in KOLO_RDMA_VM_BOOT_TIMEOUT s, default 180,
+#          is stopped and booted once more);
 #          --smp N (default 4) vCPUs: keep more than the processes that
 #          busy-poll, or rxe's kernel work waits for a timer tick (~4 ms a
 #          message; ibv_rc_pingpong: 8 ms an iteration at 2, 0.2 ms at 4).
@@ -119,19 +121,42 @@ run_vm() {
     shares+=(-virtfs "local,path=$BAZEL_CACHE,mount_tag=kolo_bazel,security_model=none,multidevs=remap,readonly=on")
     printf 'BAZEL_CACHE=%q\n' "$BAZEL_CACHE" >>"$ctl/env"
   fi
-  local start=$SECONDS rc=0
-  # ttyS0 (kernel and agent log) goes to a file, ttyS1 (CMD) to stdout;
-  # stdin from /dev/null keeps QEMU off the terminal. -no-reboot: the
-  # agent's reboot, or a panic (panic=1), ends QEMU. --foreground leaves
-  # QEMU in our process group, so Ctrl-C reaches it.
-  timeout --foreground --kill-after=10 "$timeout" qemu-system-x86_64 \
-    -accel tcg -cpu max -smp "$smp" -m 2G -nographic -nodefaults -no-reboot \
-    -kernel "$CACHE/vmlinuz" -initrd "$CACHE/initrd.img" \
-    -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=1 mitigations=off init=/sbin/kolo-init" \
-    -drive "file=$IMAGE,if=virtio,format=raw,snapshot=on" \
-    -netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile= \
-    "${shares[@]}" \
-    -monitor none -serial "file:$ctl/console.log" -serial stdio </dev/null || rc=$?
+  local start=$SECONDS rc=0 attempt qemu
+  # A guest that has not reached its agent within boot_timeout s (it takes
+  # 12-20 s under TCG) is stuck in its kernel's boot (seen: an RCU stall
+  # 1.7 s in, which then sat out the whole run's timeout): QEMU is stopped
+  # and the VM booted once more.
+  for attempt in 1 2; do
+    start=$SECONDS
+    rc=0
+    rm -f "$ctl/ready" "$ctl/status"
+    # ttyS0 (kernel and agent log) goes to a file, ttyS1 (CMD) to stdout;
+    # stdin from /dev/null keeps QEMU off the terminal. -no-reboot: the
+    # agent's reboot, or a panic (panic=1), ends QEMU. --foreground leaves
+    # QEMU in our process group, so Ctrl-C reaches it; timeout passes on
+    # the TERM the watchdog sends it.
+    timeout --foreground --kill-after=10 "$timeout" qemu-system-x86_64 \
+      -accel tcg -cpu max -smp "$smp" -m 2G -nographic -nodefaults -no-reboot \
+      -kernel "$CACHE/vmlinuz" -initrd "$CACHE/initrd.img" \
+      -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=1 mitigations=off init=/sbin/kolo-init" \
+      -drive "file=$IMAGE,if=virtio,format=raw,snapshot=on" \
+      -netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile= \
+      "${shares[@]}" \
+      -monitor none -serial "file:$ctl/console.log" -serial stdio </dev/null &
+    qemu=$!
+    while [[ ! -f "$ctl/ready" ]] && kill -0 "$qemu" 2>/dev/null && ((SECONDS - start < boot_timeout)); do
+      sleep 1
+    done
+    if [[ ! -f "$ctl/ready" ]] && kill -0 "$qemu" 2>/dev/null && ((attempt == 1)); then
+      echo "rdma_vm: the guest did not boot in $boot_timeout s; booting it again. Its console's end:" >&2
+      tail -n 5 "$ctl/console.log" >&2 || true
+      kill "$qemu" 2>/dev/null || true
+      wait "$qemu" || true
+      continue
+    fi
+    wait "$qemu" || rc=$?
+    break
+  done
   if [[ -f "$ctl/status" ]]; then
     echo "rdma_vm: booted in $(cat "$ctl/ready") s, CMD exited $(cat "$ctl/status"), $((SECONDS - start)) s in all" >&2
     exit "$(cat "$ctl/status")"
@@ -190,6 +215,7 @@ usage() {
 }
 
 timeout=900
+boot_timeout=${KOLO_RDMA_VM_BOOT_TIMEOUT:-180}
 smp=4
 cmd=${1:-}
 (($#)) && shift
