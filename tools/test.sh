@@ -7,7 +7,7 @@
 # both without CUDA, which is the default build; then each fuzz target for
 # FUZZ_SECONDS (default 10: each target still runs 0.3 to 7 million inputs,
 # and the budget has no 80 s to spare); then the RDMA conformance suite over soft-RoCE
-# in a VM (tools/rdma_suite.sh, ~10 min, plus a minute or more to build the
+# in a VM (tools/rdma_suite.sh, ~7 min with its build, plus a minute or more to build the
 # VM image the first time; always the default build, without CUDA).
 #
 #   KOLO_CUDA       unset: CUDA if the toolkit is there, else the optimized
