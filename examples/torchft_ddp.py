@@ -17,9 +17,9 @@ of the parameters, which replica groups at the same step share exactly.
 
 Settings (environment): REPLICA_GROUP_ID, NUM_REPLICA_GROUPS (2), STEPS
 (200), STEP_SLEEP (seconds, 0.02), TORCHFT_PG (kolo, or gloo: torchft's
-own), FAULT_AT_STEP (this replica group kill -9s itself inside its
-gradient allreduce at that step, once it has joined the step's quorum and
-posted its part: a fault mid-step).
+own), FAULT_AT_STEP (this replica group kill -9s itself in its gradient
+hook at that step, once the step's quorum has formed with it and before it
+posts its part of the allreduce: a fault mid-step).
 """
 import hashlib
 import logging
@@ -54,13 +54,16 @@ class FaultTolerantDDP(DistributedDataParallel):
 
     @staticmethod
     def _comm_hook(manager, bucket):
-        work = manager.allreduce(bucket.buffer())
         if manager.current_step() == FAULT_AT_STEP:
-            # Only now: the allreduce above waited for this step's quorum
-            # and posted this group's part, so the others are in the same
-            # collective when this group dies. Dying before it could leave
-            # the lighthouse to form the step's quorum without this group.
+            # Mid-step: once this step's quorum has formed with this group in
+            # it and its process group is configured (so the others wait for
+            # this group's part in the step's allreduce), and before posting
+            # that part. Dying earlier could leave the lighthouse to form the
+            # quorum without this group; dying after posting, the part could
+            # still arrive whole and the step succeed.
+            manager.wait_quorum()
             os.kill(os.getpid(), signal.SIGKILL)
+        work = manager.allreduce(bucket.buffer())
         work.wait()
         future = work.get_future()
         chained = getattr(future, "_fut", future)
