@@ -7,6 +7,7 @@
 #include "collectives/compressed_ring.h"
 #include "collectives/cost_model.h"
 #include "collectives/ring_schedule.h"
+#include "collectives/span_cutter.h"
 
 namespace kolo {
 
@@ -80,21 +81,12 @@ Status cross_hosts_encoded(const ScheduleContext& cross, const std::vector<Span>
                            const std::vector<float*>* residuals) {
   std::vector<Span> parts;
   std::vector<float*> part_residuals;
-  size_t span_start = 0, at = 0;  // in elements: where span i starts, how much of the slice is cut
-  for (size_t i = 0; i < spans.size() && at < mine.count; ++i) {
-    const size_t span_end = span_start + spans[i].count;
-    const size_t from = std::max(span_start, mine.offset + at);
-    if (from < span_end) {
-      const size_t count = std::min(span_end, mine.offset + mine.count) - from;
-      if (count > 0) {
-        parts.push_back(Span{slice + at * elem_size, slice + at * elem_size, count});
-        if (residuals) part_residuals.push_back((*residuals)[i] + (from - span_start));
-        at += count;
-      }
-    }
-    span_start = span_end;
-  }
-  if (parts.empty()) parts.push_back(Span{slice, slice, 0});
+  size_t at = 0;  // elements of the slice cut so far
+  SpanCutter(spans).for_each_piece(mine, [&](const Span& span, size_t first, size_t count) {
+    parts.push_back(Span{slice + at * elem_size, slice + at * elem_size, count});
+    if (residuals) part_residuals.push_back((*residuals)[&span - spans.data()] + first);
+    at += count;
+  });
   return ring_allreduce_encoded(cross, parts, dtype, ReduceOp::kSum, wire, residuals ? &part_residuals : nullptr);
 }
 

@@ -653,23 +653,20 @@ KOLO_MULTIVERSION void hop_kernel(const WireHop& h) {
       to_encode = value;
     }
     F::encode(to_encode, n, h.encoded + at);
-    // A float32 result without feedback is decoded straight into place.
+    // A float32 result is decoded straight into place (local, which it may
+    // alias, is already in sum); a narrower one by way of `back`.
     constexpr bool kFloatOut = std::is_same_v<T, float>;
-    if (kFloatOut && h.decoded && !h.residual) {
-      F::decode(h.encoded + at, n, static_cast<float*>(h.decoded) + b);
-      at += block_bytes<F>(n);
-      continue;
-    }
-    if (h.residual || h.decoded) F::decode(h.encoded + at, n, back);
+    float* const decoded = kFloatOut && h.decoded ? static_cast<float*>(h.decoded) + b : back;
+    if (h.residual || h.decoded) F::decode(h.encoded + at, n, decoded);
     if (h.residual) {
       // What this encoding lost, in the sum's units; a non-finite sum has
       // nothing to carry forward.
       for (size_t i = 0; i < n; ++i) {
-        const float r = sum[i] - back[i] * divisor;
+        const float r = sum[i] - decoded[i] * divisor;
         h.residual[b + i] = std::isfinite(r) ? r : 0.0f;
       }
     }
-    if (h.decoded) {
+    if (!kFloatOut && h.decoded) {
       for (size_t i = 0; i < n; ++i) Element<T>::store(h.decoded, b + i, back[i]);
     }
     at += block_bytes<F>(n);
