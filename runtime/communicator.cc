@@ -18,8 +18,21 @@
 
 namespace kolo {
 
+namespace {
+
+Thresholds thresholds_of(const Config& config) {
+  Thresholds th;
+  th.small_bytes = static_cast<size_t>(config.small_allreduce_bytes);
+  th.forced = config.algorithm == "auto" ? nullptr : config.algorithm.c_str();
+  return th;
+}
+
+}  // namespace
+
 Communicator::Communicator(const Config& config)
-    : config_(config), recorder_(static_cast<size_t>(std::max<int64_t>(0, config.flight_recorder_entries))) {}
+    : config_(config),
+      thresholds_(thresholds_of(config_)),
+      recorder_(static_cast<size_t>(std::max<int64_t>(0, config.flight_recorder_entries))) {}
 
 Communicator::~Communicator() {
   if (dump_signal_id_) FlightRecorderRegistry::remove(dump_signal_id_);
@@ -60,19 +73,12 @@ Topology Communicator::topology() const {
   t.rank = world_.rank;
   t.size = world_.size;
   t.hosts = hosts_.get();  // none for KOLO_ALGORITHM=ring (choose_algorithm)
-  t.arena = config_.algorithm == "ring" ? nullptr : arena_.get();
+  t.arena = is_forced(thresholds_, "ring") ? nullptr : arena_.get();
   t.host_arena = host_arena_.get();
   t.host_count = host_count_;
   t.ranks_per_host = ranks_per_host_;
   t.costs = &costs_;
   return t;
-}
-
-Thresholds Communicator::thresholds() const {
-  Thresholds th;
-  th.small_bytes = static_cast<size_t>(config_.small_allreduce_bytes);
-  th.forced = config_.algorithm == "auto" ? nullptr : config_.algorithm.c_str();
-  return th;
 }
 
 const char* Communicator::allreduce_algorithm(size_t bytes) {
@@ -134,10 +140,9 @@ Status Communicator::wire_for(std::optional<WireFormat> wire, DataType dtype, Re
   }
   // The communicator's default, where it can apply: a latency-bound call
   // gains nothing from fewer bytes and would lose recursive doubling.
-  WireFormat configured = WireFormat::kNative;
-  (void)parse_wire_format(config_.wire_format, &configured);  // checked when the config was read
-  const bool applies = wire_format_carries(dtype, op) && bytes > static_cast<size_t>(config_.small_allreduce_bytes);
-  *out = applies ? configured : WireFormat::kNative;
+  *out = WireFormat::kNative;
+  if (bytes <= thresholds_.small_bytes || !wire_format_carries(dtype, op)) return Status::ok();
+  (void)parse_wire_format(config_.wire_format, out);  // checked when the config was read
   return Status::ok();
 }
 
@@ -154,7 +159,7 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
   }
   WireFormat format;
   KOLO_RETURN_IF_ERROR(wire_for(wire, dtype, op, bytes, &format));
-  const std::vector<NamedBuffer> buffers = {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}};
+  const NamedBuffer buffers[] = {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}};
   if (format != WireFormat::kNative) {
     // The wire formats' kernels run on the host: device buffers reduce in
     // their own dtype (the communicator's default gives way; a format
@@ -170,10 +175,13 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
   return dispatch(CallRecord("allreduce", dtype, count, op), buffers, std::move(launch),
                   [=](const ScheduleContext& ctx) {
                     const std::vector<Span> spans = {Span{send, recv, count}};
-                    const std::vector<float*> span_residuals = {residuals};
                     AllreduceArgs args{spans, dtype, op};
                     args.wire = format;
-                    args.residuals = format != WireFormat::kNative && residuals ? &span_residuals : nullptr;
+                    if (format == WireFormat::kNative || !residuals) {
+                      return kolo::allreduce(ctx, topology(), thresholds(), args);
+                    }
+                    const std::vector<float*> span_residuals = {residuals};
+                    args.residuals = &span_residuals;
                     return kolo::allreduce(ctx, topology(), thresholds(), args);
                   });
 }

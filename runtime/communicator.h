@@ -34,6 +34,7 @@
 #include "collectives/point_to_point.h"
 #include "collectives/ring.h"
 #include "collectives/wire_format.h"
+#include "common/function_ref.h"
 #include "common/status.h"
 #include "runtime/config.h"
 #include "runtime/flight_recorder.h"
@@ -317,17 +318,30 @@ class Communicator {
   // This rank's place among the hosts (make_host_layout over the facts);
   // false where the hierarchical schedules do not apply.
   bool host_layout(HostLayout* out) const;
+  // A collective's schedule: kept (Collective) where it runs later, seen
+  // in place (CollectiveRef) where it runs within the call.
   using Collective = std::function<Status(const ScheduleContext&)>;
+  using CollectiveRef = FunctionRef<Status(const ScheduleContext&)>;
   // Runs a collective under the call lock, turning its failure sticky
   // (communicator_failure.cc).
   // The flight recorder keeps the call (flight_recorder.h).
-  Status run(const CallRecord& call, const Collective& fn);
+  Status run(const CallRecord& call, CollectiveRef fn);
   // The same on device buffers: through the GPU's memory and transports,
   // and done once the GPU's work for it has run.
-  Status run_on_device(const CallRecord& call, const Collective& fn);
+  Status run_on_device(const CallRecord& call, CollectiveRef fn);
   // A collective of the public API: tells host from device buffers, and
-  // runs it now or enqueues it (on a stream, or asynchronously).
-  Status dispatch(const CallRecord& call, const std::vector<NamedBuffer>& buffers, Launch launch, Collective fn);
+  // runs it now or enqueues it (on a stream, or asynchronously). Only an
+  // enqueued one is copied into a Collective: a blocking call, the common
+  // one, allocates nothing for its schedule.
+  template <typename Fn>
+  Status dispatch(const CallRecord& call, BufferList buffers, Launch launch, Fn&& fn) {
+    if (launch.on_stream || !launch.done.empty()) {
+      return dispatch_later(call, buffers, std::move(launch), Collective(std::forward<Fn>(fn)));
+    }
+    return dispatch_now(call, buffers, fn);
+  }
+  Status dispatch_now(const CallRecord& call, BufferList buffers, CollectiveRef fn);
+  Status dispatch_later(const CallRecord& call, BufferList buffers, Launch launch, Collective fn);
   Status enqueue_on_stream(const CallRecord& call, bool on_device, void* stream, Collective fn);
   Status enqueue_async(const CallRecord& call, bool on_device, std::vector<std::shared_ptr<OpHandle>> done, Collective fn);
   FlightRecorder::Identity identity() const;
@@ -346,9 +360,10 @@ class Communicator {
   ScheduleContext schedule_context();
   // What the algorithm tables (collectives/algorithms.h) choose from.
   Topology topology() const;
-  Thresholds thresholds() const;
+  Thresholds thresholds() const { return thresholds_; }
 
   const Config config_;  // as asked; what it left open is settled in world_
+  const Thresholds thresholds_;  // from config_, read once: each call asks for them
   mutable std::mutex engine_mutex_;
   std::unique_ptr<Engine> engine_;
   Membership world_;

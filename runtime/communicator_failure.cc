@@ -103,7 +103,7 @@ void Communicator::listen_for_dump_signal() {
   dump_signal_id_ = FlightRecorderRegistry::add([this](const std::string& reason) { dump_if_asked(reason); });
 }
 
-Status Communicator::run(const CallRecord& call, const Collective& fn) {
+Status Communicator::run(const CallRecord& call, CollectiveRef fn) {
   std::lock_guard<std::mutex> lock(call_mutex_);
   KOLO_RETURN_IF_ERROR(check_healthy());
   const uint64_t sequence = recorder_.begin(call);

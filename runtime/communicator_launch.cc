@@ -19,17 +19,22 @@ GpuContext* Communicator::gpu() {
   return gpu_.get();
 }
 
-Status Communicator::dispatch(const CallRecord& call, const std::vector<NamedBuffer>& buffers, Launch launch,
-                              Collective fn) {
-  const char* what = call.what;
+Status Communicator::dispatch_later(const CallRecord& call, BufferList buffers, Launch launch, Collective fn) {
   std::lock_guard<std::mutex> order(stream_mutex_);
   bool on_device = false;
   KOLO_RETURN_IF_ERROR(gpu()->classify(buffers, &on_device));
   if (launch.on_stream) return enqueue_on_stream(call, on_device, launch.stream, std::move(fn));
-  if (!launch.done.empty()) return enqueue_async(call, on_device, std::move(launch.done), std::move(fn));
+  return enqueue_async(call, on_device, std::move(launch.done), std::move(fn));
+}
+
+Status Communicator::dispatch_now(const CallRecord& call, BufferList buffers, CollectiveRef fn) {
+  const char* what = call.what;
+  std::lock_guard<std::mutex> order(stream_mutex_);
+  bool on_device = false;
+  KOLO_RETURN_IF_ERROR(gpu()->classify(buffers, &on_device));
   // Collectives reach the ring in the order they were called: what is
   // still queued on streams goes first.
-  if (!stream_queue_->drain(Deadline::after_seconds(config_.timeout_s))) {
+  if (!stream_queue_->drain(config_.timeout_s)) {
     return timeout_error(std::string(what) + ": collectives enqueued on streams earlier did not finish within "
                          "KOLO_TIMEOUT_S");
   }
@@ -115,7 +120,7 @@ Status Communicator::enqueue_async(const CallRecord& call, bool on_device, std::
   return Status::ok();
 }
 
-Status Communicator::run_on_device(const CallRecord& call, const Collective& fn) {
+Status Communicator::run_on_device(const CallRecord& call, CollectiveRef fn) {
   return run(call, [&](const ScheduleContext& host_ctx) {
     ScheduleContext ctx = host_ctx;
     KOLO_RETURN_IF_ERROR(gpu()->adapt(&ctx, transport_.get(), device_peers_, config_));

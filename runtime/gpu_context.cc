@@ -32,7 +32,7 @@ Status GpuContext::device(Device** out) {
   return Status::ok();
 }
 
-Status GpuContext::classify(const std::vector<NamedBuffer>& buffers, bool* on_device) {
+Status GpuContext::classify(BufferList buffers, bool* on_device) {
   const NamedBuffer* first_host = nullptr;
   const NamedBuffer* first_device = nullptr;
   for (const NamedBuffer& b : buffers) {

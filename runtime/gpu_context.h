@@ -24,6 +24,32 @@ struct NamedBuffer {
   const char* name;  // "sendbuf", ...
 };
 
+// The buffers of one call, seen in place: a braced list, an array or a
+// vector, valid while the call runs (nothing keeps it).
+class BufferList {
+ public:
+  BufferList() = default;
+  // The braced list's array lives until the end of the call's full
+  // expression, which is as long as a BufferList is used (as a parameter).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"
+#endif
+  BufferList(std::initializer_list<NamedBuffer> list) : data_(list.begin()), size_(list.size()) {}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+  template <size_t N>
+  BufferList(const NamedBuffer (&array)[N]) : data_(array), size_(N) {}  // NOLINT: an array is a list
+  BufferList(const std::vector<NamedBuffer>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT: so is a vector
+  const NamedBuffer* begin() const { return data_; }
+  const NamedBuffer* end() const { return data_ + size_; }
+
+ private:
+  const NamedBuffer* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 class GpuContext {
  public:
   // injected: a Device to use instead of opening one (tests pass an
@@ -35,7 +61,7 @@ class GpuContext {
   // (false). Mixing the two in one call, memory of another GPU, and device
   // memory where no GPU can be used (a build without CUDA) are errors that
   // name the buffers.
-  Status classify(const std::vector<NamedBuffer>& buffers, bool* on_device);
+  Status classify(BufferList buffers, bool* on_device);
 
   // The GPU, opened on first use; UNSUPPORTED saying why when there is none.
   Status device(Device** out);

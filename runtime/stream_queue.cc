@@ -30,8 +30,10 @@ void StreamQueue::push(std::function<void()> job, std::function<void()> then) {
   cv_.notify_all();
 }
 
-bool StreamQueue::drain(Deadline deadline) {
+bool StreamQueue::drain(double timeout_s) {
   std::unique_lock<std::mutex> lock(mutex_);
+  if (jobs_.empty() && !running_job_) return true;
+  const Deadline deadline = Deadline::after_seconds(timeout_s);
   while (!jobs_.empty() || running_job_) {
     if (deadline.expired()) return false;
     cv_.wait_for(lock, std::chrono::milliseconds(10));

@@ -41,8 +41,10 @@ class StreamQueue {
   // PowerSGD hook issues its second and third allreduce from callbacks
   // while the autograd thread issues the next bucket's first).
   void push(std::function<void()> job, std::function<void()> then = nullptr);
-  // Waits until every job pushed so far has run; false at the deadline.
-  bool drain(Deadline deadline);
+  // Waits until every job pushed so far has run; false after timeout_s
+  // (which start only if there is something to wait for: an idle queue
+  // costs no clock read).
+  bool drain(double timeout_s);
 
   // For a wait on the queue's own thread (a callback in a `then` waiting
   // for a job it pushed, which would otherwise wait for itself): runs the

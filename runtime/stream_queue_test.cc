@@ -34,7 +34,7 @@ TEST(StreamQueue, RunsJobsInTheOrderPushed) {
   Order order;
   StreamQueue q;
   for (const char* name : {"a", "b", "c"}) q.push(order.note(name));
-  ASSERT_TRUE(q.drain(Deadline::after_seconds(10)));
+  ASSERT_TRUE(q.drain(10));
   EXPECT_EQ(order.seen(), (std::vector<std::string>{"a", "b", "c"}));
 }
 
@@ -112,7 +112,7 @@ TEST(StreamQueue, ACallbackWaitsForWhatItPushedByRunningItHere) {
     b_then_done = true;
   });
   elsewhere = q.run_next_here();
-  ASSERT_TRUE(q.drain(Deadline::after_seconds(10)));
+  ASSERT_TRUE(q.drain(10));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while ((order.seen().size() < 6 || !b_then_done) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
