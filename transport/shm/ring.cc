@@ -128,6 +128,7 @@ ShmRing& ShmRing::operator=(ShmRing&& other) noexcept {
     name_ = std::move(other.name_);
     header_ = std::exchange(other.header_, nullptr);
     mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
+    tail_seen_ = std::exchange(other.tail_seen_, 0);
     other.name_.clear();
   }
   return *this;
@@ -145,15 +146,20 @@ ShmChunk* ShmRing::slot(uint32_t index) const {
 
 bool ShmRing::write_chunk(const void* data, size_t bytes, uint64_t tag, size_t* offset) {
   const uint32_t head = header_->head.load(std::memory_order_relaxed);
-  if (head - header_->tail.load(std::memory_order_acquire) >= header_->slots) return false;
+  if (head - tail_seen_ >= header_->slots) {
+    tail_seen_ = header_->tail.load(std::memory_order_acquire);
+    if (head - tail_seen_ >= header_->slots) return false;
+  }
   ShmChunk* c = slot(head);
   const size_t n = std::min<size_t>(bytes - *offset, header_->slot_bytes);
   c->tag = tag;
   c->message_bytes = bytes;
   c->offset = *offset;
-  c->bytes = n;
-  if (n > 0) std::memcpy(c + 1, static_cast<const unsigned char*>(data) + *offset, n);
+  c->bytes = static_cast<uint32_t>(n);
+  unsigned char* payload = reinterpret_cast<unsigned char*>(c) + sizeof(ShmChunk);
+  if (n > 0) std::memcpy(payload, static_cast<const unsigned char*>(data) + *offset, n);
   *offset += n;
+  c->seq.store(head + 1, std::memory_order_release);
   // seq_cst, paired with the receiver's: it either sees the new head before
   // it sleeps, or its sleeping flag is seen here and it is woken.
   header_->head.store(head + 1, std::memory_order_seq_cst);
@@ -163,8 +169,8 @@ bool ShmRing::write_chunk(const void* data, size_t bytes, uint64_t tag, size_t* 
 
 const ShmChunk* ShmRing::peek() const {
   const uint32_t tail = header_->tail.load(std::memory_order_relaxed);
-  if (header_->head.load(std::memory_order_acquire) == tail) return nullptr;
-  return slot(tail);
+  const ShmChunk* c = slot(tail);
+  return c->seq.load(std::memory_order_acquire) == tail + 1 ? c : nullptr;
 }
 
 void ShmRing::release() {

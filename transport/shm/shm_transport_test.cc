@@ -1,7 +1,8 @@
 // The shared-memory transport on its own, two ranks as threads of one
 // process over an in-memory store (the conformance suites run every
 // collective over it with KOLO_TRANSPORT=shm; the process tests kill a
-// rank): messages of every size around the slot size keep their order and
+// rank): the ring tells a new chunk from a stale one by the slot alone;
+// messages of every size around the slot size keep their order and
 // bytes; a size or tag that disagrees is MISMATCH; an abort ends a waiting
 // progress() at once; a peer that closes is PEER_LOST within a second; and
 // no segment is left in /dev/shm once the pair is connected.
@@ -9,6 +10,7 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -97,6 +99,40 @@ TEST(ShmRingShape, RingsGrowWithTheRanksOnTheHostNotTheirSquare) {
   const uint64_t machine = 64ull * 63 * ShmRingShape::for_ranks_on_host(64).segment_bytes();
   EXPECT_LT(machine, uint64_t{1100} << 20);
   EXPECT_EQ(ShmRingShape::for_ranks_on_host(1000).slot_bytes, uint64_t{16} << 10);  // the floor
+}
+
+TEST(ShmRing, TheReceiverSeesAChunkFromItsSlotAndNotOneFromTheLastLap) {
+  const std::string name = "/kolo-ring-test-" + std::to_string(::getpid());
+  ShmRing out, in;
+  ASSERT_TRUE(ShmRing::create(name, ShmRingShape{4, 64}, 7, 0, 1, &out).is_ok());
+  ASSERT_TRUE(ShmRing::open_and_unlink(name, 7, 0, 1, &in).is_ok());
+  EXPECT_EQ(in.peek(), nullptr) << "a new ring is empty";
+  // Two laps and a half: every slot once written, read and then stale.
+  for (uint64_t m = 0; m < 10; ++m) {
+    const uint64_t value = 1000 + m;
+    size_t offset = 0;
+    ASSERT_TRUE(out.write_chunk(&value, sizeof(value), m, &offset)) << m;
+    const ShmChunk* c = in.peek();
+    ASSERT_NE(c, nullptr) << m;
+    EXPECT_EQ(c->tag, m);
+    uint64_t got = 0;
+    std::memcpy(&got, in.payload(c), sizeof(got));
+    EXPECT_EQ(got, value);
+    in.release();
+    // The slot the next chunk goes to still holds one from the last lap.
+    EXPECT_EQ(in.peek(), nullptr) << "after message " << m;
+  }
+  // Full: the sender sees it from `tail`, and again once a chunk is read.
+  for (uint64_t m = 0; m < 4; ++m) {
+    size_t offset = 0;
+    ASSERT_TRUE(out.write_chunk(&m, sizeof(m), m, &offset)) << m;
+  }
+  size_t offset = 0;
+  uint64_t one_more = 5;
+  EXPECT_FALSE(out.write_chunk(&one_more, sizeof(one_more), 5, &offset)) << "4 slots, 4 unread chunks";
+  ASSERT_NE(in.peek(), nullptr);
+  in.release();
+  EXPECT_TRUE(out.write_chunk(&one_more, sizeof(one_more), 5, &offset));
 }
 
 TEST(ShmTransport, MessagesAroundTheSlotSizeKeepOrderAndBytes) {
