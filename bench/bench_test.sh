@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End to end: a short sweep and a short scaling run through kolorun, and the
-# JSON they write checked for shape and arithmetic.
+# JSON they write checked for shape and arithmetic; the call-cost probe.
 set -uo pipefail
 KOLORUN="$TEST_SRCDIR/$TEST_WORKSPACE/tools/kolorun"
 BENCH="$TEST_SRCDIR/$TEST_WORKSPACE/bench/kolo_bench"
@@ -26,6 +26,13 @@ timeout 120 "$KOLORUN" -np 3 "$BENCH" sweep --collective allreduce --dtype bfloa
 timeout 300 "$KOLORUN" -np 2 "$BENCH" scaling --model resnet50 --steps 2 --compute-ms 60 --predict-ranks 64 \
   --json "$DIR/scaling.json" >"$DIR/scaling.out" 2>&1 || { cat "$DIR/scaling.out"; fail "scaling failed"; }
 grep -q "PREDICTION" "$DIR/scaling.out" || fail "the prediction is not labelled as one"
+
+# The call-cost probe: a row per size, and a size it cannot take refused.
+CALL_COST="$TEST_SRCDIR/$TEST_WORKSPACE/bench/call_cost"
+timeout 60 "$KOLORUN" -np 2 --no-prefix "$CALL_COST" --bytes 8 --bytes 2048 --iters 200 --batches 2 >"$DIR/call.out" 2>&1 ||
+  { cat "$DIR/call.out"; fail "call_cost failed"; }
+[ "$(grep -cE "^ +(8|2048) B +[0-9]+ ns$" "$DIR/call.out")" = 2 ] || fail "call_cost printed: $(cat "$DIR/call.out")"
+"$CALL_COST" --bytes 6 >/dev/null 2>&1 && fail "call_cost took 6 bytes of float32"
 
 python3 - "$DIR/sweep.json" "$DIR/scaling.json" <<'PY' || fail "JSON checks failed"
 import json, sys
