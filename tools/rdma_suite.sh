@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # The transport conformance suite over RDMA: the tests TCP passes (every
 # collective, blocking and asynchronous, dtype and count on 2..4 ranks as
-# threads, point-to-point, split communicators; multi-process runs through
-# kolorun, splits included; faults: a killed rank, an aborted communicator,
-# a mismatch), the RDMA transport's own tests (memory registration and
-# staging, a queue pair forced into error) and the transport choice, with
-# KOLO_TRANSPORT=ib so that nothing silently falls back to TCP.
+# threads, the wire formats, point-to-point, split communicators;
+# multi-process runs through kolorun, splits included; faults: a killed
+# rank, an aborted communicator, a mismatch), the RDMA transport's own
+# tests (memory registration and staging, a queue pair forced into error)
+# and the transport choice, with KOLO_TRANSPORT=ib so that nothing silently
+# falls back to TCP.
 #
 #   tools/rdma_suite.sh            every case (about 10 minutes in the VM)
 #   KOLO_RDMA_SUITE_CASES=core tools/rdma_suite.sh
 #                                  what tools/test.sh (CI) runs: the same,
-#                                  but the conformance suite (collectives_test)
-#                                  on 2 and 3 ranks only (a ring of two, and
-#                                  one of three with recursive doubling's
-#                                  fold), not 4 (~100 s less)
+#                                  but the conformance suites (collectives_test
+#                                  and the wire formats') on 2 and 3 ranks only
+#                                  (a ring of two, and one of three with
+#                                  recursive doubling's fold), not 4 (~110 s
+#                                  less)
 #
 # It always builds and tests the default configuration (no CUDA), whatever
 # tools/test.sh's optimized pass used. On a machine with an active RDMA
@@ -34,7 +36,8 @@ BIN="$ROOT/bazel-bin"
 # as Bazel target:script.
 UNIT_TESTS=(transport/ib/device_test transport/ib/verbs_library_test tests/transport_choice_test
             tests/ib_transport_test tests/fault_test tests/engine_test tests/resize_test)
-CONFORMANCE_TESTS=(collectives_test collectives_more_test async_test point_to_point_test split_test)
+CONFORMANCE_TESTS=(collectives_test collectives_more_test async_test point_to_point_test split_test
+                   wire_format_collectives_test)
 SHELL_TESTS=(multiprocess_test:multiprocess_test kill_test:kill_test split_process_test:split_test
              split_collectives_test:split_collectives_test)
 # Those alone, not //...: the default configuration is built for this
@@ -107,7 +110,8 @@ for t in "${UNIT_TESTS[@]}"; do
   run "$t" "$BIN/$t" --gtest_brief=1
 done
 # Every collective, dtype, op and count on 2..4 ranks, blocking and
-# asynchronous; point-to-point; split communicators. (N=1 moves nothing;
+# asynchronous; point-to-point; split communicators; the wire formats
+# (compressed allreduce: every format bit-identical on every rank). (N=1 moves nothing;
 # 5..8 ranks, which the host runs over TCP, would put 8 threads on the VM's
 # 4 emulated CPUs and more than double the suite's time.)
 # The shared-memory arena's sweep is left out: over RDMA the arena does not
@@ -116,6 +120,7 @@ done
 for t in "${CONFORMANCE_TESTS[@]}"; do
   filter='-*/N1:*/N1_split:*/N5*:*/N6*:*/N7*:*/N8*:*SharedMemoryArena*'
   [ "${KOLO_RDMA_SUITE_CASES:-all}" = core ] && [ "$t" = collectives_test ] && filter='*/N2:*/N3:-*SharedMemoryArena*'
+  [ "${KOLO_RDMA_SUITE_CASES:-all}" = core ] && [ "$t" = wire_format_collectives_test ] && filter="$filter:*/N4*"
   run "tests/$t" "$BIN/tests/$t" --gtest_brief=1 --gtest_filter="$filter"
 done
 

@@ -5,7 +5,7 @@
 # (tools/docs_check.py), then AddressSanitizer with
 # UndefinedBehaviorSanitizer, then ThreadSanitizer (configs in .bazelrc),
 # both without CUDA, which is the default build; then each fuzz target for
-# FUZZ_SECONDS (default 10: each target still runs 0.3 to 7 million inputs,
+# FUZZ_SECONDS (default 7: each target still runs 0.2 to 5 million inputs,
 # and the budget has no 80 s to spare); then the RDMA conformance suite over soft-RoCE
 # in a VM (tools/rdma_suite.sh, ~7 min with its build, plus a minute or more to build the
 # VM image the first time; always the default build, without CUDA).
@@ -126,8 +126,8 @@ for config in "$optimized" "--config=asan" "--config=tsan"; do
   fi
 done
 
-echo "== fuzzing, ${FUZZ_SECONDS:-10} s per target"
-bash tools/fuzz.sh "${FUZZ_SECONDS:-10}" 2>&1 | tee -a "$LOG"
+echo "== fuzzing, ${FUZZ_SECONDS:-7} s per target"
+bash tools/fuzz.sh "${FUZZ_SECONDS:-7}" 2>&1 | tee -a "$LOG"
 [ "${PIPESTATUS[0]}" -ne 0 ] && status=1
 timed "fuzzing"
 
