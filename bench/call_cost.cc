@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, &o)) return 2;
   kolo_comm_t comm;
   if (kolo_result_t r = kolo_comm_init_from_env(&comm)) {
-    std::fprintf(stderr, "call_cost: kolo_comm_init_from_env failed (%d)\n", static_cast<int>(r));
+    std::fprintf(stderr, "call_cost: %s: %s\n", kolo_result_string(r), kolo_last_error());
     return 1;
   }
   int rank = 0, size = 1;
@@ -67,28 +67,36 @@ int main(int argc, char** argv) {
     std::printf("# kolo allreduce float32 sum, %d ranks: mean ns per call, best of %d batches of %d\n", size,
                 o.batches, o.iters);
   }
+  // A failed call: its message, and the end of the run.
   int status = 0;
+  const auto failed = [&](kolo_result_t r) {
+    if (r == KOLO_SUCCESS) return false;
+    std::fprintf(stderr, "call_cost: rank %d: %s: %s\n", rank, kolo_result_string(r), kolo_last_error());
+    status = 1;
+    return true;
+  };
   for (size_t bytes : o.bytes) {
     const size_t count = bytes / 4;
     std::vector<float> send(count, 1.0f), recv(count);
     double best = 1e300;
     for (int b = 0; b <= o.batches && status == 0; ++b) {  // batch 0 warms up
-      if (kolo_barrier(comm) != KOLO_SUCCESS) status = 1;
+      if (failed(kolo_barrier(comm))) break;
       const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < o.iters && status == 0; ++i) {
-        if (kolo_allreduce(comm, send.data(), recv.data(), count, KOLO_FLOAT32, KOLO_SUM) != KOLO_SUCCESS) status = 1;
+      for (int i = 0; i < o.iters; ++i) {
+        if (failed(kolo_allreduce(comm, send.data(), recv.data(), count, KOLO_FLOAT32, KOLO_SUM))) break;
       }
       const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
       if (b > 0 && ns / o.iters < best) best = ns / o.iters;
     }
-    if (status == 0 && count > 0 && recv[0] != static_cast<float>(size)) {
+    if (status != 0) break;
+    if (count > 0 && recv[0] != static_cast<float>(size)) {
       std::fprintf(stderr, "call_cost: rank %d got %g, not %d\n", rank, recv[0], size);
       status = 1;
+      break;
     }
     // The slowest rank's best batch: every rank waits for it.
     double mine = best, worst = 0;
-    if (status == 0 && kolo_allreduce(comm, &mine, &worst, 1, KOLO_FLOAT64, KOLO_MAX) != KOLO_SUCCESS) status = 1;
-    if (status != 0) break;
+    if (failed(kolo_allreduce(comm, &mine, &worst, 1, KOLO_FLOAT64, KOLO_MAX))) break;
     if (rank == 0) std::printf("%10zu B %10.0f ns\n", bytes, worst);
   }
   kolo_comm_destroy(comm);
