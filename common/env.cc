@@ -36,9 +36,15 @@ Status env_int64(const char* name, int64_t default_value, int64_t min, int64_t m
     *out = default_value;
     return Status::ok();
   }
+  // A setting whose range goes below zero (-1: automatic) takes a sign.
+  const bool negative = min < 0 && !v->empty() && (*v)[0] == '-';
   int64_t parsed = 0;
-  Status s = parse_bytes(*v, &parsed);
-  if (!s.is_ok()) return invalid_argument(std::string(name) + "='" + *v + "' is not a non-negative integer");
+  Status s = parse_bytes(negative ? v->substr(1) : *v, &parsed);
+  if (!s.is_ok()) {
+    return invalid_argument(std::string(name) + "='" + *v + "' is not " +
+                            (min < 0 ? "an integer" : "a non-negative integer"));
+  }
+  if (negative) parsed = -parsed;
   if (parsed < min || parsed > max) {
     return invalid_argument(std::string(name) + "=" + *v + " is out of range [" + std::to_string(min) + ", " +
                             std::to_string(max) + "]");

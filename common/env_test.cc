@@ -42,6 +42,22 @@ TEST(EnvInt64, DefaultWhenUnsetAndErrorNamesVariable) {
   unsetenv("KOLO_TEST_INT");
 }
 
+TEST(EnvInt64, ASignOnlyWhereTheRangeGoesBelowZero) {
+  int64_t v = 0;
+  setenv("KOLO_TEST_INT", "-1", 1);
+  ASSERT_TRUE(env_int64("KOLO_TEST_INT", 7, -1, 10, &v).is_ok());  // -1: automatic, as KOLO_SPIN_US
+  EXPECT_EQ(v, -1);
+  setenv("KOLO_TEST_INT", "-2", 1);
+  Status s = env_int64("KOLO_TEST_INT", 7, -1, 10, &v);
+  EXPECT_NE(s.message().find("out of range [-1, 10]"), std::string::npos) << s.to_string();
+  setenv("KOLO_TEST_INT", "-1", 1);
+  s = env_int64("KOLO_TEST_INT", 7, 0, 10, &v);
+  EXPECT_NE(s.message().find("is not a non-negative integer"), std::string::npos) << s.to_string();
+  setenv("KOLO_TEST_INT", "--1", 1);
+  EXPECT_FALSE(env_int64("KOLO_TEST_INT", 7, -1, 10, &v).is_ok());
+  unsetenv("KOLO_TEST_INT");
+}
+
 TEST(EnvDouble, ParsesAndValidates) {
   setenv("KOLO_TEST_D", "2.5", 1);
   double d = 0;
