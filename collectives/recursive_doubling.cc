@@ -14,7 +14,6 @@ Status exchange(const ScheduleContext& ctx, int peer, const void* out, void* in,
   Request sreq, rreq;
   KOLO_RETURN_IF_ERROR(ctx.transport->post_send(peer, out, bytes, tag, &sreq));
   KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(peer, in, bytes, tag, &rreq));
-  if (sreq.done && rreq.done) return Status::ok();
   // One clock read per exchange, not one per progress() call.
   const Deadline deadline = Deadline::after_seconds(ctx.pipeline.timeout_s);
   while (!sreq.done || !rreq.done) KOLO_RETURN_IF_ERROR(ctx.transport->progress(deadline));
@@ -25,7 +24,6 @@ Status one_way(const ScheduleContext& ctx, int peer, const void* out, void* in, 
   Request req;
   if (out) KOLO_RETURN_IF_ERROR(ctx.transport->post_send(peer, out, bytes, tag, &req));
   else KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(peer, in, bytes, tag, &req));
-  if (req.done) return Status::ok();
   const Deadline deadline = Deadline::after_seconds(ctx.pipeline.timeout_s);
   while (!req.done) KOLO_RETURN_IF_ERROR(ctx.transport->progress(deadline));
   return Status::ok();

@@ -177,11 +177,11 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
                     const std::vector<Span> spans = {Span{send, recv, count}};
                     AllreduceArgs args{spans, dtype, op};
                     args.wire = format;
-                    if (format == WireFormat::kNative || !residuals) {
-                      return kolo::allreduce(ctx, topology(), thresholds(), args);
+                    std::vector<float*> span_residuals;  // allocated only where error feedback applies
+                    if (format != WireFormat::kNative && residuals) {
+                      span_residuals.push_back(residuals);
+                      args.residuals = &span_residuals;
                     }
-                    const std::vector<float*> span_residuals = {residuals};
-                    args.residuals = &span_residuals;
                     return kolo::allreduce(ctx, topology(), thresholds(), args);
                   });
 }

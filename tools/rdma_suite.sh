@@ -111,9 +111,10 @@ for t in "${UNIT_TESTS[@]}"; do
 done
 # Every collective, dtype, op and count on 2..4 ranks, blocking and
 # asynchronous; point-to-point; split communicators; the wire formats
-# (compressed allreduce: every format bit-identical on every rank). (N=1 moves nothing;
-# 5..8 ranks, which the host runs over TCP, would put 8 threads on the VM's
-# 4 emulated CPUs and more than double the suite's time.)
+# (compressed allreduce: every format bit-identical on every rank). (N=1
+# moves nothing; 5..8 ranks, which the host runs over TCP, would put 8
+# threads on the VM's 4 emulated CPUs and more than double the suite's
+# time.)
 # The shared-memory arena's sweep is left out: over RDMA the arena does not
 # apply, and the sweep repeats what the tables choose, which the other cases
 # run already (without it, collectives_test took 75 s in the VM, not 341 s).

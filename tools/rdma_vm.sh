@@ -121,7 +121,7 @@ run_vm() {
     shares+=(-virtfs "local,path=$BAZEL_CACHE,mount_tag=kolo_bazel,security_model=none,multidevs=remap,readonly=on")
     printf 'BAZEL_CACHE=%q\n' "$BAZEL_CACHE" >>"$ctl/env"
   fi
-  local start=$SECONDS rc=0 attempt qemu
+  local start rc attempt qemu
   # A guest that has not reached its agent within boot_timeout s (it takes
   # 12-20 s under TCG) is stuck in its kernel's boot (seen: an RCU stall
   # 1.7 s in, which then sat out the whole run's timeout): QEMU is stopped
