@@ -34,9 +34,9 @@ PYRANK=(env "LD_PRELOAD=$SAN_PRELOAD" "$KOLO_PYTHON" "$SCRIPT")
 TORCH_RANK=()
 [ -z "$SAN_PRELOAD" ] && TORCH_RANK=("$KOLO_PYTHON" "$ROOT/tests/launchers/torch_ddp.py")
 # A kolo.tensorflow rank: likewise in the optimized pass only; kolo's
-# TensorFlow kernels are compiled once per test, in its own space.
+# TensorFlow kernels are compiled once for all the tests (tests/lib/common.sh).
 TENSORFLOW_RANK=()
-[ -z "$SAN_PRELOAD" ] && TENSORFLOW_RANK=(env "KOLO_TF_OPS_DIR=${TEST_TMPDIR:-/tmp}/tf_ops" "$KOLO_PYTHON"
+[ -z "$SAN_PRELOAD" ] && TENSORFLOW_RANK=(env "KOLO_TF_OPS_DIR=$KOLO_TEST_BUILD_CACHE/tf_ops" "$KOLO_PYTHON"
                                           "$ROOT/tests/launchers/tensorflow_job.py")
 WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/launch.XXXXXX")"
 

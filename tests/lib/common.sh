@@ -36,6 +36,15 @@ library_sanitizer() {
   fi
 }
 
+# Where tests keep what kolo compiles on first use (its TensorFlow kernels,
+# its torch device backend): one folder for every test, and for later runs.
+# Each build is named by a hash of its source, flags and framework version,
+# so an edit makes a new one; a build takes 20-60 s of the 2 cores, once
+# instead of once per test. Each build is under an flock (kolo/_build_lock.py)
+# that the end of its process drops. The build on first use into an empty
+# folder is what wheel_test checks.
+KOLO_TEST_BUILD_CACHE="${KOLO_TEST_BUILD_CACHE:-/tmp/kolo-test-build-cache-$(id -u)}"
+
 # A free TCP port. Its interpreter runs without the caller's LD_PRELOAD: a
 # sanitizer runtime preloaded for the tests' own processes crashes it.
 free_port() { env -u LD_PRELOAD python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

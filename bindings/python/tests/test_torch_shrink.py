@@ -74,3 +74,40 @@ def test_gloo_reconfigures_by_forming_a_new_group(tmp_path):
     lines, codes, out = finish(start_job(tmp_path, "gloo", 4, "dead"))
     assert [codes[r] for r in (0, 2, 3)] == [0, 0, 0], out
     print("gloo after a death: %s" % {r: lines[r] for r in (0, 2, 3)})
+
+
+def test_a_build_killed_midway_leaves_no_lock_that_blocks_the_next_load(tmp_path):
+    """cpp_extension waits, without end, while its build folder holds the
+    lock file of a build: one killed midway leaves it. kolo's own lock,
+    which a process's end drops, tells that it is stale."""
+    import subprocess
+    import sys
+    from kolo.torch import _device_backend
+    folder = os.path.dirname(_device_backend._load().__file__)
+    open(os.path.join(folder, "lock"), "w").close()
+    done = subprocess.run([sys.executable, "-c", "from kolo.torch import _device_backend as d; d._load()"],
+                          timeout=120, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert done.returncode == 0, done.stdout
+    assert not os.path.exists(os.path.join(folder, "lock"))
+
+
+def test_a_build_lock_held_past_its_deadline_is_an_error_naming_the_build(tmp_path):
+    import subprocess
+    import sys
+    from kolo._build_lock import build_lock
+    path = str(tmp_path / "x.lock")
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from kolo._build_lock import build_lock\n"
+                               "with build_lock(sys.argv[1], 'x'):\n    print('held', flush=True); time.sleep(30)",
+                               path], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match="build of the test's build"):
+            with build_lock(path, "the test's build", timeout_s=0.5):
+                pass
+        assert time.monotonic() - started < 5
+    finally:
+        holder.kill()
+        holder.wait()
+    with build_lock(path, "the test's build", timeout_s=5):  # its holder's end dropped it
+        pass

@@ -7,13 +7,11 @@ so it is built here, the way Horovod builds its own at install time: with
 the flags tf.sysconfig gives, by the C++ compiler ($CXX, else g++), into
 KOLO_TF_OPS_DIR (default ~/.cache/kolo/tensorflow), named by a hash of the
 source, kolo.h, TensorFlow's version and the flags, so that a change to any
-makes a new one and ranks that start together build it once (a file lock;
+makes a new one and ranks that start together build it once (kolo._build_lock:
 the others wait and load it). A build takes 20-40 s; later imports load it
 at once.
 """
-import contextlib
 import ctypes
-import fcntl
 import hashlib
 import os
 import shutil
@@ -24,6 +22,7 @@ import tempfile
 import tensorflow as tf
 
 from kolo import _library, _process_sets, _runtime
+from kolo._build_lock import build_lock
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCE = os.path.join(_HERE, "_ops.cc")
@@ -58,19 +57,8 @@ def _library_path():
     return os.path.join(folder, "kolo_tf_ops-%s-%s.so" % (tf.__version__, digest.hexdigest()[:16]))
 
 
-@contextlib.contextmanager
-def _locked(path):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def _build(path):
-    with _locked(path):
+    with build_lock(path + ".lock", "kolo's TensorFlow kernels"):
         if os.path.isfile(path):
             return
         if shutil.which(_command(path)[0]) is None:

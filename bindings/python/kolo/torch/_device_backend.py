@@ -10,17 +10,30 @@ _device_backend.cpp's Backend, which hands every operation to it. That
 file is compiled on first use against the torch that runs, by torch's
 cpp_extension (a C++ compiler, Python's headers and ninja: the project's
 environment has them), into TORCH_EXTENSIONS_DIR (default
-~/.cache/torch_extensions), once per torch version.
+~/.cache/torch_extensions), once per source, torch and Python: the build is
+named by a hash of the source, which is copied there first, so an install at
+another path finds the same build (cpp_extension rebuilds when a source's
+path changes).
 """
+import hashlib
 import os
 import re
+import shutil
 import sys
 import threading
 
 import torch
 
+from kolo._build_lock import build_lock
+
+_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_device_backend.cpp")
 _lock = threading.Lock()
 _module = None
+
+
+def _build_directory(name):
+    from torch.utils import cpp_extension
+    return os.path.join(os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root(), name)
 
 
 def _load():
@@ -28,16 +41,32 @@ def _load():
     with _lock:
         if _module is None:
             from torch.utils import cpp_extension
-            # ninja may be the environment's own (pip's ninja), beside its interpreter.
-            path = os.environ.get("PATH", "")
-            os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + path
-            try:
-                _module = cpp_extension.load(
-                    name="kolo_device_backend_" + re.sub(r"\W", "_", torch.__version__),
-                    sources=[os.path.join(os.path.dirname(os.path.abspath(__file__)), "_device_backend.cpp")],
-                    extra_cflags=["-O2"], verbose=False)
-            finally:
-                os.environ["PATH"] = path
+            with open(_SOURCE, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()[:16]
+            # A module's name: letters, digits and _ only.
+            name = re.sub(r"\W", "_", "kolo_device_backend_%s_%s_%s"
+                          % (torch.__version__, sys.implementation.cache_tag, digest))
+            folder = _build_directory(name)
+            # One build for the ranks of a machine. Under the lock no other
+            # kolo process is in this build, so cpp_extension's own lock file
+            # there is one a killed build left: its waiters would never end.
+            with build_lock(folder + ".lock", "kolo's torch device backend"):
+                os.makedirs(folder, exist_ok=True)
+                stale = os.path.join(folder, "lock")
+                if os.path.exists(stale):
+                    os.unlink(stale)
+                source = os.path.join(folder, "_device_backend.cpp")
+                if not os.path.isfile(source):
+                    shutil.copyfile(_SOURCE, source + ".part")
+                    os.replace(source + ".part", source)
+                # ninja may be the environment's own (pip's ninja), beside its interpreter.
+                path = os.environ.get("PATH", "")
+                os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + path
+                try:
+                    _module = cpp_extension.load(name=name, sources=[source], build_directory=folder,
+                                                 extra_cflags=["-O2"], verbose=False)
+                finally:
+                    os.environ["PATH"] = path
     return _module
 
 
