@@ -44,7 +44,7 @@ Status pairwise_alltoall_displs(const ScheduleContext& ctx, const void* send, co
     bool all = true;
     for (int i = 0; i < n - 1 && all; ++i) all = sends[i].done && recvs[i].done;
     if (all) return Status::ok();
-    KOLO_RETURN_IF_ERROR(ctx.transport->progress(Deadline::after_seconds(ctx.pipeline.timeout_s)));
+    KOLO_RETURN_IF_ERROR(ctx.transport->progress(Deadline::after_seconds_coarse(ctx.pipeline.timeout_s)));
   }
 }
 

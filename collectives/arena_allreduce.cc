@@ -39,7 +39,7 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, con
       ctx.memory->copy(mine + at_in_chunk * elem, element(sp.send, at, elem), c * elem);
       at_in_chunk += c;
     });
-    KOLO_RETURN_IF_ERROR(arena.barrier(Deadline::after_seconds(timeout_s)));
+    KOLO_RETURN_IF_ERROR(arena.barrier(Deadline::after_seconds_coarse(timeout_s)));
     // 2. This rank's share, reduced from every slot over its own.
     const RingLayout shares(count, n, elem, count * elem);
     const Range own = shares.chunk(r);
@@ -49,7 +49,7 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, con
       ctx.memory->reduce(dtype, op, out, out, chunk_of(q) + own.offset * elem, own.count);
     }
     ctx.memory->finalize(dtype, op, out, own.count, n);
-    KOLO_RETURN_IF_ERROR(arena.barrier(Deadline::after_seconds(timeout_s)));
+    KOLO_RETURN_IF_ERROR(arena.barrier(Deadline::after_seconds_coarse(timeout_s)));
     // 3. Every share out, from the slot of the rank that reduced it.
     for (int q = 0; q < n; ++q) {
       const Range share = shares.chunk(q);

@@ -19,7 +19,7 @@ struct Halves {
 
 Halves next_chunk(SharedArena& arena) { return {arena, arena.next_half()}; }
 
-Deadline deadline(const ScheduleContext& ctx) { return Deadline::after_seconds(ctx.pipeline.timeout_s); }
+Deadline deadline(const ScheduleContext& ctx) { return Deadline::after_seconds_coarse(ctx.pipeline.timeout_s); }
 
 // The blocks' sizes, all of them, in the fingerprint's count: ranks that
 // split the same total differently must fail (MISMATCH), where the ring

@@ -66,7 +66,7 @@ Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Memory* m
     while (finished_sends < posted_sends && send_req[finished_sends].done) ++finished_sends;
     if (finished_sends == S && finished_recvs == R) return Status::ok();
 
-    KOLO_RETURN_IF_ERROR(p.transport->progress(Deadline::after_seconds(options.timeout_s)));
+    KOLO_RETURN_IF_ERROR(p.transport->progress(Deadline::after_seconds_coarse(options.timeout_s)));
 
     // Finish receives in order: reduce staged data into its destination.
     while (finished_recvs < posted_recvs && recv_req[finished_recvs].done) {

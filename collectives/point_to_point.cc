@@ -74,7 +74,7 @@ Status run_point_to_point(const ScheduleContext& ctx, const std::vector<PointToP
     done = 0;
     for (size_t i = 0; i < messages; ++i) done += posted[i].request.done ? 1 : 0;
     if (done == messages) break;
-    KOLO_RETURN_IF_ERROR(ctx.transport->progress(Deadline::after_seconds(ctx.pipeline.timeout_s)));
+    KOLO_RETURN_IF_ERROR(ctx.transport->progress(Deadline::after_seconds_coarse(ctx.pipeline.timeout_s)));
   }
   return Status::ok();
 }
@@ -116,7 +116,7 @@ Status receive_from_any(const ScheduleContext& ctx, void* data, size_t count, Da
                         int* source) {
   Transport* t = ctx.transport;
   const int n = ctx.size;
-  const Deadline deadline = Deadline::after_seconds(ctx.pipeline.timeout_s);
+  const Deadline deadline = Deadline::after_seconds_coarse(ctx.pipeline.timeout_s);
   AnyPeers peers;
   for (int k = 1; k < n; ++k) peers.unconnected.push_back((ctx.rank + k) % n);
   int chosen = -1;

@@ -15,7 +15,7 @@ Status exchange(const ScheduleContext& ctx, int peer, const void* out, void* in,
   KOLO_RETURN_IF_ERROR(ctx.transport->post_send(peer, out, bytes, tag, &sreq));
   KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(peer, in, bytes, tag, &rreq));
   // One clock read per exchange, not one per progress() call.
-  const Deadline deadline = Deadline::after_seconds(ctx.pipeline.timeout_s);
+  const Deadline deadline = Deadline::after_seconds_coarse(ctx.pipeline.timeout_s);
   while (!sreq.done || !rreq.done) KOLO_RETURN_IF_ERROR(ctx.transport->progress(deadline));
   return Status::ok();
 }
@@ -24,7 +24,7 @@ Status one_way(const ScheduleContext& ctx, int peer, const void* out, void* in, 
   Request req;
   if (out) KOLO_RETURN_IF_ERROR(ctx.transport->post_send(peer, out, bytes, tag, &req));
   else KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(peer, in, bytes, tag, &req));
-  const Deadline deadline = Deadline::after_seconds(ctx.pipeline.timeout_s);
+  const Deadline deadline = Deadline::after_seconds_coarse(ctx.pipeline.timeout_s);
   while (!req.done) KOLO_RETURN_IF_ERROR(ctx.transport->progress(deadline));
   return Status::ok();
 }

@@ -64,7 +64,9 @@ Status tree_allreduce(const ScheduleContext& ctx, const void* send, void* recv, 
   const size_t n = steps.size();
   const auto at = [&](size_t i) { return out + steps[i].range.offset * elem; };
   const auto bytes = [&](size_t i) { return steps[i].range.count * elem; };
-  const auto progress = [&] { return ctx.transport->progress(Deadline::after_seconds(ctx.pipeline.timeout_s)); };
+  const auto progress = [&] {
+    return ctx.transport->progress(Deadline::after_seconds_coarse(ctx.pipeline.timeout_s));
+  };
   size_t largest = 0;
   for (const Step& s : steps) largest = std::max(largest, s.range.count * elem);
   // Children's segments land in a window of steps' slots, two per step.

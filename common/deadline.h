@@ -2,6 +2,8 @@
 // kolo takes one, so no wait is unbounded.
 #pragma once
 
+#include <time.h>
+
 #include <chrono>
 #include <cstdint>
 
@@ -14,6 +16,25 @@ class Deadline {
   static Deadline after(std::chrono::nanoseconds d) { return Deadline(Clock::now() + d); }
   static Deadline after_seconds(double s) {
     return after(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s)));
+  }
+
+  // As after_seconds, give or take a tick of the kernel's coarse clock
+  // (CLOCK_MONOTONIC_COARSE: the time at a recent tick, read in about 5 ns
+  // where the fine clock takes about 24 in a VM; it lags by about a tick,
+  // which is added back). For the collectives' "no progress within
+  // KOLO_TIMEOUT_S", set on every message and almost never reached: a few
+  // milliseconds either way is nothing there, and a small message's whole
+  // exchange is some 300 ns.
+  static Deadline after_seconds_coarse(double s) {
+    static const int64_t tick_ns = [] {
+      timespec r;
+      return ::clock_getres(CLOCK_MONOTONIC_COARSE, &r) == 0 ? r.tv_sec * 1000000000 + r.tv_nsec : 10000000;
+    }();
+    timespec t;
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &t);  // steady_clock's CLOCK_MONOTONIC, at the last tick
+    const Clock::time_point now{std::chrono::nanoseconds(t.tv_sec * 1000000000 + t.tv_nsec)};
+    return Deadline(now + std::chrono::nanoseconds(tick_ns) +
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s)));
   }
 
   bool expired() const { return Clock::now() >= at_; }

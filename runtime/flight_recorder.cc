@@ -45,8 +45,8 @@ uint64_t FlightRecorder::begin(const CallRecord& call) {
   e.sequence = sequence;
   e.call = call;
   e.state = Entry::kStarted;
-  e.start_ns = wall_ns();
-  e.end_ns = 0;
+  e.start = clock_.now();
+  e.end = 0;
   e.error.clear();
   return sequence;
 }
@@ -56,7 +56,7 @@ void FlightRecorder::end(uint64_t sequence, const Status& result) {
   if (ring_.empty()) return;
   Entry& e = ring_[sequence % ring_.size()];
   if (e.sequence != sequence) return;  // overwritten meanwhile (cannot happen: calls run one at a time)
-  e.end_ns = wall_ns();
+  e.end = clock_.now();
   e.state = result.is_ok() ? Entry::kCompleted : Entry::kFailed;
   if (!result.is_ok()) e.error = result.to_string();
 }
@@ -93,6 +93,8 @@ std::string FlightRecorder::to_json(const Identity& who, const std::string& reas
         << "}";
   }
   out << ", \"entries\": [";
+  const StampClock::Reading stamps = clock_.read_out();
+  const auto wall = [&](uint64_t stamp) { return stamp ? stamps.wall_ns(stamp) : 0; };
   const uint64_t first = next_ > ring_.size() ? next_ - ring_.size() : 0;
   for (uint64_t s = first; s < next_; ++s) {
     const Entry& e = ring_[s % ring_.size()];
@@ -102,7 +104,7 @@ std::string FlightRecorder::to_json(const Identity& who, const std::string& reas
         << (e.call.dtype >= 0 ? json_string(dtype_name(static_cast<DataType>(e.call.dtype))) : "null")
         << ", \"op\": " << (e.call.op >= 0 ? json_string(op_name(static_cast<ReduceOp>(e.call.op))) : "null")
         << ", \"count\": " << e.call.count << ", \"root\": " << e.call.root << ", \"state\": \"" << kStates[e.state]
-        << "\", \"start_ns\": " << e.start_ns << ", \"end_ns\": " << e.end_ns
+        << "\", \"start_ns\": " << wall(e.start) << ", \"end_ns\": " << wall(e.end)
         << ", \"error\": " << (e.error.empty() ? "null" : json_string(e.error)) << "}";
   }
   out << "\n]}\n";

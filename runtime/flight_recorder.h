@@ -9,7 +9,7 @@
 // Every rank calls a communicator's collectives in the same order, so the
 // sequence numbers line up across ranks: call #k on one rank is call #k on
 // the others, and a difference in what they are is the culprit's mark.
-// Recording costs a lock and two clock reads per call.
+// Recording costs a lock and two stamps per call (common/stamp_clock.h).
 #pragma once
 
 #include <chrono>
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "collectives/dtype.h"
+#include "common/stamp_clock.h"
 #include "common/status.h"
 
 namespace kolo {
@@ -76,8 +77,10 @@ class FlightRecorder {
     uint64_t sequence = 0;
     CallRecord call{""};
     enum State : uint8_t { kStarted, kCompleted, kFailed } state = kStarted;
-    int64_t start_ns = 0;  // wall clock (CLOCK_REALTIME), comparable across the ranks of a machine
-    int64_t end_ns = 0;
+    // Stamps (clock_), 0 for none: wall clock (CLOCK_REALTIME) in the dump,
+    // comparable across the ranks of a machine.
+    uint64_t start = 0;
+    uint64_t end = 0;
     std::string error;
   };
   struct Report {
@@ -87,6 +90,7 @@ class FlightRecorder {
     int first_failure_rank = -1;
   };
   mutable std::mutex mu_;
+  const StampClock clock_;
   std::vector<Entry> ring_;
   uint64_t next_ = 0;  // sequence of the next call
   Report report_;
