@@ -20,7 +20,33 @@ struct CostModel;
 struct HostLayout;
 class SharedArena;
 struct ScheduleContext;
-struct Span;
+
+// A piece of a larger logical buffer: count elements read from send and
+// written to recv (send == recv is in place).
+struct Span {
+  const void* send;
+  void* recv;
+  size_t count;
+};
+
+// Spans seen where they lie (a call's one span on its stack, the fusion
+// engine's vector): a blocking allreduce allocates nothing for them.
+class SpanList {
+ public:
+  SpanList(const std::vector<Span>& spans) : data_(spans.data()), size_(spans.size()) {}  // NOLINT: a view of it
+  template <size_t N>
+  SpanList(const Span (&spans)[N]) : data_(spans), size_(N) {}  // NOLINT: likewise
+  const Span* begin() const { return data_; }
+  const Span* end() const { return data_ + size_; }
+  const Span* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const Span& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  const Span* data_;
+  size_t size_;
+};
 
 // Where a communicator's ranks run and what they share: with a call, what
 // decides which algorithm applies. (ScheduleContext is what a schedule runs
@@ -86,7 +112,7 @@ struct Algorithm {
 
 // The arguments of each collective's algorithms (already validated).
 struct AllreduceArgs {
-  const std::vector<Span>& spans;  // one allreduce over their concatenation
+  SpanList spans;  // one allreduce over their concatenation
   DataType dtype;
   ReduceOp op;
   WireFormat wire = WireFormat::kNative;  // kNative: the elements themselves

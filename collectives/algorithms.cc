@@ -27,7 +27,7 @@ void add_ring_neighbours(const std::vector<int>& members, int index, int rank, s
 }
 
 Status allreduce_over_one_buffer(const ScheduleContext& ctx, const AllreduceArgs& a, ContiguousAllreduce allreduce) {
-  const std::vector<Span>& spans = a.spans;
+  const SpanList spans = a.spans;
   size_t total = 0;
   for (const Span& s : spans) total += s.count;
   if (spans.size() == 1) return allreduce(ctx, spans[0].send, spans[0].recv, total, a.dtype, a.op);

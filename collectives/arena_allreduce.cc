@@ -10,7 +10,7 @@
 
 namespace kolo {
 
-Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, const std::vector<Span>& spans,
+Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, SpanList spans,
                              DataType dtype, ReduceOp op) {
   const size_t elem = dtype_size(dtype);
   const SpanCutter buffer(spans);

@@ -15,7 +15,7 @@ namespace kolo {
 
 // As ring_allreduce_spans, through `arena` (every rank of ctx in it, at its
 // own rank).
-Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, const std::vector<Span>& spans,
+Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, SpanList spans,
                              DataType dtype, ReduceOp op);
 
 // Where every arena entry applies (this one, arena_collectives.h's): the

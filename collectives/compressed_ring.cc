@@ -95,7 +95,7 @@ class EncodedRingWork : public UnitWork {
 // One rank: nothing crosses a wire, so nothing is encoded; a residual
 // left from an earlier call is added in (rounded once to a narrow dtype)
 // and spent.
-void allreduce_alone(const ScheduleContext& ctx, const std::vector<Span>& spans, DataType dtype,
+void allreduce_alone(const ScheduleContext& ctx, SpanList spans, DataType dtype,
                      const std::vector<float*>* residuals) {
   const size_t elem = dtype_size(dtype);
   for (size_t s = 0; s < spans.size(); ++s) {
@@ -117,7 +117,7 @@ void allreduce_alone(const ScheduleContext& ctx, const std::vector<Span>& spans,
 
 }  // namespace
 
-Status ring_allreduce_encoded(const ScheduleContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op,
+Status ring_allreduce_encoded(const ScheduleContext& ctx, SpanList spans, DataType dtype, ReduceOp op,
                               WireFormat format, const std::vector<float*>* residuals) {
   const std::string refusal = wire_format_refusal(format, dtype, op);
   if (!refusal.empty()) return invalid_argument(refusal);

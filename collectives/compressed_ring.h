@@ -27,7 +27,7 @@ namespace kolo {
 // `format` on the wire. dtype float32, float16 or bfloat16; op sum or
 // average; host memory only. residuals: null, or one float array per span
 // of the span's count (the error feedback's state, read and rewritten).
-Status ring_allreduce_encoded(const ScheduleContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op,
+Status ring_allreduce_encoded(const ScheduleContext& ctx, SpanList spans, DataType dtype, ReduceOp op,
                               WireFormat format, const std::vector<float*>* residuals);
 
 }  // namespace kolo

@@ -76,7 +76,7 @@ Status allgather_within_host(const ScheduleContext& local, SharedArena* arena, c
 // within the host); only the links between hosts carry the format. With
 // error feedback, the slice's elements take their residuals from the spans'
 // arrays at the same places: this rank encodes those elements only.
-Status cross_hosts_encoded(const ScheduleContext& cross, const std::vector<Span>& spans, const Range& mine,
+Status cross_hosts_encoded(const ScheduleContext& cross, SpanList spans, const Range& mine,
                            unsigned char* slice, size_t elem_size, DataType dtype, WireFormat wire,
                            const std::vector<float*>* residuals) {
   std::vector<Span> parts;
@@ -93,7 +93,7 @@ Status cross_hosts_encoded(const ScheduleContext& cross, const std::vector<Span>
 }  // namespace
 
 Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout& layout, SharedArena* host_arena,
-                                    const std::vector<Span>& spans, DataType dtype, ReduceOp op, WireFormat wire,
+                                    SpanList spans, DataType dtype, ReduceOp op, WireFormat wire,
                                     const std::vector<float*>* residuals) {
   const size_t elem_size = dtype_size(dtype);
   size_t total = 0;

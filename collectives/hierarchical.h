@@ -43,7 +43,7 @@ ScheduleContext sub_ring(const ScheduleContext& ctx, const std::vector<int>& mem
 // phase across hosts is the compressed ring, so every rank still ends with
 // the same bits. residuals: as ring_allreduce_encoded's, per span.
 Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout& layout, SharedArena* host_arena,
-                                    const std::vector<Span>& spans, DataType dtype, ReduceOp op,
+                                    SpanList spans, DataType dtype, ReduceOp op,
                                     WireFormat wire = WireFormat::kNative,
                                     const std::vector<float*>* residuals = nullptr);
 

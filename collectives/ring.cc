@@ -34,10 +34,11 @@ Status ring_fingerprint_exchange(const ScheduleContext& ctx, uint64_t tag) {
 
 Status ring_allreduce(const ScheduleContext& ctx, const void* send, void* recv, size_t count, DataType dtype,
                       ReduceOp op) {
-  return ring_allreduce_spans(ctx, {Span{send, recv, count}}, dtype, op);
+  const Span spans[] = {{send, recv, count}};
+  return ring_allreduce_spans(ctx, spans, dtype, op);
 }
 
-Status ring_allreduce_spans(const ScheduleContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op) {
+Status ring_allreduce_spans(const ScheduleContext& ctx, SpanList spans, DataType dtype, ReduceOp op) {
   const size_t elem_size = dtype_size(dtype);
   const SpanCutter buffer(spans);
   const size_t total = buffer.total();

@@ -19,20 +19,12 @@
 
 namespace kolo {
 
-// A piece of a larger logical buffer: count elements read from send and
-// written to recv (send == recv is in place).
-struct Span {
-  const void* send;
-  void* recv;
-  size_t count;
-};
-
 // The ring allreduce over the concatenation of the spans, without copying
 // them into one buffer (zero-copy tensor fusion). Every rank must pass spans
 // of the same counts in the same order; only the addresses are its own.
 // Wire messages are cut at span boundaries, so the ring moves the same bytes
 // as over one buffer, in a few more messages.
-Status ring_allreduce_spans(const ScheduleContext& ctx, const std::vector<Span>& spans, DataType dtype, ReduceOp op);
+Status ring_allreduce_spans(const ScheduleContext& ctx, SpanList spans, DataType dtype, ReduceOp op);
 
 // recv = reduction of every rank's send (count elements), by the ring at
 // any size. send == recv is in place.

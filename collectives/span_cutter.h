@@ -16,10 +16,15 @@ namespace kolo {
 // neighbour checks.
 class SpanCutter {
  public:
-  explicit SpanCutter(const std::vector<Span>& spans) : spans_(spans), start_(spans.size() + 1, 0) {
+  explicit SpanCutter(SpanList spans) : spans_(spans) {
+    if (spans.size() + 1 > kInline) heap_.resize(spans.size() + 1);
+    start_ = heap_.empty() ? inline_ : heap_.data();
+    start_[0] = 0;
     for (size_t i = 0; i < spans.size(); ++i) start_[i + 1] = start_[i] + spans[i].count;
   }
-  size_t total() const { return start_.back(); }
+  SpanCutter(const SpanCutter&) = delete;  // start_ may point into this object
+  SpanCutter& operator=(const SpanCutter&) = delete;
+  size_t total() const { return start_[spans_.size()]; }
 
   // fn(span, first element within it, count) for each piece of `range`.
   template <typename Fn>
@@ -38,11 +43,16 @@ class SpanCutter {
 
  private:
   size_t span_at(size_t offset) const {
-    const size_t i = static_cast<size_t>(std::upper_bound(start_.begin(), start_.end(), offset) - start_.begin());
+    const size_t* first = start_;
+    const size_t i = static_cast<size_t>(std::upper_bound(first, first + spans_.size() + 1, offset) - first);
     return std::min(i, spans_.size()) - 1;
   }
-  const std::vector<Span>& spans_;
-  std::vector<size_t> start_;  // each span's first element in the logical buffer
+  // A call's few spans need no allocation; the fusion engine's many do.
+  static constexpr size_t kInline = 8;
+  SpanList spans_;
+  size_t inline_[kInline];
+  std::vector<size_t> heap_;
+  size_t* start_;  // each span's first element in the logical buffer, and the total after the last
 };
 
 }  // namespace kolo

@@ -174,7 +174,7 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
   }
   return dispatch(CallRecord("allreduce", dtype, count, op), buffers, std::move(launch),
                   [=](const ScheduleContext& ctx) {
-                    const std::vector<Span> spans = {Span{send, recv, count}};
+                    const Span spans[] = {{send, recv, count}};
                     AllreduceArgs args{spans, dtype, op};
                     args.wire = format;
                     std::vector<float*> span_residuals;  // allocated only where error feedback applies
