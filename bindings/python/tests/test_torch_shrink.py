@@ -82,9 +82,13 @@ def test_a_build_killed_midway_leaves_no_lock_that_blocks_the_next_load(tmp_path
     which a process's end drops, tells that it is stale."""
     import subprocess
     import sys
+    from kolo._build_lock import build_lock
     from kolo.torch import _device_backend
     folder = os.path.dirname(_device_backend._load().__file__)
-    open(os.path.join(folder, "lock"), "w").close()
+    # What a killed build leaves, made as it would be: under kolo's lock
+    # (other tests' ranks may be loading the backend meanwhile).
+    with build_lock(folder + ".lock", "the test's stale lock"):
+        open(os.path.join(folder, "lock"), "w").close()
     done = subprocess.run([sys.executable, "-c", "from kolo.torch import _device_backend as d; d._load()"],
                           timeout=120, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert done.returncode == 0, done.stdout
