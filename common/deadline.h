@@ -14,9 +14,7 @@ class Deadline {
   using Clock = std::chrono::steady_clock;
 
   static Deadline after(std::chrono::nanoseconds d) { return Deadline(Clock::now() + d); }
-  static Deadline after_seconds(double s) {
-    return after(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s)));
-  }
+  static Deadline after_seconds(double s) { return after(nanoseconds(s)); }
 
   // As after_seconds, give or take a tick of the kernel's coarse clock
   // (CLOCK_MONOTONIC_COARSE: the time at a recent tick, read in about 5 ns
@@ -33,8 +31,7 @@ class Deadline {
     timespec t;
     ::clock_gettime(CLOCK_MONOTONIC_COARSE, &t);  // steady_clock's CLOCK_MONOTONIC, at the last tick
     const Clock::time_point now{std::chrono::nanoseconds(t.tv_sec * 1000000000 + t.tv_nsec)};
-    return Deadline(now + std::chrono::nanoseconds(tick_ns) +
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s)));
+    return Deadline(now + std::chrono::nanoseconds(tick_ns) + nanoseconds(s));
   }
 
   bool expired() const { return Clock::now() >= at_; }
@@ -50,6 +47,9 @@ class Deadline {
   Clock::time_point time_point() const { return at_; }
 
  private:
+  static std::chrono::nanoseconds nanoseconds(double s) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
+  }
   explicit Deadline(Clock::time_point at) : at_(at) {}
   Clock::time_point at_;
 };

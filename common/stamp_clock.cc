@@ -10,13 +10,14 @@
 #endif
 
 namespace kolo {
-namespace {
 
-int64_t wall_ns() {
+int64_t wall_clock_ns() {
   timespec t;
   ::clock_gettime(CLOCK_REALTIME, &t);
   return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
 }
+
+namespace {
 
 uint64_t ticks() {
 #if defined(__x86_64__)
@@ -46,7 +47,7 @@ bool kernel_keeps_time_by_counter() {
 // reads, paired with their midpoint.
 void pair(uint64_t* at_ticks, int64_t* at_wall) {
   const uint64_t before = ticks();
-  *at_wall = wall_ns();
+  *at_wall = wall_clock_ns();
   const uint64_t after = ticks();
   *at_ticks = before + (after - before) / 2;
 }
@@ -59,7 +60,7 @@ StampClock::StampClock() : counter_(kernel_keeps_time_by_counter()) {
 
 uint64_t StampClock::now() const {
   if (counter_) return ticks() | 1;  // the lowest bit: under a nanosecond, and never 0
-  return static_cast<uint64_t>(wall_ns());
+  return static_cast<uint64_t>(wall_clock_ns());
 }
 
 StampClock::Reading StampClock::read_out() const {

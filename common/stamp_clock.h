@@ -13,6 +13,9 @@
 
 namespace kolo {
 
+// The wall clock (CLOCK_REALTIME) in nanoseconds: what stamps read out as.
+int64_t wall_clock_ns();
+
 class StampClock {
  public:
   StampClock();

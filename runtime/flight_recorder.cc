@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -16,12 +15,6 @@
 
 namespace kolo {
 namespace {
-
-int64_t wall_ns() {
-  timespec t;
-  ::clock_gettime(CLOCK_REALTIME, &t);
-  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
-}
 
 std::string file_safe(const std::string& s) {
   std::string out = s;
@@ -65,14 +58,14 @@ void FlightRecorder::report_started() {
   std::lock_guard<std::mutex> lock(mu_);
   if (report_.state != Report::kNone) return;  // the first failure's report is the one that counts
   report_.state = Report::kPending;
-  report_.started_ns = wall_ns();
+  report_.started_ns = wall_clock_ns();
 }
 
 void FlightRecorder::report_finished(bool reached, int first_failure_rank) {
   std::lock_guard<std::mutex> lock(mu_);
   if (report_.state != Report::kPending) return;
   report_.state = reached ? Report::kReached : Report::kUnreachable;
-  report_.finished_ns = wall_ns();
+  report_.finished_ns = wall_clock_ns();
   report_.first_failure_rank = first_failure_rank;
 }
 
@@ -81,7 +74,7 @@ std::string FlightRecorder::to_json(const Identity& who, const std::string& reas
   out << "{\"format\": \"kolo-flight-record\", \"version\": 1"
       << ", \"job\": " << json_string(who.job) << ", \"communicator\": " << json_string(who.communicator)
       << ", \"rank\": " << who.rank << ", \"size\": " << who.size << ", \"host\": " << json_string(who.host)
-      << ", \"pid\": " << ::getpid() << ", \"dumped_ns\": " << wall_ns() << ", \"reason\": " << json_string(reason)
+      << ", \"pid\": " << ::getpid() << ", \"dumped_ns\": " << wall_clock_ns() << ", \"reason\": " << json_string(reason)
       << ", \"failure_report\": ";
   std::lock_guard<std::mutex> lock(mu_);
   if (report_.state == Report::kNone) {
