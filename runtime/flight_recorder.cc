@@ -30,28 +30,82 @@ std::string file_safe(const std::string& s) {
 
 FlightRecorder::FlightRecorder(size_t entries) : ring_(entries) {}
 
+void FlightRecorder::open_write(Entry& e) {
+  e.version.store(e.version.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+void FlightRecorder::close_write(Entry& e) {
+  e.version.store(e.version.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+bool FlightRecorder::read(const Entry& e, Snapshot* out) {
+  constexpr auto relaxed = std::memory_order_relaxed;
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const uint64_t version = e.version.load(std::memory_order_acquire);
+    if (version % 2 == 1) {
+      std::this_thread::yield();
+      continue;
+    }
+    out->sequence = e.sequence.load(relaxed);
+    out->call.what = e.what.load(relaxed);
+    out->call.dtype = e.dtype.load(relaxed);
+    out->call.op = e.op.load(relaxed);
+    out->call.count = e.count.load(relaxed);
+    out->call.root = e.root.load(relaxed);
+    out->state = e.state.load(relaxed);
+    out->start = e.start.load(relaxed);
+    out->end = e.end.load(relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.version.load(relaxed) == version) return true;
+  }
+  return false;
+}
+
 uint64_t FlightRecorder::begin(const CallRecord& call) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t sequence = next_++;
-  if (ring_.empty()) return sequence;
-  Entry& e = ring_[sequence % ring_.size()];
-  e.sequence = sequence;
-  e.call = call;
-  e.state = Entry::kStarted;
-  e.start = clock_.now();
-  e.end = 0;
-  e.error.clear();
+  constexpr auto relaxed = std::memory_order_relaxed;
+  const uint64_t sequence = next_.load(relaxed);
+  if (ring_.empty()) {
+    next_.store(sequence + 1, relaxed);
+    return sequence;
+  }
+  // The slot kept in step with the sequence, not `sequence % size`: a
+  // 64-bit division costs more than the rest of recording.
+  last_slot_ = next_slot_;
+  if (++next_slot_ == ring_.size()) next_slot_ = 0;
+  Entry& e = ring_[last_slot_];
+  if (!e.error.empty()) {  // only this thread writes it: reading it here races with nothing
+    std::lock_guard<std::mutex> lock(mu_);
+    e.error.clear();
+  }
+  open_write(e);
+  e.sequence.store(sequence, relaxed);
+  e.what.store(call.what, relaxed);
+  e.dtype.store(call.dtype, relaxed);
+  e.op.store(call.op, relaxed);
+  e.count.store(call.count, relaxed);
+  e.root.store(call.root, relaxed);
+  e.state.store(Entry::kStarted, relaxed);
+  e.start.store(clock_.now(), relaxed);
+  e.end.store(0, relaxed);
+  close_write(e);
+  next_.store(sequence + 1, std::memory_order_release);
   return sequence;
 }
 
 void FlightRecorder::end(uint64_t sequence, const Status& result) {
-  std::lock_guard<std::mutex> lock(mu_);
+  constexpr auto relaxed = std::memory_order_relaxed;
   if (ring_.empty()) return;
-  Entry& e = ring_[sequence % ring_.size()];
-  if (e.sequence != sequence) return;  // overwritten meanwhile (cannot happen: calls run one at a time)
-  e.end = clock_.now();
-  e.state = result.is_ok() ? Entry::kCompleted : Entry::kFailed;
-  if (!result.is_ok()) e.error = result.to_string();
+  Entry& e = ring_[last_slot_];
+  if (e.sequence.load(relaxed) != sequence) return;
+  if (!result.is_ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    e.error = result.to_string();
+  }
+  open_write(e);
+  e.end.store(clock_.now(), relaxed);
+  e.state.store(result.is_ok() ? Entry::kCompleted : Entry::kFailed, relaxed);
+  close_write(e);
 }
 
 void FlightRecorder::report_started() {
@@ -88,17 +142,24 @@ std::string FlightRecorder::to_json(const Identity& who, const std::string& reas
   out << ", \"entries\": [";
   const StampClock::Reading stamps = clock_.read_out();
   const auto wall = [&](uint64_t stamp) { return stamp ? stamps.wall_ns(stamp) : 0; };
-  const uint64_t first = next_ > ring_.size() ? next_ - ring_.size() : 0;
-  for (uint64_t s = first; s < next_; ++s) {
+  // Entries written during the dump (a live call's) may be skipped.
+  const uint64_t next = next_.load(std::memory_order_acquire);
+  const uint64_t first = next > ring_.size() ? next - ring_.size() : 0;
+  bool any = false;
+  for (uint64_t s = first; s < next; ++s) {
     const Entry& e = ring_[s % ring_.size()];
+    Snapshot snap;
+    if (!read(e, &snap) || snap.sequence != s) continue;
     static const char* const kStates[] = {"started", "completed", "failed"};
-    out << (s == first ? "\n  " : ",\n  ") << "{\"seq\": " << e.sequence << ", \"what\": " << json_string(e.call.what)
+    out << (any ? ",\n  " : "\n  ") << "{\"seq\": " << snap.sequence << ", \"what\": " << json_string(snap.call.what)
         << ", \"dtype\": "
-        << (e.call.dtype >= 0 ? json_string(dtype_name(static_cast<DataType>(e.call.dtype))) : "null")
-        << ", \"op\": " << (e.call.op >= 0 ? json_string(op_name(static_cast<ReduceOp>(e.call.op))) : "null")
-        << ", \"count\": " << e.call.count << ", \"root\": " << e.call.root << ", \"state\": \"" << kStates[e.state]
-        << "\", \"start_ns\": " << wall(e.start) << ", \"end_ns\": " << wall(e.end)
-        << ", \"error\": " << (e.error.empty() ? "null" : json_string(e.error)) << "}";
+        << (snap.call.dtype >= 0 ? json_string(dtype_name(static_cast<DataType>(snap.call.dtype))) : "null")
+        << ", \"op\": " << (snap.call.op >= 0 ? json_string(op_name(static_cast<ReduceOp>(snap.call.op))) : "null")
+        << ", \"count\": " << snap.call.count << ", \"root\": " << snap.call.root << ", \"state\": \""
+        << kStates[snap.state] << "\", \"start_ns\": " << wall(snap.start) << ", \"end_ns\": " << wall(snap.end)
+        << ", \"error\": " << (snap.state == Entry::kFailed && !e.error.empty() ? json_string(e.error) : "null")
+        << "}";
+    any = true;
   }
   out << "\n]}\n";
   return out.str();

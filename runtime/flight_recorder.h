@@ -9,9 +9,10 @@
 // Every rank calls a communicator's collectives in the same order, so the
 // sequence numbers line up across ranks: call #k on one rank is call #k on
 // the others, and a difference in what they are is the culprit's mark.
-// Recording costs a lock and two stamps per call (common/stamp_clock.h).
+// Recording costs two stamps per call (common/stamp_clock.h) and no lock.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -47,7 +48,9 @@ class FlightRecorder {
   // entries: K (0 records nothing).
   explicit FlightRecorder(size_t entries);
 
-  // The call starts now; returns its sequence number (from 0).
+  // The call starts now; returns its sequence number (from 0). The calls
+  // of one recorder come one at a time (the communicator's call lock): the
+  // call that ends is the one begun last.
   uint64_t begin(const CallRecord& call);
   // It ended, with `result`.
   void end(uint64_t sequence, const Status& result);
@@ -73,26 +76,52 @@ class FlightRecorder {
   std::string to_json(const Identity& who, const std::string& reason) const;
 
  private:
+  // One call. The calls are recorded without a lock: a dump may read an
+  // entry while the communicator's thread writes it, so every field is an
+  // atomic, and `version` (odd while a write is under way) tells a dump
+  // whether what it read is one state of the entry (a seqlock). Only the
+  // error text, written when a call fails, takes mu_.
   struct Entry {
-    uint64_t sequence = 0;
-    CallRecord call{""};
-    enum State : uint8_t { kStarted, kCompleted, kFailed } state = kStarted;
+    enum State : uint8_t { kStarted, kCompleted, kFailed };
+    std::atomic<uint64_t> version{0};
+    std::atomic<uint64_t> sequence{0};
+    std::atomic<const char*> what{""};
+    std::atomic<int> dtype{-1}, op{-1}, root{-1};
+    std::atomic<int64_t> count{-1};
+    std::atomic<uint8_t> state{kStarted};
     // Stamps (clock_), 0 for none: wall clock (CLOCK_REALTIME) in the dump,
     // comparable across the ranks of a machine.
-    uint64_t start = 0;
-    uint64_t end = 0;
-    std::string error;
+    std::atomic<uint64_t> start{0};
+    std::atomic<uint64_t> end{0};
+    std::string error;  // mu_
   };
+  // An entry as one consistent read of it.
+  struct Snapshot {
+    uint64_t sequence;
+    CallRecord call{""};
+    uint8_t state;
+    uint64_t start, end;
+  };
+  static void open_write(Entry& e);
+  static void close_write(Entry& e);
+  // False if the entry kept changing under the read (a call beginning or
+  // ending all along).
+  static bool read(const Entry& e, Snapshot* out);
+
   struct Report {
     enum State : uint8_t { kNone, kPending, kReached, kUnreachable } state = kNone;
     int64_t started_ns = 0;
     int64_t finished_ns = 0;
     int first_failure_rank = -1;
   };
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // report_ and the entries' error text
   const StampClock clock_;
   std::vector<Entry> ring_;
-  uint64_t next_ = 0;  // sequence of the next call
+  // Written by the communicator's calls, one at a time (its call lock);
+  // read by dumps.
+  std::atomic<uint64_t> next_{0};  // sequence of the next call
+  size_t next_slot_ = 0;           // its entry in ring_
+  size_t last_slot_ = 0;           // the entry of the call begun last
   Report report_;
 };
 

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -47,6 +48,60 @@ TEST(FlightRecorder, KeepsTheLastCallsOldestFirst) {
   EXPECT_NE(json.find("no progress from \\\"rank 3\\\"\\u000a"), std::string::npos) << json;
   EXPECT_NE(json.find("\"rank\": 2, \"size\": 4"), std::string::npos);
   EXPECT_NE(json.find("\"reason\": \"asked\""), std::string::npos);
+}
+
+// Calls are recorded without a lock, so a dump taken while they run must
+// still show each entry as one state of one call: its count is the one
+// that call was made with, and an ended call's end is not before its start.
+// A torn read needs a dump to land inside a write of a few stores, which
+// this loop rarely makes happen; under TSan (tools/test.sh) it also checks
+// that recording and dumping race on nothing.
+TEST(FlightRecorder, DumpsTakenWhileCallsRunShowWholeEntries) {
+  FlightRecorder recorder(8);
+  std::atomic<bool> stop{false};
+  std::thread calls([&] {
+    for (uint64_t i = 0; !stop.load(); ++i) {
+      const uint64_t s = recorder.begin(CallRecord("allreduce", DataType::kFloat32, 1000 + 7 * i, ReduceOp::kSum));
+      recorder.end(s, i % 5 == 0 ? timeout_error("call " + std::to_string(i)) : Status::ok());
+    }
+  });
+  size_t entries_checked = 0;
+  for (int dump = 0; dump < 300 || entries_checked < 100; ++dump) {
+    const std::string json = recorder.to_json({"job", "world", 0, 2, "host"}, "live");
+    std::istringstream lines(json);
+    std::string line;
+    uint64_t last_seq = 0;
+    bool first = true;
+    while (std::getline(lines, line)) {
+      if (line.find("\"seq\": ") == std::string::npos) continue;
+      unsigned long long seq = 0, count = 0, start = 0, end = 0;
+      char state[16] = {};
+      ASSERT_EQ(std::sscanf(line.c_str(),
+                            "  {\"seq\": %llu, \"what\": \"allreduce\", \"dtype\": \"float32\", \"op\": \"sum\", "
+                            "\"count\": %llu, \"root\": -1, \"state\": \"%15[a-z]\", \"start_ns\": %llu, "
+                            "\"end_ns\": %llu",
+                            &seq, &count, state, &start, &end),
+                5)
+          << line;
+      EXPECT_EQ(count, 1000 + 7 * seq) << line;
+      EXPECT_TRUE(first || seq > last_seq) << json;
+      const std::string st = state;
+      if (st == "started") {
+        EXPECT_EQ(end, 0u) << line;
+      } else {
+        EXPECT_GE(end, start) << line;
+        EXPECT_EQ(st == "failed", seq % 5 == 0) << line;
+        if (st == "failed") EXPECT_NE(line.find("\"error\": \"TIMEOUT: call " + std::to_string(seq)), std::string::npos) << line;
+      }
+      last_seq = seq;
+      first = false;
+      ++entries_checked;
+    }
+    if (dump > 100000) break;
+  }
+  stop = true;
+  calls.join();
+  EXPECT_GE(entries_checked, 100u);
 }
 
 TEST(FlightRecorder, NoEntriesRecordsNothing) {
