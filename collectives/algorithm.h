@@ -16,6 +16,7 @@
 
 namespace kolo {
 
+class ChoiceMemo;
 struct CostModel;
 struct HostLayout;
 class SharedArena;
@@ -71,6 +72,9 @@ struct Topology {
   // tables choose the one it estimates fastest. nullptr: the first that
   // applies, in table order.
   const CostModel* costs = nullptr;
+  // The communicator's recent choices (choice_memo.h), for the collectives
+  // it runs under its call lock; nullptr: choose every time.
+  ChoiceMemo* choices = nullptr;
 };
 
 // What the settings allow (KOLO_SMALL_ALLREDUCE_BYTES, KOLO_ALGORITHM).

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "collectives/arena_allreduce.h"
+#include "collectives/choice_memo.h"
 #include "collectives/arena_collectives.h"
 #include "collectives/hierarchical.h"
 #include "collectives/recursive_doubling.h"
@@ -111,6 +112,22 @@ const Algorithm<Args>& choose(const char* collective, const std::vector<const Al
   return *best;
 }
 
+// choose(), through the topology's memo where it has one: what the
+// collectives below run.
+template <typename Args>
+const Algorithm<Args>& choose_to_run(const char* collective, ChoiceMemo::Table id,
+                                     const std::vector<const Algorithm<Args>*>& table, const Topology& topology,
+                                     const Thresholds& thresholds, const Call& call) {
+  ChoiceMemo* memo = topology.choices;
+  if (!memo) return choose(collective, table, topology, thresholds, call);
+  if (const void* known = memo->find(id, topology, thresholds, call)) {
+    return *static_cast<const Algorithm<Args>*>(known);
+  }
+  const Algorithm<Args>& chosen = choose(collective, table, topology, thresholds, call);
+  memo->remember(id, topology, thresholds, call, &chosen);
+  return chosen;
+}
+
 bool host_memory(const ScheduleContext& ctx) { return ctx.memory->is_host(); }
 
 }  // namespace
@@ -175,7 +192,8 @@ Status allreduce(const ScheduleContext& ctx, const Topology& topology, const Thr
   for (const Span& s : args.spans) call.bytes += s.count * dtype_size(args.dtype);
   call.host_memory = host_memory(ctx);
   call.wire = args.wire;
-  return choose("allreduce", allreduce_algorithms(), topology, thresholds, call).run(ctx, topology, args);
+  return choose_to_run("allreduce", ChoiceMemo::kAllreduce, allreduce_algorithms(), topology, thresholds, call)
+      .run(ctx, topology, args);
 }
 
 Status allgather(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
@@ -188,7 +206,8 @@ Status allgather(const ScheduleContext& ctx, const Topology& topology, const Thr
   }
   call.bytes = at * dtype_size(args.dtype);
   call.host_memory = host_memory(ctx);
-  return choose("allgather", allgather_algorithms(), topology, thresholds, call).run(ctx, topology, args);
+  return choose_to_run("allgather", ChoiceMemo::kAllgather, allgather_algorithms(), topology, thresholds, call)
+      .run(ctx, topology, args);
 }
 
 Status reduce_scatter(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
@@ -201,7 +220,8 @@ Status reduce_scatter(const ScheduleContext& ctx, const Topology& topology, cons
   }
   call.bytes = total * dtype_size(args.dtype);
   call.host_memory = host_memory(ctx);
-  return choose("reduce_scatter", reduce_scatter_algorithms(), topology, thresholds, call).run(ctx, topology, args);
+  return choose_to_run("reduce_scatter", ChoiceMemo::kReduceScatter, reduce_scatter_algorithms(), topology, thresholds, call)
+      .run(ctx, topology, args);
 }
 
 Status broadcast(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
@@ -209,7 +229,8 @@ Status broadcast(const ScheduleContext& ctx, const Topology& topology, const Thr
   Call call;
   call.bytes = args.count * dtype_size(args.dtype);
   call.host_memory = host_memory(ctx);
-  return choose("broadcast", broadcast_algorithms(), topology, thresholds, call).run(ctx, topology, args);
+  return choose_to_run("broadcast", ChoiceMemo::kBroadcast, broadcast_algorithms(), topology, thresholds, call)
+      .run(ctx, topology, args);
 }
 
 std::vector<int> algorithm_peers(const Topology& topology, const Thresholds& thresholds) {

@@ -78,6 +78,7 @@ Topology Communicator::topology() const {
   t.host_count = host_count_;
   t.ranks_per_host = ranks_per_host_;
   t.costs = &costs_;
+  t.choices = &choices_;
   return t;
 }
 

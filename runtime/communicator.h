@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/choice_memo.h"
 #include "collectives/cost_model.h"
 #include "collectives/dtype.h"
 #include "collectives/hierarchical.h"
@@ -379,6 +380,9 @@ class Communicator {
   int host_count_ = 1;
   int ranks_per_host_ = 1;
   CostModel costs_;
+  // The collectives' recent choices (choice_memo.h): used under
+  // call_mutex_ only, through the topology the collectives run with.
+  mutable ChoiceMemo choices_;
   // The one kind of transport that reaches every peer, if one does: it may
   // offer memory every rank maps (open_arena).
   const TransportKind* arena_kind_ = nullptr;

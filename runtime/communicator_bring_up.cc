@@ -296,6 +296,7 @@ void Communicator::choose_costs() {
   host_count_ = 1;
   ranks_per_host_ = 1;
   costs_ = CostModel{};
+  choices_.clear();  // made with the old numbers
   costs_.segment_bytes = segment_bytes_;
   costs_.tree_depth = double_tree_depth(world_.size);
   if (world_.facts.size() < 2) return;
