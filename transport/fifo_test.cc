@@ -1,4 +1,4 @@
-#include "transport/tcp/fifo.h"
+#include "transport/fifo.h"
 
 #include <deque>
 

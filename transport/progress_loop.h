@@ -73,6 +73,7 @@ class ProgressLoop {
   int wake_fd_ = -1;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> interrupted_{false};
+  static constexpr unsigned kPumpsPerClockRead = 16;
   int spin_us_ = 50;
   bool yield_ = true;
 };
@@ -82,6 +83,7 @@ Status ProgressLoop::run(Deadline deadline, Pump&& pump, Sleep&& sleep, Describe
   using Clock = std::chrono::steady_clock;
   Clock::time_point spin_until{};
   bool spinning = false;
+  unsigned idle_pumps = 0;
   for (;;) {
     if (aborted_.load(std::memory_order_relaxed)) return kolo::aborted("communicator aborted");
     if (interrupted_.load(std::memory_order_relaxed) && interrupted_.exchange(false)) {
@@ -95,6 +97,10 @@ Status ProgressLoop::run(Deadline deadline, Pump&& pump, Sleep&& sleep, Describe
       spinning = false;
       continue;
     }
+    // The clock only every kPumpsPerClockRead empty pumps: a read costs
+    // about as much as a pump (some 24 ns in a VM), and the bytes that
+    // end the wait are noticed a pump sooner without it.
+    if (spinning && !yield_ && ++idle_pumps % kPumpsPerClockRead != 0) continue;
     const auto now = Clock::now();
     if (!spinning) {
       spinning = true;

@@ -85,6 +85,8 @@ Status ShmRing::create(const std::string& name, const ShmRingShape& shape, uint6
   ring.name_ = name;
   ring.header_ = h;
   ring.mapped_bytes_ = bytes;
+  ring.slots_ = shape.slots;
+  ring.slot_stride_ = slot_stride(shape.slot_bytes);
   *out = std::move(ring);
   return Status::ok();
 }
@@ -109,6 +111,8 @@ Status ShmRing::open_and_unlink(const std::string& name, uint64_t job_id, int fr
     return transport_error(name + " is not the ring from rank " + std::to_string(from) + " to rank " +
                            std::to_string(to) + " of this communicator");
   }
+  ring.slots_ = h->slots;
+  ring.slot_stride_ = slot_stride(h->slot_bytes);
   h->receiver_attached.store(1);
   *out = std::move(ring);
   return Status::ok();
@@ -129,6 +133,8 @@ ShmRing& ShmRing::operator=(ShmRing&& other) noexcept {
     header_ = std::exchange(other.header_, nullptr);
     mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
     tail_seen_ = std::exchange(other.tail_seen_, 0);
+    slots_ = std::exchange(other.slots_, 0);
+    slot_stride_ = std::exchange(other.slot_stride_, 0);
     other.name_.clear();
   }
   return *this;
@@ -141,14 +147,14 @@ void ShmRing::unlink_if_unattached() {
 
 ShmChunk* ShmRing::slot(uint32_t index) const {
   auto* base = reinterpret_cast<unsigned char*>(header_) + kSlotsAt;
-  return reinterpret_cast<ShmChunk*>(base + (index % header_->slots) * slot_stride(header_->slot_bytes));
+  return reinterpret_cast<ShmChunk*>(base + (index % slots_) * slot_stride_);
 }
 
 bool ShmRing::write_chunk(const void* data, size_t bytes, uint64_t tag, size_t* offset) {
   const uint32_t head = header_->head.load(std::memory_order_relaxed);
-  if (head - tail_seen_ >= header_->slots) {
+  if (head - tail_seen_ >= slots_) {
     tail_seen_ = header_->tail.load(std::memory_order_acquire);
-    if (head - tail_seen_ >= header_->slots) return false;
+    if (head - tail_seen_ >= slots_) return false;
   }
   ShmChunk* c = slot(head);
   const size_t n = std::min<size_t>(bytes - *offset, header_->slot_bytes);

@@ -118,6 +118,9 @@ class ShmRing {
   size_t mapped_bytes_ = 0;
   // Sender: `tail` as last read (see the top of this file).
   uint32_t tail_seen_ = 0;
+  // The header's shape, kept here: slot() runs for every chunk.
+  uint32_t slots_ = 0;
+  size_t slot_stride_ = 0;
 };
 
 }  // namespace kolo

@@ -35,7 +35,7 @@ std::string segment_name(uint64_t job_id, int from, int to) {
 }  // namespace
 
 ShmTransport::ShmTransport(Store* store, int rank, int size, const ShmOptions& options)
-    : store_(store), rank_(rank), size_(size), options_(options) {}
+    : store_(store), rank_(rank), size_(size), options_(options), peer_at_(std::max(size, 0), nullptr) {}
 
 Status ShmTransport::create(Store* store, int rank, int size, const ShmOptions& options,
                             std::unique_ptr<ShmTransport>* out) {
@@ -101,16 +101,16 @@ Status ShmTransport::connect(int peer, Deadline deadline) {
   }
   std::lock_guard<std::mutex> lock(peers_mutex_);
   active_.push_back(p.get());
+  peer_at_[peer] = p.get();
   peers_[peer] = std::move(p);
   return Status::ok();
 }
 
 Status ShmTransport::peer_for(int peer, Peer** out) {
   if (!failed_.is_ok()) return failed_;
-  std::lock_guard<std::mutex> lock(peers_mutex_);
-  auto it = peers_.find(peer);
-  if (it == peers_.end()) return invalid_usage("no shared memory connection to rank " + std::to_string(peer));
-  *out = it->second.get();
+  Peer* p = peer >= 0 && peer < size_ ? peer_at_[peer] : nullptr;
+  if (!p) return invalid_usage("no shared memory connection to rank " + std::to_string(peer));
+  *out = p;
   return Status::ok();
 }
 

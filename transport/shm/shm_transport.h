@@ -13,13 +13,13 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "transport/fifo.h"
 #include "transport/progress_loop.h"
 #include "transport/shm/ring.h"
 #include "transport/store.h"
@@ -81,7 +81,7 @@ class ShmTransport final : public DirectTransport {
     int rank = -1;
     ShmRing out;  // this rank -> peer, created here
     ShmRing in;   // peer -> this rank, created there
-    std::deque<Message> sends, recvs;
+    Fifo<Message> sends, recvs;  // posted, oldest first
     int pidfd = -1;                   // the peer's process, when it is another one
     uint64_t sent = 0, received = 0;  // messages, for errors
     bool ended = false;               // its process has ended (seen by a watch)
@@ -108,7 +108,12 @@ class ShmTransport final : public DirectTransport {
   std::mutex peers_mutex_;                         // guards peers_ against abort() from another thread
   std::map<int, std::unique_ptr<Peer>> prepared_;  // ring published, peer's not yet mapped
   std::map<int, std::unique_ptr<Peer>> peers_;     // connected
-  std::vector<Peer*> active_;                      // peers_, in a vector for the hot loop
+  // peers_ for the hot paths: active_ in a vector, peer_at_ by rank
+  // (nullptr: not connected). Changed only by connect(), which runs as
+  // posts and pumps do, one caller at a time (the communicator's call
+  // lock), so they read them without peers_mutex_.
+  std::vector<Peer*> active_;
+  std::vector<Peer*> peer_at_;
   std::vector<Peer*> watched_;                     // watch()'s peers
   ProgressLoop loop_;
   std::atomic<uint32_t> wake_{0};  // bumped by interrupt() and abort(): the sleep's own futex

@@ -19,7 +19,7 @@
 
 #include "common/status.h"
 #include "transport/frame.h"
-#include "transport/tcp/fifo.h"
+#include "transport/fifo.h"
 #include "transport/transport.h"
 
 namespace kolo {
