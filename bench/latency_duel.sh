@@ -52,6 +52,6 @@ for (who, n, size) in sorted(k for k in times if k[0] == "kolo"):
     m = statistics.median(m)
     total += 1
     wins += k <= m
-    print("%3d %8d %10.1f %10.1f %9.2fx  %s" % (n, size, k, m, k / m, algorithm[(n, size)]))
+    print("%3d %8d %10.2f %10.2f %9.2fx  %s" % (n, size, k, m, k / m, algorithm[(n, size)]))
 print("# kolo at or below Open MPI's time at %d of %d (N, size) points" % (wins, total))
 PY

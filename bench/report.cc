@@ -34,7 +34,7 @@ void print_sweep(const SweepOptions& o, int n, const std::string& transport, con
               "busbw(GB/s)", o.link_gbps > 0 ? "   ideal%" : "", o.check ? "  check" : "",
               algorithms ? "  algorithm" : "");
   for (const auto& r : rows) {
-    std::printf("%12zu %12zu %11.1f %7.0f%% %11.3f %11.3f", r.bytes, r.count, r.time_s * 1e6, r.spread * 100, r.algbw,
+    std::printf("%12zu %12zu %11.2f %7.0f%% %11.3f %11.3f", r.bytes, r.count, r.time_s * 1e6, r.spread * 100, r.algbw,
                 r.busbw);
     if (o.link_gbps > 0) std::printf(" %8.1f%%", r.ideal_pct);
     if (o.check) std::printf("  %s", r.ok ? "OK" : "FAIL");

@@ -258,7 +258,7 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       const double algbw = bytes / t / 1e9;
       const double busbw = algbw * 2.0 * (size - 1) / size;
-      std::printf("%12zu %10d %12.1f %11.4f %11.4f %6s\n", bytes, count,
+      std::printf("%12zu %10d %12.2f %11.4f %11.4f %6s\n", bytes, count,
                   t * 1e6, algbw, busbw, size_ok ? "OK" : "FAIL");
       std::fflush(stdout);
     }

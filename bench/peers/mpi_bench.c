@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       const double algbw = (double)bytes / stats[0] / 1e9;
       const double busbw = algbw * 2.0 * (size - 1) / size;
-      printf("%12zu %10d %12.1f %11.3f %11.3f %6s\n", bytes, count,
+      printf("%12zu %10d %12.2f %11.3f %11.3f %6s\n", bytes, count,
              stats[0] * 1e6, algbw, busbw, size_ok ? "OK" : "FAIL");
       fflush(stdout);
     }
