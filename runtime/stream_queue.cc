@@ -26,15 +26,17 @@ void StreamQueue::push(std::function<void()> job, std::function<void()> then) {
   } else {
     jobs_.push_back(Job{std::move(job), std::move(then)});
   }
+  unfinished_.fetch_add(1, std::memory_order_relaxed);
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   cv_.notify_all();
 }
 
 bool StreamQueue::drain(double timeout_s) {
+  // Acquire: what the last job did is seen once its count is.
+  if (unfinished_.load(std::memory_order_acquire) == 0) return true;
   std::unique_lock<std::mutex> lock(mutex_);
-  if (jobs_.empty() && !running_job_) return true;
   const Deadline deadline = Deadline::after_seconds(timeout_s);
-  while (!jobs_.empty() || running_job_) {
+  while (unfinished_.load(std::memory_order_relaxed) > 0) {
     if (deadline.expired()) return false;
     cv_.wait_for(lock, std::chrono::milliseconds(10));
   }
@@ -55,12 +57,10 @@ void StreamQueue::loop() {
 }
 
 void StreamQueue::run_job(Job& job, std::unique_lock<std::mutex>& lock) {
-  const bool outer = running_job_;  // true when run from a wait inside a job's `then`
-  running_job_ = true;
   lock.unlock();
   job.run();
   lock.lock();
-  running_job_ = outer;
+  unfinished_.fetch_sub(1, std::memory_order_release);
   cv_.notify_all();
 }
 

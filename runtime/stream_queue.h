@@ -4,6 +4,7 @@
 // enqueued; the call that enqueues returns at once.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -43,7 +44,7 @@ class StreamQueue {
   void push(std::function<void()> job, std::function<void()> then = nullptr);
   // Waits until every job pushed so far has run; false after timeout_s
   // (which start only if there is something to wait for: an idle queue
-  // costs no clock read).
+  // costs no clock read and no lock).
   bool drain(double timeout_s);
 
   // For a wait on the queue's own thread (a callback in a `then` waiting
@@ -66,10 +67,13 @@ class StreamQueue {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Job> jobs_;
-  bool running_job_ = false;
   bool running_then_ = false;  // the thread is in a `then`
   size_t pushed_by_then_ = 0;  // jobs that `then` put at the front so far
   bool stopping_ = false;
+  // Jobs pushed whose run has not returned, changed under the lock: an idle
+  // queue's drain() reads it without taking the lock (a blocking call
+  // drains on every call).
+  std::atomic<size_t> unfinished_{0};
   std::thread thread_;
 };
 
