@@ -5,8 +5,8 @@
 #include <string>
 
 #include "collectives/arena_allreduce.h"
-#include "collectives/choice_memo.h"
 #include "collectives/arena_collectives.h"
+#include "collectives/choice_memo.h"
 #include "collectives/hierarchical.h"
 #include "collectives/recursive_doubling.h"
 #include "collectives/tree.h"
@@ -220,7 +220,8 @@ Status reduce_scatter(const ScheduleContext& ctx, const Topology& topology, cons
   }
   call.bytes = total * dtype_size(args.dtype);
   call.host_memory = host_memory(ctx);
-  return choose_to_run("reduce_scatter", ChoiceMemo::kReduceScatter, reduce_scatter_algorithms(), topology, thresholds, call)
+  return choose_to_run("reduce_scatter", ChoiceMemo::kReduceScatter, reduce_scatter_algorithms(), topology,
+                       thresholds, call)
       .run(ctx, topology, args);
 }
 

@@ -74,8 +74,12 @@ TEST(ChoiceMemo, ManySizesFindTheirOwnChoiceOrNothing) {
   ChoiceMemo memo;
   Topology t;
   Thresholds th;
-  const auto choice_of = [](size_t bytes) -> const void* { return bytes % 3 == 0 ? &ring_entry : bytes % 3 == 1 ? &tree_entry : &arena_entry; };
-  for (size_t bytes = 4; bytes < 4096; bytes += 4) memo.remember(ChoiceMemo::kAllreduce, t, th, call_of(bytes), choice_of(bytes));
+  const auto choice_of = [](size_t bytes) -> const void* {
+    return bytes % 3 == 0 ? &ring_entry : bytes % 3 == 1 ? &tree_entry : &arena_entry;
+  };
+  for (size_t bytes = 4; bytes < 4096; bytes += 4) {
+    memo.remember(ChoiceMemo::kAllreduce, t, th, call_of(bytes), choice_of(bytes));
+  }
   size_t found = 0;
   for (size_t bytes = 4; bytes < 4096; bytes += 4) {
     const void* a = memo.find(ChoiceMemo::kAllreduce, t, th, call_of(bytes));

@@ -74,7 +74,7 @@ uint64_t FlightRecorder::begin(const CallRecord& call) {
   last_slot_ = next_slot_;
   if (++next_slot_ == ring_.size()) next_slot_ = 0;
   Entry& e = ring_[last_slot_];
-  if (!e.error.empty()) {  // only this thread writes it: reading it here races with nothing
+  if (!e.error.empty()) {  // only the calls write it, one at a time: this read races with no write
     std::lock_guard<std::mutex> lock(mu_);
     e.error.clear();
   }

@@ -91,7 +91,9 @@ TEST(FlightRecorder, DumpsTakenWhileCallsRunShowWholeEntries) {
       } else {
         EXPECT_GE(end, start) << line;
         EXPECT_EQ(st == "failed", seq % 5 == 0) << line;
-        if (st == "failed") EXPECT_NE(line.find("\"error\": \"TIMEOUT: call " + std::to_string(seq)), std::string::npos) << line;
+        if (st == "failed") {
+          EXPECT_NE(line.find("\"error\": \"TIMEOUT: call " + std::to_string(seq)), std::string::npos) << line;
+        }
       }
       last_seq = seq;
       first = false;

@@ -116,9 +116,11 @@ Status ShmTransport::peer_for(int peer, Peer** out) {
 
 // A message posted moves at once, as far as the ring allows: a small
 // message is in the peer's ring before the caller's next step, and one
-// already waiting in this rank's ring is taken without a progress() call.
-// What completes here makes the next progress() return at once (the
-// contract's "completed since the previous call").
+// already waiting in this rank's ring is taken without waiting for a
+// progress() call. What completes here is counted by the next pump(), so
+// that the next progress() returns at once (the contract's "completed since
+// the previous call"), this transport's own or a PerPeerTransport's that
+// pumps it among others.
 Status ShmTransport::post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) {
   Peer* p = nullptr;
   KOLO_RETURN_IF_ERROR(peer_for(peer, &p));
@@ -194,6 +196,8 @@ Status ShmTransport::pump_recvs(Peer* p, Pumped* pumped) {
 
 Status ShmTransport::pump(Pumped* pumped) {
   if (!failed_.is_ok()) return failed_;
+  pumped->completed += completed_early_;  // as they were posted (post_send)
+  completed_early_ = 0;
   for (Peer* p : active_) {
     Status s = pump_sends(p, pumped);
     if (s.is_ok()) s = pump_recvs(p, pumped);
@@ -357,10 +361,6 @@ std::string ShmTransport::describe_pending() {
 }
 
 Status ShmTransport::progress(Deadline deadline) {
-  if (completed_early_ > 0) {
-    completed_early_ = 0;
-    return Status::ok();
-  }
   return loop_.run(
       deadline, [this](Pumped* pumped) { return pump(pumped); },
       [this](Deadline d, Pumped* pumped) { return sleep(d, pumped); }, [this] { return describe_pending(); });

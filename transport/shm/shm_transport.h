@@ -118,7 +118,7 @@ class ShmTransport final : public DirectTransport {
   ProgressLoop loop_;
   std::atomic<uint32_t> wake_{0};  // bumped by interrupt() and abort(): the sleep's own futex
   Status failed_;
-  // Requests that completed as they were posted, since the last progress().
+  // Requests that completed as they were posted, since the last pump().
   int completed_early_ = 0;
 };
 
