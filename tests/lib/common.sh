@@ -45,9 +45,31 @@ library_sanitizer() {
 # folder is what wheel_test checks.
 KOLO_TEST_BUILD_CACHE="${KOLO_TEST_BUILD_CACHE:-/tmp/kolo-test-build-cache-$(id -u)}"
 
-# A free TCP port. Its interpreter runs without the caller's LD_PRELOAD: a
-# sanitizer runtime preloaded for the tests' own processes crashes it.
-free_port() { env -u LD_PRELOAD python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A free TCP port, chosen as kolo/runner/elastic_driver.py's free_port
+# chooses: below the kernel's ephemeral range, where no test's outgoing
+# connection takes it before the job binds it (bind to port 0 gives one
+# from that range, and with tests running side by side one was taken so).
+# Its interpreter runs without the caller's LD_PRELOAD: a sanitizer runtime
+# preloaded for the tests' own processes crashes it.
+free_port() {
+  env -u LD_PRELOAD python3 -c '
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(64):
+    port = random.SystemRandom().randrange(max(1024, low - 10000), low)
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        print(port)
+        break
+else:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    print(s.getsockname()[1])
+'
+}
 
 # seconds_since T DIGITS: the time since T (from `date +%s.%N`), rounded.
 seconds_since() { env -u LD_PRELOAD python3 -c "import time; print(round(time.time() - $1, $2))"; }

@@ -4,15 +4,10 @@ a Python script of tests/scripts/ whose arguments name its rank, and says
 how it ended in lines "rank R: ...". free_port() gives a port to meet on."""
 import os
 import re
-import socket
 import subprocess
 import sys
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from kolo.runner.elastic_driver import free_port  # noqa: F401 (the tests' port to meet on)
 
 
 def start(script, args_of_rank, size, **env):
