@@ -35,7 +35,7 @@ std::string segment_name(uint64_t job_id, int from, int to) {
 }  // namespace
 
 ShmTransport::ShmTransport(Store* store, int rank, int size, const ShmOptions& options)
-    : store_(store), rank_(rank), size_(size), options_(options), peer_at_(std::max(size, 0), nullptr) {}
+    : store_(store), rank_(rank), size_(size), options_(options), peers_(std::max(size, 0)) {}
 
 Status ShmTransport::create(Store* store, int rank, int size, const ShmOptions& options,
                             std::unique_ptr<ShmTransport>* out) {
@@ -51,7 +51,7 @@ Status ShmTransport::create(Store* store, int rank, int size, const ShmOptions& 
 ShmTransport::~ShmTransport() {
   close_all(kShmGone);  // the peers learn at once
   for (auto& p : peers_) {
-    if (p.second->pidfd >= 0) ::close(p.second->pidfd);
+    if (p && p->pidfd >= 0) ::close(p->pidfd);
   }
 }
 
@@ -66,7 +66,7 @@ Status ShmTransport::prepare(const std::vector<int>& peers) {
     }
     {
       std::lock_guard<std::mutex> lock(peers_mutex_);
-      if (peers_.count(peer)) continue;
+      if (connected_peer(peer)) continue;
     }
     if (prepared_.count(peer)) continue;
     auto p = std::make_unique<Peer>();
@@ -82,7 +82,7 @@ Status ShmTransport::prepare(const std::vector<int>& peers) {
 Status ShmTransport::connect(int peer, Deadline deadline) {
   {
     std::lock_guard<std::mutex> lock(peers_mutex_);
-    if (peers_.count(peer)) return Status::ok();
+    if (connected_peer(peer)) return Status::ok();
   }
   KOLO_RETURN_IF_ERROR(prepare({peer}));
   std::unique_ptr<Peer> p = std::move(prepared_[peer]);
@@ -101,14 +101,13 @@ Status ShmTransport::connect(int peer, Deadline deadline) {
   }
   std::lock_guard<std::mutex> lock(peers_mutex_);
   active_.push_back(p.get());
-  peer_at_[peer] = p.get();
   peers_[peer] = std::move(p);
   return Status::ok();
 }
 
 Status ShmTransport::peer_for(int peer, Peer** out) {
   if (!failed_.is_ok()) return failed_;
-  Peer* p = peer >= 0 && peer < size_ ? peer_at_[peer] : nullptr;
+  Peer* p = connected_peer(peer);
   if (!p) return invalid_usage("no shared memory connection to rank " + std::to_string(peer));
   *out = p;
   return Status::ok();
@@ -244,7 +243,7 @@ Status ShmTransport::try_connect(int peer, Deadline deadline, bool* connected) {
   }
   {
     std::lock_guard<std::mutex> lock(peers_mutex_);
-    if (peers_.count(peer)) {
+    if (connected_peer(peer)) {
       *connected = true;
       return Status::ok();
     }
@@ -369,7 +368,8 @@ Status ShmTransport::progress(Deadline deadline) {
 void ShmTransport::close_all(uint32_t why) {
   std::lock_guard<std::mutex> lock(peers_mutex_);
   for (auto& entry : peers_) {
-    Peer& p = *entry.second;
+    if (!entry) continue;
+    Peer& p = *entry;
     uint32_t open = kShmOpen;
     p.out.header()->sender_closed.compare_exchange_strong(open, why);
     open = kShmOpen;

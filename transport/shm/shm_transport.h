@@ -89,6 +89,8 @@ class ShmTransport final : public DirectTransport {
 
   ShmTransport(Store* store, int rank, int size, const ShmOptions& options);
   Status peer_for(int peer, Peer** out);
+  // The connected peer of that rank, or nullptr (not connected, or no such rank).
+  Peer* connected_peer(int peer) const { return peer >= 0 && peer < size_ ? peers_[peer].get() : nullptr; }
   Status pump_sends(Peer* p, Pumped* pumped);
   Status pump_recvs(Peer* p, Pumped* pumped);
   // Whether a peer this rank waits on has closed its end or ended.
@@ -107,13 +109,12 @@ class ShmTransport final : public DirectTransport {
   ShmOptions options_;
   std::mutex peers_mutex_;                         // guards peers_ against abort() from another thread
   std::map<int, std::unique_ptr<Peer>> prepared_;  // ring published, peer's not yet mapped
-  std::map<int, std::unique_ptr<Peer>> peers_;     // connected
-  // peers_ for the hot paths: active_ in a vector, peer_at_ by rank
-  // (nullptr: not connected). Changed only by connect(), which runs as
-  // posts and pumps do, one caller at a time (the communicator's call
-  // lock), so they read them without peers_mutex_.
+  // Connected peers by rank (nullptr: not connected), and the same in a
+  // vector for the hot loop. Changed only by connect(), which runs as posts
+  // and pumps do, one caller at a time (the communicator's call lock), so
+  // they read them without peers_mutex_.
+  std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<Peer*> active_;
-  std::vector<Peer*> peer_at_;
   std::vector<Peer*> watched_;                     // watch()'s peers
   ProgressLoop loop_;
   std::atomic<uint32_t> wake_{0};  // bumped by interrupt() and abort(): the sleep's own futex
