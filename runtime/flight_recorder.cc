@@ -39,7 +39,7 @@ void FlightRecorder::close_write(Entry& e) {
   e.version.store(e.version.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
-bool FlightRecorder::read(const Entry& e, Snapshot* out) {
+bool FlightRecorder::read(const Entry& e, Snapshot* out) const {
   constexpr auto relaxed = std::memory_order_relaxed;
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const uint64_t version = e.version.load(std::memory_order_acquire);
@@ -56,6 +56,10 @@ bool FlightRecorder::read(const Entry& e, Snapshot* out) {
     out->state = e.state.load(relaxed);
     out->start = e.start.load(relaxed);
     out->end = e.end.load(relaxed);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      out->error = e.error;
+    }
     std::atomic_thread_fence(std::memory_order_acquire);
     if (e.version.load(relaxed) == version) return true;
   }
@@ -74,11 +78,13 @@ uint64_t FlightRecorder::begin(const CallRecord& call) {
   last_slot_ = next_slot_;
   if (++next_slot_ == ring_.size()) next_slot_ = 0;
   Entry& e = ring_[last_slot_];
+  open_write(e);
+  // Inside the write, as every field: a dump's read then sees the text
+  // change with the version.
   if (!e.error.empty()) {  // only the calls write it, one at a time: this read races with no write
     std::lock_guard<std::mutex> lock(mu_);
     e.error.clear();
   }
-  open_write(e);
   e.sequence.store(sequence, relaxed);
   e.what.store(call.what, relaxed);
   e.dtype.store(call.dtype, relaxed);
@@ -98,11 +104,11 @@ void FlightRecorder::end(uint64_t sequence, const Status& result) {
   if (ring_.empty()) return;
   Entry& e = ring_[last_slot_];
   if (e.sequence.load(relaxed) != sequence) return;
+  open_write(e);
   if (!result.is_ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     e.error = result.to_string();
   }
-  open_write(e);
   e.end.store(clock_.now(), relaxed);
   e.state.store(result.is_ok() ? Entry::kCompleted : Entry::kFailed, relaxed);
   close_write(e);
@@ -130,14 +136,16 @@ std::string FlightRecorder::to_json(const Identity& who, const std::string& reas
       << ", \"rank\": " << who.rank << ", \"size\": " << who.size << ", \"host\": " << json_string(who.host)
       << ", \"pid\": " << ::getpid() << ", \"dumped_ns\": " << wall_clock_ns() << ", \"reason\": " << json_string(reason)
       << ", \"failure_report\": ";
-  std::lock_guard<std::mutex> lock(mu_);
-  if (report_.state == Report::kNone) {
-    out << "null";
-  } else {
-    static const char* const kReportStates[] = {"", "pending", "reached", "unreachable"};
-    out << "{\"store\": \"" << kReportStates[report_.state] << "\", \"started_ns\": " << report_.started_ns
-        << ", \"finished_ns\": " << report_.finished_ns << ", \"first_failure_rank\": " << report_.first_failure_rank
-        << "}";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (report_.state == Report::kNone) {
+      out << "null";
+    } else {
+      static const char* const kReportStates[] = {"", "pending", "reached", "unreachable"};
+      out << "{\"store\": \"" << kReportStates[report_.state] << "\", \"started_ns\": " << report_.started_ns
+          << ", \"finished_ns\": " << report_.finished_ns
+          << ", \"first_failure_rank\": " << report_.first_failure_rank << "}";
+    }
   }
   out << ", \"entries\": [";
   const StampClock::Reading stamps = clock_.read_out();
@@ -157,7 +165,7 @@ std::string FlightRecorder::to_json(const Identity& who, const std::string& reas
         << ", \"op\": " << (snap.call.op >= 0 ? json_string(op_name(static_cast<ReduceOp>(snap.call.op))) : "null")
         << ", \"count\": " << snap.call.count << ", \"root\": " << snap.call.root << ", \"state\": \""
         << kStates[snap.state] << "\", \"start_ns\": " << wall(snap.start) << ", \"end_ns\": " << wall(snap.end)
-        << ", \"error\": " << (snap.state == Entry::kFailed && !e.error.empty() ? json_string(e.error) : "null")
+        << ", \"error\": " << (snap.error.empty() ? "null" : json_string(snap.error))
         << "}";
     any = true;
   }

@@ -80,7 +80,8 @@ class FlightRecorder {
   // entry while the communicator's thread writes it, so every field is an
   // atomic, and `version` (odd while a write is under way) tells a dump
   // whether what it read is one state of the entry (a seqlock). Only the
-  // error text, written when a call fails, takes mu_.
+  // error text, set when a call fails and cleared when its slot is reused,
+  // takes mu_, inside the write like every other field.
   struct Entry {
     enum State : uint8_t { kStarted, kCompleted, kFailed };
     std::atomic<uint64_t> version{0};
@@ -101,12 +102,13 @@ class FlightRecorder {
     CallRecord call{""};
     uint8_t state;
     uint64_t start, end;
+    std::string error;
   };
   static void open_write(Entry& e);
   static void close_write(Entry& e);
   // False if the entry kept changing under the read (a call beginning or
   // ending all along).
-  static bool read(const Entry& e, Snapshot* out);
+  bool read(const Entry& e, Snapshot* out) const;
 
   struct Report {
     enum State : uint8_t { kNone, kPending, kReached, kUnreachable } state = kNone;
