@@ -17,7 +17,10 @@ namespace kolo {
 namespace {
 
 size_t round_up(size_t n) { return (n + 63) / 64 * 64; }
-size_t slot_stride(uint64_t slot_bytes) { return sizeof(ShmChunk) + round_up(slot_bytes); }
+// Every slot starts on a cache line, so a chunk's header and its first 32
+// payload bytes share one: a small message moves as one line. (Rounding
+// the payload alone left every other slot's header astride two lines.)
+size_t slot_stride(uint64_t slot_bytes) { return round_up(sizeof(ShmChunk) + slot_bytes); }
 // Where the slots start: after the header, on a cache line of their own.
 const size_t kSlotsAt = round_up(sizeof(ShmRingHeader));
 
@@ -31,6 +34,10 @@ Status map_fd(int fd, size_t bytes, ShmRingHeader** out) {
 }  // namespace
 
 size_t ShmRingShape::segment_bytes() const { return kSlotsAt + slots * slot_stride(slot_bytes); }
+
+bool ShmRingShape::valid() const {
+  return slots >= 2 && (slots & (slots - 1)) == 0 && slot_bytes >= 64 && slot_bytes <= UINT32_MAX;
+}
 
 ShmRingShape ShmRingShape::for_ranks_on_host(int ranks_on_host) {
   ShmRingShape shape;
@@ -107,7 +114,7 @@ Status ShmRing::open_and_unlink(const std::string& name, uint64_t job_id, int fr
   ring.header_ = h;
   ring.mapped_bytes_ = bytes;
   if (h->magic != ShmRingHeader::kMagic || h->job_id != job_id || h->from != from || h->to != to ||
-      ShmRingShape{h->slots, h->slot_bytes}.segment_bytes() != bytes) {
+      !ShmRingShape{h->slots, h->slot_bytes}.valid() || ShmRingShape{h->slots, h->slot_bytes}.segment_bytes() != bytes) {
     return transport_error(name + " is not the ring from rank " + std::to_string(from) + " to rank " +
                            std::to_string(to) + " of this communicator");
   }
@@ -147,7 +154,7 @@ void ShmRing::unlink_if_unattached() {
 
 ShmChunk* ShmRing::slot(uint32_t index) const {
   auto* base = reinterpret_cast<unsigned char*>(header_) + kSlotsAt;
-  return reinterpret_cast<ShmChunk*>(base + (index % slots_) * slot_stride_);
+  return reinterpret_cast<ShmChunk*>(base + (index & (slots_ - 1)) * slot_stride_);
 }
 
 bool ShmRing::write_chunk(const void* data, size_t bytes, uint64_t tag, size_t* offset) {

@@ -33,7 +33,7 @@ enum ShmClosed : uint32_t { kShmOpen = 0, kShmGone = 1, kShmMismatch = 2 };
 // The segment's first bytes. Cache-line apart: each line is written by one
 // side only.
 struct ShmRingHeader {
-  static constexpr uint64_t kMagic = 0x6b6f6c6f73686d32;  // "kolo" "shm2"
+  static constexpr uint64_t kMagic = 0x6b6f6c6f73686d33;  // "kolo" "shm3": slots start on a line
 
   alignas(64) std::atomic<uint32_t> head;             // slots written, by the sender
   alignas(64) std::atomic<uint32_t> tail;             // slots read, by the receiver
@@ -63,9 +63,11 @@ struct ShmChunk {
 };
 
 struct ShmRingShape {
-  uint32_t slots = 8;
+  uint32_t slots = 8;  // a power of two: a slot's index is a mask, not a division
   uint64_t slot_bytes = 128 << 10;
   size_t segment_bytes() const;
+  // At least 2 slots, a power of two, of 64 bytes to 4 GiB each.
+  bool valid() const;
 
   // The rings a rank sends on when `ranks_on_host` ranks share the machine:
   // the default up to 17 ranks; beyond, slots shrink (down to 16 KiB) so

@@ -39,8 +39,8 @@ ShmTransport::ShmTransport(Store* store, int rank, int size, const ShmOptions& o
 
 Status ShmTransport::create(Store* store, int rank, int size, const ShmOptions& options,
                             std::unique_ptr<ShmTransport>* out) {
-  if (options.ring.slots < 2 || options.ring.slot_bytes < 64 || options.ring.slot_bytes > UINT32_MAX) {
-    return invalid_argument("a shared memory ring needs at least 2 slots of 64 bytes to 4 GiB");
+  if (!options.ring.valid()) {
+    return invalid_argument("a shared memory ring needs 2 or more slots, a power of two, of 64 bytes to 4 GiB each");
   }
   std::unique_ptr<ShmTransport> t(new ShmTransport(store, rank, size, options));
   KOLO_RETURN_IF_ERROR(t->loop_.open());

@@ -101,6 +101,37 @@ TEST(ShmRingShape, RingsGrowWithTheRanksOnTheHostNotTheirSquare) {
   EXPECT_EQ(ShmRingShape::for_ranks_on_host(1000).slot_bytes, uint64_t{16} << 10);  // the floor
 }
 
+TEST(ShmRingShape, SlotsAreAPowerOfTwoOfAtLeast64Bytes) {
+  EXPECT_TRUE((ShmRingShape{2, 64}.valid()));
+  EXPECT_TRUE((ShmRingShape{8, 128 << 10}.valid()));
+  EXPECT_FALSE((ShmRingShape{1, 64}.valid()));
+  EXPECT_FALSE((ShmRingShape{6, 64}.valid())) << "not a power of two";
+  EXPECT_FALSE((ShmRingShape{8, 63}.valid()));
+  EXPECT_FALSE((ShmRingShape{8, uint64_t{1} << 32}.valid()));
+}
+
+TEST(ShmRing, EverySlotStartsOnACacheLineSoASmallChunkIsOneLine) {
+  const std::string name = "/kolo-ring-line-test-" + std::to_string(::getpid());
+  ShmRing out, in;
+  // A payload size that is not a multiple of a line, and one that is.
+  for (uint64_t slot_bytes : {uint64_t{100}, uint64_t{128 << 10}}) {
+    ASSERT_TRUE(ShmRing::create(name, ShmRingShape{8, slot_bytes}, 7, 0, 1, &out).is_ok());
+    ASSERT_TRUE(ShmRing::open_and_unlink(name, 7, 0, 1, &in).is_ok());
+    for (uint64_t m = 0; m < 8; ++m) {
+      size_t offset = 0;
+      ASSERT_TRUE(out.write_chunk(&m, sizeof(m), m, &offset));
+      const ShmChunk* c = in.peek();
+      ASSERT_NE(c, nullptr);
+      const auto at = reinterpret_cast<uintptr_t>(c);
+      EXPECT_EQ(at % 64, 0u) << "slot " << m << " of " << slot_bytes << " bytes";
+      // The header and the first 32 bytes of payload: one line.
+      EXPECT_LE(sizeof(ShmChunk) + 32, 64u);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(in.payload(c)) / 64, at / 64);
+      in.release();
+    }
+  }
+}
+
 TEST(ShmRing, TheReceiverSeesAChunkFromItsSlotAndNotOneFromTheLastLap) {
   const std::string name = "/kolo-ring-test-" + std::to_string(::getpid());
   ShmRing out, in;
