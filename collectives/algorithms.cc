@@ -50,10 +50,16 @@ Status allreduce_over_one_buffer(const ScheduleContext& ctx, const AllreduceArgs
 }
 
 const std::vector<const AllreduceAlgorithm*>& allreduce_algorithms() {
+  // The arena before recursive doubling: on two ranks the model prices
+  // the arena's one-shot and one exchange of recursive doubling alike (a
+  // hop, and a copy each way), and the one-shot runs faster
+  // (docs/performance.md). Where KOLO_ALGORITHM=shared_memory, the first
+  // of its two entries that applies: the one-shot where it fits.
   static const std::vector<const AllreduceAlgorithm*> table = {
+      &kSharedMemoryOneShotAllreduce,
+      &kSharedMemoryAllreduce,
       &kRecursiveDoublingAllreduce,
       &kHierarchicalAllreduce,
-      &kSharedMemoryAllreduce,
       &kTreeAllreduce,
       &kRingAllreduce,
   };

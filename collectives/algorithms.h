@@ -4,7 +4,7 @@
 // (blocking, stream, asynchronous, the engine's fused operations, the v
 // variants) goes through these, so one call picks alike whatever the entry.
 //
-//   allreduce:      recursive_doubling, hierarchical, shared_memory, tree, ring
+//   allreduce:      shared_memory, recursive_doubling, hierarchical, tree, ring
 //   allgather:      hierarchical, shared_memory, ring
 //   reduce_scatter: hierarchical, shared_memory, ring
 //   broadcast:      shared_memory, ring (a pipelined chain)

@@ -51,11 +51,12 @@ TEST(AlgorithmTables, FlatAllreduceBySize) {
   EXPECT_EQ(World(0, 1).allreduce(4), "ring");
 }
 
-TEST(AlgorithmTables, OneHostWithAnArenaAboveTheSmallSizes) {
+TEST(AlgorithmTables, OneHostWithAnArenaTakesItForHostBuffers) {
   World w(1, 4);
   int arena_stand_in = 0;  // the tables only test for its presence
   w.topology.arena = reinterpret_cast<SharedArena*>(&arena_stand_in);
-  EXPECT_EQ(w.allreduce(4), "recursive_doubling");
+  EXPECT_EQ(w.allreduce(4), "shared_memory");
+  EXPECT_EQ(w.allreduce(4, /*host_memory=*/false), "recursive_doubling");  // a GPU's buffers
   EXPECT_EQ(w.allreduce(1 << 20), "shared_memory");
   EXPECT_EQ(w.allreduce(1 << 20, /*host_memory=*/false), "ring");  // a GPU's buffers
 }

@@ -5,6 +5,12 @@
 // rank's slot directly, writing the result over its own share; after a
 // second barrier every rank copies the N reduced shares out. Slots are
 // double-buffered, so two barriers per chunk keep the ranks apart.
+//
+// A small buffer may go in one step instead (the one-shot): every rank
+// posts it whole to its mailbox and, once all have, reduces the N of them;
+// N - 1 reads of the buffer each instead of two barriers and a hop, which
+// is what Open MPI's and NCCL's one-shot allreduces trade too. The cost
+// model says up to where (cost_model.h).
 #pragma once
 
 #include <vector>
@@ -22,7 +28,10 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, Spa
 // communicator has an arena and the buffers are the host's.
 bool arena_applies(const Topology& t, const Thresholds& th, const Call& c);
 
-// Its entry in the allreduce table.
+// Its entries in the allreduce table, both "shared_memory" (which
+// KOLO_ALGORITHM names): the one-shot, for a buffer that fits a mailbox,
+// and the barriers'. The cost model chooses between them.
+extern const AllreduceAlgorithm kSharedMemoryOneShotAllreduce;
 extern const AllreduceAlgorithm kSharedMemoryAllreduce;
 
 }  // namespace kolo

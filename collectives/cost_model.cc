@@ -124,6 +124,18 @@ double arena_allreduce_seconds(const CostModel& m, const Topology& t, size_t byt
   return 5 * m.local.latency_s + 2.0 * (n - 1) / n * double(bytes) / m.local.bytes_per_s;
 }
 
+double one_shot_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes) {
+  // One flag each rank writes and all read (a hop), the buffer copied into
+  // the rank's mailbox, and N - 1 reductions that each read a peer's
+  // mailbox in place; a copy through memory, in or out, takes half a
+  // message's time per byte (as the arena's). Against recursive doubling:
+  // one hop instead of log2(N), for N/2 of the buffer's copies instead of
+  // one per hop.
+  const int n = t.size;
+  const double b = double(bytes);
+  return m.local.latency_s + 0.5 * n * b / m.local.bytes_per_s + (n - 1) * reduce(m, b);
+}
+
 double hierarchical_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes) {
   // Reduce-scatter among a host's L ranks, an allreduce of each 1/L slice
   // among the H hosts (all L slices at once over the host's link), an

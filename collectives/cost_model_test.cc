@@ -91,17 +91,38 @@ TEST(CostModel, ChoosesByLatencyAtSmallSizesAndBandwidthAtLarge) {
   EXPECT_EQ(two_each.allreduce(size_t(64) << 20), "hierarchical");
 }
 
-TEST(CostModel, OneHostTakesTheArenaAboveTheLatencyBoundSizes) {
-  // As measured (docs/performance.md): recursive doubling below some
-  // kilobytes, the arena above, the ring over shared memory never.
+TEST(CostModel, OneHostTakesTheArenaAtEverySize) {
+  // As measured (docs/performance.md): the arena's one-shot for small
+  // buffers, its barriers above; recursive doubling and the ring over
+  // shared memory never.
   int arena_stand_in = 0;  // the tables only test for its presence
   for (int n : {2, 4, 8}) {
     Modelled m(n, 1, kShm, kTcp10G);
     m.topology.arena = reinterpret_cast<SharedArena*>(&arena_stand_in);
-    EXPECT_EQ(m.allreduce(64), "recursive_doubling") << n;
+    EXPECT_EQ(m.allreduce(8), "shared_memory") << n;
+    EXPECT_EQ(m.allreduce(64), "shared_memory") << n;
     EXPECT_EQ(m.allreduce(1 << 20), "shared_memory") << n;
     EXPECT_EQ(m.allreduce(size_t(256) << 20), "shared_memory") << n;
   }
+}
+
+TEST(CostModel, TheOneShotIsOneHopAndNReadsOfTheBuffer) {
+  // On two ranks, one exchange of recursive doubling: a hop, a copy each
+  // way and a reduction (the table's order breaks the tie).
+  Modelled two(2, 1, kShm, kTcp10G);
+  for (size_t b : {size_t{8}, size_t{4096}}) {
+    EXPECT_DOUBLE_EQ(one_shot_allreduce_seconds(two.costs, two.topology, b),
+                     recursive_doubling_seconds(two.costs, two.topology, b))
+        << b;
+  }
+  // On eight, one hop against recursive doubling's three, and against the
+  // barriers' five; the N reads of the buffer outgrow the barriers' within
+  // a mailbox.
+  Modelled eight(8, 1, kShm, kTcp10G);
+  const Topology& t = eight.topology;
+  EXPECT_LT(one_shot_allreduce_seconds(eight.costs, t, 8), recursive_doubling_seconds(eight.costs, t, 8));
+  EXPECT_LT(one_shot_allreduce_seconds(eight.costs, t, 1024), arena_allreduce_seconds(eight.costs, t, 1024));
+  EXPECT_GT(one_shot_allreduce_seconds(eight.costs, t, 16000), arena_allreduce_seconds(eight.costs, t, 16000));
 }
 
 TEST(CostModel, ForcedNamesWinWhereTheyApply) {

@@ -42,7 +42,7 @@ std::string describe_fingerprint(uint64_t fp) {
   if (valid_dtype(static_cast<int>(dtype))) s += std::string(", ") + dtype_name(dtype);
   if (kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter ||
       kind == CollectiveKind::kReduce || kind == CollectiveKind::kTreeAllreduce ||
-      kind == CollectiveKind::kSharedReduceScatter) {
+      kind == CollectiveKind::kSharedReduceScatter || kind == CollectiveKind::kSharedAllreduce) {
     s += std::string(", ") + op_name(op);
   }
   // An allreduce's root field holds its wire format (compressed_ring.h).

@@ -72,6 +72,27 @@ TEST_P(Mismatch, DifferentCountsSmallAndLarge) {
   }
 }
 
+TEST_P(Mismatch, ASmallAllreduceAgainstAnotherCollective) {
+  // On one host a small allreduce is the arena's one-shot, which sends no
+  // message: its ranks learn of a rank in another collective from that
+  // rank's first message (allgather, reduce), and a rank of another
+  // collective that waits for theirs (barrier, scatter) learns from its
+  // transport that they wait in the one-shot.
+  const int n = GetParam();
+  for (const char* other : {"allgather", "reduce", "barrier", "scatter"}) {
+    SCOPED_TRACE(other);
+    expect_all_fail(n, Code::kMismatch, [&](Communicator& c, int r) {
+      std::vector<float> in(100 * n, 1.0f), out(100 * n);
+      const std::string what = other;
+      if (r == n - 1 && what == "allgather") return c.allgather(in.data(), out.data(), 100, kF32);
+      if (r == n - 1 && what == "reduce") return c.reduce(in.data(), out.data(), 100, kF32, kSum, 0);
+      if (r == n - 1 && what == "barrier") return c.barrier();
+      if (r == n - 1 && what == "scatter") return c.scatterv(in.data(), std::vector<size_t>(n, 100), {}, out.data(), 100, kF32, 0);
+      return c.allreduce(in.data(), out.data(), 100, kF32, kSum);
+    });
+  }
+}
+
 TEST_P(Mismatch, ZeroCountAgainstNonZero) {
   const int n = GetParam();
   expect_all_fail(n, Code::kMismatch, [&](Communicator& c, int r) {

@@ -17,6 +17,7 @@ class LayeredTransport : public Transport {
   Status connect(int peer, Deadline deadline) override { return below_->connect(peer, deadline); }
   void abort() override { below_->abort(); }
   void interrupt() override { below_->interrupt(); }
+  Status check_not_awaited(uint64_t tag) override { return below_->check_not_awaited(tag); }
 
  protected:
   Transport* const below_;

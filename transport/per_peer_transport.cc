@@ -85,6 +85,11 @@ void PerPeerTransport::abort() {
   for (auto& t : transports_) t->abort();
 }
 
+Status PerPeerTransport::check_not_awaited(uint64_t tag) {
+  for (auto& t : transports_) KOLO_RETURN_IF_ERROR(t->check_not_awaited(tag));
+  return Status::ok();
+}
+
 void PerPeerTransport::interrupt() {
   loop_.interrupt();
   // Wakes whichever transport sleep() is in.

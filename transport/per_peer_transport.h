@@ -48,6 +48,7 @@ class PerPeerTransport final : public Transport {
   Status progress(Deadline deadline) override;
   void abort() override;
   void interrupt() override;
+  Status check_not_awaited(uint64_t tag) override;
   void set_polling(int spin_us, bool yield) override;
   Status register_memory(const void* data, size_t bytes) override;
   void deregister_memory(const void* data, size_t bytes) override;

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 
 #include "common/deadline.h"
 #include "common/status.h"
@@ -28,6 +30,26 @@ class SharedArena {
   // naming the ranks not there), on abort(), or when a rank closes its end
   // or its process ends (PEER_LOST naming it), within a tenth of a second.
   virtual Status barrier(Deadline deadline) = 0;
+
+  // Small buffers in one step, with no barrier (the one-shot allreduce of
+  // arena_allreduce.h): this rank fills outbox() with up to
+  // kMailboxBytes, then exchange() posts them with the call's
+  // fingerprint and returns once every rank has posted to the same
+  // exchange, with *differs the first rank that posted another fingerprint
+  // (-1: none; fingerprint_of(q) says what it posted); inbox(q) is then
+  // rank q's bytes. While it waits past its spin for rank q, it asks
+  // `stalled(q)` (if given) at every wake-up, at least every tenth of a
+  // second: an error ends the wait with it (the caller's way to tell a rank
+  // that runs another collective from a slow one). Mailboxes alternate as the
+  // halves do, counted by the same `chunks`, so that a rank reads a peer's
+  // mailbox until the exchange or chunk after next, which the peer enters
+  // only once it is done with this one. Fails as barrier() does.
+  static constexpr size_t kMailboxBytes = (16 << 10) - 64;  // data per mailbox: 16 KiB with its header
+  virtual unsigned char* outbox() = 0;
+  using Stalled = std::function<Status(int q)>;
+  virtual Status exchange(uint64_t fingerprint, Deadline deadline, const Stalled& stalled, int* differs) = 0;
+  virtual const unsigned char* inbox(int q) const = 0;
+  virtual uint64_t fingerprint_of(int q) const = 0;
 
   // Makes every current and later barrier() fail here, and in the other
   // ranks as a closed peer. Any thread.

@@ -157,6 +157,17 @@ class Transport {
     return peers.empty() ? Status::ok() : unsupported(std::string(name()) + " transport cannot receive from any peer");
   }
 
+  // For a rank that waits for its peers outside the transport (the arena's
+  // one-shot allreduce, which sends no message) in the call `tag` names:
+  // MISMATCH if a peer waits for a message from this rank that this rank
+  // has not sent. That peer runs another call, and neither would learn it
+  // before the deadline. A transport that cannot tell (any but shared
+  // memory, which sees a waiting receiver in the ring's header) says OK.
+  virtual Status check_not_awaited(uint64_t tag) {
+    (void)tag;
+    return Status::ok();
+  }
+
   // "tcp", "ib", ...: for logs and benchmarks.
   virtual const char* name() const = 0;
 };

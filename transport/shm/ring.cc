@@ -77,6 +77,7 @@ Status ShmRing::create(const std::string& name, const ShmRingShape& shape, uint6
   h->tail.store(0);
   h->sender_sleeping.store(0);
   h->sender_closed.store(0);
+  h->receiver_awaits.store(0);
   h->receiver_sleeping.store(0);
   h->receiver_closed.store(0);
   h->receiver_attached.store(0);

@@ -42,6 +42,10 @@ struct ShmRingHeader {
   alignas(64) std::atomic<uint32_t> receiver_sleeping;
   std::atomic<uint32_t> receiver_closed;    // a ShmClosed
   std::atomic<uint32_t> receiver_attached;  // mapped (and the name unlinked)
+  // While the receiver sleeps waiting for a message that has not begun to
+  // arrive: that message's number (from 0) plus one; else 0. The sender
+  // compares it with what it has sent (Transport::check_not_awaited).
+  std::atomic<uint64_t> receiver_awaits;
   alignas(64) uint64_t magic;
   uint64_t job_id;
   int32_t from, to;

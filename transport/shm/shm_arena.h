@@ -7,6 +7,11 @@
 // a generation word, which the others spin on (yielding the core where
 // ranks outnumber cores), then sleep on as a futex, waking every 100 ms to
 // see whether a rank has closed its end or its process has ended.
+//
+// exchange() has no shared counter: each rank's mailbox starts with the
+// number of the exchange it was last posted for, and each rank waits on
+// its peers' numbers, spinning, then sleeping on the poster's own futex
+// word.
 #pragma once
 
 #include <atomic>
@@ -40,14 +45,25 @@ class ShmArena final : public SharedArena {
   size_t slot_bytes() const override { return slot_bytes_; }
   unsigned char* slot(int r) override;
   Status barrier(Deadline deadline) override;
+  unsigned char* outbox() override;
+  Status exchange(uint64_t fingerprint, Deadline deadline, const Stalled& stalled, int* differs) override;
+  const unsigned char* inbox(int q) const override;
+  uint64_t fingerprint_of(int q) const override;
   void abort() override;
+
+  // What a segment of `size` ranks with slots of `slot_bytes` takes.
+  static size_t segment_bytes(int size, size_t slot_bytes);
 
   struct Header;
   struct Member;
+  struct Mailbox;
 
  private:
   ShmArena(int rank, int size, const ShmArenaOptions& options);
   Member& member(int r) const;
+  Mailbox* mailbox(int r, uint64_t parity) const;
+  // Until rank q has posted to exchange `round` in `box`.
+  Status wait_for_post(int q, const Mailbox* box, uint64_t round, Deadline deadline, const Stalled& stalled);
   // A rank that closed its end or whose process ended: PEER_LOST naming it.
   Status check_peers();
 
@@ -61,6 +77,7 @@ class ShmArena final : public SharedArena {
   std::vector<int> pidfds_;  // per rank; -1 for this process's own ranks
   std::atomic<bool> aborted_{false};
   Status failed_;
+  uint64_t exchanged_parity_ = 0;  // the mailboxes of the last exchange
 };
 
 }  // namespace kolo

@@ -4,7 +4,9 @@
 // rank's writes visible to all and releases them together, round after
 // round; no segment is left in /dev/shm once every rank has mapped it; an
 // abort ends a waiting barrier at once and the others see the rank closed;
-// a rank that never arrives is a TIMEOUT naming it.
+// a rank that never arrives is a TIMEOUT naming it. The one-shot
+// exchange likewise: every rank's bytes of every round, a fingerprint that
+// differs named, a late poster waited for, and the same ends.
 #include "transport/shm/shm_arena.h"
 
 #include <dirent.h>
@@ -121,6 +123,120 @@ TEST(ShmArena, ARankThatNeverArrivesIsATimeoutNamingIt) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(s[r].code(), Code::kTimeout) << s[r].to_string();
     EXPECT_NE(s[r].message().find("waiting for rank(s) 2"), std::string::npos) << s[r].message();
+  }
+}
+
+// What rank r posts in round k: a size that varies up to a full mailbox,
+// and bytes no other rank or round posts.
+size_t posted_bytes(uint64_t round) { return round % 7 == 0 ? SharedArena::kMailboxBytes : 1 + round * 131 % 5000; }
+unsigned char posted_byte(int r, uint64_t round, size_t i) { return static_cast<unsigned char>(r * 31 + round * 7 + i); }
+
+TEST(ShmArena, ExchangesShowEveryRanksBytesRoundAfterRoundBesideBarriers) {
+  // With barrier rounds through the slots in between (as the arena's
+  // other collectives run between one-shot allreduces), and no barrier
+  // between exchanges: each rank starts its next exchange as soon as it
+  // has read this one, while a slower one may still read.
+  const int n = 4;
+  Arenas arenas(n, 0xa7);
+  arenas.run([&](int r) {
+    ShmArena& a = *arenas.a[r];
+    for (uint64_t round = 0; round < 600; ++round) {
+      if (round % 5 == 4) {
+        const size_t half = a.next_half();
+        std::memset(a.slot(r) + half, static_cast<int>(round), 64);
+        ASSERT_TRUE(a.barrier(Deadline::after_seconds(30)).is_ok());
+        continue;
+      }
+      const size_t bytes = posted_bytes(round);
+      unsigned char* out = a.outbox();
+      for (size_t i = 0; i < bytes; ++i) out[i] = posted_byte(r, round, i);
+      int differs = -2;
+      ASSERT_TRUE(a.exchange(round, Deadline::after_seconds(30), nullptr, &differs).is_ok());
+      ASSERT_EQ(differs, -1);
+      for (int q = 0; q < n; ++q) {
+        ASSERT_EQ(a.fingerprint_of(q), round);
+        const unsigned char* in = a.inbox(q);
+        for (size_t i = 0; i < bytes; ++i) {
+          ASSERT_EQ(in[i], posted_byte(q, round, i)) << "rank " << r << " reading rank " << q << " round " << round;
+        }
+      }
+    }
+  });
+}
+
+TEST(ShmArena, AnExchangeNamesTheRankWhoseFingerprintDiffers) {
+  const int n = 3;
+  Arenas arenas(n, 0xa8);
+  std::vector<int> differs(n, -2);
+  arenas.run([&](int r) {
+    ASSERT_TRUE(arenas.a[r]->exchange(r == 2 ? 99 : 42, Deadline::after_seconds(30), nullptr, &differs[r]).is_ok());
+  });
+  EXPECT_EQ(differs[0], 2);
+  EXPECT_EQ(differs[1], 2);
+  EXPECT_EQ(differs[2], 0);  // the first that differs from its own
+  EXPECT_EQ(arenas.a[0]->fingerprint_of(2), 99u);
+}
+
+TEST(ShmArena, AnExchangeWaitsForALatePosterAndAsksWhileItWaits) {
+  // Past its spin the waiter sleeps, and the poster's post wakes it.
+  Arenas arenas(2, 0xa9);
+  int asked = 0;
+  Status waited;
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    int differs = 0;
+    EXPECT_TRUE(arenas.a[1]->exchange(7, Deadline::after_seconds(30), nullptr, &differs).is_ok());
+  });
+  int differs = -2;
+  waited = arenas.a[0]->exchange(7, Deadline::after_seconds(30), [&](int q) {
+    EXPECT_EQ(q, 1);
+    ++asked;
+    return Status::ok();
+  }, &differs);
+  late.join();
+  EXPECT_TRUE(waited.is_ok()) << waited.to_string();
+  EXPECT_EQ(differs, -1);
+  EXPECT_GE(asked, 1) << "asked at each wake-up while it waited";
+}
+
+TEST(ShmArena, WhatTheStalledCallbackSaysEndsTheWait) {
+  Arenas arenas(2, 0xaa);
+  int differs = -2;
+  const auto start = Clock::now();
+  Status s = arenas.a[0]->exchange(7, Deadline::after_seconds(60), [](int q) {
+    return mismatch("rank " + std::to_string(q) + " runs something else");
+  }, &differs);
+  EXPECT_EQ(s.code(), Code::kMismatch) << s.to_string();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(arenas.a[0]->barrier(Deadline::after_seconds(1)).code(), Code::kMismatch) << "sticky";
+}
+
+TEST(ShmArena, AnExchangeEndsOnAbortOrALostRankAndTimesOutNamingWhoIsMissing) {
+  {
+    Arenas arenas(2, 0xab);
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      arenas.a[1]->abort();
+    });
+    int differs = -2;
+    const auto start = Clock::now();
+    Status s = arenas.a[0]->exchange(1, Deadline::after_seconds(60), nullptr, &differs);
+    aborter.join();
+    EXPECT_EQ(s.code(), Code::kPeerLost) << s.to_string();
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+    EXPECT_EQ(arenas.a[1]->exchange(1, Deadline::after_seconds(60), nullptr, &differs).code(), Code::kAborted);
+  }
+  {
+    Arenas arenas(3, 0xac);
+    Status s[2];
+    arenas.run([&](int r) {
+      int differs = -2;
+      if (r < 2) s[r] = arenas.a[r]->exchange(1, Deadline::after_seconds(0.3), nullptr, &differs);
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(s[r].code(), Code::kTimeout) << s[r].to_string();
+      EXPECT_NE(s[r].message().find("waiting for rank 2"), std::string::npos) << s[r].message();
+    }
   }
 }
 

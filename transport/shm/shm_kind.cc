@@ -44,7 +44,7 @@ class ShmKind final : public TransportKind {
     // rings shrink as they multiply.
     const uint64_t rings = static_cast<uint64_t>(ranks_on_host) * (ranks_on_host - 1) *
                            ShmRingShape::for_ranks_on_host(ranks_on_host).segment_bytes();
-    const uint64_t need = rings + 2 * static_cast<uint64_t>(ranks_on_host) * ShmArenaOptions{}.slot_bytes;
+    const uint64_t need = rings + 2 * ShmArena::segment_bytes(ranks_on_host, ShmArenaOptions{}.slot_bytes);
     const uint64_t have = std::min(std::strtoull(a.offer->c_str(), nullptr, 10),
                                    std::strtoull(b.offer->c_str(), nullptr, 10));
     if (have < need) {

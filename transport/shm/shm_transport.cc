@@ -305,6 +305,9 @@ Status ShmTransport::sleep(Deadline deadline, Pumped* pumped) {
       p->in.header()->receiver_sleeping.store(1);
       waits.push_back({&p->in.header()->head, p->in.header()->head.load()});
     }
+    // A message not yet begun: its number, for a sender that waits
+    // elsewhere to see (check_not_awaited).
+    if (!p->recvs.empty() && !p->recvs.front().started) p->in.header()->receiver_awaits.store(p->received + 1);
     if (!p->sends.empty()) {
       p->out.header()->sender_sleeping.store(1);
       waits.push_back({&p->out.header()->tail, p->out.header()->tail.load()});
@@ -318,6 +321,7 @@ Status ShmTransport::sleep(Deadline deadline, Pumped* pumped) {
   }
   for (Peer* p : active_) {
     p->in.header()->receiver_sleeping.store(0);
+    p->in.header()->receiver_awaits.store(0);
     p->out.header()->sender_sleeping.store(0);
   }
   KOLO_RETURN_IF_ERROR(s);
@@ -378,6 +382,22 @@ void ShmTransport::close_all(uint32_t why) {
     futex_wake_all(&p.out.header()->head);
     futex_wake_all(&p.in.header()->tail);
   }
+}
+
+Status ShmTransport::check_not_awaited(uint64_t tag) {
+  // Connected peers only change under the caller's call lock (connect).
+  for (const auto& p : peers_) {
+    if (!p || !p->sends.empty()) continue;
+    const uint64_t awaits = p->out.header()->receiver_awaits.load();
+    // Message number awaits - 1 where this rank has sent `sent` (numbers 0
+    // to sent - 1): one it has not sent, and this rank sends none now.
+    if (awaits != 0 && awaits - 1 >= p->sent) {
+      return fail(mismatch("rank " + std::to_string(p->rank) + " (shared memory) waits for message " +
+                           std::to_string(awaits - 1) + " from this rank, which has sent it " + std::to_string(p->sent) +
+                           " and runs " + describe_tag(tag) + ", which sends none"));
+    }
+  }
+  return Status::ok();
 }
 
 void ShmTransport::abort() {

@@ -67,6 +67,7 @@ class ShmTransport final : public DirectTransport {
   Status peek(int peer, Arrival* next) override;
   Status watch(const std::vector<int>& peers) override;
   bool watching() const override { return !watched_.empty(); }
+  Status check_not_awaited(uint64_t tag) override;
 
  private:
   struct Message {
