@@ -39,8 +39,9 @@ class SharedArena {
   // (-1: none; fingerprint_of(q) says what it posted); inbox(q) is then
   // rank q's bytes. While it waits past its spin for rank q, it asks
   // `stalled(q)` (if given) at every wake-up, at least every tenth of a
-  // second: an error ends the wait with it (the caller's way to tell a rank
-  // that runs another collective from a slow one). Mailboxes alternate as the
+  // second: an error ends the wait with it unless rank q has posted
+  // meanwhile (the caller's way to tell a rank that runs another
+  // collective from a slow one). Mailboxes alternate as the
   // halves do, counted by the same `chunks`, so that a rank reads a peer's
   // mailbox until the exchange or chunk after next, which the peer enters
   // only once it is done with this one. Fails as barrier() does.

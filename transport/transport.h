@@ -161,8 +161,11 @@ class Transport {
   // one-shot allreduce, which sends no message) in the call `tag` names:
   // MISMATCH if a peer waits for a message from this rank that this rank
   // has not sent. That peer runs another call, and neither would learn it
-  // before the deadline. A transport that cannot tell (any but shared
-  // memory, which sees a waiting receiver in the ring's header) says OK.
+  // before the deadline, unless the caller's wait has just ended (the peer
+  // already past it): the caller looks at its wait again before failing,
+  // and the transport stays usable. A transport that cannot tell (any but
+  // shared memory, which sees a waiting receiver in the ring's header)
+  // says OK.
   virtual Status check_not_awaited(uint64_t tag) {
     (void)tag;
     return Status::ok();

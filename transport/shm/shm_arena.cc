@@ -352,7 +352,9 @@ Status ShmArena::wait_for_post(int q, const Mailbox* box, uint64_t round, Deadli
     if (aborted_.load()) return failed_ = aborted("communicator aborted");
     Status s = check_peers();
     if (s.is_ok() && stalled) s = stalled(q);
-    if (posted()) return Status::ok();  // it posted, then closed or exited
+    // It posted meanwhile, then closed, exited or went on past this
+    // exchange (where `stalled` may have seen it): no failure.
+    if (posted()) return Status::ok();
     if (!s.is_ok()) return failed_ = s;
     if (deadline.expired()) {
       return failed_ = timeout_error("no progress before the deadline in a shared-memory exchange: waiting for rank " +

@@ -250,6 +250,45 @@ TEST(ShmTransport, ASizeOrTagThatDisagreesIsAMismatch) {
   EXPECT_EQ(t.code(), Code::kMismatch) << t.to_string();
 }
 
+// A receiver asleep on a message not yet begun shows its number in the
+// ring's header; its sender, while sending nothing, is told (MISMATCH) for
+// as long as it has not sent that message, and stays usable: the message
+// it then sends arrives.
+TEST(ShmTransport, ASenderSeesAReceiverAwaitAMessageItHasNotSent) {
+  Pair pair(0x5a16);
+  // One message delivered first, so the receiver awaits message number 1.
+  uint64_t first = 5, got = 0;
+  Request send0, recv0;
+  ASSERT_TRUE(pair.t[0]->post_send(1, &first, sizeof(first), 2, &send0).is_ok());
+  ASSERT_TRUE(pair.t[1]->post_recv(0, &got, sizeof(got), 2, &recv0).is_ok());
+  ASSERT_TRUE(wait_for(pair.t[0].get(), {&send0}, 10).is_ok());
+  ASSERT_TRUE(wait_for(pair.t[1].get(), {&recv0}, 10).is_ok());
+  EXPECT_TRUE(pair.t[0]->check_not_awaited(1).is_ok()) << "nobody waits yet";
+  uint64_t value = 0;
+  Request recv;
+  ASSERT_TRUE(pair.t[1]->post_recv(0, &value, sizeof(value), 3, &recv).is_ok());
+  Status received;
+  std::thread receiver([&] { received = wait_for(pair.t[1].get(), {&recv}, 30); });
+  // The receiver spins for a moment, then sleeps and says what it awaits.
+  Status told;
+  const auto start = Clock::now();
+  while (told.is_ok() && Clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    told = pair.t[0]->check_not_awaited(1);
+  }
+  EXPECT_EQ(told.code(), Code::kMismatch) << told.to_string();
+  EXPECT_NE(told.message().find("waits for message 1 from this rank, which has sent it 1"), std::string::npos)
+      << told.message();
+  const uint64_t later = 42;
+  Request send;
+  ASSERT_TRUE(pair.t[0]->post_send(1, &later, sizeof(later), 3, &send).is_ok());
+  EXPECT_TRUE(wait_for(pair.t[0].get(), {&send}, 10).is_ok()) << "the sender stays usable";
+  receiver.join();
+  EXPECT_TRUE(received.is_ok()) << received.to_string();
+  EXPECT_EQ(value, 42u);
+  EXPECT_TRUE(pair.t[0]->check_not_awaited(1).is_ok()) << "message 1 sent";
+}
+
 TEST(ShmTransport, AbortEndsAWaitingProgressAtOnce) {
   Pair pair(0x5a13);
   std::vector<unsigned char> in(10);
