@@ -214,7 +214,10 @@ Status ShmArena::create(Store* store, int rank, int size, const ShmArenaOptions&
 ShmArena::~ShmArena() {
   if (header_) {
     member(rank_).closed.store(1);
-    futex_wake_all(&header_->generation);  // whoever waits on this rank learns it now
+    // Whoever waits on this rank learns it now: in a barrier, or asleep
+    // on this rank's post.
+    futex_wake_all(&header_->generation);
+    futex_wake_all(&member(rank_).posts);
     ::munmap(header_, mapped_bytes_);
   }
   if (!name_.empty()) ::shm_unlink(name_.c_str());
@@ -227,6 +230,10 @@ void ShmArena::abort() {
   if (aborted_.exchange(true)) return;
   member(rank_).closed.store(1);
   futex_wake_all(&header_->generation);
+  // An exchange sleeps on a peer's post: this rank's own, asleep on any
+  // peer's, and the peers asleep on this rank's, all wake (the others'
+  // wakes are spurious, and they sleep again).
+  for (int r = 0; r < size_; ++r) futex_wake_all(&member(r).posts);
 }
 
 Status ShmArena::check_peers() {

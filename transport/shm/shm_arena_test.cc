@@ -213,6 +213,21 @@ TEST(ShmArena, WhatTheStalledCallbackSaysEndsTheWait) {
 
 TEST(ShmArena, AnExchangeEndsOnAbortOrALostRankAndTimesOutNamingWhoIsMissing) {
   {
+    // Aborted from another thread of its own rank, asleep waiting for a
+    // peer that never posts.
+    Arenas arenas(2, 0xad);
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      arenas.a[0]->abort();
+    });
+    int differs = -2;
+    const auto start = Clock::now();
+    Status s = arenas.a[0]->exchange(1, Deadline::after_seconds(60), nullptr, &differs);
+    aborter.join();
+    EXPECT_EQ(s.code(), Code::kAborted) << s.to_string();
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  }
+  {
     Arenas arenas(2, 0xab);
     std::thread aborter([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
