@@ -114,8 +114,9 @@ Status ShmRing::open_and_unlink(const std::string& name, uint64_t job_id, int fr
   ShmRing ring;
   ring.header_ = h;
   ring.mapped_bytes_ = bytes;
-  if (h->magic != ShmRingHeader::kMagic || h->job_id != job_id || h->from != from || h->to != to ||
-      !ShmRingShape{h->slots, h->slot_bytes}.valid() || ShmRingShape{h->slots, h->slot_bytes}.segment_bytes() != bytes) {
+  const ShmRingShape shape{h->slots, h->slot_bytes};
+  if (h->magic != ShmRingHeader::kMagic || h->job_id != job_id || h->from != from || h->to != to || !shape.valid() ||
+      shape.segment_bytes() != bytes) {
     return transport_error(name + " is not the ring from rank " + std::to_string(from) + " to rank " +
                            std::to_string(to) + " of this communicator");
   }
