@@ -27,6 +27,18 @@ class Memory {
   // the caches, which saves reading each destination line from memory
   // before overwriting it. dst and src must not overlap.
   virtual void copy_streaming(void* dst, const void* src, size_t bytes) { copy(dst, src, bytes); }
+  // Two copies that do not overlap, done at once: a few lines of one, then
+  // of the other, so that memory serves the reads of one and the writes of
+  // the other together, as in a single copy, where one after the other it
+  // would only read and then only write. Each goes around the cache if it
+  // says so (as copy_streaming does).
+  struct CopyJob {
+    void* dst;
+    const void* src;
+    size_t bytes;
+    bool around_cache;
+  };
+  virtual void copy_together(CopyJob a, CopyJob b);
   // out[i] = a[i] OP b[i] for i < count; out may alias a or b. kAvg sums:
   // the division happens once, in finalize.
   virtual void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) = 0;
@@ -64,6 +76,7 @@ class HostMemory : public Memory {
 
   void copy(void* dst, const void* src, size_t bytes) override;
   void copy_streaming(void* dst, const void* src, size_t bytes) override;
+  void copy_together(CopyJob a, CopyJob b) override;
   void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) override;
   void finalize(DataType dtype, ReduceOp op, void* buf, size_t count, int divisor) override;
   void* staging(size_t bytes) override { return staging_.get(bytes); }
@@ -90,6 +103,11 @@ inline void copy_result(Memory* memory, bool around_cache, void* dst, const void
   } else {
     memory->copy(dst, src, bytes);
   }
+}
+
+inline void Memory::copy_together(CopyJob a, CopyJob b) {
+  copy_result(this, a.around_cache, a.dst, a.src, a.bytes);
+  copy_result(this, b.around_cache, b.dst, b.src, b.bytes);
 }
 
 }  // namespace kolo

@@ -33,6 +33,36 @@ TEST(HostMemory, StreamingCopyMatchesMemcpy) {
   }
 }
 
+// Two copies at once, through the cache or the second around it: each
+// equals its memcpy, whatever the two lengths (shorter than a step, whole
+// steps, one longer than the other) and the alignments, and no byte
+// beside either destination changes.
+TEST(HostMemory, CopyingTogetherEqualsTwoCopies) {
+  HostMemory memory;
+  memory.copy_together({nullptr, nullptr, 0, true}, {nullptr, nullptr, 0, true});  // nothing to touch
+  const std::vector<size_t> lengths = {0, 1, 63, 4095, 4096, 4097, 8192 + 65, 20000};
+  std::vector<unsigned char> src(20000 + 128);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
+  for (int around_cache = 0; around_cache < 4; ++around_cache) {  // neither, either, both
+    for (size_t in_bytes : lengths) {
+      for (size_t out_bytes : lengths) {
+        for (size_t offset : {size_t{0}, size_t{5}, size_t{48}}) {
+          std::vector<unsigned char> in_got(in_bytes + 256, 0xEE), out_got(out_bytes + 256, 0xDD);
+          std::vector<unsigned char> in_want = in_got, out_want = out_got;
+          memory.copy_together({in_got.data() + offset, src.data() + 1, in_bytes, (around_cache & 1) != 0},
+                               {out_got.data() + 64 - offset, src.data() + offset, out_bytes, (around_cache & 2) != 0});
+          std::memcpy(in_want.data() + offset, src.data() + 1, in_bytes);
+          std::memcpy(out_want.data() + 64 - offset, src.data() + offset, out_bytes);
+          ASSERT_EQ(in_got, in_want) << in_bytes << " and " << out_bytes << " bytes, offset " << offset
+                                     << ", around the cache: " << around_cache;
+          ASSERT_EQ(out_got, out_want) << in_bytes << " and " << out_bytes << " bytes, offset " << offset
+                                       << ", around the cache: " << around_cache;
+        }
+      }
+    }
+  }
+}
+
 TEST(HostMemory, ResultsOutgrowTheCacheOnlyWhenLarge) {
   EXPECT_FALSE(result_outgrows_cache(4096));
   EXPECT_TRUE(result_outgrows_cache(size_t{64} << 30));

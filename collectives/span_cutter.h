@@ -41,6 +41,19 @@ class SpanCutter {
     }
   }
 
+  // Where element `offset` (< total()) lies: its span, its index there, and
+  // how many elements of the span follow from it, itself included.
+  struct Place {
+    const Span* span;
+    size_t at;
+    size_t left;
+  };
+  Place place_of(size_t offset) const {
+    size_t i = span_at(offset);
+    while (start_[i + 1] <= offset) ++i;  // skip empty spans
+    return Place{&spans_[i], offset - start_[i], start_[i + 1] - offset};
+  }
+
  private:
   size_t span_at(size_t offset) const {
     const size_t* first = start_;
