@@ -5,6 +5,7 @@
 #include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
 #include "collectives/ring_schedule.h"
+#include "collectives/slot_writes.h"
 #include "collectives/span_cutter.h"
 #include "transport/shared_arena.h"
 
@@ -78,40 +79,69 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, Spa
   const double timeout_s = ctx.pipeline.timeout_s;
   // A result larger than the cache goes around it (see Memory::copy_streaming).
   const bool stream_out = result_outgrows_cache(total * elem);
-  for (size_t done = 0; done < total; done += half) {
-    const size_t count = std::min(half, total - done);
+  SlotWrites writes(arena, SlotWrites::kAllreduce, total * elem);
+  // Chunk [done, done + count) of the buffer, in the slots' half at `parity`.
+  struct Chunk {
+    size_t done = 0, count = 0, parity = 0;
+  };
+  const auto next_chunk = [&](size_t done) {
     // A rank may still be copying the previous chunk out of the other half.
-    const size_t parity = arena.next_half();
-    const auto chunk_of = [&](int q) { return arena.slot(q) + parity; };
-    // 1. This rank's chunk into its slot.
-    unsigned char* mine = chunk_of(r);
-    size_t at_in_chunk = 0;
-    buffer.for_each_piece(Range{done, count}, [&](const Span& sp, size_t at, size_t c) {
-      ctx.memory->copy(mine + at_in_chunk * elem, element(sp.send, at, elem), c * elem);
-      at_in_chunk += c;
-    });
+    return Chunk{done, std::min(half, total - done), done < total ? arena.next_half() : 0};
+  };
+  // This rank's input for chunk `next` into its slot, while chunk `c`'s
+  // result goes out, each share from the slot of the rank that reduced it.
+  // Most of their time is spent past the cache: one after the other,
+  // memory would only read and then only write; together (copy_together)
+  // they keep it reading and writing at once, as a plain copy does.
+  // (Chunk `next` has the half that the chunk before `c` had, which every
+  // rank copied out before the barrier that ended `c`'s reduction.)
+  const auto copy_out_and_in = [&](const Chunk& c, const Chunk& next) {
+    const RingLayout shares(c.count, n, elem, c.count * elem);
+    size_t in = 0, out = 0;  // elements of `next` copied in, of `c` copied out
+    int q = 0;               // the rank whose share `out` lies in
+    while (in < next.count || out < c.count) {
+      Memory::CopyJob in_job{nullptr, nullptr, 0, writes.around_cache()}, out_job{nullptr, nullptr, 0, stream_out};
+      size_t in_n = 0, out_n = 0;  // the elements each can take in one piece
+      if (in < next.count) {
+        const SpanCutter::Place p = buffer.place_of(next.done + in);
+        in_n = std::min(p.left, next.count - in);
+        in_job.dst = arena.slot(r) + next.parity + in * elem;
+        in_job.src = element(p.span->send, p.at, elem);
+      }
+      if (out < c.count) {
+        while (shares.chunk(q).offset + shares.chunk(q).count <= out) ++q;
+        const SpanCutter::Place p = buffer.place_of(c.done + out);
+        out_n = std::min(p.left, shares.chunk(q).offset + shares.chunk(q).count - out);
+        out_job.dst = element(p.span->recv, p.at, elem);
+        out_job.src = arena.slot(q) + c.parity + out * elem;
+      }
+      if (in_n > 0 && out_n > 0) in_n = out_n = std::min(in_n, out_n);  // the two advance together
+      in_job.bytes = in_n * elem;
+      out_job.bytes = out_n * elem;
+      ctx.memory->copy_together(in_job, out_job);
+      in += in_n;
+      out += out_n;
+    }
+  };
+  Chunk chunk = next_chunk(0);
+  copy_out_and_in(Chunk{}, chunk);
+  while (chunk.done < total) {
     KOLO_RETURN_IF_ERROR(arena.barrier(Deadline::after_seconds_coarse(timeout_s)));
-    // 2. This rank's share, reduced from every slot over its own.
-    const RingLayout shares(count, n, elem, count * elem);
+    // This rank's share, reduced from every slot over its own.
+    const RingLayout shares(chunk.count, n, elem, chunk.count * elem);
     const Range own = shares.chunk(r);
-    unsigned char* out = mine + own.offset * elem;
+    unsigned char* out = arena.slot(r) + chunk.parity + own.offset * elem;
     for (int k = 1; k < n; ++k) {
       const int q = (r + k) % n;
-      ctx.memory->reduce(dtype, op, out, out, chunk_of(q) + own.offset * elem, own.count);
+      ctx.memory->reduce(dtype, op, out, out, arena.slot(q) + chunk.parity + own.offset * elem, own.count);
     }
     ctx.memory->finalize(dtype, op, out, own.count, n);
     KOLO_RETURN_IF_ERROR(arena.barrier(Deadline::after_seconds_coarse(timeout_s)));
-    // 3. Every share out, from the slot of the rank that reduced it.
-    for (int q = 0; q < n; ++q) {
-      const Range share = shares.chunk(q);
-      const unsigned char* from = chunk_of(q) + share.offset * elem;
-      size_t taken = 0;
-      buffer.for_each_piece(Range{done + share.offset, share.count}, [&](const Span& sp, size_t at, size_t c) {
-        copy_result(ctx.memory, stream_out, element(sp.recv, at, elem), from + taken * elem, c * elem);
-        taken += c;
-      });
-    }
+    const Chunk next = next_chunk(chunk.done + chunk.count);
+    copy_out_and_in(chunk, next);
+    chunk = next;
   }
+  writes.done();
   return Status::ok();
 }
 

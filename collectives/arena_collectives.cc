@@ -5,6 +5,7 @@
 #include "collectives/arena_allreduce.h"
 #include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
+#include "collectives/slot_writes.h"
 #include "transport/shared_arena.h"
 
 namespace kolo {
@@ -49,10 +50,11 @@ Status arena_allgather(const ScheduleContext& ctx, SharedArena& arena, const All
                                                : static_cast<const unsigned char*>(a.send);
   const size_t half = arena.slot_bytes() / 2 / elem;
   const bool stream_out = result_outgrows_cache(result * elem);
+  SlotWrites writes(arena, SlotWrites::kAllgather, a.counts[r] * elem * n);
   for (size_t done = 0; done < largest; done += half) {
     const Halves h = next_chunk(arena);
     const auto piece = [&](int q) { return a.counts[q] > done ? std::min(half, a.counts[q] - done) : size_t{0}; };
-    ctx.memory->copy(h.of(r), mine + done * elem, piece(r) * elem);
+    copy_result(ctx.memory, writes.around_cache(), h.of(r), mine + done * elem, piece(r) * elem);
     KOLO_RETURN_IF_ERROR(arena.barrier(deadline(ctx)));
     for (int q = 0; q < n; ++q) {
       unsigned char* to = element(a.recv, a.displs[q] + done, elem);
@@ -60,6 +62,7 @@ Status arena_allgather(const ScheduleContext& ctx, SharedArena& arena, const All
       copy_result(ctx.memory, stream_out, to, h.of(q), piece(q) * elem);
     }
   }
+  writes.done();
   return Status::ok();
 }
 
@@ -76,10 +79,14 @@ Status arena_reduce_scatter(const ScheduleContext& ctx, SharedArena& arena, cons
   const size_t step = std::max<size_t>(1, arena.slot_bytes() / 2 / elem / n);
   const auto* in = static_cast<const unsigned char*>(a.send);
   auto* out = static_cast<unsigned char*>(a.recv);
+  SlotWrites writes(arena, SlotWrites::kReduceScatter, at[n] * elem);
   for (size_t done = 0; done < largest; done += step) {
     const Halves h = next_chunk(arena);
     const auto piece = [&](int q) { return a.counts[q] > done ? std::min(step, a.counts[q] - done) : size_t{0}; };
-    for (int q = 0; q < n; ++q) ctx.memory->copy(h.of(r) + q * step * elem, in + (at[q] + done) * elem, piece(q) * elem);
+    for (int q = 0; q < n; ++q) {
+      copy_result(ctx.memory, writes.around_cache(), h.of(r) + q * step * elem, in + (at[q] + done) * elem,
+                  piece(q) * elem);
+    }
     KOLO_RETURN_IF_ERROR(arena.barrier(deadline(ctx)));
     // This rank's block, reduced in rank order from every slot: the same
     // order on every rank, as the ring's results are bitwise the same.
@@ -90,6 +97,7 @@ Status arena_reduce_scatter(const ScheduleContext& ctx, SharedArena& arena, cons
     for (int q = 1; q < n; ++q) ctx.memory->reduce(a.dtype, a.op, dest, dest, h.of(q) + r * step * elem, c);
     ctx.memory->finalize(a.dtype, a.op, dest, c, n);
   }
+  writes.done();
   return Status::ok();
 }
 
@@ -101,13 +109,15 @@ Status arena_broadcast(const ScheduleContext& ctx, SharedArena& arena, void* buf
   const size_t half = arena.slot_bytes() / 2 / elem;
   auto* data = static_cast<unsigned char*>(buf);
   const bool stream_out = result_outgrows_cache(count * elem);
+  SlotWrites writes(arena, SlotWrites::kBroadcast, count * elem);
   for (size_t done = 0; done < count; done += half) {
     const Halves h = next_chunk(arena);
     const size_t c = std::min(half, count - done);
-    if (arena.rank() == root) ctx.memory->copy(h.of(root), data + done * elem, c * elem);
+    if (arena.rank() == root) copy_result(ctx.memory, writes.around_cache(), h.of(root), data + done * elem, c * elem);
     KOLO_RETURN_IF_ERROR(arena.barrier(deadline(ctx)));
     if (arena.rank() != root) copy_result(ctx.memory, stream_out, data + done * elem, h.of(root), c * elem);
   }
+  writes.done();
   return Status::ok();
 }
 

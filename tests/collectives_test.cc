@@ -250,7 +250,10 @@ TEST_P(Collectives, SharedMemoryArenaForEveryCollective) {
   sweep_reduce_scatter(w);
   sweep_allgather(w);
   sweep_broadcast(w);
-  // Past one chunk (half a slot): blocks of 800 KB, an input of N x 400 KB.
+  // Past one chunk (half a slot): blocks of 800 KB, an input of N x 400 KB,
+  // four calls of each: a rank writes into its slot through its cache or
+  // around it, whichever its calls of that size measured faster
+  // (collectives/slot_writes.h), and its first calls take each way.
   const int n = w.size();
   const size_t big = 200000;
   Bytes want;
@@ -259,14 +262,22 @@ TEST_P(Collectives, SharedMemoryArenaForEveryCollective) {
     want.insert(want.end(), b.begin(), b.end());
   }
   const Bytes sums = ref::expected_buffer(DataType::kFloat32, ReduceOp::kSum, n, big / 2 * n);
-  w.run([&](int r) {
-    Bytes mine = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, big), all(want.size(), 0xEF);
-    ASSERT_TRUE(w.comm(r).allgather(mine.data(), all.data(), big, DataType::kFloat32).is_ok());
-    EXPECT_TRUE(all == want) << "allgather of 800 KB blocks, rank " << r;
-    Bytes in = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, big / 2 * n), out(big / 2 * 4, 0xEF);
-    ASSERT_TRUE(w.comm(r).reduce_scatter(in.data(), out.data(), big / 2, DataType::kFloat32, ReduceOp::kSum).is_ok());
-    EXPECT_EQ(std::memcmp(out.data(), sums.data() + r * out.size(), out.size()), 0) << "reduce_scatter, rank " << r;
-  });
+  for (int call = 0; call < 4; ++call) {
+    check_allreduce(w, DataType::kFloat32, ReduceOp::kSum, big, call % 2 == 1);
+    w.run([&](int r) {
+      Bytes mine = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, big), all(want.size(), 0xEF);
+      ASSERT_TRUE(w.comm(r).allgather(mine.data(), all.data(), big, DataType::kFloat32).is_ok());
+      EXPECT_TRUE(all == want) << "allgather of 800 KB blocks, call " << call << ", rank " << r;
+      Bytes in = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, big / 2 * n), out(big / 2 * 4, 0xEF);
+      ASSERT_TRUE(w.comm(r).reduce_scatter(in.data(), out.data(), big / 2, DataType::kFloat32, ReduceOp::kSum).is_ok());
+      EXPECT_EQ(std::memcmp(out.data(), sums.data() + r * out.size(), out.size()), 0)
+          << "reduce_scatter, call " << call << ", rank " << r;
+      Bytes data = r == 0 ? mine : Bytes(mine.size(), 0xEF);
+      const Bytes root_data = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, 0, big);
+      ASSERT_TRUE(w.comm(r).broadcast(data.data(), big, DataType::kFloat32, 0).is_ok());
+      EXPECT_TRUE(data == root_data) << "broadcast of 800 KB, call " << call << ", rank " << r;
+    });
+  }
 }
 
 TEST_P(Collectives, HierarchicalThroughEachHostsArena) {
@@ -351,39 +362,45 @@ TEST_P(Collectives, BarrierAndRandomFloatsAgreeBitwise) {
 
 // Zero-copy fusion: spans of assorted sizes (empty ones, ones smaller than
 // a segment, ones spanning chunks), some in place, with each rank's spans at
-// different addresses, give exactly the per-span allreduce results.
+// different addresses, give exactly the per-span allreduce results; by the
+// algorithm the tables choose, and by the shared-memory arena, whose copies
+// in and out walk the spans together (one span crosses its half-slot
+// chunks, 512 KiB).
 TEST_P(Collectives, AllreduceOverSpansEqualsEachSpanReduced) {
   const int n = std::get<0>(GetParam());
-  ThreadWorld w = make_world(GetParam(), test_config(1024));
-  const std::vector<size_t> counts = {0, 1, 700, 3, 0, 5000, 257, 1, 12000, 64};
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
-    w.run([&](int r) {
-      std::vector<std::vector<int32_t>> in(counts.size()), out(counts.size());
-      std::vector<Span> spans;
-      for (size_t t = 0; t < counts.size(); ++t) {
-        in[t].resize(counts[t] + r);  // different layouts per rank
-        for (size_t i = 0; i < counts[t]; ++i) in[t][i] = static_cast<int32_t>((r * 31 + t * 7 + i) % 101) - 50;
-        const bool in_place = t % 3 == 0;
-        if (!in_place) out[t].assign(counts[t], -7);
-        spans.push_back({in[t].data(), in_place ? in[t].data() : out[t].data(), counts[t]});
-      }
-      ASSERT_TRUE(w.comm(r).allreduce_spans(spans, DataType::kInt32, op).is_ok());
-      for (size_t t = 0; t < counts.size(); ++t) {
-        const int32_t* got = static_cast<const int32_t*>(spans[t].recv);
-        for (size_t i = 0; i < counts[t]; ++i) {
-          int64_t sum = 0, mx = INT64_MIN;
-          for (int q = 0; q < n; ++q) {
-            const int64_t v = static_cast<int32_t>((q * 31 + t * 7 + i) % 101) - 50;
-            sum += v;
-            mx = std::max(mx, v);
-          }
-          const int64_t want = op == ReduceOp::kMax ? mx
-                               : op == ReduceOp::kAvg ? sum / n
-                                                                        : sum;
-          ASSERT_EQ(got[i], want) << "n=" << n << " op " << op_name(op) << " rank " << r << " span " << t << " i " << i;
+  const std::vector<size_t> counts = {0, 1, 700, 3, 0, 5000, 257, 1, 12000, 64, 140001, 2, 0, 1030};
+  for (const char* algorithm : {"auto", "shared_memory"}) {
+    Config c = test_config(1024);
+    c.algorithm = algorithm;
+    ThreadWorld w = make_world(GetParam(), c);
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
+      w.run([&](int r) {
+        std::vector<std::vector<int32_t>> in(counts.size()), out(counts.size());
+        std::vector<Span> spans;
+        for (size_t t = 0; t < counts.size(); ++t) {
+          in[t].resize(counts[t] + r);  // different layouts per rank
+          for (size_t i = 0; i < counts[t]; ++i) in[t][i] = static_cast<int32_t>((r * 31 + t * 7 + i) % 101) - 50;
+          const bool in_place = t % 3 == 0;
+          if (!in_place) out[t].assign(counts[t], -7);
+          spans.push_back({in[t].data(), in_place ? in[t].data() : out[t].data(), counts[t]});
         }
-      }
-    });
+        ASSERT_TRUE(w.comm(r).allreduce_spans(spans, DataType::kInt32, op).is_ok());
+        for (size_t t = 0; t < counts.size(); ++t) {
+          const int32_t* got = static_cast<const int32_t*>(spans[t].recv);
+          for (size_t i = 0; i < counts[t]; ++i) {
+            int64_t sum = 0, mx = INT64_MIN;
+            for (int q = 0; q < n; ++q) {
+              const int64_t v = static_cast<int32_t>((q * 31 + t * 7 + i) % 101) - 50;
+              sum += v;
+              mx = std::max(mx, v);
+            }
+            const int64_t want = op == ReduceOp::kMax ? mx : op == ReduceOp::kAvg ? sum / n : sum;
+            ASSERT_EQ(got[i], want) << algorithm << " n=" << n << " op " << op_name(op) << " rank " << r << " span " << t
+                                    << " i " << i;
+          }
+        }
+      });
+    }
   }
 }
 

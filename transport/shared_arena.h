@@ -6,11 +6,13 @@
 // message in between.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 
 #include "common/deadline.h"
+#include "common/faster_of_two.h"
 #include "common/status.h"
 
 namespace kolo {
@@ -62,6 +64,10 @@ class SharedArena {
   // barrier per chunk keeps writers and readers apart.
   size_t next_half() { return (chunks++ % 2) * (slot_bytes() / 2); }
   uint64_t chunks = 0;  // chunks moved through the slots so far
+
+  // How this rank writes its data into its slot, per collective and size
+  // (collectives/slot_writes.h): through the cache or around it.
+  std::array<FasterOfTwo, 256> slot_writes;
 };
 
 }  // namespace kolo

@@ -1,0 +1,72 @@
+#include "common/faster_of_two.h"
+
+#include <gtest/gtest.h>
+
+namespace kolo {
+namespace {
+
+// Runs `runs` calls whose ways cost `cost0` and `cost1`; returns how many
+// took way 1.
+int run(FasterOfTwo& ways, int runs, double cost0, double cost1) {
+  int ones = 0;
+  for (int i = 0; i < runs; ++i) {
+    const int way = ways.pick();
+    ones += way;
+    ways.record(way, way == 0 ? cost0 : cost1);
+  }
+  return ones;
+}
+
+TEST(FasterOfTwo, AlternatesAtFirstThenKeepsToTheFaster) {
+  FasterOfTwo ways;
+  EXPECT_EQ(ways.pick(), 0);
+  ways.record(0, 100.0);  // the first run: not counted
+  for (int i = 0; i < static_cast<int>(FasterOfTwo::kFirstRuns); ++i) {
+    EXPECT_EQ(ways.pick(), i % 2) << i;
+    ways.record(i % 2, i % 2 == 0 ? 3.0 : 1.0);
+  }
+  EXPECT_EQ(ways.faster(), 1);
+  EXPECT_DOUBLE_EQ(ways.cost(0), 3.0);
+  EXPECT_DOUBLE_EQ(ways.cost(1), 1.0);
+  // 64 runs more: the slower way only on the tries, one run in kTryEvery.
+  const int ones = run(ways, 64, 3.0, 1.0);
+  EXPECT_EQ(ones, 64 - 64 / static_cast<int>(FasterOfTwo::kTryEvery));
+}
+
+TEST(FasterOfTwo, FollowsAChangeOfTheFasterWayEitherWay) {
+  FasterOfTwo ways;
+  run(ways, 40, 1.0, 3.0);
+  EXPECT_EQ(ways.faster(), 0);
+  // The way in use slows down a lot: one run moves its average past the
+  // other's, which takes over at once.
+  ways.record(ways.pick(), 12.0);
+  EXPECT_EQ(ways.faster(), 1);
+  run(ways, 2 * FasterOfTwo::kTryEvery, 12.0, 3.0);
+  EXPECT_EQ(ways.faster(), 1);
+  // The way not in use speeds up: its next try, and the one right after,
+  // show it, within kTryEvery + 1 runs.
+  run(ways, FasterOfTwo::kTryEvery + 1, 0.5, 3.0);
+  EXPECT_EQ(ways.faster(), 0);
+  EXPECT_DOUBLE_EQ(ways.cost(0), 0.5);
+}
+
+TEST(FasterOfTwo, NoSingleNoisyRunDecides) {
+  FasterOfTwo ways;
+  run(ways, 10, 1.0, 2.0);
+  ASSERT_EQ(ways.faster(), 0);
+  ways.record(0, 3.0);  // a hiccup of the way in use: its average, 1.5, stays below 2
+  EXPECT_EQ(ways.faster(), 0);
+  // A try of the other that happens to beat it, not borne out by the
+  // second try: the way in use stays.
+  run(ways, FasterOfTwo::kTryEvery, 1.0, 2.0);
+  while (ways.pick() == 0) ways.record(0, 1.0);
+  ways.record(1, 0.5);
+  EXPECT_EQ(ways.faster(), 0);
+  EXPECT_EQ(ways.pick(), 1);  // the second try
+  ways.record(1, 2.0);
+  EXPECT_EQ(ways.faster(), 0);  // 1.25 on average: still slower
+  EXPECT_EQ(ways.pick(), 0);
+}
+
+}  // namespace
+}  // namespace kolo
