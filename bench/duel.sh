@@ -10,7 +10,11 @@
 # and kolo_tcp's as a fraction of the TCP ring bound (the loopback ceiling
 # that bench/peers/tcp_ceiling measures each round, two concurrent streams,
 # over N: a ring on one host keeps N streams busy, and their bytes share
-# what the cores can push through the kernel).
+# what the cores can push through the kernel). Each round also measures a
+# cache line's round trip between two cores (bench/core_round_trip): where
+# it is long, peers' reads out of each other's caches are slow, and the
+# shared-memory figures fall with it (collectives/slot_writes.h); kolo's
+# figure is printed per round beside it.
 #   Usage: bash bench/duel.sh [N ...]   (default 2 4)
 #   SIZE (67108864)  ROUNDS (5)  ITERS (16)
 #   BASELINE: another kolo_bench (e.g. built from an earlier commit) run in
@@ -24,8 +28,10 @@ SIZE="${SIZE:-67108864}"
 ROUNDS="${ROUNDS:-5}"
 ITERS="${ITERS:-16}"
 
-build_and_copy duel //bench:kolo_bench //bench:memcpy_bandwidth //bench/peers:tcp_ceiling
+build_and_copy duel //bench:kolo_bench //bench:memcpy_bandwidth //bench:core_round_trip //bench/peers:tcp_ceiling
 RESULTS="$WORK/results"
+BY_ROUND="$WORK/by_round"  # kolo's figure and the round trip, per round: $BY_ROUND.N
+rm -f "$BY_ROUND".*
 BENCHES=("kolo $WORK/kolo_bench" "kolo_tcp $WORK/kolo_bench KOLO_TRANSPORT=tcp")
 if [[ -n "${BASELINE:-}" ]]; then
   cp "$BASELINE" "$WORK/kolo_baseline"
@@ -36,11 +42,15 @@ for ((round = 1; round <= ROUNDS; round++)); do
   echo "== round $round of $ROUNDS" >&2
   "$WORK/memcpy_bandwidth" | awk '{print "memcpy 0", $2}' >>"$RESULTS"
   "$WORK/tcp_ceiling" | awk '/tcp_two_streams_GBps/ {print "tcp_ceiling 0", $2}' >>"$RESULTS"
+  round_trip=$("$WORK/core_round_trip" 2>/dev/null | awk '{print $2}' || true)
   for n in "${NS[@]}"; do
     for bench in "${BENCHES[@]}"; do
       read -r name binary settings <<<"$bench"
       env $settings tools/kolorun -np "$n" --no-prefix "$binary" --min-bytes "$SIZE" --max-bytes "$SIZE" \
         --iters "$ITERS" --no-check | awk -v n="$n" -v name="$name" '/^ +[0-9]/ {print name, n, $6}' >>"$RESULTS"
+      if [[ $name == kolo ]]; then
+        tail -1 "$RESULTS" | awk -v r="${round_trip:-?}" '{printf " %s (%s ns)", $3, r}' >>"$BY_ROUND.$n"
+      fi
     done
   done
   # The peers: every Gloo algorithm and Open MPI, in fresh processes.
@@ -84,4 +94,7 @@ for n in "${NS[@]}"; do
           printf "N=%s kolo_tcp = %.0f%% of the TCP ring bound (%.2f GB/s busbw)\n", n, 100 * tcp / (tcp_ceiling / n), tcp_ceiling / n;
         if (base > 0) printf "N=%s kolo/kolo_baseline = %.2fx\n", n, kolo / base;
       }'
+  if [[ -f "$BY_ROUND.$n" ]]; then
+    echo "N=$n kolo by round (a cache line's round trip between two cores):$(cat "$BY_ROUND.$n")"
+  fi
 done
