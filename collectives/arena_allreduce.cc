@@ -23,7 +23,7 @@ Status one_shot_allreduce(const ScheduleContext& ctx, SharedArena& arena, const 
   const size_t total = buffer.total();
   const int n = arena.size();
   const uint64_t mine = fingerprint(CollectiveKind::kSharedAllreduce, dtype, op, 0, total);
-  unsigned char* outbox = arena.outbox();
+  unsigned char* outbox = arena.outbox(total * elem);
   size_t taken = 0;
   buffer.for_each_piece(Range{0, total}, [&](const Span& sp, size_t at, size_t c) {
     ctx.memory->copy(outbox + taken * elem, element(sp.send, at, elem), c * elem);
@@ -52,8 +52,8 @@ Status one_shot_allreduce(const ScheduleContext& ctx, SharedArena& arena, const 
   buffer.for_each_piece(Range{0, total}, [&](const Span& sp, size_t at, size_t c) {
     unsigned char* out = element(sp.recv, at, elem);
     const size_t from = done * elem;
-    ctx.memory->reduce(dtype, op, out, arena.inbox(0) + from, arena.inbox(1) + from, c);
-    for (int q = 2; q < n; ++q) ctx.memory->reduce(dtype, op, out, out, arena.inbox(q) + from, c);
+    ctx.memory->reduce(dtype, op, out, arena.inbox(0, total * elem) + from, arena.inbox(1, total * elem) + from, c);
+    for (int q = 2; q < n; ++q) ctx.memory->reduce(dtype, op, out, out, arena.inbox(q, total * elem) + from, c);
     ctx.memory->finalize(dtype, op, out, c, n);
     done += c;
   });

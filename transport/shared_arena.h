@@ -34,11 +34,11 @@ class SharedArena {
   virtual Status barrier(Deadline deadline) = 0;
 
   // Small buffers in one step, with no barrier (the one-shot allreduce of
-  // arena_allreduce.h): this rank fills outbox() with up to
+  // arena_allreduce.h): this rank fills outbox(bytes) with up to
   // kMailboxBytes, then exchange() posts them with the call's
   // fingerprint and returns once every rank has posted to the same
   // exchange, with *differs the first rank that posted another fingerprint
-  // (-1: none; fingerprint_of(q) says what it posted); inbox(q) is then
+  // (-1: none; fingerprint_of(q) says what it posted); inbox(q, bytes) is then
   // rank q's bytes. While it waits past its spin for rank q, it asks
   // `stalled(q)` (if given) at every wake-up, at least every tenth of a
   // second: an error ends the wait with it unless rank q has posted
@@ -48,10 +48,14 @@ class SharedArena {
   // mailbox until the exchange or chunk after next, which the peer enters
   // only once it is done with this one. Fails as barrier() does.
   static constexpr size_t kMailboxBytes = (16 << 10) - 64;  // data per mailbox: 16 KiB with its header
-  virtual unsigned char* outbox() = 0;
+  // Up to this much rides on the line that posts it: one line between the
+  // cores instead of two. outbox(bytes) and inbox(q, bytes) say where a
+  // buffer of `bytes` goes.
+  static constexpr size_t kInlineBytes = 48;
+  virtual unsigned char* outbox(size_t bytes) = 0;
   using Stalled = std::function<Status(int q)>;
   virtual Status exchange(uint64_t fingerprint, Deadline deadline, const Stalled& stalled, int* differs) = 0;
-  virtual const unsigned char* inbox(int q) const = 0;
+  virtual const unsigned char* inbox(int q, size_t bytes) const = 0;
   virtual uint64_t fingerprint_of(int q) const = 0;
 
   // Makes every current and later barrier() fail here, and in the other

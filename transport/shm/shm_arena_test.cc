@@ -126,9 +126,21 @@ TEST(ShmArena, ARankThatNeverArrivesIsATimeoutNamingIt) {
   }
 }
 
-// What rank r posts in round k: a size that varies up to a full mailbox,
+// What rank r posts in round k: a size that varies up to a full mailbox
+// (on the posting line up to kInlineBytes, and either side of that edge),
 // and bytes no other rank or round posts.
-size_t posted_bytes(uint64_t round) { return round % 7 == 0 ? SharedArena::kMailboxBytes : 1 + round * 131 % 5000; }
+size_t posted_bytes(uint64_t round) {
+  switch (round % 7) {
+    case 0:
+      return SharedArena::kMailboxBytes;
+    case 1:
+      return 1 + round % SharedArena::kInlineBytes;
+    case 2:
+      return SharedArena::kInlineBytes + round % 2;
+    default:
+      return 1 + round * 131 % 5000;
+  }
+}
 unsigned char posted_byte(int r, uint64_t round, size_t i) { return static_cast<unsigned char>(r * 31 + round * 7 + i); }
 
 TEST(ShmArena, ExchangesShowEveryRanksBytesRoundAfterRoundBesideBarriers) {
@@ -148,14 +160,14 @@ TEST(ShmArena, ExchangesShowEveryRanksBytesRoundAfterRoundBesideBarriers) {
         continue;
       }
       const size_t bytes = posted_bytes(round);
-      unsigned char* out = a.outbox();
+      unsigned char* out = a.outbox(bytes);
       for (size_t i = 0; i < bytes; ++i) out[i] = posted_byte(r, round, i);
       int differs = -2;
       ASSERT_TRUE(a.exchange(round, Deadline::after_seconds(30), nullptr, &differs).is_ok());
       ASSERT_EQ(differs, -1);
       for (int q = 0; q < n; ++q) {
         ASSERT_EQ(a.fingerprint_of(q), round);
-        const unsigned char* in = a.inbox(q);
+        const unsigned char* in = a.inbox(q, bytes);
         for (size_t i = 0; i < bytes; ++i) {
           ASSERT_EQ(in[i], posted_byte(q, round, i)) << "rank " << r << " reading rank " << q << " round " << round;
         }
