@@ -28,7 +28,9 @@ namespace kolo {
 // The segment: this header, a Member per rank, two Mailboxes per rank,
 // then a slot per rank. Cache-line apart where different ranks write.
 struct ShmArena::Header {
-  static constexpr uint64_t kMagic = 0x6b6f6c6f6172656f;  // "kolo" "areo": with mailboxes
+  // "kolo" "arei": mailboxes with small data on the posting line (a build
+  // that reads it from the next line must not share a segment with this).
+  static constexpr uint64_t kMagic = 0x6b6f6c6f61726569;
   alignas(64) std::atomic<uint32_t> arrived;               // at the current barrier
   std::atomic<uint32_t> sleepers;                          // ranks asleep on `generation`
   alignas(64) std::atomic<uint32_t> generation;            // barriers completed; the futex word
