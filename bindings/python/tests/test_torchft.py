@@ -9,6 +9,7 @@ group 0 took from the fault to training alone and to training with the
 healed group again (pytest -s)."""
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -61,13 +62,35 @@ class Group:
         self.proc.wait(timeout=30)
 
 
+def start_lighthouse():
+    """torchft's lighthouse, listening: the groups start only then. A port
+    that another process took between free_port and the lighthouse's bind
+    ends the lighthouse at once; then another port (a CI run once saw its
+    groups fail to reach a lighthouse that never listened)."""
+    for _ in range(5):
+        port = free_port()
+        proc = subprocess.Popen([os.path.join(BIN, "torchft_lighthouse"), "--min_replicas", "1", "--bind",
+                                 "127.0.0.1:%d" % port, "--quorum_tick_ms", "100", "--join_timeout_ms", "1000",
+                                 "--heartbeat_timeout_ms", "2000"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 30
+        while proc.poll() is None and time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            except OSError:
+                time.sleep(0.05)
+                continue
+            time.sleep(0.2)  # still running: the listener was its own
+            if proc.poll() is None:
+                return proc, port
+        proc.kill()
+        proc.wait(timeout=30)
+    raise AssertionError("torchft's lighthouse did not start listening on any of 5 ports")
+
+
 @pytest.mark.parametrize("pg", ["kolo", "gloo"])
 def test_a_replica_group_killed_mid_step_heals_and_rejoins(tmp_path, pg):
-    port = free_port()
-    lighthouse = subprocess.Popen([os.path.join(BIN, "torchft_lighthouse"), "--min_replicas", "1", "--bind",
-                                   "127.0.0.1:%d" % port, "--quorum_tick_ms", "100", "--join_timeout_ms", "1000",
-                                   "--heartbeat_timeout_ms", "2000"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lighthouse, port = start_lighthouse()
     address = "http://127.0.0.1:%d" % port
     groups = []
     try:
