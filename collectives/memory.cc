@@ -76,10 +76,10 @@ void HostMemory::copy_together(CopyJob a, CopyJob b) {
     c.bytes -= head;
   }
   // A page of each in turn. Measured on 64 MiB arena allreduces (N=2, 4),
-  // against 256 B to 64 KiB: 4 KiB was 1.1x the copies one after the
-  // other; 64 KiB and more gained little, 2 KiB and less lost 0.9x (where
-  // a piece's stores and the other's loads lie the same distance into
-  // their pages, the loads wait on the stores just made).
+  // against 256 B to 64 KiB: 4 KiB was up to 1.1x the copies one after
+  // the other; 64 KiB and more gained little, 2 KiB and less lost
+  // (0.6-0.9x; likely because one copy's loads and the other's fresh
+  // stores lie the same distance into their pages, and the loads wait).
   constexpr size_t kStep = 4096;
   size_t done = 0;
   for (; done + kStep <= a.bytes && done + kStep <= b.bytes; done += kStep) {
