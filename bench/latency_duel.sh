@@ -5,7 +5,9 @@
 # machine), 8 bytes to 64 KiB, interleaved over several rounds so that the
 # machine's drift hits both alike. Prints, per N and size, the median time
 # of each (max over ranks of each rank's median, as both benchmarks
-# report it) and kolo's time over Open MPI's (below 1: kolo is faster).
+# report it) and kolo's time over Open MPI's (below 1: kolo is faster),
+# and a cache line's round trip between two cores measured each round
+# (bench/core_round_trip: where it is long, both take longer).
 #   Usage: bash bench/latency_duel.sh [N ...]   (default 2 4 8)
 #   ROUNDS (5)  ITERS (200)  MIN_BYTES (8)  MAX_BYTES (64K)
 set -euo pipefail
@@ -19,14 +21,16 @@ MIN_BYTES="${MIN_BYTES:-8}"
 MAX_BYTES="${MAX_BYTES:-64K}"
 command -v mpicc >/dev/null || { echo "latency_duel: needs Open MPI (mpicc, mpirun)" >&2; exit 1; }
 
-build_and_copy latency //bench:kolo_bench
+build_and_copy latency //bench:kolo_bench //bench:core_round_trip
 mpicc -O2 -o "$WORK/mpi_bench" bench/peers/mpi_bench.c
 to_bytes() { python3 -c "s='$1'; m={'K':1<<10,'M':1<<20}; print(int(float(s[:-1])*m[s[-1]]) if s[-1] in m else int(s))"; }
 SWEEP=(--min-bytes "$(to_bytes "$MIN_BYTES")" --max-bytes "$(to_bytes "$MAX_BYTES")" --step-factor 4 --iters "$ITERS"
   --warmup 20)
 RESULTS="$WORK/results"
+ROUND_TRIPS=""
 for ((round = 1; round <= ROUNDS; round++)); do
   echo "== round $round of $ROUNDS" >&2
+  ROUND_TRIPS="$ROUND_TRIPS $("$WORK/core_round_trip" 2>/dev/null | awk '{print $2}' || echo '?')"
   for n in "${NS[@]}"; do
     tools/kolorun -np "$n" --no-prefix "$WORK/kolo_bench" "${SWEEP[@]}" --no-check |
       awk -v n="$n" '/^ +[0-9]/ {print "kolo", n, $1, $3, $NF}' >>"$RESULTS"
@@ -55,3 +59,4 @@ for (who, n, size) in sorted(k for k in times if k[0] == "kolo"):
     print("%3d %8d %10.2f %10.2f %9.2fx  %s" % (n, size, k, m, k / m, algorithm[(n, size)]))
 print("# kolo at or below Open MPI's time at %d of %d (N, size) points" % (wins, total))
 PY
+echo "# a cache line's round trip between two cores, each round (ns):$ROUND_TRIPS"
