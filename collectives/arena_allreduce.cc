@@ -22,8 +22,9 @@ Status one_shot_allreduce(const ScheduleContext& ctx, SharedArena& arena, const 
   const size_t elem = dtype_size(dtype);
   const size_t total = buffer.total();
   const int n = arena.size();
+  const size_t bytes = total * elem;
   const uint64_t mine = fingerprint(CollectiveKind::kSharedAllreduce, dtype, op, 0, total);
-  unsigned char* outbox = arena.outbox(total * elem);
+  unsigned char* outbox = arena.outbox(bytes);
   size_t taken = 0;
   buffer.for_each_piece(Range{0, total}, [&](const Span& sp, size_t at, size_t c) {
     ctx.memory->copy(outbox + taken * elem, element(sp.send, at, elem), c * elem);
@@ -52,8 +53,8 @@ Status one_shot_allreduce(const ScheduleContext& ctx, SharedArena& arena, const 
   buffer.for_each_piece(Range{0, total}, [&](const Span& sp, size_t at, size_t c) {
     unsigned char* out = element(sp.recv, at, elem);
     const size_t from = done * elem;
-    ctx.memory->reduce(dtype, op, out, arena.inbox(0, total * elem) + from, arena.inbox(1, total * elem) + from, c);
-    for (int q = 2; q < n; ++q) ctx.memory->reduce(dtype, op, out, out, arena.inbox(q, total * elem) + from, c);
+    ctx.memory->reduce(dtype, op, out, arena.inbox(0, bytes) + from, arena.inbox(1, bytes) + from, c);
+    for (int q = 2; q < n; ++q) ctx.memory->reduce(dtype, op, out, out, arena.inbox(q, bytes) + from, c);
     ctx.memory->finalize(dtype, op, out, c, n);
     done += c;
   });
@@ -96,9 +97,9 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, Spa
   // (Chunk `next` has the half that the chunk before `c` had, which every
   // rank copied out before the barrier that ended `c`'s reduction.)
   const auto copy_out_and_in = [&](const Chunk& c, const Chunk& next) {
-    const RingLayout shares(c.count, n, elem, c.count * elem);
     size_t in = 0, out = 0;  // elements of `next` copied in, of `c` copied out
     int q = 0;               // the rank whose share `out` lies in
+    Range share = partition(c.count, n, 0);
     while (in < next.count || out < c.count) {
       Memory::CopyJob in_job{nullptr, nullptr, 0, writes.around_cache()}, out_job{nullptr, nullptr, 0, stream_out};
       size_t in_n = 0, out_n = 0;  // the elements each can take in one piece
@@ -109,9 +110,9 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, Spa
         in_job.src = element(p.span->send, p.at, elem);
       }
       if (out < c.count) {
-        while (shares.chunk(q).offset + shares.chunk(q).count <= out) ++q;
+        while (share.offset + share.count <= out) share = partition(c.count, n, ++q);
         const SpanCutter::Place p = buffer.place_of(c.done + out);
-        out_n = std::min(p.left, shares.chunk(q).offset + shares.chunk(q).count - out);
+        out_n = std::min(p.left, share.offset + share.count - out);
         out_job.dst = element(p.span->recv, p.at, elem);
         out_job.src = arena.slot(q) + c.parity + out * elem;
       }
@@ -128,8 +129,7 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, Spa
   while (chunk.done < total) {
     KOLO_RETURN_IF_ERROR(arena.barrier(Deadline::after_seconds_coarse(timeout_s)));
     // This rank's share, reduced from every slot over its own.
-    const RingLayout shares(chunk.count, n, elem, chunk.count * elem);
-    const Range own = shares.chunk(r);
+    const Range own = partition(chunk.count, n, r);
     unsigned char* out = arena.slot(r) + chunk.parity + own.offset * elem;
     for (int k = 1; k < n; ++k) {
       const int q = (r + k) % n;

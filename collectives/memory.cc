@@ -31,6 +31,12 @@ void stream_lines(unsigned char* d, const unsigned char* s, size_t bytes) {
   }
 }
 
+// How many bytes of a copy to `dst` go before its first whole line: the
+// non-temporal stores need a 64-byte aligned destination.
+size_t bytes_to_line(const void* dst, size_t bytes) {
+  return std::min(bytes, (64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64);
+}
+
 }  // namespace
 #endif
 
@@ -46,7 +52,7 @@ void HostMemory::copy_streaming(void* dst, const void* src, size_t bytes) {
   // cache, 39 GB/s around it, for a copy from cache into memory.
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);
-  const size_t head = std::min(bytes, (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64);
+  const size_t head = bytes_to_line(d, bytes);
   std::memcpy(d, s, head);
   d += head;
   s += head;
@@ -68,8 +74,7 @@ void HostMemory::copy_together(CopyJob a, CopyJob b) {
   for (int j = 0; j < 2; ++j) {
     CopyJob& c = *jobs[j];
     if (!c.around_cache || c.bytes == 0) continue;
-    // Non-temporal stores need a 64-byte aligned destination.
-    const size_t head = std::min(c.bytes, (64 - reinterpret_cast<uintptr_t>(c.dst) % 64) % 64);
+    const size_t head = bytes_to_line(c.dst, c.bytes);
     std::memcpy(c.dst, c.src, head);
     c.dst = static_cast<unsigned char*>(c.dst) + head;
     c.src = static_cast<const unsigned char*>(c.src) + head;
