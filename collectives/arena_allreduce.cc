@@ -81,6 +81,13 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, Spa
   // A result larger than the cache goes around it (see Memory::copy_streaming).
   const bool stream_out = result_outgrows_cache(total * elem);
   SlotWrites writes(arena, SlotWrites::kAllreduce, total * elem);
+  // Writing through the cache, this rank's own share of each chunk is
+  // not copied into its slot: the reduction reads it from the input where
+  // it lies, a copy fewer. Around the cache it is: the copy's stores take
+  // the slot's lines from the caches of the peers that read them a chunk
+  // ago without waiting, where the reduction's ordinary stores into them
+  // would each wait for a line's round trip between the cores.
+  const bool own_from_input = !writes.around_cache();
   // Chunk [done, done + count) of the buffer, in the slots' half at `parity`.
   struct Chunk {
     size_t done = 0, count = 0, parity = 0;
@@ -89,23 +96,27 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, Spa
     // A rank may still be copying the previous chunk out of the other half.
     return Chunk{done, std::min(half, total - done), done < total ? arena.next_half() : 0};
   };
-  // This rank's input for chunk `next` into its slot, while chunk `c`'s
-  // result goes out, each share from the slot of the rank that reduced it.
-  // Most of their time is spent past the cache: one after the other,
-  // memory would only read and then only write; together (copy_together)
-  // they keep it reading and writing at once, as a plain copy does.
-  // (Chunk `next` has the half that the chunk before `c` had, which every
-  // rank copied out before the barrier that ended `c`'s reduction.)
+  // This rank's input for chunk `next` into its slot (but for its own
+  // share, where that stays in the input), while chunk `c`'s result goes
+  // out, each share from the slot of the rank that reduced it. Most of
+  // their time is spent past the cache: one after the other, memory would
+  // only read and then only write; together (copy_together) they keep it
+  // reading and writing at once, as a plain copy does. (Chunk `next` has
+  // the half that the chunk before `c` had, which every rank copied out
+  // before the barrier that ended `c`'s reduction.)
   const auto copy_out_and_in = [&](const Chunk& c, const Chunk& next) {
     size_t in = 0, out = 0;  // elements of `next` copied in, of `c` copied out
     int q = 0;               // the rank whose share `out` lies in
     Range share = partition(c.count, n, 0);
+    const Range own = partition(next.count, n, r);
     while (in < next.count || out < c.count) {
       Memory::CopyJob in_job{nullptr, nullptr, 0, writes.around_cache()}, out_job{nullptr, nullptr, 0, stream_out};
       size_t in_n = 0, out_n = 0;  // the elements each can take in one piece
+      if (own_from_input && in == own.offset) in += own.count;
       if (in < next.count) {
         const SpanCutter::Place p = buffer.place_of(next.done + in);
-        in_n = std::min(p.left, next.count - in);
+        const size_t until = own_from_input && in < own.offset ? own.offset : next.count;
+        in_n = std::min(p.left, until - in);
         in_job.dst = arena.slot(r) + next.parity + in * elem;
         in_job.src = element(p.span->send, p.at, elem);
       }
@@ -128,13 +139,22 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, Spa
   copy_out_and_in(Chunk{}, chunk);
   while (chunk.done < total) {
     KOLO_RETURN_IF_ERROR(arena.barrier(Deadline::after_seconds_coarse(timeout_s)));
-    // This rank's share, reduced from every slot over its own.
+    // This rank's share, reduced from every peer's slot over its own (or
+    // its input), where the peers copy it out from.
     const Range own = partition(chunk.count, n, r);
     unsigned char* out = arena.slot(r) + chunk.parity + own.offset * elem;
-    for (int k = 1; k < n; ++k) {
-      const int q = (r + k) % n;
-      ctx.memory->reduce(dtype, op, out, out, arena.slot(q) + chunk.parity + own.offset * elem, own.count);
+    const auto slot = [&](int q) { return arena.slot(q) + chunk.parity + own.offset * elem; };
+    if (own_from_input) {
+      size_t reduced = 0;  // the input may lie in several spans
+      buffer.for_each_piece(Range{chunk.done + own.offset, own.count}, [&](const Span& sp, size_t at, size_t c) {
+        const size_t from = reduced * elem;
+        ctx.memory->reduce(dtype, op, out + from, element(sp.send, at, elem), slot((r + 1) % n) + from, c);
+        reduced += c;
+      });
+    } else {
+      ctx.memory->reduce(dtype, op, out, out, slot((r + 1) % n), own.count);
     }
+    for (int k = 2; k < n; ++k) ctx.memory->reduce(dtype, op, out, out, slot((r + k) % n), own.count);
     ctx.memory->finalize(dtype, op, out, own.count, n);
     KOLO_RETURN_IF_ERROR(arena.barrier(Deadline::after_seconds_coarse(timeout_s)));
     const Chunk next = next_chunk(chunk.done + chunk.count);

@@ -1,8 +1,10 @@
 // Allreduce through memory every rank maps (transport/shared_arena.h), for
 // a communicator whose ranks all run on one host: no messages, no hops.
 // The buffer goes through in chunks; for each, every rank copies its chunk
-// into its slot, and after a barrier reduces its 1/N share reading every
-// rank's slot directly, writing the result over its own share; after a
+// into its slot (all but its own share, where it writes through the cache:
+// the reduction reads that from the input), and after a barrier reduces its
+// 1/N share reading every peer's slot in place, writing the result into its
+// own slot; after a
 // second barrier every rank copies the N reduced shares out. Slots are
 // double-buffered, so two barriers per chunk keep the ranks apart.
 //
