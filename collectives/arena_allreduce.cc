@@ -81,12 +81,12 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, Spa
   // A result larger than the cache goes around it (see Memory::copy_streaming).
   const bool stream_out = result_outgrows_cache(total * elem);
   SlotWrites writes(arena, SlotWrites::kAllreduce, total * elem);
-  // Writing through the cache, this rank's own share of each chunk is
-  // not copied into its slot: the reduction reads it from the input where
-  // it lies, a copy fewer. Around the cache it is: the copy's stores take
-  // the slot's lines from the caches of the peers that read them a chunk
-  // ago without waiting, where the reduction's ordinary stores into them
-  // would each wait for a line's round trip between the cores.
+  // Writing through the cache, this rank's own share of each chunk is not
+  // copied into its slot: the reduction reads it from the input where it
+  // lies, a copy fewer. Around the cache it is copied: the copy's stores
+  // take the slot's lines from the caches of the peers that read them a
+  // chunk ago without waiting, where the reduction's ordinary stores into
+  // them would each wait for a line's round trip between the cores.
   const bool own_from_input = !writes.around_cache();
   // Chunk [done, done + count) of the buffer, in the slots' half at `parity`.
   struct Chunk {

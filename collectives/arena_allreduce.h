@@ -4,9 +4,9 @@
 // into its slot (all but its own share, where it writes through the cache:
 // the reduction reads that from the input), and after a barrier reduces its
 // 1/N share reading every peer's slot in place, writing the result into its
-// own slot; after a
-// second barrier every rank copies the N reduced shares out. Slots are
-// double-buffered, so two barriers per chunk keep the ranks apart.
+// own slot; after a second barrier every rank copies the N reduced shares
+// out. Slots are double-buffered, so two barriers per chunk keep the ranks
+// apart.
 //
 // A small buffer may go in one step instead (the one-shot): every rank
 // posts it whole to its mailbox and, once all have, reduces the N of them;
