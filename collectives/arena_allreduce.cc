@@ -142,8 +142,8 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, Spa
     // This rank's share, reduced from every peer's slot over its own (or
     // its input), where the peers copy it out from.
     const Range own = partition(chunk.count, n, r);
-    unsigned char* out = arena.slot(r) + chunk.parity + own.offset * elem;
     const auto slot = [&](int q) { return arena.slot(q) + chunk.parity + own.offset * elem; };
+    unsigned char* out = slot(r);
     if (own_from_input) {
       size_t reduced = 0;  // the input may lie in several spans
       buffer.for_each_piece(Range{chunk.done + own.offset, own.count}, [&](const Span& sp, size_t at, size_t c) {

@@ -71,7 +71,11 @@ size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 size_t members_at() { return round_up(sizeof(ShmArena::Header), 64); }
 // Each mailbox's share of the segment: its header's line and its data.
 constexpr size_t kMailboxStride = sizeof(ShmArena::Mailbox) + SharedArena::kMailboxBytes;
-unsigned char* data_of(ShmArena::Mailbox* box) { return reinterpret_cast<unsigned char*>(box + 1); }
+// Where a buffer of `bytes` lies in `box`: on its posting line if it fits,
+// else from the next line on.
+unsigned char* data_for(ShmArena::Mailbox* box, size_t bytes) {
+  return bytes <= SharedArena::kInlineBytes ? box->inline_data : reinterpret_cast<unsigned char*>(box + 1);
+}
 size_t mailboxes_at(int size) { return round_up(members_at() + size * sizeof(ShmArena::Member), 4096); }
 size_t slots_at(int size) { return round_up(mailboxes_at(size) + 2 * size * kMailboxStride, 4096); }
 constexpr int kLivenessMs = 100;
@@ -105,14 +109,10 @@ ShmArena::Mailbox* ShmArena::mailbox(int r, uint64_t parity) const {
                                     (2 * r + parity) * kMailboxStride);
 }
 
-unsigned char* ShmArena::outbox(size_t bytes) {
-  Mailbox* box = mailbox(rank_, chunks % 2);
-  return bytes <= kInlineBytes ? box->inline_data : data_of(box);
-}
+unsigned char* ShmArena::outbox(size_t bytes) { return data_for(mailbox(rank_, chunks % 2), bytes); }
 
 const unsigned char* ShmArena::inbox(int q, size_t bytes) const {
-  Mailbox* box = mailbox(q, exchanged_parity_);
-  return bytes <= kInlineBytes ? box->inline_data : data_of(box);
+  return data_for(mailbox(q, exchanged_parity_), bytes);
 }
 
 uint64_t ShmArena::fingerprint_of(int q) const { return mailbox(q, exchanged_parity_)->fingerprint; }
