@@ -114,9 +114,25 @@ class Job:
         return False
 
 
-def remove_segments(job_hint):
+def remove_segments(pids):
+    """Unlinks the names of the /dev/shm segments that this job's workers
+    map. Only theirs: a glob of /dev/shm/kolo-* would also take the
+    segments of any other kolo job of the host (other tests running beside
+    this one) in the moment between their creation and their peers' open.
+    A segment already unlinked shows in the maps as '(deleted)'."""
+    names = set()
+    for pid in pids:
+        try:
+            with open("/proc/%d/maps" % pid) as f:
+                for line in f:
+                    fields = line.split(None, 5)  # address perms offset dev inode [path]
+                    path = fields[5].strip() if len(fields) == 6 else ""
+                    if path.startswith("/dev/shm/kolo-") and not path.endswith("(deleted)"):
+                        names.add(path)
+        except OSError:
+            pass  # a worker that has just ended
     removed = 0
-    for path in glob.glob("/dev/shm/kolo-*"):
+    for path in names:
         try:
             os.unlink(path)
             removed += 1
@@ -184,6 +200,7 @@ def main():
                 workers = sorted(job.pids)
                 victim = rng.choice(workers)
                 pid = job.pids[victim]
+                workers_pids = list(job.pids.values())
                 n_lost, n_resets, n_restarts = len(job.lost), len(job.resets), len(job.restarts)
             before, _, _ = job.last_step()
             t0 = time.time()
@@ -196,7 +213,7 @@ def main():
                     time.sleep(opts.timeout + 1.5 if kind == "stop" else opts.timeout * 0.5)
                     os.kill(pid, signal.SIGCONT)
                 elif kind == "shm":
-                    removed = remove_segments(None)
+                    removed = remove_segments(workers_pids)
                 elif kind == "link":
                     host = emulated.index(victim.rpartition(":")[0])
                     netns(env, "link-down", host)
