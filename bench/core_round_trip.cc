@@ -6,7 +6,7 @@
 // the 2-core development VM it is 50-60 ns at times and 300-350 ns at
 // others (its host runs the two cores close together or far apart), and
 // the arena's 64 MiB allreduce then runs 4x slower through the cache
-// (collectives/slot_writes.h); bench/duel.sh prints it every round.
+// (collectives/arena_writes.h); bench/duel.sh prints it every round.
 //   core_round_trip [CPU_A CPU_B]   (default: the first two CPUs this process may use)
 #include <pthread.h>
 #include <sched.h>

@@ -13,7 +13,7 @@
 # what the cores can push through the kernel). Each round also measures a
 # cache line's round trip between two cores (bench/core_round_trip): where
 # it is long, peers' reads out of each other's caches are slow, and the
-# shared-memory figures fall with it (collectives/slot_writes.h); kolo's
+# shared-memory figures fall with it (collectives/arena_writes.h); kolo's
 # figure is printed per round beside it.
 #   Usage: bash bench/duel.sh [N ...]   (default 2 4)
 #   SIZE (67108864)  ROUNDS (5)  ITERS (16)

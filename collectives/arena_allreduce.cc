@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
+#include "collectives/arena_writes.h"
 #include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
 #include "collectives/ring_schedule.h"
-#include "collectives/slot_writes.h"
 #include "collectives/span_cutter.h"
 #include "transport/shared_arena.h"
 
@@ -78,16 +78,14 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, Spa
   const int n = arena.size(), r = arena.rank();
   const size_t half = arena.slot_bytes() / 2 / elem;  // elements per chunk
   const double timeout_s = ctx.pipeline.timeout_s;
-  // A result larger than the cache goes around it (see Memory::copy_streaming).
-  const bool stream_out = result_outgrows_cache(total * elem);
-  SlotWrites writes(arena, SlotWrites::kAllreduce, total * elem);
+  ArenaWrites writes(arena, ArenaWrites::kAllreduce, total * elem, total * elem);
   // Writing through the cache, this rank's own share of each chunk is not
   // copied into its slot: the reduction reads it from the input where it
   // lies, a copy fewer. Around the cache it is copied: the copy's stores
   // take the slot's lines from the caches of the peers that read them a
   // chunk ago without waiting, where the reduction's ordinary stores into
   // them would each wait for a line's round trip between the cores.
-  const bool own_from_input = !writes.around_cache();
+  const bool own_from_input = !writes.slots_around_cache();
   // Chunk [done, done + count) of the buffer, in the slots' half at `parity`.
   struct Chunk {
     size_t done = 0, count = 0, parity = 0;
@@ -110,7 +108,8 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, Spa
     Range share = partition(c.count, n, 0);
     const Range own = partition(next.count, n, r);
     while (in < next.count || out < c.count) {
-      Memory::CopyJob in_job{nullptr, nullptr, 0, writes.around_cache()}, out_job{nullptr, nullptr, 0, stream_out};
+      Memory::CopyJob in_job{nullptr, nullptr, 0, writes.slots_around_cache()},
+          out_job{nullptr, nullptr, 0, writes.result_around_cache()};
       size_t in_n = 0, out_n = 0;  // the elements each can take in one piece
       if (own_from_input && in == own.offset) in += own.count;
       if (in < next.count) {

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "collectives/arena_allreduce.h"
+#include "collectives/arena_writes.h"
 #include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
-#include "collectives/slot_writes.h"
 #include "transport/shared_arena.h"
 
 namespace kolo {
@@ -49,17 +49,16 @@ Status arena_allgather(const ScheduleContext& ctx, SharedArena& arena, const All
   const unsigned char* mine = a.send == a.recv ? element(static_cast<const void*>(a.recv), a.displs[r], elem)
                                                : static_cast<const unsigned char*>(a.send);
   const size_t half = arena.slot_bytes() / 2 / elem;
-  const bool stream_out = result_outgrows_cache(result * elem);
-  SlotWrites writes(arena, SlotWrites::kAllgather, a.counts[r] * elem * n);
+  ArenaWrites writes(arena, ArenaWrites::kAllgather, a.counts[r] * elem * n, result * elem);
   for (size_t done = 0; done < largest; done += half) {
     const Halves h = next_chunk(arena);
     const auto piece = [&](int q) { return a.counts[q] > done ? std::min(half, a.counts[q] - done) : size_t{0}; };
-    copy_result(ctx.memory, writes.around_cache(), h.of(r), mine + done * elem, piece(r) * elem);
+    copy_result(ctx.memory, writes.slots_around_cache(), h.of(r), mine + done * elem, piece(r) * elem);
     KOLO_RETURN_IF_ERROR(arena.barrier(deadline(ctx)));
     for (int q = 0; q < n; ++q) {
       unsigned char* to = element(a.recv, a.displs[q] + done, elem);
       if (q == r && to == mine + done * elem) continue;  // in place
-      copy_result(ctx.memory, stream_out, to, h.of(q), piece(q) * elem);
+      copy_result(ctx.memory, writes.result_around_cache(), to, h.of(q), piece(q) * elem);
     }
   }
   writes.done();
@@ -79,12 +78,12 @@ Status arena_reduce_scatter(const ScheduleContext& ctx, SharedArena& arena, cons
   const size_t step = std::max<size_t>(1, arena.slot_bytes() / 2 / elem / n);
   const auto* in = static_cast<const unsigned char*>(a.send);
   auto* out = static_cast<unsigned char*>(a.recv);
-  SlotWrites writes(arena, SlotWrites::kReduceScatter, at[n] * elem);
+  ArenaWrites writes(arena, ArenaWrites::kReduceScatter, at[n] * elem, 0);
   for (size_t done = 0; done < largest; done += step) {
     const Halves h = next_chunk(arena);
     const auto piece = [&](int q) { return a.counts[q] > done ? std::min(step, a.counts[q] - done) : size_t{0}; };
     for (int q = 0; q < n; ++q) {
-      copy_result(ctx.memory, writes.around_cache(), h.of(r) + q * step * elem, in + (at[q] + done) * elem,
+      copy_result(ctx.memory, writes.slots_around_cache(), h.of(r) + q * step * elem, in + (at[q] + done) * elem,
                   piece(q) * elem);
     }
     KOLO_RETURN_IF_ERROR(arena.barrier(deadline(ctx)));
@@ -108,14 +107,15 @@ Status arena_broadcast(const ScheduleContext& ctx, SharedArena& arena, void* buf
       ring_fingerprint_exchange(ctx, fingerprint(CollectiveKind::kSharedBroadcast, dtype, ReduceOp::kSum, root, count)));
   const size_t half = arena.slot_bytes() / 2 / elem;
   auto* data = static_cast<unsigned char*>(buf);
-  const bool stream_out = result_outgrows_cache(count * elem);
-  SlotWrites writes(arena, SlotWrites::kBroadcast, count * elem);
+  const bool is_root = arena.rank() == root;
+  ArenaWrites writes(arena, ArenaWrites::kBroadcast, count * elem, is_root ? 0 : count * elem);
   for (size_t done = 0; done < count; done += half) {
     const Halves h = next_chunk(arena);
     const size_t c = std::min(half, count - done);
-    if (arena.rank() == root) copy_result(ctx.memory, writes.around_cache(), h.of(root), data + done * elem, c * elem);
+    unsigned char* mine = data + done * elem;
+    if (is_root) copy_result(ctx.memory, writes.slots_around_cache(), h.of(root), mine, c * elem);
     KOLO_RETURN_IF_ERROR(arena.barrier(deadline(ctx)));
-    if (arena.rank() != root) copy_result(ctx.memory, stream_out, data + done * elem, h.of(root), c * elem);
+    if (!is_root) copy_result(ctx.memory, writes.result_around_cache(), mine, h.of(root), c * elem);
   }
   writes.done();
   return Status::ok();

@@ -9,7 +9,6 @@
 #endif
 
 #include "collectives/reduce_kernels.h"
-#include "common/cpu_caches.h"
 
 namespace kolo {
 
@@ -114,12 +113,6 @@ void HostMemory::reduce(DataType dtype, ReduceOp op, void* out, const void* a, c
 
 void HostMemory::finalize(DataType dtype, ReduceOp op, void* buf, size_t count, int divisor) {
   if (FinalizeFn fin = finalize_kernel(dtype, op)) fin(buf, count, divisor);
-}
-
-bool result_outgrows_cache(size_t bytes) {
-  // Unknown: 32 MiB, a server core's share of its last-level cache.
-  const size_t cache = cpu_caches().last_level ? cpu_caches().last_level : size_t{32} << 20;
-  return bytes > cache;
 }
 
 }  // namespace kolo

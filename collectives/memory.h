@@ -23,7 +23,7 @@ class Memory {
   // Like memmove: dst and src may overlap.
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // A copy into a destination nobody reads again soon (a result larger than
-  // the caches; see result_outgrows_cache): where it can, it writes around
+  // the caches; see collectives/arena_writes.h): where it can, it writes around
   // the caches, which saves reading each destination line from memory
   // before overwriting it. dst and src must not overlap.
   virtual void copy_streaming(void* dst, const void* src, size_t bytes) { copy(dst, src, bytes); }
@@ -90,13 +90,9 @@ class HostMemory : public Memory {
   RegisteredBuffer packing_;
 };
 
-// Whether a collective's result of `bytes` is larger than this machine's
-// last-level cache, so that writing it through the cache only evicts what
-// the cache held (and reads every line before overwriting it).
-bool result_outgrows_cache(size_t bytes);
-
 // A piece of a collective's result into the caller's buffer: around the
-// cache where the whole result outgrows it (`around_cache`).
+// cache where the result outgrows it (`around_cache`; the arena measures
+// which, collectives/arena_writes.h).
 inline void copy_result(Memory* memory, bool around_cache, void* dst, const void* src, size_t bytes) {
   if (around_cache) {
     memory->copy_streaming(dst, src, bytes);

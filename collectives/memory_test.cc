@@ -63,10 +63,5 @@ TEST(HostMemory, CopyingTogetherEqualsTwoCopies) {
   }
 }
 
-TEST(HostMemory, ResultsOutgrowTheCacheOnlyWhenLarge) {
-  EXPECT_FALSE(result_outgrows_cache(4096));
-  EXPECT_TRUE(result_outgrows_cache(size_t{64} << 30));
-}
-
 }  // namespace
 }  // namespace kolo

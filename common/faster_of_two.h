@@ -26,6 +26,12 @@ class FasterOfTwo {
     return runs_ % kTryEvery == kTryEvery - 1 ? 1 - faster_ : faster_;
   }
 
+  // Whether the next run tries a way instead of taking the faster: its
+  // first (uncounted) run, the first runs, a periodic try and its second.
+  // Two choices that share their runs' times (collectives/arena_writes.h)
+  // let only one try at a time, so that a time says something of one.
+  bool trying() const { return !warmed_ || runs_ < kFirstRuns || confirming_ || pick() != faster_; }
+
   // A run of `way` took `cost` (seconds per byte, say: the same unit for
   // both ways).
   void record(int way, double cost) {

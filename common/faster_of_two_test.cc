@@ -68,5 +68,27 @@ TEST(FasterOfTwo, NoSingleNoisyRunDecides) {
   EXPECT_EQ(ways.pick(), 0);
 }
 
+TEST(FasterOfTwo, SaysWhenItTries) {
+  FasterOfTwo ways;
+  // The uncounted first run and the first runs are tries, whatever way.
+  for (int i = 0; i <= static_cast<int>(FasterOfTwo::kFirstRuns); ++i) {
+    EXPECT_TRUE(ways.trying()) << i;
+    ways.record(ways.pick(), ways.pick() == 0 ? 1.0 : 2.0);
+  }
+  // Then only the periodic tries, one run in kTryEvery, and a try's second.
+  int tries = 0;
+  for (int i = 0; i < 2 * static_cast<int>(FasterOfTwo::kTryEvery); ++i) {
+    const int way = ways.pick();
+    EXPECT_EQ(ways.trying(), way != ways.faster()) << i;
+    tries += ways.trying();
+    ways.record(way, way == 0 ? 1.0 : 2.0);
+  }
+  EXPECT_EQ(tries, 2);
+  while (!ways.trying()) ways.record(0, 1.0);
+  ways.record(1, 0.5);  // a try that beats the way in use: its second follows
+  EXPECT_TRUE(ways.trying());
+  EXPECT_EQ(ways.pick(), 1);
+}
+
 }  // namespace
 }  // namespace kolo

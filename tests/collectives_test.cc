@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "collectives/memory.h"
+#include "common/cpu_caches.h"
 #include "tests/reference.h"
 #include "tests/thread_world.h"
 
@@ -253,7 +254,7 @@ TEST_P(Collectives, SharedMemoryArenaForEveryCollective) {
   // Past one chunk (half a slot): blocks of 800 KB, an input of N x 400 KB,
   // four calls of each: a rank writes into its slot through its cache or
   // around it, whichever its calls of that size measured faster
-  // (collectives/slot_writes.h), and its first calls take each way.
+  // (collectives/arena_writes.h), and its first calls take each way.
   const int n = w.size();
   const size_t big = 200000;
   Bytes want;
@@ -298,23 +299,24 @@ TEST_P(Collectives, HierarchicalThroughEachHostsArena) {
   sweep_allgather(w);
 }
 
-// A result larger than the last-level cache is copied out of the arena
-// around the cache (Memory::copy_streaming): allreduce, allgather and
-// broadcast of such results, 3 ranks (odd shares), in place and not. Not
-// under ThreadSanitizer: 11 s there for stores (intrinsics) it does not
-// instrument, and the arena's synchronisation is SharedMemoryArena's.
+// A result larger than a core's L2 is copied out of the arena through the
+// cache or around it (Memory::copy_streaming), whichever measured faster
+// (collectives/arena_writes.h): ten calls each of allreduce (in place and
+// not), allgather and broadcast of such results, 3 ranks (odd shares). The
+// first calls try each way of writing the slots, the next each way of
+// writing the results. Not under ThreadSanitizer: 11 s there for stores
+// (intrinsics) it does not instrument, and the arena's synchronisation is
+// SharedMemoryArena's.
 #if !defined(__SANITIZE_THREAD__)
 TEST(CollectivesPastTheCache, SharedMemoryArenaResults) {
-  size_t bytes = 1 << 20;
-  while (!result_outgrows_cache(bytes)) bytes *= 2;
-  bytes += 4 * 13;  // not a whole number of chunks or lines
+  const size_t l2 = cpu_caches().l2 ? cpu_caches().l2 : size_t{1} << 20;
+  const size_t bytes = 2 * l2 + 4 * 13;  // not a whole number of chunks or lines
   const size_t count = bytes / 4;
   const int n = 3;
   Config c = test_config(1 << 20);
   c.algorithm = "shared_memory";
   ThreadWorld w(n, c);
   if (std::string(w.comm(0).transport_name()) != "shm") GTEST_SKIP() << "the arena needs shared memory";
-  for (bool in_place : {false, true}) check_allreduce(w, DataType::kFloat32, ReduceOp::kSum, count, in_place);
   const size_t block = count / n + 1;
   Bytes blocks;
   for (int q = 0; q < n; ++q) {
@@ -322,15 +324,18 @@ TEST(CollectivesPastTheCache, SharedMemoryArenaResults) {
     blocks.insert(blocks.end(), b.begin(), b.end());
   }
   const Bytes root_data = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, 1, count);
-  w.run([&](int r) {
-    const Bytes mine = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, block);
-    Bytes all(blocks.size(), 0xEF);
-    ASSERT_TRUE(w.comm(r).allgather(mine.data(), all.data(), block, DataType::kFloat32).is_ok());
-    EXPECT_TRUE(all == blocks) << "allgather, rank " << r;
-    Bytes data = r == 1 ? root_data : Bytes(root_data.size(), 0xEF);
-    ASSERT_TRUE(w.comm(r).broadcast(data.data(), count, DataType::kFloat32, 1).is_ok());
-    EXPECT_TRUE(data == root_data) << "broadcast, rank " << r;
-  });
+  for (int call = 0; call < 10; ++call) {
+    check_allreduce(w, DataType::kFloat32, ReduceOp::kSum, count, call % 2 == 1);
+    w.run([&](int r) {
+      const Bytes mine = ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, block);
+      Bytes all(blocks.size(), 0xEF);
+      ASSERT_TRUE(w.comm(r).allgather(mine.data(), all.data(), block, DataType::kFloat32).is_ok());
+      EXPECT_TRUE(all == blocks) << "allgather, call " << call << ", rank " << r;
+      Bytes data = r == 1 ? root_data : Bytes(root_data.size(), 0xEF);
+      ASSERT_TRUE(w.comm(r).broadcast(data.data(), count, DataType::kFloat32, 1).is_ok());
+      EXPECT_TRUE(data == root_data) << "broadcast, call " << call << ", rank " << r;
+    });
+  }
 }
 #endif
 
@@ -368,7 +373,7 @@ TEST_P(Collectives, BarrierAndRandomFloatsAgreeBitwise) {
 // chunks, 512 KiB) and whose reduction reads a rank's own share from them
 // where the rank writes into its slot through the cache. A rank's first
 // calls of a size write through the cache, then around it, in turn
-// (collectives/slot_writes.h): five calls take kAvg both ways.
+// (collectives/arena_writes.h): five calls take kAvg both ways.
 TEST_P(Collectives, AllreduceOverSpansEqualsEachSpanReduced) {
   const int n = std::get<0>(GetParam());
   const std::vector<size_t> counts = {0, 1, 700, 3, 0, 5000, 257, 1, 12000, 64, 140001, 2, 0, 1030};

@@ -69,9 +69,11 @@ class SharedArena {
   size_t next_half() { return (chunks++ % 2) * (slot_bytes() / 2); }
   uint64_t chunks = 0;  // chunks moved through the slots so far
 
-  // How this rank writes its data into its slot, per collective and size
-  // (collectives/slot_writes.h): through the cache or around it.
+  // How this rank writes its data into its slot, and its results out of
+  // the slots, per collective and size (collectives/arena_writes.h):
+  // through the cache or around it.
   std::array<FasterOfTwo, 256> slot_writes;
+  std::array<FasterOfTwo, 256> result_writes;
 };
 
 }  // namespace kolo
