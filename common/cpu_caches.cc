@@ -8,7 +8,6 @@ namespace {
 
 CpuCaches read_cpu_caches() {
   CpuCaches caches;
-  int last_level = 0;
   for (int index = 0; index < 8; ++index) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
     std::ifstream level_file(dir + "level"), size_file(dir + "size"), type_file(dir + "type");
@@ -22,7 +21,6 @@ CpuCaches read_cpu_caches() {
     if (!unit.empty() && (unit[0] == 'K' || unit[0] == 'k')) size <<= 10;
     if (!unit.empty() && unit[0] == 'M') size <<= 20;
     if (level == 2) caches.l2 = size;
-    if (level > last_level) last_level = level, caches.last_level = size;
   }
   return caches;
 }

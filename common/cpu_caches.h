@@ -1,8 +1,10 @@
-// The sizes of the caches a core sees, as Linux describes cpu0's
-// (/sys/devices/system/cpu/cpu0/cache): what the pipeline's segment and the
-// choice to copy results around the cache are sized by. sysconf is no
-// substitute: on some machines it reports the whole socket's L3 (384 MiB on
-// the EPYC VMs, where a core shares 32 MiB).
+// The size of the cache a core has to itself, as Linux describes cpu0's
+// (/sys/devices/system/cpu/cpu0/cache): what the pipeline's segment is
+// sized by, and past which the arena measures whether to write results
+// around the cache. The last level is not read: what a core gets of it is
+// no figure the machine reports (a VM's sysfs gives its host's whole L3,
+// 480 MiB on an Intel VM, shared with every tenant; sysconf gave 384 MiB on
+// the EPYC VMs, where a core shared 32 MiB).
 #pragma once
 
 #include <cstddef>
@@ -10,8 +12,7 @@
 namespace kolo {
 
 struct CpuCaches {
-  size_t l2 = 0;          // one core's L2 (0: unknown)
-  size_t last_level = 0;  // the largest level a core reaches (0: unknown)
+  size_t l2 = 0;  // one core's L2 (0: unknown)
 };
 
 // Read once per process.
