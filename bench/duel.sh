@@ -14,7 +14,10 @@
 # cache line's round trip between two cores (bench/core_round_trip): where
 # it is long, peers' reads out of each other's caches are slow, and the
 # shared-memory figures fall with it (collectives/arena_writes.h); kolo's
-# figure is printed per round beside it.
+# figure is printed per round beside it. bench/core_traffic measures, each
+# round, whether a core's reads out of another core's cache overlap its
+# traffic to and from memory; where they add up, the memory-bandwidth bound
+# is out of reach by their share, and the cap that leaves is printed too.
 #   Usage: bash bench/duel.sh [N ...]   (default 2 4)
 #   SIZE (67108864)  ROUNDS (5)  ITERS (16)
 #   BASELINE: another kolo_bench (e.g. built from an earlier commit) run in
@@ -28,7 +31,8 @@ SIZE="${SIZE:-67108864}"
 ROUNDS="${ROUNDS:-5}"
 ITERS="${ITERS:-16}"
 
-build_and_copy duel //bench:kolo_bench //bench:memcpy_bandwidth //bench:core_round_trip //bench/peers:tcp_ceiling
+build_and_copy duel //bench:kolo_bench //bench:memcpy_bandwidth //bench:core_round_trip //bench:core_traffic \
+  //bench/peers:tcp_ceiling
 RESULTS="$WORK/results"
 BY_ROUND="$WORK/by_round"  # kolo's figure and the round trip, per round: $BY_ROUND.N
 rm -f "$BY_ROUND".*
@@ -43,6 +47,9 @@ for ((round = 1; round <= ROUNDS; round++)); do
   "$WORK/memcpy_bandwidth" | awk '{print "memcpy 0", $2}' >>"$RESULTS"
   "$WORK/tcp_ceiling" | awk '/tcp_two_streams_GBps/ {print "tcp_ceiling 0", $2}' >>"$RESULTS"
   round_trip=$("$WORK/core_round_trip" 2>/dev/null | awk '{print $2}' || true)
+  "$WORK/core_traffic" 2>/dev/null |
+    awk '$1 == "core_traffic_us" {print "traffic_cores 0", $3; print "traffic_memory 0", $5; print "traffic_both 0", $7}' \
+      >>"$RESULTS" || true
   for n in "${NS[@]}"; do
     for bench in "${BENCHES[@]}"; do
       read -r name binary settings <<<"$bench"
@@ -69,10 +76,11 @@ median_of() {
 }
 MEMCPY=$(median_of memcpy)
 TCP_CEILING=$(median_of tcp_ceiling)
+TRAFFIC="$(median_of traffic_cores) $(median_of traffic_memory) $(median_of traffic_both)"
 echo "# memcpy bandwidth, all cores: median $MEMCPY GB/s; loopback TCP, two streams: median $TCP_CEILING GB/s"
 for n in "${NS[@]}"; do
   awk -v n="$n" '$2 == n {print $1, $3}' "$RESULTS" | sort -k1,1 -k2,2g |
-    awk -v n="$n" -v memcpy="$MEMCPY" -v tcp_ceiling="$TCP_CEILING" '
+    awk -v n="$n" -v memcpy="$MEMCPY" -v tcp_ceiling="$TCP_CEILING" -v traffic="$TRAFFIC" '
       {v[$1] = v[$1] " " $2; c[$1]++}
       END {
         for (k in v) {
@@ -90,6 +98,17 @@ for n in "${NS[@]}"; do
         if (best_tcp > 0) printf "N=%s kolo_tcp/best TCP peer = %.2fx (%s)\n", n, tcp / best_tcp, best_tcp_name;
         bound = 2 * (n - 1) / n * memcpy / n;
         if (memcpy > 0) printf "N=%s kolo = %.0f%% of the memory-bandwidth bound (%.2f GB/s busbw)\n", n, 100 * kolo / bound, bound;
+        # What of that bound a rank can reach where its reads out of the
+        # other cores caches (2(N-1)/N of its buffer) take the time of its
+        # core as memory traffic does: bench/core_traffic times 256 KiB from
+        # a peer, 512 KiB through memory, and both at once (their overlap).
+        split(traffic, t, " ");
+        if (memcpy > 0 && t[1] > 0 && t[2] > 0 && t[3] > 0) {
+          overlap = t[3] / (t[1] + t[2]);
+          cap = t[2] / (overlap * (t[2] + 4 * (n - 1) / n * t[1]));
+          if (cap > 1) cap = 1;
+          printf "N=%s cap where cores and memory share a core (bench/core_traffic, both at once %.2f of their sum): %.0f%% of the bound; kolo = %.0f%% of the cap\n", n, overlap, 100 * cap, 100 * kolo / bound / cap;
+        }
         if (tcp_ceiling > 0 && tcp > 0)
           printf "N=%s kolo_tcp = %.0f%% of the TCP ring bound (%.2f GB/s busbw)\n", n, 100 * tcp / (tcp_ceiling / n), tcp_ceiling / n;
         if (base > 0) printf "N=%s kolo/kolo_baseline = %.2fx\n", n, kolo / base;

@@ -34,7 +34,7 @@ sweep (default): one collective over a range of sizes, as nccl-tests does.
   --step-factor F   size multiplier between rows (default 4)
   --iters N         timed iterations per size (default 20; fewer for big sizes,
                     about 1 GiB of data per row at most, never below 3)
-  --warmup N        untimed iterations per size (default 3)
+  --warmup N        untimed iterations per size (default 10: the arena tries its ways first)
   --dtype T         int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 (default) float64
   --op O            sum (default) prod min max avg
   --wire F          allreduce: native, bf16, fp16, fp8_e4m3, fp8_e5m2 or int8 on the

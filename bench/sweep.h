@@ -16,7 +16,10 @@ struct SweepOptions {
   size_t max_bytes = 256u << 20;
   double step_factor = 4;
   int iters = 20;
-  int warmup = 3;
+  // Untimed: first touches, and the arena's first calls of a size, which
+  // try each way of writing its slots and then its results
+  // (collectives/arena_writes.h) before they keep to the faster.
+  int warmup = 10;
   kolo_dtype_t dtype = KOLO_FLOAT32;
   kolo_op_t op = KOLO_SUM;
   // allreduce: what it carries (kolo_allreduce_wire); KOLO_WIRE_DEFAULT:
