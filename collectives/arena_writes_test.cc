@@ -33,13 +33,15 @@ struct Ways {
   bool slots_around, result_around;
 };
 
-// One allreduce call of `bytes` that takes a millisecond longer where its
-// slots go around the cache and `slow_s` longer where its result goes
-// `slow_result_way` (0 through the cache, 1 around it).
+// One allreduce call of `bytes` that takes 5 ms longer where its slots go
+// around the cache and `slow_s` longer where its result goes
+// `slow_result_way` (0 through the cache, 1 around it). Margins of
+// milliseconds: a loaded machine oversleeps, and a try is decided by two
+// calls.
 Ways call(SharedArena& arena, size_t bytes, int slow_result_way, double slow_s) {
   ArenaWrites writes(arena, ArenaWrites::kAllreduce, bytes, bytes);
   const Ways ways{writes.slots_around_cache(), writes.result_around_cache()};
-  double wait_s = ways.slots_around ? 0.001 : 0;
+  double wait_s = ways.slots_around ? 0.005 : 0;
   if (static_cast<int>(ways.result_around) == slow_result_way) wait_s += slow_s;
   std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
   writes.done();
@@ -49,7 +51,7 @@ Ways call(SharedArena& arena, size_t bytes, int slow_result_way, double slow_s) 
 TEST(ArenaWrites, TriesTheSlotWaysFirstThenTheResultWays) {
   TablesOnly arena;
   std::vector<Ways> seen;
-  for (int i = 0; i < 10; ++i) seen.push_back(call(arena, kBig, 1, 0.001));
+  for (int i = 0; i < 10; ++i) seen.push_back(call(arena, kBig, 1, 0.005));
   // The slot writes' uncounted first call and four alternating ones, the
   // result through the cache meanwhile; then the same for the result.
   const bool slots[10] = {false, false, true, false, true, false, false, false, false, false};
@@ -65,13 +67,13 @@ TEST(ArenaWrites, NeverTriesBothAtOnceAndFindsTheFasterResultWay) {
   const size_t table = ArenaWrites::kAllreduce * 64 + 26;  // 64 MiB's size class
   const FasterOfTwo& slots = arena.slot_writes[table];
   const FasterOfTwo& results = arena.result_writes[table];
-  // Results through the cache 2 ms slower: the result table learns it,
+  // Results through the cache 5 ms slower: the result table learns it,
   // and from then on only its tries go through the cache.
   int through_late = 0;
   for (int i = 0; i < 80; ++i) {
     const bool slots_trying = slots.trying();
     const int results_faster = results.faster();
-    const Ways w = call(arena, kBig, 0, 0.002);
+    const Ways w = call(arena, kBig, 0, 0.005);
     if (slots_trying) EXPECT_EQ(w.result_around, results_faster == 1) << "call " << i;
     if (i >= 40) through_late += !w.result_around;
   }
