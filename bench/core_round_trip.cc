@@ -8,9 +8,6 @@
 // the arena's 64 MiB allreduce then runs 4x slower through the cache
 // (collectives/arena_writes.h); bench/duel.sh prints it every round.
 //   core_round_trip [CPU_A CPU_B]   (default: the first two CPUs this process may use)
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -18,48 +15,27 @@
 #include <cstdlib>
 #include <thread>
 
-namespace {
-
-bool pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
-}
-
-}  // namespace
+#include "bench/two_cpus.h"
 
 int main(int argc, char** argv) {
-  int cpus[2] = {-1, -1};
-  if (argc == 3) {
-    cpus[0] = std::atoi(argv[1]);
-    cpus[1] = std::atoi(argv[2]);
-  } else {
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
-      for (int c = 0, found = 0; c < CPU_SETSIZE && found < 2; ++c) {
-        if (CPU_ISSET(c, &allowed)) cpus[found++] = c;
-      }
-    }
-  }
-  if (cpus[0] < 0 || cpus[1] < 0 || cpus[0] == cpus[1]) {
-    std::fprintf(stderr, "usage: core_round_trip [CPU_A CPU_B] (two different CPUs; this machine needs two)\n");
-    return 2;
-  }
+  int cpus[2];
+  if (!kolo::two_cpus(argc, argv, "core_round_trip", cpus)) return 2;
   constexpr long kTrips = 200000;
   alignas(64) static std::atomic<long> line{0};
   double best = 1e9;
   for (int round = 0; round < 3; ++round) {
     line.store(0);
     std::thread echo([&] {
-      if (!pin(cpus[1])) std::fprintf(stderr, "core_round_trip: cannot run on CPU %d\n", cpus[1]);
+      if (!kolo::pin_to_cpu(cpus[1])) {
+        std::fprintf(stderr, "core_round_trip: cannot run on CPU %d\n", cpus[1]);
+      }
       for (long i = 0; i < kTrips; ++i) {
         while (line.load(std::memory_order_acquire) != 2 * i + 1) {
         }
         line.store(2 * i + 2, std::memory_order_release);
       }
     });
-    if (!pin(cpus[0])) std::fprintf(stderr, "core_round_trip: cannot run on CPU %d\n", cpus[0]);
+    if (!kolo::pin_to_cpu(cpus[0])) std::fprintf(stderr, "core_round_trip: cannot run on CPU %d\n", cpus[0]);
     const auto start = std::chrono::steady_clock::now();
     for (long i = 0; i < kTrips; ++i) {
       line.store(2 * i + 1, std::memory_order_release);

@@ -14,9 +14,6 @@
 // that cap per N from these figures). Prints each mode's time per step less
 // the writes' and barriers' (measured alone), and the rates.
 //   core_traffic [CPU_A CPU_B]   (default: the first two CPUs this process may use)
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -26,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/two_cpus.h"
 #include "collectives/memory.h"
 
 namespace {
@@ -36,13 +34,6 @@ constexpr size_t kBig = size_t{64} << 20;
 constexpr int kSteps = 1024;
 
 enum Mode { kBase, kCores, kMemory, kBoth };
-
-bool pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
-}
 
 class Barrier {
  public:
@@ -69,7 +60,7 @@ double run(Mode mode, const int cpus[2]) {
   Barrier barrier;
   double us[2] = {0, 0};
   const auto body = [&](int me) {
-    if (!pin(cpus[me])) std::fprintf(stderr, "core_traffic: cannot run on CPU %d\n", cpus[me]);
+    if (!kolo::pin_to_cpu(cpus[me])) std::fprintf(stderr, "core_traffic: cannot run on CPU %d\n", cpus[me]);
     kolo::HostMemory memory;
     std::vector<unsigned char> in(kBig, 1), out(kBig, 2), scratch(kPiece);
     barrier.wait();
@@ -97,22 +88,8 @@ double run(Mode mode, const int cpus[2]) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int cpus[2] = {-1, -1};
-  if (argc == 3) {
-    cpus[0] = std::atoi(argv[1]);
-    cpus[1] = std::atoi(argv[2]);
-  } else {
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
-      for (int c = 0, found = 0; c < CPU_SETSIZE && found < 2; ++c) {
-        if (CPU_ISSET(c, &allowed)) cpus[found++] = c;
-      }
-    }
-  }
-  if (cpus[0] < 0 || cpus[1] < 0 || cpus[0] == cpus[1]) {
-    std::fprintf(stderr, "usage: core_traffic [CPU_A CPU_B] (two different CPUs; this machine needs two)\n");
-    return 2;
-  }
+  int cpus[2];
+  if (!kolo::two_cpus(argc, argv, "core_traffic", cpus)) return 2;
   // The best of three runs of each mode, the modes interleaved.
   double best[4] = {1e9, 1e9, 1e9, 1e9};
   for (int round = 0; round < 3; ++round) {
