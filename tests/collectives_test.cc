@@ -13,7 +13,6 @@
 
 #include <thread>
 
-#include "collectives/memory.h"
 #include "common/cpu_caches.h"
 #include "tests/reference.h"
 #include "tests/thread_world.h"

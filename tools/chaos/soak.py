@@ -35,7 +35,6 @@ bit-identical parameters. Prints a table (markdown); exits 1 on a hang, a
 lost committed step or workers that disagree.
 """
 import argparse
-import glob
 import os
 import random
 import re
