@@ -67,6 +67,10 @@ class ArenaWrites {
     start_ = std::chrono::steady_clock::now();
   }
 
+  // What a core has of the caches to itself: its L2 (1 MiB where sysfs
+  // does not say). Results up to this size stay in the cache.
+  static size_t private_cache_bytes() { return cpu_caches().l2 ? cpu_caches().l2 : size_t{1} << 20; }
+
   bool slots_around_cache() const { return slots_.way == 1; }
   bool result_around_cache() const { return results_.way == 1; }
 
@@ -80,10 +84,6 @@ class ArenaWrites {
   }
 
  private:
-  // What a core has of the caches to itself: its L2 (1 MiB where sysfs
-  // does not say).
-  static size_t private_cache_bytes() { return cpu_caches().l2 ? cpu_caches().l2 : size_t{1} << 20; }
-
   struct Choice {
     FasterOfTwo* ways = nullptr;  // nullptr: not timed, through the cache
     int way = 0;

@@ -83,8 +83,8 @@ TEST(ArenaWrites, NeverTriesBothAtOnceAndFindsTheFasterResultWay) {
 
 TEST(ArenaWrites, ResultsThatFitACoresCacheStayInIt) {
   TablesOnly arena;
-  const size_t l2 = cpu_caches().l2 ? cpu_caches().l2 : size_t{1} << 20;
-  for (int i = 0; i < 40; ++i) EXPECT_FALSE(call(arena, l2, 0, 0.001).result_around) << "call " << i;
+  const size_t fits = ArenaWrites::private_cache_bytes();
+  for (int i = 0; i < 40; ++i) EXPECT_FALSE(call(arena, fits, 0, 0.001).result_around) << "call " << i;
 }
 
 }  // namespace

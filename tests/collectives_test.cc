@@ -13,7 +13,7 @@
 
 #include <thread>
 
-#include "common/cpu_caches.h"
+#include "collectives/arena_writes.h"
 #include "tests/reference.h"
 #include "tests/thread_world.h"
 
@@ -308,8 +308,7 @@ TEST_P(Collectives, HierarchicalThroughEachHostsArena) {
 // SharedMemoryArena's.
 #if !defined(__SANITIZE_THREAD__)
 TEST(CollectivesPastTheCache, SharedMemoryArenaResults) {
-  const size_t l2 = cpu_caches().l2 ? cpu_caches().l2 : size_t{1} << 20;
-  const size_t bytes = 2 * l2 + 4 * 13;  // not a whole number of chunks or lines
+  const size_t bytes = 2 * ArenaWrites::private_cache_bytes() + 4 * 13;  // not a whole number of chunks or lines
   const size_t count = bytes / 4;
   const int n = 3;
   Config c = test_config(1 << 20);
