@@ -5,6 +5,11 @@
 //   - receive units, each a message from the left neighbour that either lands
 //     directly in its destination or lands in a staging slot and is reduced
 //     into its destination (out = local OP staged).
+// A reduction whose result only goes on to the right neighbour (a ring's
+// partial sums, a chain's) is marked `transient`: the executor may keep it
+// in a buffer of its own, still in the cache when it is sent, instead of
+// writing it to its destination in memory and reading it back (NCCL's
+// recvReduceSend never stores a partial either).
 // The executor posts every send as soon as its dependency is met and keeps a
 // window of receives posted ahead, so receiving, reducing and sending of
 // different segments overlap. It knows nothing of chunks or steps; those are
@@ -35,6 +40,11 @@ struct RecvUnit {
   const void* local;   // reduce: this rank's operand; nullptr: plain receive into dest
   size_t count;        // elements, for the reduction
   bool finalize;       // apply the average's division after reducing
+  // The result is read only by the one send that forwards it (a SendUnit
+  // "after" this unit with data == dest), and dest is written again before
+  // anyone else reads it: the executor may keep the result in a buffer of
+  // its own and send it from there, leaving dest untouched.
+  bool transient = false;
 };
 
 // The pipeline's unit on the wire: `configured` (KOLO_SEGMENT_BYTES) when
@@ -61,7 +71,9 @@ class UnitWork {
 
 // Per-call tuning, from the communicator's configuration.
 struct PipelineOptions {
-  size_t staging_slots = 4;   // receives that may wait in staging at once
+  // Receives that may wait in staging at once; as many transient results
+  // may wait for their sends, in buffers of the same size.
+  size_t staging_slots = 4;
   double timeout_s = 300;     // longest time without any progress
 };
 

@@ -4,8 +4,10 @@
 // its destination with the local operand; a send that depends on a
 // receive is posted only once that receive is finished (forwarding what it
 // produced); the staging window bounds the reduce-receives in flight;
-// kAvg's receives are finalized; the mark time is written; and a receive
-// that never comes ends with the transport's error.
+// kAvg's receives are finalized; the mark time is written; a transient
+// result is sent from a buffer of the executor's own and never written to
+// its destination (unless no buffer is free, or the unit does not qualify);
+// and a receive that never comes ends with the transport's error.
 #include "collectives/pipeline.h"
 
 #include <gtest/gtest.h>
@@ -29,7 +31,11 @@ class Scripted final : public Transport {
     const auto* b = static_cast<const unsigned char*>(data);
     sent.emplace_back(b, b + bytes);
     receives_finished_at_send.push_back(receives_finished);
-    request->done = true;
+    if (sends_finish_late) {
+      unfinished_sends.push_back(request);
+    } else {
+      request->done = true;
+    }
     return Status::ok();
   }
   Status post_recv(int, void* data, size_t bytes, uint64_t, Request* request) override {
@@ -40,7 +46,10 @@ class Scripted final : public Transport {
     return Status::ok();
   }
   // One message from the left per call, into the oldest posted receive.
+  // With sends_finish_late, the sends posted before the call finish in it.
   Status progress(Deadline) override {
+    for (Request* r : unfinished_sends) r->done = true;
+    unfinished_sends.clear();
     if (pending.empty()) return Status::ok();
     if (incoming.empty()) return timeout_error("scripted: nothing more will come");
     Request* r = pending.front();
@@ -59,6 +68,8 @@ class Scripted final : public Transport {
   std::vector<std::vector<unsigned char>> sent;
   std::vector<size_t> receives_finished_at_send;
   std::deque<Request*> pending;
+  bool sends_finish_late = false;
+  std::vector<Request*> unfinished_sends;
   size_t most_pending = 0;
   size_t receives_finished = 0;
 };
@@ -163,6 +174,79 @@ TEST(Pipeline, AnAverageIsFinalizedAndTheMarkIsWritten) {
   EXPECT_EQ(dest0, (std::vector<float>{8, 16}));
   EXPECT_EQ(dest1, (std::vector<float>{2.5f, 3}));
   EXPECT_GE(mark, before);
+}
+
+// Receive k (transient) reduces 10 + k with 1 + k; send k forwards it.
+Pipeline transient_chain(Scripted* t, int units, std::vector<std::vector<float>>* dest,
+                         std::vector<std::vector<float>>* local) {
+  Pipeline p = pipeline_over(t);
+  dest->assign(units, std::vector<float>(2, -1));
+  local->assign(units, std::vector<float>(2));
+  for (int k = 0; k < units; ++k) {
+    (*local)[k] = {1.f + k, 1.f + k};
+    t->incoming.push_back(bytes_of({10.f + k, 20.f + k}));
+    RecvUnit u{(*dest)[k].data(), 2 * sizeof(float), (*local)[k].data(), 2, false};
+    u.transient = true;
+    p.recvs.push_back(u);
+    p.sends.push_back({(*dest)[k].data(), 2 * sizeof(float), k});
+  }
+  return p;
+}
+
+TEST(Pipeline, ATransientResultIsSentFromABufferOfItsOwnAndNeverStored) {
+  Scripted t;
+  HostMemory memory;
+  std::vector<std::vector<float>> dest, local;
+  Pipeline p = transient_chain(&t, 6, &dest, &local);
+  ASSERT_TRUE(run_pipeline(p, PipelineOptions{}, &memory).is_ok());
+  ASSERT_EQ(t.sent.size(), 6u);
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(floats_of(t.sent[k]), (std::vector<float>{11.f + 2 * k, 21.f + 2 * k})) << k;
+    EXPECT_EQ(dest[k], (std::vector<float>{-1, -1})) << "receive " << k << " wrote its destination";
+  }
+}
+
+TEST(Pipeline, ATransientResultGoesToItsDestinationWhileNoBufferIsFree) {
+  // One buffer; a send finishes only at the next progress call, after the
+  // next receive has arrived: the first result is kept, the second is not
+  // (its buffer still waits for the first send), the third is kept again.
+  Scripted t;
+  t.sends_finish_late = true;
+  HostMemory memory;
+  std::vector<std::vector<float>> dest, local;
+  Pipeline p = transient_chain(&t, 3, &dest, &local);
+  PipelineOptions one_slot;
+  one_slot.staging_slots = 1;
+  ASSERT_TRUE(run_pipeline(p, one_slot, &memory).is_ok());
+  ASSERT_EQ(t.sent.size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(floats_of(t.sent[k]), (std::vector<float>{11.f + 2 * k, 21.f + 2 * k})) << k;
+  }
+  EXPECT_EQ(dest[0], (std::vector<float>{-1, -1}));
+  EXPECT_EQ(dest[1], (std::vector<float>{13, 23}));
+  EXPECT_EQ(dest[2], (std::vector<float>{-1, -1}));
+}
+
+TEST(Pipeline, OnlyAResultThatOneSendForwardsWholeIsKeptAside) {
+  // Each case breaks one condition of RecvUnit::transient; its result must
+  // then be in its destination as for any reduce-receive.
+  enum Case { kNoForwarder, kTwoReaders, kPartOfIt, kFinalized };
+  for (Case c : {kNoForwarder, kTwoReaders, kPartOfIt, kFinalized}) {
+    Scripted t;
+    HostMemory memory;
+    std::vector<float> local = {1, 2}, dest = {-1, -1};
+    Pipeline p = pipeline_over(&t);
+    p.op = ReduceOp::kAvg;
+    p.divisor = 1;
+    t.incoming.push_back(bytes_of({10, 20}));
+    RecvUnit u{dest.data(), 2 * sizeof(float), local.data(), 2, c == kFinalized};
+    u.transient = true;
+    p.recvs.push_back(u);
+    if (c != kNoForwarder) p.sends.push_back({dest.data(), (c == kPartOfIt ? 1 : 2) * sizeof(float), 0});
+    if (c == kTwoReaders) p.sends.push_back({dest.data(), 2 * sizeof(float), 0});
+    ASSERT_TRUE(run_pipeline(p, PipelineOptions{}, &memory).is_ok()) << c;
+    EXPECT_EQ(dest, (std::vector<float>{11, 22})) << c;
+  }
 }
 
 TEST(Pipeline, AReceiveThatNeverComesEndsWithTheTransportsError) {

@@ -70,8 +70,11 @@ Status ring_allreduce_spans(const ScheduleContext& ctx, SpanList spans, DataType
     });
     buffer.for_each_piece(layout.segment(recv_chunk, j), [&](const Span& sp, size_t at, size_t count) {
       if (reducing) {
-        v.recv_reduce(element(sp.recv, at, elem_size), element(sp.send, at, elem_size), count,
-                      st == rs_steps - 1 && average);
+        // Before the last reducing step the sum is partial: the next step
+        // forwards it and allgather overwrites it.
+        const bool last = st == rs_steps - 1;
+        v.recv_reduce(element(sp.recv, at, elem_size), element(sp.send, at, elem_size), count, last && average,
+                      !last);
       } else {
         v.recv_copy(element(sp.recv, at, elem_size), count);
       }
@@ -127,7 +130,7 @@ Status ring_reduce_scatter_v(const ScheduleContext& ctx, const void* send, void*
                                                                     elem_size),
            out.count);
     v.recv_reduce(element(last ? final_out : work, in.offset, elem_size), element(send, in.offset, elem_size),
-                  in.count, last && average);
+                  in.count, last && average, !last);
   });
   KOLO_RETURN_IF_ERROR(run_pipeline(p, ctx.pipeline, ctx.memory));
   if (via_scratch) ctx.memory->copy(recv, element(work, mine.offset, elem_size), mine.count * elem_size);

@@ -27,10 +27,12 @@ class RingStep {
     p_->sends.push_back({data, count * elem_size_, after});
   }
   // dest = local OP received (then divided, for an average, where finalize).
-  void recv_reduce(void* dest, const void* local, size_t count, bool finalize) {
+  // `transient`: a partial result that only the next step forwards
+  // (RecvUnit::transient).
+  void recv_reduce(void* dest, const void* local, size_t count, bool finalize, bool transient = false) {
     *last_reduce_ = static_cast<long>(p_->recvs.size());
     received_->push_back(static_cast<long>(p_->recvs.size()));
-    p_->recvs.push_back({dest, count * elem_size_, local, count, finalize});
+    p_->recvs.push_back({dest, count * elem_size_, local, count, finalize, transient});
   }
   void recv_copy(void* dest, size_t count) {
     received_->push_back(static_cast<long>(p_->recvs.size()));

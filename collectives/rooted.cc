@@ -70,8 +70,9 @@ Status ring_reduce(const ScheduleContext& ctx, const void* send, void* recv, siz
   for (size_t j = 0; j < segments; ++j) {
     const Range seg = partition(count, segments, j);
     if (!head) {
+      // Between head and root a partial sum only goes on to the right.
       p.recvs.push_back({element(work, seg.offset, es), seg.count * es, element(send, seg.offset, es), seg.count,
-                         tail && average});
+                         tail && average, /*transient=*/!tail});
     }
     if (!tail) {
       p.sends.push_back({head ? element(send, seg.offset, es) : element(static_cast<const void*>(work), seg.offset, es),
