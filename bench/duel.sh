@@ -7,10 +7,16 @@
 # over tcp); and kolo's busbw as a fraction of the memory-bandwidth bound
 # (every rank must at least read its input and write its output: N copies
 # of the buffer, at the memcpy bandwidth of all cores measured each round),
-# and kolo_tcp's as a fraction of the TCP ring bound (the loopback ceiling
-# that bench/peers/tcp_ceiling measures each round, two concurrent streams,
-# over N: a ring on one host keeps N streams busy, and their bytes share
-# what the cores can push through the kernel). Each round also measures a
+# and kolo_tcp's as a fraction of the TCP ring bound. That bound comes from
+# the loopback ceiling that bench/peers/tcp_ceiling measures each round, two
+# concurrent streams, over N (a ring on one host keeps N streams busy, and
+# their bytes share what the cores can push through the kernel), measured
+# twice: between buffers that stay in the cache (the stack alone) and between
+# buffers of SIZE bytes (each byte read from memory and written to memory).
+# A ring's rank sends and receives 2(N-1)/N of its buffer but must read only
+# its input and write only its result from and to memory once: N/(2(N-1)) of
+# its bytes (all at N=2, two thirds at N=4) are priced at the second rate,
+# the rest at the first. Each round also measures a
 # cache line's round trip between two cores (bench/core_round_trip): where
 # it is long, peers' reads out of each other's caches are slow, and the
 # shared-memory figures fall with it (collectives/arena_writes.h); kolo's
@@ -46,6 +52,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
   echo "== round $round of $ROUNDS" >&2
   "$WORK/memcpy_bandwidth" | awk '{print "memcpy 0", $2}' >>"$RESULTS"
   "$WORK/tcp_ceiling" | awk '/tcp_two_streams_GBps/ {print "tcp_ceiling 0", $2}' >>"$RESULTS"
+  "$WORK/tcp_ceiling" --buffer-bytes "$SIZE" |
+    awk '/tcp_two_streams_GBps/ {print "tcp_ceiling_memory 0", $2}' >>"$RESULTS"
   round_trip=$("$WORK/core_round_trip" 2>/dev/null | awk '{print $2}' || true)
   "$WORK/core_traffic" 2>/dev/null |
     awk '$1 == "core_traffic_us" {print "traffic_cores 0", $3; print "traffic_memory 0", $5; print "traffic_both 0", $7}' \
@@ -76,11 +84,13 @@ median_of() {
 }
 MEMCPY=$(median_of memcpy)
 TCP_CEILING=$(median_of tcp_ceiling)
+TCP_CEILING_MEMORY=$(median_of tcp_ceiling_memory)
 TRAFFIC="$(median_of traffic_cores) $(median_of traffic_memory) $(median_of traffic_both)"
-echo "# memcpy bandwidth, all cores: median $MEMCPY GB/s; loopback TCP, two streams: median $TCP_CEILING GB/s"
+echo "# memcpy bandwidth, all cores: median $MEMCPY GB/s; loopback TCP, two streams: median $TCP_CEILING GB/s" \
+  "between cached buffers, $TCP_CEILING_MEMORY GB/s between buffers of $SIZE bytes"
 for n in "${NS[@]}"; do
   awk -v n="$n" '$2 == n {print $1, $3}' "$RESULTS" | sort -k1,1 -k2,2g |
-    awk -v n="$n" -v memcpy="$MEMCPY" -v tcp_ceiling="$TCP_CEILING" -v traffic="$TRAFFIC" '
+    awk -v n="$n" -v memcpy="$MEMCPY" -v tcp_ceiling="$TCP_CEILING" -v tcp_memory="$TCP_CEILING_MEMORY" -v traffic="$TRAFFIC" '
       {v[$1] = v[$1] " " $2; c[$1]++}
       END {
         for (k in v) {
@@ -109,8 +119,12 @@ for n in "${NS[@]}"; do
           if (cap > 1) cap = 1;
           printf "N=%s cap where cores and memory share a core (bench/core_traffic, both at once %.2f of their sum): %.0f%% of the bound; kolo = %.0f%% of the cap\n", n, overlap, 100 * cap, 100 * kolo / bound / cap;
         }
-        if (tcp_ceiling > 0 && tcp > 0)
-          printf "N=%s kolo_tcp = %.0f%% of the TCP ring bound (%.2f GB/s busbw)\n", n, 100 * tcp / (tcp_ceiling / n), tcp_ceiling / n;
+        if (tcp_ceiling > 0 && tcp_memory > 0 && tcp > 0) {
+          in_memory = n / (2 * (n - 1));
+          ring_bound = 1 / (in_memory / tcp_memory + (1 - in_memory) / tcp_ceiling) / n;
+          printf "N=%s kolo_tcp = %.0f%% of the TCP ring bound (%.2f GB/s busbw: %.0f%% of its bytes from and to memory)\n", n, 100 * tcp / ring_bound, ring_bound, 100 * in_memory;
+          printf "N=%s kolo_tcp = %.0f%% of the cached streams alone (%.2f GB/s busbw)\n", n, 100 * tcp / (tcp_ceiling / n), tcp_ceiling / n;
+        }
         if (base > 0) printf "N=%s kolo/kolo_baseline = %.2fx\n", n, kolo / base;
       }'
   if [[ -f "$BY_ROUND.$n" ]]; then

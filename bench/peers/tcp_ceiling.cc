@@ -8,7 +8,16 @@
 // busbw figure is near the hardware or far from it. This is a reference, not
 // product code, so it uses plain blocking sockets and threads.
 //
-// Usage: tcp_ceiling [--bytes-per-stream B] [--write-bytes W]
+// The streams' buffers matter as much as the stack. By default each end
+// sends from (receives into) one write's worth of memory, which stays in the
+// cache: the stack's own ceiling. A 64 MiB allreduce cannot have that: it
+// reads its input from memory and writes its result to memory.
+// --buffer-bytes B makes each end walk through B bytes instead, one write at
+// a time, so that with B the collective's size every byte is read from and
+// written to memory as the collective's must be (bench/duel.sh measures both
+// and says how it combines them).
+//
+// Usage: tcp_ceiling [--bytes-per-stream B] [--write-bytes W] [--buffer-bytes B]
 // Prints:
 //   memcpy_1core_GBps X
 //   tcp_one_stream_GBps X
@@ -27,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -84,25 +94,31 @@ Stream Connect(int listener, const sockaddr_in& addr) {
   return s;
 }
 
-void SendAll(int fd, std::size_t total, std::size_t chunk) {
-  std::vector<char> buf(chunk, 7);
-  std::size_t sent = 0;
+// Each end walks through its `buffer` bytes a write at a time and wraps
+// around, so that a buffer larger than the caches is read (written) from
+// memory.
+void SendAll(int fd, std::size_t total, std::size_t chunk, const std::vector<char>& buf) {
+  const std::size_t buffer = buf.size();
+  std::size_t sent = 0, at = 0;
   while (sent < total) {
-    std::size_t want = std::min(chunk, total - sent);
-    ssize_t n = send(fd, buf.data(), want, 0);
+    if (at == buffer) at = 0;
+    std::size_t want = std::min({chunk, total - sent, buffer - at});
+    ssize_t n = send(fd, buf.data() + at, want, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       Die("send");
     }
     sent += static_cast<std::size_t>(n);
+    at += static_cast<std::size_t>(n);
   }
 }
 
-void RecvAll(int fd, std::size_t total, std::size_t chunk) {
-  std::vector<char> buf(chunk);
-  std::size_t got = 0;
+void RecvAll(int fd, std::size_t total, std::size_t chunk, std::vector<char>& buf) {
+  const std::size_t buffer = buf.size();
+  std::size_t got = 0, at = 0;
   while (got < total) {
-    ssize_t n = recv(fd, buf.data(), std::min(chunk, total - got), 0);
+    if (at == buffer) at = 0;
+    ssize_t n = recv(fd, buf.data() + at, std::min({chunk, total - got, buffer - at}), 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       Die("recv");
@@ -112,6 +128,7 @@ void RecvAll(int fd, std::size_t total, std::size_t chunk) {
       std::exit(1);
     }
     got += static_cast<std::size_t>(n);
+    at += static_cast<std::size_t>(n);
   }
 }
 
@@ -119,7 +136,7 @@ void RecvAll(int fd, std::size_t total, std::size_t chunk) {
 // receiver thread per stream, and returns the aggregate rate. The clock spans
 // from before the first thread starts to after the last byte is received, so
 // it is the rate a collective waiting on all its streams would see.
-double StreamsGBps(int streams, std::size_t bytes, std::size_t chunk) {
+double StreamsGBps(int streams, std::size_t bytes, std::size_t chunk, std::size_t buffer) {
   int listener = socket(AF_INET, SOCK_STREAM, 0);
   if (listener < 0) Die("socket");
   sockaddr_in addr{};
@@ -137,11 +154,14 @@ double StreamsGBps(int streams, std::size_t bytes, std::size_t chunk) {
   for (int i = 0; i < streams; ++i) conns.push_back(Connect(listener, addr));
   close(listener);
 
+  // Every buffer's pages are touched before the clock starts.
+  std::vector<std::vector<char>> sources(streams, std::vector<char>(buffer, 7));
+  std::vector<std::vector<char>> sinks(streams, std::vector<char>(buffer, 0));
   std::vector<std::thread> threads;
   auto t0 = Clock::now();
-  for (const Stream& s : conns) {
-    threads.emplace_back(SendAll, s.tx, bytes, chunk);
-    threads.emplace_back(RecvAll, s.rx, bytes, chunk);
+  for (int i = 0; i < streams; ++i) {
+    threads.emplace_back(SendAll, conns[i].tx, bytes, chunk, std::cref(sources[i]));
+    threads.emplace_back(RecvAll, conns[i].rx, bytes, chunk, std::ref(sinks[i]));
   }
   for (auto& t : threads) t.join();
   auto t1 = Clock::now();
@@ -168,6 +188,7 @@ std::size_t ParseSize(const char* flag, const char* text) {
 int main(int argc, char** argv) {
   std::size_t bytes = std::size_t{2} << 30;  // long enough to swamp start-up
   std::size_t chunk = std::size_t{4} << 20;  // big writes: syscall cost is noise
+  std::size_t buffer = 0;                     // 0: one write's worth
   for (int i = 1; i < argc; i += 2) {
     std::string flag = argv[i];
     if (i + 1 >= argc) {
@@ -178,20 +199,23 @@ int main(int argc, char** argv) {
       bytes = ParseSize(argv[i], argv[i + 1]);
     } else if (flag == "--write-bytes") {
       chunk = ParseSize(argv[i], argv[i + 1]);
+    } else if (flag == "--buffer-bytes") {
+      buffer = ParseSize(argv[i], argv[i + 1]);
     } else {
       std::fprintf(stderr,
-                   "usage: tcp_ceiling [--bytes-per-stream B] [--write-bytes W]\n");
+                   "usage: tcp_ceiling [--bytes-per-stream B] [--write-bytes W] [--buffer-bytes B]\n");
       return 2;
     }
   }
 
-  std::printf("# loopback TCP ceiling: %zu bytes per stream, %zu-byte writes, "
+  if (buffer == 0) buffer = chunk;
+  std::printf("# loopback TCP ceiling: %zu bytes per stream, %zu-byte writes, %zu-byte buffers at each end, "
               "GB = 1e9 bytes, %u hardware threads\n",
-              bytes, chunk, std::thread::hardware_concurrency());
+              bytes, chunk, buffer, std::thread::hardware_concurrency());
   std::printf("memcpy_1core_GBps %.3f\n", MemcpyGBps());
   std::fflush(stdout);
-  std::printf("tcp_one_stream_GBps %.3f\n", StreamsGBps(1, bytes, chunk));
+  std::printf("tcp_one_stream_GBps %.3f\n", StreamsGBps(1, bytes, chunk, buffer));
   std::fflush(stdout);
-  std::printf("tcp_two_streams_GBps %.3f\n", StreamsGBps(2, bytes, chunk));
+  std::printf("tcp_two_streams_GBps %.3f\n", StreamsGBps(2, bytes, chunk, buffer));
   return 0;
 }
