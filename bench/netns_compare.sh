@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # kolo on an emulated cluster: K hosts (network namespaces, tools/netns.sh)
 # with links shaped to RATE, against the link rate, a plain TCP stream over
-# the same shaped link, and Gloo's allreduce algorithms, all in one run;
-# then the training-scaling emulation on the same hosts.
+# the same shaped link, the ring's own bound (K streams at once, each host
+# to the next, as a ring's: where the hosts share a few cores, the stack's
+# cost per byte, not the link, sets it) and Gloo's allreduce algorithms, all
+# in one run; then the training-scaling emulation on the same hosts.
 #   sudo bash bench/netns_compare.sh [K] [RATE] [COMPUTE_SCALE]   (default 4 1gbit 25)
 # COMPUTE_SCALE keeps the compute-to-bandwidth ratio of a real cluster:
 # Horovod's published runs used Pascal GPUs on 25 Gbit/s links, so on
@@ -21,7 +23,7 @@ MAX_BYTES="${MAX_BYTES:-64M}"
 export KOLO_NETNS_PREFIX="${KOLO_NETNS_PREFIX:-kb-}"
 
 why=$(bash tools/netns.sh probe) || { echo "netns_compare: cannot emulate hosts here: $why" >&2; exit 1; }
-build_and_copy netns //bench:kolo_bench //bench/peers:gloo_bench
+build_and_copy netns //bench:kolo_bench //bench/peers:gloo_bench //bench/peers:tcp_ceiling
 trap 'bash tools/netns.sh down; rm -rf "$WORK"' EXIT
 bash tools/netns.sh up "$K" "$RATE"
 RATE_GBPS=$(python3 -c "
@@ -54,19 +56,41 @@ s.close()"
 STREAM_GBPS=$(stream)
 echo "== $K hosts, links shaped to $RATE = $RATE_GBPS GB/s; a plain TCP stream moves $STREAM_GBPS GB/s ($(python3 -c "print(round(100 * $STREAM_GBPS / $RATE_GBPS, 1))")% of the rate)"
 
-frac() { python3 -c "print('%6.1f%%' % (100 * $1 / $2))"; }
+# K streams at once, host i to host i+1 (bench/peers/tcp_ceiling, buffers
+# that stay in the cache: the stack and the links alone), each moving about
+# two seconds of the link's rate. A ring allreduce's busbw is what each of
+# its links carries, so its bound is the aggregate over K.
+ring_streams() {
+  local bytes i
+  bytes=$(python3 -c "print(max(64 << 20, int($RATE_GBPS * 2e9)))")
+  for ((i = 0; i < K; i++)); do
+    ip netns exec "${KOLO_NETNS_PREFIX}h$i" "$WORK/tcp_ceiling" --receive 6000 --bytes-per-stream "$bytes" \
+      >"$WORK/ring-stream-$i" &
+  done
+  sleep 0.5
+  for ((i = 0; i < K; i++)); do
+    ip netns exec "${KOLO_NETNS_PREFIX}h$i" "$WORK/tcp_ceiling" --send "10.77.0.$(((i + 1) % K + 1)):6000" \
+      --bytes-per-stream "$bytes" &
+  done
+  wait
+  cat "$WORK"/ring-stream-* | awk '$1 == "received" {b += $2; if (lo == "" || $3 < lo) lo = $3; if ($4 > hi) hi = $4}
+    END {printf "%.6f\n", b / (hi - lo) / 1e9 / NR}'
+}
+RING_GBPS=$(ring_streams)
+echo "== the ring's bound: $K streams at once, each host to the next, move $RING_GBPS GB/s each" \
+  "($(python3 -c "print(round(100 * $RING_GBPS / $RATE_GBPS, 1))")% of the rate)"
 
-sweep() {  # NAME BINARY: busbw per size, as a fraction of the rate and of the stream
+sweep() {  # NAME BINARY: busbw per size, as a fraction of the rate, the stream and the ring's bound
   echo "== $1 allreduce, $K ranks on $K hosts (busbw; the ideal ring reaches the link rate)"
-  printf "%12s %12s %12s %12s\n" "size(B)" "busbw(GB/s)" "of rate" "of stream"
+  printf "%12s %12s %12s %12s %12s\n" "size(B)" "busbw(GB/s)" "of rate" "of stream" "of ring"
   tools/kolorun -np "$K" --no-prefix --netns "${KOLO_NETNS_PREFIX}:$K" "$2" --min-bytes "$MIN_BYTES" \
     --max-bytes "$MAX_BYTES" --iters 10 --warmup 2 --json "$WORK/$1.json" >/dev/null
-  python3 - "$WORK/$1.json" "$RATE_GBPS" "$STREAM_GBPS" <<'PY'
+  python3 - "$WORK/$1.json" "$RATE_GBPS" "$STREAM_GBPS" "$RING_GBPS" <<'PY'
 import json, sys
-d = json.load(open(sys.argv[1])); rate, stream = float(sys.argv[2]), float(sys.argv[3])
+d = json.load(open(sys.argv[1])); rate, stream, ring = map(float, sys.argv[2:5])
 for r in d["rows"]:
-    print("%12d %12.4f %11.1f%% %11.1f%%" % (r["bytes"], r["busbw_gbps"], 100 * r["busbw_gbps"] / rate,
-                                             100 * r["busbw_gbps"] / stream))
+    b = r["busbw_gbps"]
+    print("%12d %12.4f %11.1f%% %11.1f%% %11.1f%%" % (r["bytes"], b, 100 * b / rate, 100 * b / stream, 100 * b / ring))
 PY
 }
 sweep kolo "$WORK/kolo_bench"
@@ -89,7 +113,9 @@ if [[ "${SKIP_GLOO:-0}" != 1 ]]; then
       pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p" || echo "gloo $algo: a rank failed"; done
-    awk -v rate="$RATE_GBPS" -v stream="$STREAM_GBPS" '/^ +[0-9]/ {printf "%12d %12.4f %11.1f%% %11.1f%%\n", $1, $5, 100*$5/rate, 100*$5/stream}' "$WORK/gloo-$algo-0.out"
+    awk -v rate="$RATE_GBPS" -v stream="$STREAM_GBPS" -v ring="$RING_GBPS" '/^ +[0-9]/ {
+      printf "%12d %12.4f %11.1f%% %11.1f%% %11.1f%%\n", $1, $5, 100*$5/rate, 100*$5/stream, 100*$5/ring}' \
+      "$WORK/gloo-$algo-0.out"
   done
 fi
 

@@ -22,6 +22,14 @@
 //   memcpy_1core_GBps X
 //   tcp_one_stream_GBps X
 //   tcp_two_streams_GBps X
+//
+// Between hosts (bench/netns_compare.sh: one stream from each emulated host
+// to the next, all at once, as a ring's) it is one end of one stream:
+//   tcp_ceiling --receive PORT [...]   prints "received BYTES FIRST LAST",
+//                                      the wall-clock seconds (CLOCK_REALTIME,
+//                                      comparable across the host's
+//                                      namespaces) of the first and last byte
+//   tcp_ceiling --send ADDR:PORT [...]
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -173,6 +181,59 @@ double StreamsGBps(int streams, std::size_t bytes, std::size_t chunk, std::size_
   return static_cast<double>(streams) * bytes / Seconds(t0, t1) / 1e9;
 }
 
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// One end of one stream between hosts: `bytes` in, timed from the first
+// byte to the last.
+int ReceiveOne(int port, std::size_t bytes, std::size_t chunk, std::size_t buffer) {
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0) Die("socket");
+  int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) Die("bind");
+  if (listen(listener, 1) != 0) Die("listen");
+  const int fd = accept(listener, nullptr, nullptr);
+  if (fd < 0) Die("accept");
+  close(listener);
+  std::vector<char> buf(buffer, 0);
+  char first = 0;
+  while (recv(fd, &first, 1, 0) != 1) {
+    if (errno != EINTR) Die("recv");
+  }
+  const double t0 = WallSeconds();
+  RecvAll(fd, bytes - 1, chunk, buf);
+  const double t1 = WallSeconds();
+  close(fd);
+  std::printf("received %zu %.6f %.6f\n", bytes, t0, t1);
+  return 0;
+}
+
+int SendOne(const std::string& to, std::size_t bytes, std::size_t chunk, std::size_t buffer) {
+  const auto colon = to.rfind(':');
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  if (colon == std::string::npos || inet_pton(AF_INET, to.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
+    std::fprintf(stderr, "tcp_ceiling: --send wants ADDR:PORT, got '%s'\n", to.c_str());
+    return 2;
+  }
+  addr.sin_port = htons(static_cast<uint16_t>(std::atoi(to.c_str() + colon + 1)));
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) Die("socket");
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) Die("connect");
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  const std::vector<char> buf(buffer, 7);
+  SendAll(fd, bytes, chunk, buf);
+  close(fd);
+  return 0;
+}
+
 std::size_t ParseSize(const char* flag, const char* text) {
   char* end = nullptr;
   unsigned long long v = std::strtoull(text, &end, 10);
@@ -189,6 +250,8 @@ int main(int argc, char** argv) {
   std::size_t bytes = std::size_t{2} << 30;  // long enough to swamp start-up
   std::size_t chunk = std::size_t{4} << 20;  // big writes: syscall cost is noise
   std::size_t buffer = 0;                     // 0: one write's worth
+  int receive_port = 0;
+  std::string send_to;
   for (int i = 1; i < argc; i += 2) {
     std::string flag = argv[i];
     if (i + 1 >= argc) {
@@ -201,14 +264,21 @@ int main(int argc, char** argv) {
       chunk = ParseSize(argv[i], argv[i + 1]);
     } else if (flag == "--buffer-bytes") {
       buffer = ParseSize(argv[i], argv[i + 1]);
+    } else if (flag == "--receive") {
+      receive_port = static_cast<int>(ParseSize(argv[i], argv[i + 1]));
+    } else if (flag == "--send") {
+      send_to = argv[i + 1];
     } else {
       std::fprintf(stderr,
-                   "usage: tcp_ceiling [--bytes-per-stream B] [--write-bytes W] [--buffer-bytes B]\n");
+                   "usage: tcp_ceiling [--bytes-per-stream B] [--write-bytes W] [--buffer-bytes B]\n"
+                   "                   [--receive PORT | --send ADDR:PORT]\n");
       return 2;
     }
   }
 
   if (buffer == 0) buffer = chunk;
+  if (receive_port > 0) return ReceiveOne(receive_port, bytes, chunk, buffer);
+  if (!send_to.empty()) return SendOne(send_to, bytes, chunk, buffer);
   std::printf("# loopback TCP ceiling: %zu bytes per stream, %zu-byte writes, %zu-byte buffers at each end, "
               "GB = 1e9 bytes, %u hardware threads\n",
               bytes, chunk, buffer, std::thread::hardware_concurrency());
