@@ -48,12 +48,16 @@ Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Memory* m
     }
     for (size_t i = 0; i < R; ++i) keepable += forwarder[i] >= 0;
   }
-  const size_t keeps = keepable ? slots : 0;  // buffers for transient results
+  size_t keeps = std::min(slots, keepable);  // buffers for transient results
 
   unsigned char* staging = nullptr;
   if (slot_bytes) {
     staging = static_cast<unsigned char*>(memory->staging(slot_bytes * (slots + keeps)));
-    if (!staging) return device_error("no memory for " + std::to_string(slots + keeps) + " staging slots of " +
+    if (!staging && keeps) {  // the buffers for transient results are a gain, not a need
+      keeps = 0;
+      staging = static_cast<unsigned char*>(memory->staging(slot_bytes * slots));
+    }
+    if (!staging) return device_error("no memory for " + std::to_string(slots) + " staging slots of " +
                                             std::to_string(slot_bytes) + " bytes");
   }
   // Buffer k (after the staging slots) holds a transient result until the
@@ -72,6 +76,14 @@ Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Memory* m
     if (p.recvs[i].local) ++reduces;
   }
   size_t finished_reduces = 0;
+  // Sends finish in order; a transient result's buffer is free once the
+  // send that forwards it has finished.
+  const auto note_finished_sends = [&] {
+    while (finished_sends < posted_sends && send_req[finished_sends].done) ++finished_sends;
+    for (long& holder : kept_for) {
+      if (holder >= 0 && static_cast<size_t>(holder) < finished_sends) holder = -1;
+    }
+  };
 
   for (;;) {
     while (posted_sends < S) {
@@ -92,13 +104,11 @@ Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Memory* m
       KOLO_RETURN_IF_ERROR(p.transport->post_recv(p.left, into, u.bytes, p.tag, &recv_req[posted_recvs]));
       ++posted_recvs;
     }
-    while (finished_sends < posted_sends && send_req[finished_sends].done) ++finished_sends;
-    for (long& holder : kept_for) {
-      if (holder >= 0 && static_cast<size_t>(holder) < finished_sends) holder = -1;
-    }
+    note_finished_sends();
     if (finished_sends == S && finished_recvs == R) return Status::ok();
 
     KOLO_RETURN_IF_ERROR(p.transport->progress(Deadline::after_seconds_coarse(options.timeout_s)));
+    if (keeps) note_finished_sends();  // frees buffers for the receives that just arrived
 
     // Finish receives in order: reduce staged data into its destination.
     while (finished_recvs < posted_recvs && recv_req[finished_recvs].done) {

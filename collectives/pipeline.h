@@ -43,7 +43,9 @@ struct RecvUnit {
   // The result is read only by the one send that forwards it (a SendUnit
   // "after" this unit with data == dest), and dest is written again before
   // anyone else reads it: the executor may keep the result in a buffer of
-  // its own and send it from there, leaving dest untouched.
+  // its own and send it from there, leaving dest untouched. It does so
+  // only for a reduction (local set) that is not finalized, with exactly
+  // one send after it of the same bytes, and while it has a buffer free.
   bool transient = false;
 };
 

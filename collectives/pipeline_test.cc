@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <utility>
 #include <vector>
 
 namespace kolo {
@@ -31,8 +32,8 @@ class Scripted final : public Transport {
     const auto* b = static_cast<const unsigned char*>(data);
     sent.emplace_back(b, b + bytes);
     receives_finished_at_send.push_back(receives_finished);
-    if (sends_finish_late) {
-      unfinished_sends.push_back(request);
+    if (sends_finish_after > 0) {
+      unfinished_sends.push_back({request, sends_finish_after});
     } else {
       request->done = true;
     }
@@ -46,10 +47,14 @@ class Scripted final : public Transport {
     return Status::ok();
   }
   // One message from the left per call, into the oldest posted receive.
-  // With sends_finish_late, the sends posted before the call finish in it.
+  // A send posted before it finishes in the sends_finish_after-th call.
   Status progress(Deadline) override {
-    for (Request* r : unfinished_sends) r->done = true;
-    unfinished_sends.clear();
+    for (auto& [request, calls_left] : unfinished_sends) {
+      if (--calls_left == 0) request->done = true;
+    }
+    unfinished_sends.erase(std::remove_if(unfinished_sends.begin(), unfinished_sends.end(),
+                                          [](const auto& u) { return u.second == 0; }),
+                           unfinished_sends.end());
     if (pending.empty()) return Status::ok();
     if (incoming.empty()) return timeout_error("scripted: nothing more will come");
     Request* r = pending.front();
@@ -68,8 +73,8 @@ class Scripted final : public Transport {
   std::vector<std::vector<unsigned char>> sent;
   std::vector<size_t> receives_finished_at_send;
   std::deque<Request*> pending;
-  bool sends_finish_late = false;
-  std::vector<Request*> unfinished_sends;
+  int sends_finish_after = 0;  // progress calls; 0: at once
+  std::vector<std::pair<Request*, int>> unfinished_sends;
   size_t most_pending = 0;
   size_t receives_finished = 0;
 };
@@ -207,11 +212,12 @@ TEST(Pipeline, ATransientResultIsSentFromABufferOfItsOwnAndNeverStored) {
 }
 
 TEST(Pipeline, ATransientResultGoesToItsDestinationWhileNoBufferIsFree) {
-  // One buffer; a send finishes only at the next progress call, after the
-  // next receive has arrived: the first result is kept, the second is not
-  // (its buffer still waits for the first send), the third is kept again.
+  // One buffer; a send finishes only in the second progress call after it
+  // was posted, after the next receive has arrived: the first result is
+  // kept, the second is not (its buffer still waits for the first send),
+  // the third is kept again.
   Scripted t;
-  t.sends_finish_late = true;
+  t.sends_finish_after = 2;
   HostMemory memory;
   std::vector<std::vector<float>> dest, local;
   Pipeline p = transient_chain(&t, 3, &dest, &local);
@@ -225,6 +231,28 @@ TEST(Pipeline, ATransientResultGoesToItsDestinationWhileNoBufferIsFree) {
   EXPECT_EQ(dest[0], (std::vector<float>{-1, -1}));
   EXPECT_EQ(dest[1], (std::vector<float>{13, 23}));
   EXPECT_EQ(dest[2], (std::vector<float>{-1, -1}));
+}
+
+// Staging memory that has room for the receive slots only.
+class TightMemory final : public HostMemory {
+ public:
+  explicit TightMemory(size_t room) : room_(room) {}
+  void* staging(size_t bytes) override { return bytes > room_ ? nullptr : HostMemory::staging(bytes); }
+
+ private:
+  size_t room_;
+};
+
+TEST(Pipeline, WithoutRoomForTheirBuffersTransientResultsGoToTheirDestinations) {
+  Scripted t;
+  TightMemory memory(4 * 2 * sizeof(float));  // the four staging slots, no more
+  std::vector<std::vector<float>> dest, local;
+  Pipeline p = transient_chain(&t, 6, &dest, &local);
+  ASSERT_TRUE(run_pipeline(p, PipelineOptions{}, &memory).is_ok());
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(floats_of(t.sent[k]), (std::vector<float>{11.f + 2 * k, 21.f + 2 * k})) << k;
+    EXPECT_EQ(dest[k], (std::vector<float>{11.f + 2 * k, 21.f + 2 * k})) << k;
+  }
 }
 
 TEST(Pipeline, OnlyAResultThatOneSendForwardsWholeIsKeptAside) {
