@@ -59,22 +59,24 @@ echo "== $K hosts, links shaped to $RATE = $RATE_GBPS GB/s; a plain TCP stream m
 # K streams at once, host i to host i+1 (bench/peers/tcp_ceiling, buffers
 # that stay in the cache: the stack and the links alone), each moving about
 # two seconds of the link's rate. A ring allreduce's busbw is what each of
-# its links carries, so its bound is the aggregate over K.
+# its links carries, so its bound is the aggregate over K. Each end has 60 s
+# (a receiver whose sender never came would wait on accept for ever).
 ring_streams() {
   local bytes i
   bytes=$(python3 -c "print(max(64 << 20, int($RATE_GBPS * 2e9)))")
   for ((i = 0; i < K; i++)); do
-    ip netns exec "${KOLO_NETNS_PREFIX}h$i" "$WORK/tcp_ceiling" --receive 6000 --bytes-per-stream "$bytes" \
-      >"$WORK/ring-stream-$i" &
+    ip netns exec "${KOLO_NETNS_PREFIX}h$i" timeout 60 "$WORK/tcp_ceiling" --receive 6000 \
+      --bytes-per-stream "$bytes" >"$WORK/ring-stream-$i" &
   done
   sleep 0.5
   for ((i = 0; i < K; i++)); do
-    ip netns exec "${KOLO_NETNS_PREFIX}h$i" "$WORK/tcp_ceiling" --send "10.77.0.$(((i + 1) % K + 1)):6000" \
-      --bytes-per-stream "$bytes" &
+    ip netns exec "${KOLO_NETNS_PREFIX}h$i" timeout 60 "$WORK/tcp_ceiling" \
+      --send "10.77.0.$(((i + 1) % K + 1)):6000" --bytes-per-stream "$bytes" &
   done
   wait
-  cat "$WORK"/ring-stream-* | awk '$1 == "received" {b += $2; if (lo == "" || $3 < lo) lo = $3; if ($4 > hi) hi = $4}
-    END {printf "%.6f\n", b / (hi - lo) / 1e9 / NR}'
+  cat "$WORK"/ring-stream-* | awk -v k="$K" '
+    $1 == "received" {n++; b += $2; if (lo == "" || $3 < lo) lo = $3; if ($4 > hi) hi = $4}
+    END {if (n == k && hi > lo) printf "%.6f\n", b / (hi - lo) / 1e9 / n; else print "nan"}'
 }
 RING_GBPS=$(ring_streams)
 echo "== the ring's bound: $K streams at once, each host to the next, move $RING_GBPS GB/s each" \
