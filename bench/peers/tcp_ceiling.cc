@@ -87,18 +87,46 @@ struct Stream {
   int rx = -1;
 };
 
-Stream Connect(int listener, const sockaddr_in& addr) {
-  Stream s;
-  s.tx = socket(AF_INET, SOCK_STREAM, 0);
-  if (s.tx < 0) Die("socket");
-  if (connect(s.tx, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
-    Die("connect");
-  s.rx = accept(listener, nullptr, nullptr);
-  if (s.rx < 0) Die("accept");
+// A listening socket on `ip`:`port` (port 0: any free one); *addr is where
+// it listens.
+int Listen(uint32_t ip, uint16_t port, int backlog, sockaddr_in* addr) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0) Die("socket");
+  int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  *addr = sockaddr_in{};
+  addr->sin_family = AF_INET;
+  addr->sin_addr.s_addr = htonl(ip);
+  addr->sin_port = htons(port);
+  if (bind(listener, reinterpret_cast<sockaddr*>(addr), sizeof *addr) != 0) Die("bind");
+  if (listen(listener, backlog) != 0) Die("listen");
+  socklen_t len = sizeof *addr;
+  if (getsockname(listener, reinterpret_cast<sockaddr*>(addr), &len) != 0) Die("getsockname");
+  return listener;
+}
+
+// The sending end of a stream to `addr`.
+int Dial(const sockaddr_in& addr) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) Die("socket");
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) Die("connect");
   // Bulk transfer with large writes: Nagle never matters, but the collective
   // libraries set NODELAY, so do the same to measure the same socket setup.
   int one = 1;
-  setsockopt(s.tx, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+int Accept(int listener) {
+  const int fd = accept(listener, nullptr, nullptr);
+  if (fd < 0) Die("accept");
+  return fd;
+}
+
+Stream Connect(int listener, const sockaddr_in& addr) {
+  Stream s;
+  s.tx = Dial(addr);
+  s.rx = Accept(listener);
   return s;
 }
 
@@ -145,18 +173,9 @@ void RecvAll(int fd, std::size_t total, std::size_t chunk, std::vector<char>& bu
 // from before the first thread starts to after the last byte is received, so
 // it is the rate a collective waiting on all its streams would see.
 double StreamsGBps(int streams, std::size_t bytes, std::size_t chunk, std::size_t buffer) {
-  int listener = socket(AF_INET, SOCK_STREAM, 0);
-  if (listener < 0) Die("socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;  // any free port: runs must not collide with each other
-  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-    Die("bind");
-  if (listen(listener, streams) != 0) Die("listen");
-  socklen_t len = sizeof addr;
-  if (getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    Die("getsockname");
+  sockaddr_in addr;
+  // Any free port: runs must not collide with each other.
+  const int listener = Listen(INADDR_LOOPBACK, 0, streams, &addr);
 
   std::vector<Stream> conns;
   for (int i = 0; i < streams; ++i) conns.push_back(Connect(listener, addr));
@@ -188,18 +207,9 @@ double WallSeconds() {
 // One end of one stream between hosts: `bytes` in, timed from the first
 // byte to the last.
 int ReceiveOne(int port, std::size_t bytes, std::size_t chunk, std::size_t buffer) {
-  int listener = socket(AF_INET, SOCK_STREAM, 0);
-  if (listener < 0) Die("socket");
-  int one = 1;
-  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) Die("bind");
-  if (listen(listener, 1) != 0) Die("listen");
-  const int fd = accept(listener, nullptr, nullptr);
-  if (fd < 0) Die("accept");
+  sockaddr_in addr;
+  const int listener = Listen(INADDR_ANY, static_cast<uint16_t>(port), 1, &addr);
+  const int fd = Accept(listener);
   close(listener);
   std::vector<char> buf(buffer, 0);
   char first = 0;
@@ -223,11 +233,7 @@ int SendOne(const std::string& to, std::size_t bytes, std::size_t chunk, std::si
     return 2;
   }
   addr.sin_port = htons(static_cast<uint16_t>(std::atoi(to.c_str() + colon + 1)));
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) Die("socket");
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) Die("connect");
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  const int fd = Dial(addr);
   const std::vector<char> buf(buffer, 7);
   SendAll(fd, bytes, chunk, buf);
   close(fd);
