@@ -10,11 +10,20 @@
 # in a VM (tools/rdma_suite.sh, ~7 min with its build, plus a minute or more to build the
 # VM image the first time; always the default build, without CUDA).
 #
+#   tools/test.sh [--extended] [BAZEL_TEST_ARGS...]
+#
+# The default run is what CI runs: every feature's tests, each C++ test
+# under both sanitizers too (tests tagged optimized_only, the Python suites
+# among them, run in the optimized pass alone), and the RDMA suite's core
+# cases. --extended adds what only re-runs the same at more ranks or runs
+# other projects' suites (Bazel targets tagged extended, pytest cases
+# marked extended) and every case of the RDMA suite.
+#
 #   KOLO_CUDA       unset: CUDA if the toolkit is there, else the optimized
 #                   pass runs without it and the CUDA build counts as
 #                   skipped; 1: CUDA or fail; 0: without CUDA (skipped)
 #   KOLO_RDMA_SUITE=0  leaves the RDMA suite out (counted as skipped)
-#   KOLO_TEST_BUDGET_S the run's time budget (default 2700 s: 45 minutes): a warning
+#   KOLO_TEST_BUDGET_S the run's time budget (default 2400 s: 40 minutes): a warning
 #                   past it
 #
 # What cannot run here for want of a privilege or a device (network
@@ -28,18 +37,26 @@
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+extended=0
+if [ "${1:-}" = --extended ]; then
+  extended=1
+  shift
+fi
 bash tools/setup.sh || exit 1
 LOG="$(mktemp)"  # every counted line
 PART="$(mktemp)" # one part's output
-trap 'rm -f "$LOG" "$PART"' EXIT
+trap 'rm -f "$LOG" "$PART" "${VM_IMAGE_LOG:-}"' EXIT
 status=0
 FAILED_LOGS=()
 note() { echo "$*" | tee -a "$LOG"; }
 # Where the time goes: each part's seconds, printed before the counts.
+# A part's time, and after a Bazel part its slowest tests (SLOWEST, in step
+# with TIMES: empty for the other parts).
 TIMES=()
+SLOWEST=()
 started=0  # SECONDS counts from the script's start
 part_start=0
-timed() { TIMES+=("$1 $((SECONDS - part_start)) s"); part_start=$SECONDS; }
+timed() { TIMES+=("$1 $((SECONDS - part_start)) s"); SLOWEST+=(""); part_start=$SECONDS; }
 
 NVCC=/usr/local/cuda/bin/nvcc
 optimized=""
@@ -69,6 +86,31 @@ skip_reason() {
 }
 
 timed "setup (packages, Python environment)"
+# The RDMA suite's VM image (debootstrap: mostly downloads and unpacking,
+# about 100 s the first time) is made while the optimized pass compiles.
+VM_IMAGE_LOG="$(mktemp)"
+vm_image=""
+if [ "${KOLO_RDMA_SUITE:-1}" != 0 ]; then
+  bash tools/rdma_vm.sh build >"$VM_IMAGE_LOG" 2>&1 &
+  vm_image=$!
+fi
+
+# slowest PART_OUTPUT: the part's 20 slowest test targets, from Bazel's
+# summary lines ("//pkg:name  PASSED in 12.3s"; a sharded test's slowest
+# shard), so that each part shows where its time went.
+slowest() {
+  echo "   the 20 slowest tests:"
+  sed -nE 's#^(//[^ ]+) +(\(cached\) )?[A-Z ]+ in ([0-9.]+)s.*#\3 \1#p' "$1" |
+    sort -rn | head -n 20 | awk '{printf "   %7.1f s  %s\n", $1, $2}'
+}
+# The extended set: targets tagged extended, and pytest cases marked
+# extended (KOLO_TEST_EXTENDED, read by bindings/python/python_test.sh).
+if [ "$extended" = 1 ]; then
+  set -- --test_env=KOLO_TEST_EXTENDED=1 "$@"
+  not_extended=""
+else
+  not_extended=",-extended"  # a tag filter's item
+fi
 for config in "$optimized" "--config=asan" "--config=tsan"; do
   name=${config#--config=}
   echo "== bazel test ${config:-(optimized)} //..."
@@ -88,13 +130,15 @@ for config in "$optimized" "--config=asan" "--config=tsan"; do
   fi
   # shellcheck disable=SC2086
   testlogs=$(bazel info $config bazel-testlogs 2>/dev/null)
-  # The sanitizer passes leave out tests tagged optimized_only (transport
-  # reruns of the data path, more ranks of what runs on 2, the example
+  # The sanitizer passes leave out tests tagged optimized_only (the Python
+  # suites, the launchers, transport reruns of the data path, the example
   # programs), and ThreadSanitizer those tagged no_tsan; the BUILD files
-  # say which and why.
+  # say which and why. The default run leaves out the extended set.
+  excluded=$not_extended
+  [ "$name" = asan ] && excluded="$excluded,-optimized_only"
+  [ "$name" = tsan ] && excluded="$excluded,-no_tsan,-optimized_only"
   filters=()
-  [ "$name" = asan ] && filters=(--test_tag_filters=-optimized_only)
-  [ "$name" = tsan ] && filters=(--test_tag_filters=-no_tsan,-optimized_only)
+  [ -n "$excluded" ] && filters=(--test_tag_filters="${excluded#,}")
   # shellcheck disable=SC2086
   bazel test $config //... --test_summary=short "${tests_only[@]}" "${filters[@]}" "$@" 2>&1 | tee "$PART"
   rc=${PIPESTATUS[0]}
@@ -112,6 +156,7 @@ for config in "$optimized" "--config=asan" "--config=tsan"; do
     fi
   done <"$PART"
   timed "bazel build and test ${config:-(optimized)}"
+  SLOWEST[-1]=$(slowest "$PART")
   if [ "$config" = "$optimized" ]; then
     # While bazel-bin is the optimized build: every code block of the docs.
     echo "== the docs' code blocks (tools/docs_check.py)"
@@ -135,10 +180,16 @@ if [ "${KOLO_RDMA_SUITE:-1}" = 0 ]; then
   note "-- rdma suite: skipped (KOLO_RDMA_SUITE=0)"
 else
   echo "== RDMA conformance suite, soft-RoCE in a VM (tools/rdma_suite.sh)"
-  # Its core cases (tools/rdma_suite.sh says which); KOLO_RDMA_SUITE_CASES=all
-  # runs every one.
-  KOLO_RDMA_SUITE_CASES=${KOLO_RDMA_SUITE_CASES:-core} KOLO_RDMA_SUITE_TIMEOUT=${KOLO_RDMA_SUITE_TIMEOUT:-1200} \
-    bash tools/rdma_suite.sh 2>&1 | tee "$PART"
+  # The image made in the background; if that failed, the suite's own probe
+  # tries once more and says why.
+  wait "$vm_image" || cat "$VM_IMAGE_LOG"
+  # Its core cases (tools/rdma_suite.sh says which), or with --extended
+  # (or KOLO_RDMA_SUITE_CASES=all) every one; in the optimized pass's
+  # configuration, already built.
+  cases=core
+  [ "$extended" = 1 ] && cases=all
+  KOLO_RDMA_SUITE_CASES=${KOLO_RDMA_SUITE_CASES:-$cases} KOLO_RDMA_SUITE_TIMEOUT=${KOLO_RDMA_SUITE_TIMEOUT:-1200} \
+    KOLO_RDMA_SUITE_CONFIG="$optimized" bash tools/rdma_suite.sh 2>&1 | tee "$PART"
   rc=${PIPESTATUS[0]}
   cat "$PART" >>"$LOG"
   if [ "$rc" -ne 0 ]; then
@@ -150,11 +201,14 @@ fi
 
 timed "RDMA suite"
 echo "== time"
-for t in "${TIMES[@]}"; do echo "  $t"; done
+for i in "${!TIMES[@]}"; do
+  echo "  ${TIMES[$i]}"
+  [ -n "${SLOWEST[$i]}" ] && echo "${SLOWEST[$i]}"
+done
 echo "  total $((SECONDS - started)) s"
 # CI stops at 90 minutes on 2 cores; past the budget, the suites need
 # trimming (or moving out of the sanitizer passes) before more land.
-budget=${KOLO_TEST_BUDGET_S:-2700}
+budget=${KOLO_TEST_BUDGET_S:-2400}
 if [ $((SECONDS - started)) -gt "$budget" ]; then
   echo "  WARNING: over the budget of $budget s (KOLO_TEST_BUDGET_S); see the parts above for where the time went"
 fi

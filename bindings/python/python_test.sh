@@ -44,7 +44,12 @@ elif [ "$sanitizer" = tsan ]; then
   export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$ROOT/bindings/python/tsan_torch.supp"
 fi
 cd "$ROOT/bindings/python/tests" || exit 1
-PYTEST=("$KOLO_PYTHON" -m pytest -q -p no:cacheprovider --durations=8)
+# Cases marked extended (more ranks or other projects' tests of what the
+# rest already covers) run only in tools/test.sh --extended, which sets
+# KOLO_TEST_EXTENDED=1.
+PYTEST=("$KOLO_PYTHON" -m pytest -q -p no:cacheprovider --durations=8
+        -o "markers=extended: run only by tools/test.sh --extended")
+[ "${KOLO_TEST_EXTENDED:-0}" = 1 ] || PYTEST+=(-m "not extended")
 if [[ "$1" == examples ]]; then
   exec "${PYTEST[@]}" test_examples.py
 fi

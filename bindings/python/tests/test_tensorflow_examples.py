@@ -84,6 +84,8 @@ def test_ensemble_of_process_sets(script, tmp_path):
     check_trained(run(script, tmp_path, steps, 2, ["--ensemble"]), tmp_path, script, steps, 2)
 
 
+# More ranks of what runs on 2 above: the extended set.
+@pytest.mark.extended
 @pytest.mark.parametrize("script,options,members", [("function_approximation_tf1.py", [], 1),
                                                     ("function_approximation_keras.py",
                                                      ["--ensemble", "--members", "2"], 2),
