@@ -24,20 +24,44 @@ declare -A SOURCES=(
   [rank_facts]="runtime/rank_facts.cc common/status.cc"
   [failure_record]="runtime/failure_record.cc common/status.cc"
 )
-status=0
-for target in store_request handshake frame torch_reply hostlist op_request rank_facts failure_record; do
+# fuzz_one TARGET: builds and runs one target; its report in $WORK/TARGET.report,
+# exit status non-zero on a crash.
+fuzz_one() {
+  local target=$1 report="$WORK/$1.report"
   # shellcheck disable=SC2086
-  "$CXX" "${FLAGS[@]}" "tests/fuzz/${target}_fuzz.cc" ${SOURCES[$target]} -o "$WORK/$target"
+  if ! "$CXX" "${FLAGS[@]}" "tests/fuzz/${target}_fuzz.cc" ${SOURCES[$target]} -o "$WORK/$target" >"$report" 2>&1; then
+    echo "fuzz $target: CRASH (did not build)" >>"$report"
+    return 1
+  fi
   mkdir -p "$WORK/corpus-$target"
   cp tests/fuzz/corpus/"$target"/* "$WORK/corpus-$target/"
   if "$WORK/$target" -max_total_time="$SECONDS_PER_TARGET" -timeout=5 -rss_limit_mb=1024 \
       -artifact_prefix="$WORK/crash-$target-" "$WORK/corpus-$target" >"$WORK/$target.log" 2>&1; then
     execs=$(grep -oE "Done [0-9]+ runs" "$WORK/$target.log" | grep -oE "[0-9]+" || echo "?")
-    echo "fuzz $target: ${execs} executions in ${SECONDS_PER_TARGET}s, no crash"
+    echo "fuzz $target: ${execs} executions in ${SECONDS_PER_TARGET}s, no crash" >"$report"
   else
-    echo "fuzz $target: CRASH"; tail -40 "$WORK/$target.log"
-    for f in "$WORK"/crash-"$target"-*; do [ -e "$f" ] && xxd "$f" | head -20; done
-    status=1
+    { echo "fuzz $target: CRASH"; tail -40 "$WORK/$target.log"
+      for f in "$WORK"/crash-"$target"-*; do [ -e "$f" ] && xxd "$f" | head -20; done; } >"$report"
+    return 1
   fi
+}
+
+# As many targets at once as there are cores (each is one process), the
+# reports printed in order.
+TARGETS=(store_request handshake frame torch_reply hostlist op_request rank_facts failure_record)
+status=0
+running=0
+for target in "${TARGETS[@]}"; do
+  if ((running >= $(nproc))); then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$target" &
+  running=$((running + 1))
 done
+while ((running > 0)); do
+  wait -n || status=1
+  running=$((running - 1))
+done
+for target in "${TARGETS[@]}"; do cat "$WORK/$target.report"; done
 exit $status
