@@ -15,12 +15,4 @@ Status open_device(int local_rank, std::unique_ptr<Device>* out) {
 #endif
 }
 
-bool built_with_cuda() {
-#ifdef KOLO_WITH_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
-
 }  // namespace kolo

@@ -12,7 +12,4 @@ namespace kolo {
 // without CUDA (bazel build --config=cuda), or no GPU or driver here.
 Status open_device(int local_rank, std::unique_ptr<Device>* out);
 
-// Whether the CUDA code is compiled in (--config=cuda).
-bool built_with_cuda();
-
 }  // namespace kolo

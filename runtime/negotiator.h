@@ -101,7 +101,6 @@ class Negotiator {
   std::vector<StalledName> stalled(SteadyClock::time_point now, double threshold_s) const;
 
   bool joined() const { return joined_[rank_]; }
-  size_t cache_size() const { return slots_.size(); }
 
  private:
   enum class LocalState { kNew, kBySlot, kSent };

@@ -102,7 +102,6 @@ class IbPair {
   // The peer's process ended (its TCP link closed; see IbTransport): what
   // this rank still expects of it is lost, PEER_LOST if anything is.
   Status on_peer_gone();
-  bool peer_gone() const { return peer_gone_; }
   // While waiting on the peer: sends it a credit message if nothing else is
   // in flight, so a peer whose host died (no TCP end to read) is noticed
   // when the send fails after the transport's retries (about half a second
