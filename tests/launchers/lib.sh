@@ -39,6 +39,9 @@ TENSORFLOW_RANK=()
 [ -z "$SAN_PRELOAD" ] && TENSORFLOW_RANK=(env "KOLO_TF_OPS_DIR=$KOLO_TEST_BUILD_CACHE/tf_ops" "$KOLO_PYTHON"
                                           "$ROOT/tests/launchers/tensorflow_job.py")
 WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/launch.XXXXXX")"
+# Whether this is tools/test.sh --extended: the jobs that only repeat a
+# launcher's default ones at more ranks or with another framework run then.
+extended() { [ "${KOLO_TEST_EXTENDED:-0}" = 1 ]; }
 
 # expect_ranks LABEL N PATTERN FILE: every rank r < N printed PATTERN with r
 # in place of %r (e.g. "rank %r ok"), else a failure showing FILE's end.

@@ -4,10 +4,10 @@
 # port comes from the job and step ids. The test starts munged, slurmctld
 # and slurmd itself, everything (config, key, state, pids, logs, ports)
 # under a temporary directory, and stops them on exit. srun -n 4 of the C
-# worker, of a Python script, of a torch.distributed DDP script on the kolo
-# backend, of PyTorch Lightning's Trainer on kolo against gloo, found by
-# Lightning's own Slurm detection (4 tasks on a node declared with 4 CPUs),
-# and of a kolo.tensorflow program.
+# worker, of a Python script, and of PyTorch Lightning's Trainer on kolo
+# against gloo, found by Lightning's own Slurm detection (4 tasks on a node
+# declared with 4 CPUs); in the extended set also of a torch.distributed
+# DDP script on the kolo backend and of a kolo.tensorflow program.
 set -uo pipefail
 # shellcheck source=tests/launchers/lib.sh
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tests/launchers/lib.sh"
@@ -108,10 +108,14 @@ run_job "srun-c-4" 4 "rank %r ok" 120 "${SRUN[@]}" "$WORKER" 4
 run_job "srun-python-4" 4 "python rank %r of 4 ok" 120 "${SRUN[@]}" "${PYRANK[@]}" 4
 grep -q "local [0-3] of 4" "$WORK/srun-c-4.out" || fail "the local size from SLURM_STEP_TASKS_PER_NODE is not 4"
 if [ ${#TORCH_RANK[@]} -gt 0 ]; then
-  run_job "srun-torch-4" 4 "torch rank %r of 4 ok" 180 "${SRUN[@]}" "${TORCH_RANK[@]}" 4 "$(free_port)"
   # Lightning finds the ranks itself (its SLURMEnvironment).
   lightning_on "srun-lightning-4" 4 srun -n 4 --ntasks-per-node 4 --oversubscribe --time=4 --kill-on-bad-exit=1
-  run_job "srun-tensorflow-4" 4 "tensorflow rank %r of 4 ok" 180 "${SRUN[@]}" "${TENSORFLOW_RANK[@]}" 4
+  # DDP and TensorFlow read the same environment as the jobs above (they
+  # run under mpirun and torchrun in the default set).
+  if extended; then
+    run_job "srun-torch-4" 4 "torch rank %r of 4 ok" 180 "${SRUN[@]}" "${TORCH_RANK[@]}" 4 "$(free_port)"
+    run_job "srun-tensorflow-4" 4 "tensorflow rank %r of 4 ok" 180 "${SRUN[@]}" "${TENSORFLOW_RANK[@]}" 4
+  fi
 else
   echo "srun-torch-4, srun-tensorflow-4: not in this pass (a sanitizer build: torch and TensorFlow run in the" \
     "optimized pass)"
