@@ -135,8 +135,9 @@ for config in "$optimized" "--config=asan" "--config=tsan"; do
   # programs), and ThreadSanitizer those tagged no_tsan; the BUILD files
   # say which and why. The default run leaves out the extended set.
   excluded=$not_extended
-  [ "$name" = asan ] && excluded="$excluded,-optimized_only"
-  [ "$name" = tsan ] && excluded="$excluded,-no_tsan,-optimized_only"
+  # The GPU tests skip in a build without CUDA, as the sanitizers' are.
+  [ "$name" = asan ] && excluded="$excluded,-gpu,-optimized_only"
+  [ "$name" = tsan ] && excluded="$excluded,-gpu,-no_tsan,-optimized_only"
   filters=()
   [ -n "$excluded" ] && filters=(--test_tag_filters="${excluded#,}")
   # shellcheck disable=SC2086
