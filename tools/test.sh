@@ -5,17 +5,18 @@
 # (tools/docs_check.py), then AddressSanitizer with
 # UndefinedBehaviorSanitizer, then ThreadSanitizer (configs in .bazelrc),
 # both without CUDA, which is the default build; then each fuzz target for
-# FUZZ_SECONDS (default 7: each target still runs 0.2 to 5 million inputs,
-# and the budget has no 80 s to spare); then the RDMA conformance suite over soft-RoCE
-# in a VM (tools/rdma_suite.sh, ~7 min with its build, plus a minute or more to build the
-# VM image the first time; always the default build, without CUDA).
+# FUZZ_SECONDS (default 7: each target still runs 0.2 to 5 million inputs);
+# then the RDMA conformance suite over soft-RoCE in a VM (tools/rdma_suite.sh,
+# about 4 minutes in the optimized pass's build; its VM image, made once, is
+# made in the background while the optimized pass compiles). A fresh 2-core
+# machine ran all of it in 2005 s on 2026-12-03 (docs/testing.md).
 #
 #   tools/test.sh [--extended] [BAZEL_TEST_ARGS...]
 #
 # The default run is what CI runs: every feature's tests, each C++ test
-# under both sanitizers too (tests tagged optimized_only, the Python suites
-# among them, run in the optimized pass alone), and the RDMA suite's core
-# cases. --extended adds what only re-runs the same at more ranks or runs
+# under ASan and, where it has threads, TSan too (tests tagged
+# optimized_only, the Python suites among them, run in the optimized pass
+# alone; no_tsan leaves TSan), and the RDMA suite's core cases. --extended adds what only re-runs the same at more ranks or runs
 # other projects' suites (Bazel targets tagged extended, pytest cases
 # marked extended) and every case of the RDMA suite.
 #
