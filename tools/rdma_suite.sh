@@ -60,8 +60,8 @@ in_cases() {
   for c in "${CORE[@]}"; do [ "$c" = "$1" ] && return 0; done
   return 1
 }
-# Those alone, not //...: the default configuration is built for this
-# suite only (tools/test.sh's passes build others), and all of it took
+# Those alone, not //...: in a configuration that nothing else built (the
+# default one, when run by hand after tools/test.sh's passes) all of it took
 # 260 s on 2 cores.
 suite_targets() {
   local t

@@ -16,9 +16,10 @@
 # The default run is what CI runs: every feature's tests, each C++ test
 # under ASan and, where it has threads, TSan too (tests tagged
 # optimized_only, the Python suites among them, run in the optimized pass
-# alone; no_tsan leaves TSan), and the RDMA suite's core cases. --extended adds what only re-runs the same at more ranks or runs
-# other projects' suites (Bazel targets tagged extended, pytest cases
-# marked extended) and every case of the RDMA suite.
+# alone; no_tsan leaves TSan), and the RDMA suite's core cases. --extended
+# adds what only re-runs the same at more ranks or runs other projects'
+# suites (Bazel targets tagged extended, pytest cases marked extended) and
+# every case of the RDMA suite.
 #
 #   KOLO_CUDA       unset: CUDA if the toolkit is there, else the optimized
 #                   pass runs without it and the CUDA build counts as
@@ -50,9 +51,9 @@ trap 'rm -f "$LOG" "$PART" "${VM_IMAGE_LOG:-}"' EXIT
 status=0
 FAILED_LOGS=()
 note() { echo "$*" | tee -a "$LOG"; }
-# Where the time goes: each part's seconds, printed before the counts.
-# A part's time, and after a Bazel part its slowest tests (SLOWEST, in step
-# with TIMES: empty for the other parts).
+# Where the time goes, printed before the counts: each part's seconds, and
+# after a Bazel part its slowest tests (SLOWEST, in step with TIMES: empty
+# for the other parts).
 TIMES=()
 SLOWEST=()
 started=0  # SECONDS counts from the script's start
