@@ -18,6 +18,7 @@ PACKAGES=(
   clang libclang-rt-14-dev # libFuzzer targets (tools/fuzz.sh)
   gnuplot-nox              # kolo_bench --plot
   iproute2 procps iptables # emulated hosts (tools/netns.sh)
+  openssh-server           # each emulated host's sshd, for kolorun -H across hosts (tests/launchers/ssh_test.sh)
   slurm-wlm munge          # a one-host Slurm cluster for the srun launcher test (tests/launchers/srun_test.sh)
 )
 

@@ -50,6 +50,9 @@ cd "$ROOT/bindings/python/tests" || exit 1
 PYTEST=("$KOLO_PYTHON" -m pytest -q -p no:cacheprovider --durations=8
         -o "markers=extended: run only by tools/test.sh --extended")
 [ "${KOLO_TEST_EXTENDED:-0}" = 1 ] || PYTEST+=(-m "not extended")
+if [[ "$1" == launcher ]]; then  # kolorun's pure parts (ssh_test runs it across hosts)
+  PYTHONPATH="$ROOT/bindings/python" exec "${PYTEST[@]}" test_launcher.py
+fi
 if [[ "$1" == examples ]]; then
   exec "${PYTEST[@]}" test_examples.py
 fi

@@ -23,5 +23,6 @@ ranks = kolo.allgather(np.array([r], dtype=np.int64), name="ranks")
 assert list(ranks) == list(range(n)), ranks
 root_value = kolo.broadcast(np.array([r * 7], dtype=np.int32), root_rank=n - 1, name="bcast")
 assert root_value[0] == (n - 1) * 7, root_value
+where = f"local {kolo.local_rank()} of {kolo.local_size()}, cross {kolo.cross_rank()} of {kolo.cross_size()}"
 kolo.shutdown()
-print(f"python rank {r} of {n} ok", flush=True)
+print(f"python rank {r} of {n} ok ({where})", flush=True)

@@ -195,14 +195,28 @@ def local_size():
     return _state.local_size
 
 
+def _launched_cross():
+    """(cross rank, cross size) as the launcher placed this rank (kolorun
+    says, as horovodrun does), when this is the world it launched."""
+    try:
+        launched = (int(os.environ["KOLO_RANK"]), int(os.environ["KOLO_WORLD_SIZE"]))
+        cross = (int(os.environ["KOLO_CROSS_RANK"]), int(os.environ["KOLO_CROSS_SIZE"]))
+    except (KeyError, ValueError):
+        return None
+    return cross if launched == (rank(), size()) else None
+
+
 def cross_size():
-    """The number of hosts (assuming as many ranks on each)."""
-    return size() // local_size()
+    """The number of hosts with a rank of this local rank (Horovod's
+    definition; kolorun says so, else as many ranks on each host is assumed)."""
+    launched = _launched_cross()
+    return launched[1] if launched else size() // local_size()
 
 
 def cross_rank():
-    """This rank's host index (ranks fill hosts in order)."""
-    return rank() // local_size()
+    """This rank's host among those with a rank of its local rank."""
+    launched = _launched_cross()
+    return launched[0] if launched else rank() // local_size()
 
 
 def is_homogeneous():

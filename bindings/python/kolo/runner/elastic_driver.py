@@ -35,7 +35,7 @@ Workers ask over HTTP on 127.0.0.1 (KOLO_ELASTIC_DRIVER):
        "master_addr", "master_port", "job_id"} or {"exit": true}
   GET /hosts?since=T[&wait=S]  {"timestamp": T', "update": 0 none | 1 added | 2 removed | 3 both},
       at once, or (wait) once there is an event newer than T or S s passed
-Standard library only: kolorun loads this file by its path.
+Standard library only: kolorun loads the runner without kolo's library.
 """
 import ctypes
 import http.server
@@ -49,6 +49,8 @@ import sys
 import threading
 import time
 import urllib.parse
+
+from .hosts import parse_hosts
 
 ADDED, REMOVED = 1, 2
 
@@ -76,22 +78,6 @@ def free_port(addr="127.0.0.1"):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # the kernel's choice, then
         s.bind((addr, 0))
         return s.getsockname()[1]
-
-
-def parse_hosts(text, default_slots=1):
-    """'a:2,b' or lines 'a:2' -> [(host, slots)] in order (later lines of a
-    host add nothing)."""
-    hosts, seen = [], set()
-    for item in text.replace(",", "\n").splitlines():
-        item = item.strip()
-        if not item or item.startswith("#"):
-            continue
-        name, _, slots = item.partition(":")
-        if name in seen:
-            continue
-        seen.add(name)
-        hosts.append((name, int(slots) if slots else default_slots))
-    return hosts
 
 
 CLONE_NEWNET = 0x40000000  # <sched.h>: setns() into a network namespace
@@ -271,8 +257,8 @@ class ElasticDriver:
             except (OSError, subprocess.SubprocessError) as e:
                 self.say("host discovery failed (%s); keeping the hosts known" % e)
                 return self.hosts
-            return parse_hosts(out, self.opts.slots)
-        return parse_hosts(self.opts.hosts or "localhost:%d" % self.opts.np, self.opts.slots)
+            return parse_hosts(out, self.opts.slots, "--host-discovery-script", strict=False)
+        return parse_hosts(self.opts.hosts or "localhost:%d" % self.opts.np, self.opts.slots, strict=False)
 
     def usable_slots(self):
         now = time.monotonic()

@@ -1,0 +1,256 @@
+"""A fixed job of kolorun: -np ranks on the hosts given (this machine alone
+by default), each host's ranks started by a supervisor of their own
+(kolo/runner/supervisor.py): directly on this machine, in an emulated
+host's network namespace, or over ssh. In four steps, each within
+--start-timeout:
+  1. every host's supervisor says it is ready, with its interfaces and (host
+     0's) the free ports the rendezvous will use;
+  2. with more than one host, each tries every other host's addresses, and
+     each host uses the first interface every other host reached
+     (kolo/runner/network.py): its ranks listen there (KOLO_IFNAME) and
+     rank 0's is the rendezvous address every rank is told;
+  3. every host starts its ranks;
+  4. the job runs until every rank has exited 0, or one fails, a host is
+     lost, --timeout passes or kolorun is signalled: then every host is told
+     to stop, ends its ranks (SIGTERM, then SIGKILL) and says so, and
+     kolorun exits with the failing rank's status (1 for a host's failure,
+     124 for --timeout, 128+N for signal N), naming host and rank.
+"""
+import os
+import queue
+import secrets
+import signal
+import threading
+import time
+
+from . import network
+from . import session
+
+# The environment a rank on another host gets from kolorun's, as horovodrun
+# passes it: all of it but what names this machine, this shell or this
+# terminal (-x VAR passes one of these all the same).
+NOT_PASSED = ("HOSTNAME", "KOLO_HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "DISPLAY", "TERM", "TERMCAP",
+              "XAUTHORITY", "SSH_AUTH_SOCK", "SSH_AGENT_PID", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY",
+              "TMUX", "TMUX_PANE", "STY", "WINDOW", "LS_COLORS", "PS1", "PS2", "PROMPT_COMMAND")
+HEARTBEAT_S = 2  # kolorun's word to every supervisor; it ends its ranks after 15 without one
+STOP_GRACE_S = 5  # a rank told to end (SIGTERM) has this long before SIGKILL
+
+
+def ended(status):
+    return "killed by %s" % signal.Signals(-status).name if status and status < 0 else "ended with status %s" % status
+
+
+class JobError(Exception):
+    """The job cannot go on: says where and why; exit status 1."""
+
+
+def passed_environment(base, extra):
+    env = {k: v for k, v in base.items() if k not in NOT_PASSED and not k.startswith("BASH_FUNC_")}
+    for item in extra:
+        name, eq, value = item.partition("=")
+        env[name] = value if eq else base.get(name, "")
+    return env
+
+
+class FixedJob:
+    def __init__(self, opts, placements, connectors, env, say):
+        """placements: every rank's hosts.Placement; connectors: host name ->
+        argv that starts its supervisor; env: what every rank gets before
+        its own variables; say: prints one of kolorun's lines."""
+        self.opts, self.placements, self.env, self.say = opts, placements, env, say
+        self.host_names = list(dict.fromkeys(p.host for p in placements))
+        self.events = queue.Queue()
+        self.out_lock = threading.Lock()
+        mark = "\x1fkolo-" + secrets.token_hex(8)
+        self.token = secrets.token_hex(16)
+        self.sessions = [session.HostSession(i, name, connectors[name], self.events, self.out_lock, mark)
+                         for i, name in enumerate(self.host_names)]
+        self.signalled = 0
+        self.last_beat = 0.0
+        self.status = 0
+        self.failure = None  # what ended the job early, for kolorun's last line
+
+    def next_event(self):
+        """The next message of any host, or None after 0.2 s; keeps every
+        supervisor's heartbeat going meanwhile."""
+        now = time.monotonic()
+        if now - self.last_beat >= HEARTBEAT_S:
+            for s in self.sessions:
+                s.send({"heartbeat": True})
+            self.last_beat = now
+        try:
+            return self.events.get(timeout=0.2)
+        except queue.Empty:
+            return None
+
+    # -- steps --------------------------------------------------------------
+    def wait_all(self, kind, deadline, what):
+        """Each host's `kind` message, by host index; a host that is gone or
+        silent past the deadline is a JobError naming it."""
+        got = {}
+        while len(got) < len(self.sessions):
+            left = deadline - time.monotonic()
+            if self.signalled:
+                raise JobError("interrupted (%s) while waiting for every host to %s" % (
+                    signal.Signals(self.signalled).name, what))
+            if left <= 0:
+                late = [s for s in self.sessions if s.index not in got]
+                raise JobError("; ".join("host %s: did not %s within --start-timeout %.0f s (%s)" % (
+                    s.name, what, self.opts.start_timeout, s.last_words()) for s in late))
+            got_event = self.next_event()
+            if got_event is None:
+                continue
+            index, event, value = got_event
+            if event == "gone":
+                s = self.sessions[index]
+                raise JobError("host %s: could not %s (%s %s): %s" % (
+                    s.name, what, s.starter(), ended(value), s.last_words()))
+            if event == "exit":
+                self.rank_exited(value)
+                if self.failure:
+                    raise JobError(self.failure)
+                continue
+            if event == kind:
+                got[index] = value
+        return [got[i] for i in range(len(self.sessions))]
+
+    def open(self, deadline):
+        for s in self.sessions:
+            s.open({"host": s.index, "token": self.token, "mark": s.mark_text,
+                    "ports": 2 if s.index == 0 else 0, "heartbeat_s": 15, "grace_s": STOP_GRACE_S})
+        return self.wait_all("ready", deadline, "start kolo's supervisor")
+
+    def choose_network(self, ready, deadline):
+        if len(self.sessions) == 1:
+            return [network.Choice(None, self.opts.master_addr, "one host")]
+        targets = [[i, name, addr, r["probe_port"]] for i, r in enumerate(ready) for name, addr in r["interfaces"]]
+        for s in self.sessions:
+            s.send({"probe": [t for t in targets if t[0] != s.index]})
+        reached = self.wait_all("reached", deadline, "try the other hosts' addresses")
+        hosts = [{"name": s.name, "interfaces": [tuple(pair) for pair in r["interfaces"]], "default": r["default"]}
+                 for s, r in zip(self.sessions, ready)]
+        try:
+            choices = network.choose(hosts, {i: {tuple(t) for t in got} for i, got in enumerate(reached)},
+                                     self.opts.network_interfaces)
+        except network.NetworkError as e:
+            raise JobError(str(e))
+        for s, c in zip(self.sessions, choices):
+            self.say("host %s uses %s (%s): %s" % (s.name, c.interface, c.address, c.why))
+        return choices
+
+    def start(self, ready, choices, deadline):
+        master_port, torch_port = ready[0]["ports"]
+        if self.opts.master_port:
+            master_port, torch_port = self.opts.master_port, self.opts.master_port + 1
+        master = choices[0].address
+        job_id = os.environ.get("KOLO_JOB_ID") or "kolorun-" + secrets.token_hex(8)
+        secret = os.environ.get("KOLO_SECRET") or secrets.token_hex(32)
+        for s, choice in zip(self.sessions, choices):
+            ranks = []
+            for p in self.placements:
+                if p.host != s.name:
+                    continue
+                env = {"KOLO_RANK": p.rank, "KOLO_WORLD_SIZE": len(self.placements), "KOLO_LOCAL_RANK": p.local_rank,
+                       "KOLO_LOCAL_WORLD_SIZE": p.local_size, "KOLO_CROSS_RANK": p.cross_rank,
+                       "KOLO_CROSS_SIZE": p.cross_size, "KOLO_MASTER_ADDR": master, "KOLO_MASTER_PORT": master_port,
+                       "KOLO_JOB_ID": job_id, "KOLO_SECRET": secret,
+                       # torch.distributed's env:// (torchrun's names), its store on a port of its own
+                       "RANK": p.rank, "WORLD_SIZE": len(self.placements), "LOCAL_RANK": p.local_rank,
+                       "LOCAL_WORLD_SIZE": p.local_size, "GROUP_RANK": s.index, "MASTER_ADDR": master,
+                       "MASTER_PORT": torch_port}
+                if choice.interface:
+                    env["KOLO_IFNAME"] = choice.interface
+                prefix = "" if self.opts.no_prefix else "[%d] " % p.rank
+                ranks.append([p.rank, {k: str(v) for k, v in env.items()}, prefix])
+            s.send({"start": {"argv": self.opts.command, "cwd": os.getcwd(), "env": self.env, "ranks": ranks}})
+        self.wait_all("started", deadline, "start its ranks")
+
+    # -- running --------------------------------------------------------------
+    def rank_exited(self, value):
+        rank, status, error = value["rank"], value["status"], value.get("error")
+        status = status if status is None or status >= 0 else 128 - status
+        if status and self.failure is None:
+            host = self.placements[rank].host
+            self.status = status
+            self.failure = "rank %d on host %s %s" % (
+                rank, host, error or "exited with status %d" % status)
+
+    def run_until_done(self):
+        begun = time.monotonic()
+        done = set()
+        while len(done) < len(self.sessions):
+            now = time.monotonic()
+            if self.signalled:
+                self.status = 128 + self.signalled
+                self.failure = "interrupted (%s)" % signal.Signals(self.signalled).name
+                return
+            if self.opts.timeout and now - begun > self.opts.timeout:
+                self.status, self.failure = 124, "the job exceeded --timeout %.0f s" % self.opts.timeout
+                return
+            got_event = self.next_event()
+            if got_event is None:
+                continue
+            index, event, value = got_event
+            if event == "exit":
+                self.rank_exited(value)
+                if self.failure:
+                    return
+            elif event == "done":
+                done.add(index)
+            elif event == "gone" and index not in done:
+                s = self.sessions[index]
+                self.status = 1
+                self.failure = "host %s: lost (%s %s): %s" % (s.name, s.starter(), ended(value), s.last_words())
+                return
+
+    def stop(self):
+        """Every host ends its ranks; what is still running after that is
+        killed where kolorun can (its own children; a remote supervisor
+        whose ssh is killed sees its input end and ends its ranks)."""
+        if self.failure and os.environ.get("KOLO_FLIGHT_RECORDER_DIR"):
+            # The ranks still running write their flight records (SIGUSR1)
+            # for tools/kolo-doctor, and those failing too get 3 s to end
+            # by themselves, their records saying how their failure went.
+            for s in self.sessions:
+                s.send({"signal": "USR1"})
+            time.sleep(3)
+        for s in self.sessions:
+            s.send({"stop": True})
+        deadline = time.monotonic() + STOP_GRACE_S + 5
+        while any(not s.gone for s in self.sessions) and time.monotonic() < deadline:
+            got_event = self.next_event()
+            if got_event is None:
+                continue
+            _, event, value = got_event
+            if event == "exit" and value["status"] not in (None, 0) and not self.status:
+                self.rank_exited(value)
+        for s in self.sessions:
+            s.close()
+            s.kill()
+
+    def run(self):
+        deadline = time.monotonic() + self.opts.start_timeout
+        try:
+            ready = self.open(deadline)
+            choices = self.choose_network(ready, deadline)
+            self.start(ready, choices, deadline)
+            self.run_until_done()
+        except JobError as e:
+            self.status, self.failure = self.status or 1, str(e)
+        if self.failure:
+            self.say(self.failure + "; ending the job" if self.sessions else self.failure)
+        self.stop()
+        return self.status
+
+
+def run(opts, placements, connectors, env, say):
+    """Runs the job; returns kolorun's exit status. SIGINT and SIGTERM end
+    every rank on every host."""
+    job = FixedJob(opts, placements, connectors, env, say)
+
+    def on_signal(signum, _frame):
+        job.signalled = signum  # the driver's loop sees it within 0.2 s
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    return job.run()

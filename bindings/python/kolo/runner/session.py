@@ -1,0 +1,139 @@
+"""One host's supervisor (kolo/runner/supervisor.py) as kolorun sees it: the
+process that starts it (directly, in an emulated host's namespace, or ssh),
+the messages to it, and its output, split into the ranks' lines (passed on)
+and its own messages (queued for the driver as (host index, kind, value)).
+"""
+import collections
+import json
+import os
+import shlex
+import subprocess
+import sys
+import threading
+
+# What every host runs: read the supervisor's text from standard input,
+# then run it. No quote, `!` or `$` in it, so it survives any login shell.
+BOOTSTRAP = 'import sys;n=int(sys.stdin.readline());exec(compile(sys.stdin.read(n),"kolo-supervisor","exec"))'
+SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
+
+
+def local_argv():
+    return [sys.executable, "-c", BOOTSTRAP]
+
+
+def netns_argv(namespace):
+    return ["ip", "netns", "exec", namespace, sys.executable, "-c", BOOTSTRAP]
+
+
+def ssh_argv(host, port=None, identity=None, connect_timeout=30, extra=()):
+    """ssh to `host` running the supervisor in this directory, with this
+    interpreter when the host has it at the same path (a shared file
+    system), else its python3. Never prompts (BatchMode): a host that wants
+    a password fails at once instead of hanging the job. The ssh client
+    ends itself when the host stops answering for 15 s (ServerAlive*)."""
+    argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "LogLevel=ERROR",
+            "-o", "ConnectTimeout=%d" % max(1, int(connect_timeout)),
+            "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
+    if port:
+        argv += ["-p", str(port)]
+    if identity:
+        argv += ["-i", identity]
+    argv += list(extra)
+    # One sh script, quoted once for the login shell (bash, zsh, csh alike).
+    script = 'cd %s && { P=%s; [ -x "$P" ] || P=python3; exec "$P" -c %s; }' % (
+        shlex.quote(os.getcwd()), shlex.quote(sys.executable), shlex.quote(BOOTSTRAP))
+    return argv + [host, "sh -c " + shlex.quote(script)]
+
+
+class HostSession:
+    def __init__(self, index, name, argv, events, out_lock, mark):
+        self.index, self.name, self.argv = index, name, argv
+        self.events, self.out_lock = events, out_lock
+        self.mark_text, self.mark = mark, mark.encode() + b" "
+        self.proc = None
+        self.said = collections.deque(maxlen=5)  # its last lines on stderr that no rank wrote
+        self.gone = False
+        self.lock = threading.Lock()
+
+    def open(self, hello):
+        """Starts the supervisor and sends it its text and `hello`; False
+        (and a "gone" event) if it cannot be started at all."""
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as e:
+            self.said.append("cannot run %s: %s" % (self.argv[0], e.strerror or e))
+            self.gone = True
+            self.events.put((self.index, "gone", 127))
+            return False
+        self.err_pump = threading.Thread(target=self.pump_err, daemon=True)
+        self.err_pump.start()
+        threading.Thread(target=self.pump_out, daemon=True).start()
+        with open(SUPERVISOR) as f:
+            text = f.read()
+        self.write("%d\n%s" % (len(text), text))
+        self.send({"hello": hello})
+        return True
+
+    def write(self, text):
+        with self.lock:
+            if self.proc is None or self.proc.stdin.closed:
+                return
+            try:
+                self.proc.stdin.write(text.encode())
+                self.proc.stdin.flush()
+            except OSError:
+                pass  # it is gone: its "gone" event says so
+
+    def send(self, msg):
+        self.write(json.dumps(msg) + "\n")
+
+    def pump_out(self):
+        for raw in iter(self.proc.stdout.readline, b""):
+            if raw.startswith(self.mark):
+                try:
+                    (kind, value), = json.loads(raw[len(self.mark):]).items()
+                except ValueError:
+                    continue
+                self.events.put((self.index, kind, value))
+                continue
+            with self.out_lock:
+                sys.stdout.buffer.write(raw)
+                sys.stdout.buffer.flush()
+        self.proc.stdout.close()
+        self.proc.wait()
+        self.err_pump.join(timeout=2)  # ssh's last words, for the driver's message
+        self.gone = True
+        self.events.put((self.index, "gone", self.proc.returncode))
+
+    def pump_err(self):
+        for raw in iter(self.proc.stderr.readline, b""):
+            if not raw.startswith(b"["):  # not a rank's line: ssh's, the shell's, the supervisor's
+                self.said.append(raw.decode(errors="replace").strip())
+            with self.out_lock:
+                sys.stderr.buffer.write(raw)
+                sys.stderr.buffer.flush()
+        self.proc.stderr.close()
+
+    def starter(self):
+        """What started its supervisor, for messages."""
+        return "its ssh connection" if self.argv[0] == "ssh" else "its supervisor"
+
+    def last_words(self):
+        return " / ".join(line.rstrip(".") for line in self.said if line) or "no message"
+
+    def close(self):
+        """Ends its standard input: the supervisor ends its ranks and exits."""
+        with self.lock:
+            if self.proc is not None and not self.proc.stdin.closed:
+                try:
+                    self.proc.stdin.close()
+                except OSError:
+                    pass
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass

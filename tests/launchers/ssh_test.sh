@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# kolorun across hosts over ssh, as a Horovod user launches from a login
+# node: 3 emulated hosts (tools/netns.sh), each running its own sshd with a
+# key made here, and on each a decoy interface `docker0` with the same
+# address on every host (172.17.0.1, as Docker gives every machine) that
+# carries the host's default route, so a guess by route would pick it. The
+# job is started from inside host 0.
+#  1. 2 hosts x 2 ranks, the C worker: every rank right, each host uses
+#     eth0 and says docker0 was unreached.
+#  2. A hostfile of 3 hosts with 2, 1 and 1 slots, Python ranks: local and
+#     cross ranks as Horovod defines them.
+#  3. --network-interfaces docker0: refused, naming the interface and who
+#     could not reach it; --network-interfaces eth0: runs.
+#  4. --horovod: a Horovod program (import horovod.torch as hvd), unedited.
+#  5. A host whose sshd refuses, a host that is not there, a wrong key: a
+#     clear error within --start-timeout naming the host; nothing left.
+#  6. A rank killed on a remote host: the job ends everywhere with its
+#     status, naming rank and host; Ctrl-C (SIGINT to kolorun): the same,
+#     130; kolorun itself killed (SIGKILL): every host's ranks end.
+#  7. A host's link goes down: its ssh and its supervisor notice within
+#     about 20 s, the job ends, nothing is left on that host either.
+#  8. Bad -H or hostfile: refused before anything starts, naming the entry.
+# Needs root (namespaces, sshd); skips, saying why, where it cannot.
+set -uo pipefail
+# shellcheck source=tests/launchers/lib.sh
+. "$TEST_SRCDIR/$TEST_WORKSPACE/tests/launchers/lib.sh"
+NETNS="$ROOT/tools/netns.sh"
+KOLORUN="$ROOT/tools/kolorun"
+export KOLO_NETNS_PREFIX="ks$$-"
+SSHD=/usr/sbin/sshd
+[ -x "$SSHD" ] || skip "no $SSHD (Debian's openssh-server; tools/setup.sh installs it)"
+why=$(bash "$NETNS" probe) || skip "$why"
+[ -n "$SAN_PRELOAD" ] && skip "runs in the optimized pass"
+
+cleanup() {
+  for pid_file in "$WORK"/sshd_*.pid; do
+    [ -f "$pid_file" ] && kill "$(cat "$pid_file")" 2>/dev/null
+  done
+  bash "$NETNS" down
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+bash "$NETNS" up 3 || exit 1
+host() { echo "${KOLO_NETNS_PREFIX}h$1"; }
+addr() { echo "10.77.0.$(($1 + 1))"; }
+mkdir -p /run/sshd  # sshd's privilege separation directory
+ssh-keygen -q -t ed25519 -N "" -f "$WORK/id" && ssh-keygen -q -t ed25519 -N "" -f "$WORK/host_key" || exit 1
+cp "$WORK/id.pub" "$WORK/authorized_keys"
+start_sshd() {
+  cat >"$WORK/sshd_$1.conf" <<EOF
+ListenAddress $(addr "$1")
+HostKey $WORK/host_key
+AuthorizedKeysFile $WORK/authorized_keys
+PidFile $WORK/sshd_$1.pid
+StrictModes no
+UsePAM no
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+EOF
+  ip netns exec "$(host "$1")" "$SSHD" -f "$WORK/sshd_$1.conf" -E "$WORK/sshd_$1.log" || fail "sshd on host $1"
+}
+for i in 0 1 2; do
+  start_sshd "$i"
+  # The decoy: a veth pair going nowhere, the same address on every host,
+  # and the default route through it.
+  ip netns exec "$(host "$i")" sh -c 'ip link add docker0 type veth peer name docker0p &&
+    ip addr add 172.17.0.1/16 dev docker0 && ip link set docker0p up && ip link set docker0 up &&
+    ip route add default dev docker0' || fail "decoy interface on host $i"
+done
+# The client's settings: the key made here, and no known_hosts of the
+# machine's own touched.
+printf 'Host *\n  IdentityFile %s\n  UserKnownHostsFile /dev/null\n' "$WORK/id" >"$WORK/ssh_config"
+export KOLO_SSH_OPTIONS="-F $WORK/ssh_config"
+# From host 0, as from a login node of the cluster.
+ON0=(ip netns exec "$(host 0)")
+A0=$(addr 0) A1=$(addr 1) A2=$(addr 2)
+cd "$WORK" || exit 1
+
+# The ranks of the failure cases are `sh -c "sleep 300; : MARK"`: the
+# shell stays, MARK in its command line, its sleep in its process group.
+# nothing_left MARK LABEL: no process of any host (all are this machine's)
+# has MARK in its command line.
+nothing_left() {
+  local left
+  sleep 0.5
+  if left=$(pgrep -af "$1"); then
+    fail "$2: processes left running: $left"
+    pkill -KILL -f "$1"
+  fi
+}
+
+# -- 1. two hosts, the C worker --------------------------------------------
+run_job ssh-c-2x2 4 "rank %r ok" 120 "${ON0[@]}" "$KOLORUN" -np 4 -H "$A0:2,$A1:2" "$WORKER" 4
+for a in "$A0" "$A1"; do
+  grep -q "^kolorun: host $a uses eth0 ($a): reached from every other host.*docker0 172.17.0.1 unreached" \
+    "$WORK/ssh-c-2x2.out" || fail "ssh-c-2x2: no line saying host $a uses eth0 and why"
+done
+grep -q "^\[2\] rank 2 of 4, local 0 of 2" "$WORK/ssh-c-2x2.out" || fail "ssh-c-2x2: rank 2 not local 0 of 2"
+
+# -- 2. a hostfile of three hosts, Python ranks ------------------------------
+printf '# three hosts\n%s slots=2\n%s slots=1   # one slot\n\n%s\n' "$A0" "$A1" "$A2" >"$WORK/hostfile"
+run_job ssh-python-hostfile 4 "python rank %r of 4 ok" 120 "${ON0[@]}" "$KOLORUN" -np 4 --hostfile hostfile \
+  "${PYRANK[@]}" 4
+for want in "0 of 4 ok (local 0 of 2, cross 0 of 3)" "1 of 4 ok (local 1 of 2, cross 0 of 1)" \
+  "2 of 4 ok (local 0 of 1, cross 1 of 3)" "3 of 4 ok (local 0 of 1, cross 2 of 3)"; do
+  grep -qF "python rank $want" "$WORK/ssh-python-hostfile.out" ||
+    fail "ssh-python-hostfile: no 'python rank $want'"
+done
+
+# -- 3. the interface, forced --------------------------------------------------
+start=$(date +%s.%N)
+"${ON0[@]}" "$KOLORUN" -np 2 -H "$A0:1,$A1:1" --network-interfaces docker0 "$WORKER" 2 >"$WORK/nic.out" 2>&1
+rc=$?
+echo "--network-interfaces docker0: exit $rc in $(seconds_since "$start" 1)s"
+[ "$rc" = 1 ] || fail "--network-interfaces docker0: exit $rc, expected 1"
+grep -q "^kolorun: host $A0: no interface reached from every other host (tried docker0 172.17.0.1: unreached from $A1)" \
+  "$WORK/nic.out" || { fail "--network-interfaces docker0: no error naming docker0"; cat "$WORK/nic.out"; }
+run_job ssh-nic-eth0 2 "rank %r ok" 60 "${ON0[@]}" "$KOLORUN" -np 2 -H "$A0:1,$A1:1" --network-interfaces eth0 \
+  "$WORKER" 2
+
+# -- 4. a Horovod program, unedited ------------------------------------------
+if [ ${#TORCH_RANK[@]} -gt 0 ]; then
+  cat >"$WORK/horovod_program.py" <<'EOF'
+import horovod.torch as hvd
+import torch
+
+hvd.init()
+total = hvd.allreduce(torch.tensor([float(hvd.rank() + 1)]), op=hvd.Sum)
+assert total.item() == hvd.size() * (hvd.size() + 1) / 2, total
+print("horovod rank %d of %d ok (%s)" % (hvd.rank(), hvd.size(), hvd.__name__), flush=True)
+EOF
+  run_job ssh-horovod 2 "horovod rank %r of 2 ok (kolo.torch)" 120 "${ON0[@]}" "$KOLORUN" --horovod -np 2 \
+    -H "$A0:1,$A1:1" "$KOLO_PYTHON" horovod_program.py
+fi
+
+# -- 5. hosts that do not start ----------------------------------------------
+# expect_start_failure LABEL LIMIT_S PATTERN ARGS...: kolorun exits 1 within
+# LIMIT_S with a line matching PATTERN, and leaves nothing running.
+expect_start_failure() {
+  local label=$1 limit=$2 pattern=$3 start rc took
+  shift 3
+  start=$(date +%s.%N)
+  "${ON0[@]}" "$KOLORUN" "$@" sh -c 'sleep 300; : ssh-test-start' >"$WORK/$label.out" 2>&1
+  rc=$?
+  took=$(seconds_since "$start" 1)
+  echo "$label: exit $rc in ${took}s"
+  [ "$rc" = 1 ] || fail "$label: exit $rc, expected 1"
+  awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t < l) }' || fail "$label: took ${took}s, over ${limit}s"
+  grep -q "$pattern" "$WORK/$label.out" || { fail "$label: no line matching '$pattern'"; cat "$WORK/$label.out"; }
+  nothing_left ssh-test-start "$label"
+}
+kill "$(cat "$WORK/sshd_2.pid")"
+expect_start_failure ssh-refused 10 "^kolorun: host $A2: could not start kolo's supervisor (its ssh connection ended with status 255): ssh: connect to host $A2 port 22: Connection refused" \
+  -np 3 -H "$A0:1,$A1:1,$A2:1"
+expect_start_failure ssh-no-host 10 "^kolorun: host 10.77.0.9: could not start kolo's supervisor .*10.77.0.9" \
+  -np 2 -H "$A0:1,10.77.0.9:1" --start-timeout 5
+ssh-keygen -q -t ed25519 -N "" -f "$WORK/wrong_id"
+printf 'Host *\n  UserKnownHostsFile /dev/null\n' >"$WORK/ssh_config_no_key"
+KOLO_SSH_OPTIONS="-F $WORK/ssh_config_no_key" expect_start_failure ssh-wrong-key 10 \
+  "^kolorun: host $A1: could not start .*Permission denied (publickey" -np 2 -H "$A0:1,$A1:1" -i "$WORK/wrong_id"
+# An sshd that accepts and then says nothing: --start-timeout (which is
+# also ssh's own ConnectTimeout) ends the wait.
+ip netns exec "$(host 2)" python3 -c '
+import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.77.0.3", 22)); s.listen(4); c = s.accept(); time.sleep(60)' &
+mute_pid=$!
+sleep 0.5
+expect_start_failure ssh-silent 12 \
+  "^kolorun: host $A2: \(did not start kolo's supervisor within --start-timeout 4 s\|could not start .*timed out\)" \
+  -np 2 -H "$A0:1,$A2:1" --start-timeout 4
+kill "$mute_pid" 2>/dev/null
+start_sshd 2
+
+# -- 6. failures while running ------------------------------------------------
+start=$(date +%s.%N)
+"${ON0[@]}" "$KOLORUN" -np 4 -H "$A0:2,$A1:2" \
+  sh -c '[ "$KOLO_RANK" = 3 ] && { sleep 1; kill -KILL $$; }; sleep 300; : ssh-test-kill' >"$WORK/kill.out" 2>&1
+rc=$?
+echo "remote rank killed: exit $rc in $(seconds_since "$start" 1)s"
+[ "$rc" = 137 ] || fail "remote rank killed: exit $rc, expected 137"
+grep -q "^kolorun: rank 3 on host $A1 exited with status 137; ending the job" "$WORK/kill.out" ||
+  { fail "remote rank killed: no line naming rank 3 on $A1"; cat "$WORK/kill.out"; }
+nothing_left ssh-test-kill "remote rank killed"
+
+# in_background LABEL MARK: starts a 2x2 job of sleepers marked MARK, and
+# waits until all 4 run.
+in_background() {
+  "${ON0[@]}" "$KOLORUN" -np 4 -H "$A0:2,$A1:2" sh -c "sleep 300; : $2" >"$WORK/$1.out" 2>&1 &
+  job=$!
+  for _ in $(seq 100); do
+    [ "$(pgrep -fc "^sh -c sleep 300; : $2")" -ge 4 ] && return
+    sleep 0.1
+  done
+  fail "$1: the 4 ranks did not start"
+}
+in_background ctrl-c ssh-test-int
+pkill -INT -f "kolorun -np 4 -H $A0:2,$A1:2 sh -c sleep 300; : ssh-test-int"
+wait "$job"
+rc=$?
+[ "$rc" = 130 ] || fail "Ctrl-C: exit $rc, expected 130"
+grep -q "^kolorun: interrupted (SIGINT); ending the job" "$WORK/ctrl-c.out" || fail "Ctrl-C: no line saying so"
+nothing_left ssh-test-int "Ctrl-C"
+
+in_background kolorun-killed ssh-test-kill9
+pkill -KILL -f "kolorun -np 4 -H $A0:2,$A1:2 sh -c sleep 300; : ssh-test-kill9"
+wait "$job"
+sleep 1  # each supervisor's SIGTERM, then its ranks' exit
+nothing_left ssh-test-kill9 "kolorun killed"
+
+# -- 7. a host's link goes down -------------------------------------------------
+in_background link-down ssh-test-link
+start=$(date +%s.%N)
+bash "$NETNS" link-down 1
+wait "$job"
+rc=$?
+took=$(seconds_since "$start" 1)
+echo "link down: exit $rc in ${took}s"
+[ "$rc" = 1 ] || fail "link down: exit $rc, expected 1"
+awk -v t="$took" 'BEGIN { exit !(t < 40) }' || fail "link down: took ${took}s"
+grep -q "^kolorun: host $A1: lost (its ssh connection ended with status 255)" "$WORK/link-down.out" ||
+  { fail "link down: no line naming host $A1"; cat "$WORK/link-down.out"; }
+sleep 2  # the cut-off host's supervisor counts 15 s of silence from its last heartbeat
+nothing_left ssh-test-link "link down"
+bash "$NETNS" link-up 1
+
+# -- 8. bad host lists ----------------------------------------------------------
+bad_hosts() {
+  local label=$1 pattern=$2
+  shift 2
+  "$KOLORUN" "$@" sh -c 'echo a rank ran' >"$WORK/$label.out" 2>&1
+  rc=$?
+  [ "$rc" = 2 ] || fail "$label: exit $rc, expected 2"
+  grep -q "a rank ran" "$WORK/$label.out" && fail "$label: a rank ran"
+  grep -qF -- "$pattern" "$WORK/$label.out" || { fail "$label: no '$pattern'"; cat "$WORK/$label.out"; }
+}
+bad_hosts bad-slots "-H: 'a:x': slots must be a whole number of at least 1, got 'x'" -np 2 -H a:x
+bad_hosts too-many "-np 5 is more ranks than the 4 slots of a:2,b:2" -np 5 -H a:2,b:2
+bad_hosts twice "-H: host a is listed twice" -H a:2,a:1
+printf 'a slots=2\nb slots=two\n' >"$WORK/bad_hostfile"
+bad_hosts bad-hostfile "--hostfile $WORK/bad_hostfile line 2: 'b slots=two': slots must be" --hostfile "$WORK/bad_hostfile"
+bad_hosts no-hostfile "--hostfile $WORK/none: No such file or directory" --hostfile "$WORK/none"
+
+finish ssh_test
