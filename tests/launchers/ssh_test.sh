@@ -20,6 +20,9 @@
 #  7. A host's link goes down: its ssh and its supervisor notice within
 #     about 20 s, the job ends, nothing is left on that host either.
 #  8. Bad -H or hostfile: refused before anything starts, naming the entry.
+#  9. An elastic job over ssh (kolo.torch.elastic): 2 hosts, a third added
+#     by the discovery script, then the second removed; every epoch sees
+#     every sample and the workers end with the same parameters.
 # Needs root (namespaces, sshd); skips, saying why, where it cannot.
 set -uo pipefail
 # shellcheck source=tests/launchers/lib.sh
@@ -241,5 +244,33 @@ bad_hosts twice "-H: host a is listed twice" -H a:2,a:1
 printf 'a slots=2\nb slots=two\n' >"$WORK/bad_hostfile"
 bad_hosts bad-hostfile "--hostfile $WORK/bad_hostfile line 2: 'b slots=two': slots must be" --hostfile "$WORK/bad_hostfile"
 bad_hosts no-hostfile "--hostfile $WORK/none: No such file or directory" --hostfile "$WORK/none"
+
+# -- 9. an elastic job over ssh ------------------------------------------------
+if [ ${#TORCH_RANK[@]} -gt 0 ]; then
+  printf '%s:1\n%s:1\n' "$A0" "$A1" >"$WORK/elastic_hosts"
+  printf '#!/bin/sh\ncat %s\n' "$WORK/elastic_hosts" >"$WORK/discover.sh"
+  chmod +x "$WORK/discover.sh"
+  logins_before=$(grep -c "Accepted publickey" "$WORK/sshd_2.log")
+  start=$(date +%s.%N)
+  KOLO_TIMEOUT_S=10 ELASTIC_HOSTS_FILE="$WORK/elastic_hosts" ELASTIC_ADD="$A2:1@1" ELASTIC_DROP="$A1@2" \
+    ELASTIC_STEP_S=0.1 timeout 200 "${ON0[@]}" "$KOLORUN" -np 2 --min-np 1 --max-np 3 \
+    --host-discovery-script "$WORK/discover.sh" --discovery-interval 0.3 \
+    "$KOLO_PYTHON" "$ROOT/bindings/python/tests/scripts/elastic_training.py" >"$WORK/elastic.out" 2>&1
+  rc=$?
+  echo "elastic over ssh: exit $rc in $(seconds_since "$start" 1)s"
+  [ "$rc" = 0 ] || { fail "elastic over ssh: exit $rc"; tail -30 "$WORK/elastic.out"; }
+  [ "$(grep -c "Accepted publickey" "$WORK/sshd_2.log")" -gt "$logins_before" ] ||
+    fail "elastic over ssh: the added host's worker did not start over ssh"
+  grep -q "version [0-9]*: 3 worker(s): $A0:0, $A1:0, $A2:0" "$WORK/elastic.out" ||
+    fail "elastic over ssh: no version with the added host"
+  grep -q "version [0-9]*: 2 worker(s): $A0:0, $A2:0" "$WORK/elastic.out" ||
+    fail "elastic over ssh: no version without the removed host"
+  for e in 0 1 2; do
+    grep -q "epoch $e: \([0-9]*\) of \1 samples processed" "$WORK/elastic.out" ||
+      fail "elastic over ssh: epoch $e did not see every sample once"
+  done
+  digests=$(grep -o "done: epochs 3, commits [0-9]*, parameters [0-9a-f]*" "$WORK/elastic.out" | sort -u | wc -l)
+  [ "$digests" = 1 ] || { fail "elastic over ssh: workers disagree on their parameters"; grep "done:" "$WORK/elastic.out"; }
+fi
 
 finish ssh_test

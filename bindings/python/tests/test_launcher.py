@@ -5,7 +5,7 @@ to other hosts. tests/launchers/ssh_test.sh runs the whole launcher across
 emulated hosts."""
 import pytest
 
-from kolo.runner import fixed_job, hosts, network
+from kolo.runner import hosts, network, session
 
 
 def test_host_lists_in_order_with_default_slots():
@@ -120,5 +120,5 @@ def test_one_way_reachability_is_not_enough():
 def test_what_other_hosts_get_of_the_environment():
     base = {"PATH": "/bin", "HOSTNAME": "login1", "KOLO_HOSTNAME": "login1", "BASH_FUNC_f%%": "() { :; }",
             "SSH_AUTH_SOCK": "/tmp/agent", "OMP_NUM_THREADS": "4", "DISPLAY": ":0"}
-    env = fixed_job.passed_environment(base, ["DISPLAY", "NCCL_DEBUG=INFO"])
+    env = session.passed_environment(base, ["DISPLAY", "NCCL_DEBUG=INFO"])
     assert env == {"PATH": "/bin", "OMP_NUM_THREADS": "4", "DISPLAY": ":0", "NCCL_DEBUG": "INFO"}

@@ -1,9 +1,14 @@
 """The elastic driver of `kolorun --min-np N --max-np M
 [--host-discovery-script S | -H host:slots,...]`: Horovod's elastic driver
-semantics for kolo workers on this machine (each worker is told its host
-name, so workers of different "hosts" are told apart as separate hosts are),
-or on emulated hosts in network namespaces (`--netns PREFIX:K`: hosts named
-PREFIXh<i>, see EmulatedHosts).
+semantics for kolo workers on other hosts over ssh, as Horovod's driver
+starts them (a host that resolves to none of this machine's addresses; each
+worker under a supervisor of its own, kolo/runner/supervisor.py, that ends
+it when its connection is lost, and the driver's port forwarded to the
+host's loopback), on this machine (each worker is told its host name, so
+workers of different "hosts" are told apart as separate hosts are; a name
+that does not resolve is such a host, said once), or on emulated hosts in
+network namespaces (`--netns PREFIX:K`: hosts named PREFIXh<i>, see
+EmulatedHosts).
 
 It starts -np workers on the hosts' slots, then keeps the job going:
 - a worker that fails (exits non-zero) is restarted on its slot, joining
@@ -42,6 +47,7 @@ import http.server
 import json
 import os
 import random
+import shlex
 import signal
 import socket
 import subprocess
@@ -50,6 +56,8 @@ import threading
 import time
 import urllib.parse
 
+from . import hosts as host_names
+from . import session
 from .hosts import parse_hosts
 
 ADDED, REMOVED = 1, 2
@@ -177,6 +185,8 @@ class ElasticDriver:
         self.servers = {}  # namespace or None -> ThreadingHTTPServer
         self.failure = None  # why the job failed: "reset-limit", "min-np", "no-hosts" or a worker's failure
         self.leaving = {}  # id -> (Worker, deadline): on a removed host, to leave at its next reset
+        self.remote_hosts = {}  # host -> whether its workers start over ssh
+        self.local_addresses = host_names.local_addresses()
 
     # -- what workers ask -------------------------------------------------
     def serve(self, namespace=None):
@@ -284,6 +294,34 @@ class ElasticDriver:
             sys.stderr.write("kolorun (elastic): %s\n" % text)
             sys.stderr.flush()
 
+    def remote(self, host):
+        """Whether the host's workers start over ssh: a host that resolves to
+        none of this machine's addresses (and is no emulated host). A name
+        that does not resolve runs its workers here, told they are on it
+        (hosts named for a test on one machine), and is said once."""
+        if host not in self.remote_hosts:
+            if self.namespace(host) is not None or host_names.is_local(host, self.local_addresses):
+                self.remote_hosts[host] = False
+            elif not host_names.resolves(host):
+                self.say("host %s does not resolve: its workers run on this machine, told they are on %s"
+                         % (host, host))
+                self.remote_hosts[host] = False
+            else:
+                self.remote_hosts[host] = True
+        return self.remote_hosts[host]
+
+    def start_remote(self, host, env, prefix):
+        """A worker on another host: ssh, with the driver's port forwarded to
+        the host's loopback (the driver answers on this machine's only)."""
+        forwarded = random.SystemRandom().randrange(20000, 30000)
+        env["KOLO_ELASTIC_DRIVER"] = "127.0.0.1:%d" % forwarded
+        extra = shlex.split(os.environ.get("KOLO_SSH_OPTIONS", "")) + [
+            "-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:%d:127.0.0.1:%d" % (forwarded, self.serve())]
+        argv = session.ssh_argv(host, getattr(self.opts, "ssh_port", 0), getattr(self.opts, "ssh_identity_file", ""),
+                                min(self.start_timeout(), 60), extra)
+        return session.RemoteProcess(host, argv, self.argv, session.passed_environment(env), prefix.decode(),
+                                     self.out_lock)
+
     def start_worker(self, host, slot):
         env = dict(self.env)
         wid = "%s:%d" % (host, slot)
@@ -296,11 +334,15 @@ class ElasticDriver:
             env.pop(var, None)
         if self.python_path:
             env["PYTHONPATH"] = self.python_path
+        prefix = b"" if self.opts.no_prefix else ("[%s] " % wid).encode()
+        if self.remote(host):
+            w = Worker(host, slot, self.start_remote(host, env, prefix))
+            self.workers[w.id] = w
+            return w
         argv = self.emulated.argv(host, self.argv) if self.emulated else self.argv
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
         w = Worker(host, slot, proc)
-        prefix = b"" if self.opts.no_prefix else ("[%s] " % w.id).encode()
         for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
             t = threading.Thread(target=self.pump, args=(stream, prefix, out), daemon=True)
             t.start()
@@ -317,6 +359,9 @@ class ElasticDriver:
 
     def end_worker(self, w, sig=signal.SIGTERM):
         if w.proc.poll() is None:
+            if isinstance(w.proc, session.RemoteProcess):
+                w.proc.signal_group(sig)
+                return
             try:
                 os.killpg(w.proc.pid, sig)
             except ProcessLookupError:
@@ -344,7 +389,7 @@ class ElasticDriver:
         # Rank 0 serves the version's rendezvous: on its host's address, at a
         # port free there.
         home = self.namespace(live[0].host) if live else None
-        master_addr = self.emulated.address(live[0].host) if home else "127.0.0.1"
+        master_addr = self.emulated.address(live[0].host) if home else self.rendezvous_address(live)
         master_port = in_netns(home, lambda: free_port(master_addr)) if home else free_port()
         with self.cond:
             self.version += 1
@@ -359,6 +404,19 @@ class ElasticDriver:
                     "job_id": "%s-v%d" % (self.env.get("KOLO_JOB_ID", "elastic"), self.version)}
             self.cond.notify_all()
         self.say("version %d: %d worker(s): %s" % (self.version, len(live), ", ".join(w.id for w in live)))
+
+    def rendezvous_address(self, live):
+        """Rank 0's address for the others: its host's name when it is on
+        another host; this machine's address on its route to the others when
+        some are; else 127.0.0.1."""
+        if live and self.remote(live[0].host):
+            return live[0].host
+        others = [w.host for w in live if self.remote(w.host)]
+        if not others:
+            return "127.0.0.1"
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((others[0], 9))  # no packet is sent: the kernel picks the route and its source
+            return s.getsockname()[0]
 
     def plan(self):
         """Fills free slots up to --max-np; False while below --min-np."""

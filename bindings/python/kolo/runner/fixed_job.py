@@ -26,13 +26,6 @@ import time
 from . import network
 from . import session
 
-# The environment a rank on another host gets from kolorun's, as horovodrun
-# passes it: all of it but what names this machine, this shell or this
-# terminal (-x VAR passes one of these all the same).
-NOT_PASSED = ("HOSTNAME", "KOLO_HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "DISPLAY", "TERM", "TERMCAP",
-              "XAUTHORITY", "SSH_AUTH_SOCK", "SSH_AGENT_PID", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY",
-              "TMUX", "TMUX_PANE", "STY", "WINDOW", "LS_COLORS", "PS1", "PS2", "PROMPT_COMMAND")
-HEARTBEAT_S = 2  # kolorun's word to every supervisor; it ends its ranks after 15 without one
 STOP_GRACE_S = 5  # a rank told to end (SIGTERM) has this long before SIGKILL
 
 
@@ -42,14 +35,6 @@ def ended(status):
 
 class JobError(Exception):
     """The job cannot go on: says where and why; exit status 1."""
-
-
-def passed_environment(base, extra):
-    env = {k: v for k, v in base.items() if k not in NOT_PASSED and not k.startswith("BASH_FUNC_")}
-    for item in extra:
-        name, eq, value = item.partition("=")
-        env[name] = value if eq else base.get(name, "")
-    return env
 
 
 class FixedJob:
@@ -74,7 +59,7 @@ class FixedJob:
         """The next message of any host, or None after 0.2 s; keeps every
         supervisor's heartbeat going meanwhile."""
         now = time.monotonic()
-        if now - self.last_beat >= HEARTBEAT_S:
+        if now - self.last_beat >= session.HEARTBEAT_S:
             for s in self.sessions:
                 s.send({"heartbeat": True})
             self.last_beat = now

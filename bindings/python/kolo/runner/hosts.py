@@ -124,6 +124,15 @@ def local_addresses():
     return {addr for _, addr in ipv4_interfaces()} | {"127.0.0.1"}
 
 
+def resolves(host):
+    """Whether `host` is an address or a name this machine resolves."""
+    try:
+        socket.getaddrinfo(host, None)
+        return True
+    except (OSError, UnicodeError):
+        return False
+
+
 def is_local(host, addresses=None):
     """Whether `host` names this machine (started without ssh): localhost,
     its host name, or a name that resolves to one of its addresses."""

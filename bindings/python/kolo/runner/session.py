@@ -2,11 +2,17 @@
 process that starts it (directly, in an emulated host's namespace, or ssh),
 the messages to it, and its output, split into the ranks' lines (passed on)
 and its own messages (queued for the driver as (host index, kind, value)).
+RemoteProcess is one rank under a supervisor of its own, for the elastic
+driver's workers on other hosts. What of kolorun's environment travels to
+another host is passed_environment's.
 """
 import collections
 import json
 import os
+import queue
+import secrets
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -15,6 +21,22 @@ import threading
 # then run it. No quote, `!` or `$` in it, so it survives any login shell.
 BOOTSTRAP = 'import sys;n=int(sys.stdin.readline());exec(compile(sys.stdin.read(n),"kolo-supervisor","exec"))'
 SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
+
+# What a rank on another host gets of kolorun's environment, as horovodrun
+# passes it: all of it but what names this machine, this shell or this
+# terminal (-x VAR passes one of these all the same).
+NOT_PASSED = ("HOSTNAME", "KOLO_HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "DISPLAY", "TERM", "TERMCAP",
+              "XAUTHORITY", "SSH_AUTH_SOCK", "SSH_AGENT_PID", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY",
+              "TMUX", "TMUX_PANE", "STY", "WINDOW", "LS_COLORS", "PS1", "PS2", "PROMPT_COMMAND")
+HEARTBEAT_S = 2  # kolorun's word to every supervisor; it ends its ranks after 15 s without one
+
+
+def passed_environment(base, extra=()):
+    env = {k: v for k, v in base.items() if k not in NOT_PASSED and not k.startswith("BASH_FUNC_")}
+    for item in extra:
+        name, eq, value = item.partition("=")
+        env[name] = value if eq else base.get(name, "")
+    return env
 
 
 def local_argv():
@@ -137,3 +159,53 @@ class HostSession:
                 os.killpg(self.proc.pid, 9)
             except (ProcessLookupError, PermissionError):
                 pass
+
+
+class RemoteProcess:
+    """One rank started by a supervisor of its own over `argv` (ssh), with
+    what the elastic driver asks of a Popen: poll(), wait(timeout),
+    returncode, and signal_group(sig) for os.killpg. A supervisor that is
+    lost counts as the rank's exit with status 255."""
+
+    def __init__(self, name, argv, command, env, prefix, out_lock):
+        self.returncode = None
+        self.pid = None
+        self.ended = threading.Event()
+        events = queue.Queue()
+        self.session = HostSession(0, name, argv, events, out_lock, "\x1fkolo-" + secrets.token_hex(8))
+        if self.session.open({"host": 0, "token": secrets.token_hex(8), "mark": self.session.mark_text,
+                              "ports": 0, "heartbeat_s": 15, "grace_s": 5}):
+            self.session.send({"start": {"argv": command, "cwd": os.getcwd(), "env": env,
+                                         "ranks": [[0, {}, prefix]]}})
+        threading.Thread(target=self.follow, args=(events,), daemon=True).start()
+
+    def follow(self, events):
+        while True:
+            try:
+                _, kind, value = events.get(timeout=HEARTBEAT_S)
+            except queue.Empty:
+                self.session.send({"heartbeat": True})
+                continue
+            if kind == "exit" and self.returncode is None:
+                status = value["status"]
+                self.returncode = 255 if status is None else status
+            elif kind == "gone":
+                if self.returncode is None:
+                    self.returncode = 255
+                self.ended.set()
+                return
+
+    def poll(self):
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if not self.ended.wait(timeout):
+            raise subprocess.TimeoutExpired(self.session.argv, timeout)
+        return self.returncode
+
+    def signal_group(self, sig):
+        if sig == signal.SIGKILL:
+            self.session.close()
+            self.session.kill()
+        else:
+            self.session.send({"signal": signal.Signals(sig).name[3:]})
