@@ -10,10 +10,18 @@
 #   tools/netns.sh link-down I | link-up I
 #   tools/netns.sh addr I                the address of host I
 #   tools/netns.sh exec I CMD...         run CMD on host I
+#   tools/netns.sh sshd DIR [I...]       an sshd on each host (or those
+#                                        given) at its address, port 22,
+#                                        with a key pair made in DIR once;
+#                                        `ssh -F DIR/ssh_config ADDR` (or
+#                                        KOLO_SSH_OPTIONS="-F DIR/ssh_config"
+#                                        for kolorun) logs in as this user
 #   tools/netns.sh probe                 can it be done here? If not, prints
 #                                        why (one line) and exits 1
-# KOLO_NETNS_PREFIX (default "kolo-") names the namespaces: <prefix>h<I>
-# and <prefix>sw, so concurrent users can keep apart. Needs root, or what
+# `down` ends every process left in the namespaces (an sshd, a rank)
+# before removing them. KOLO_NETNS_PREFIX (default "kolo-") names the
+# namespaces: <prefix>h<I> and <prefix>sw, so concurrent users can keep
+# apart. Needs root, or what
 # root has and a container or chroot may lack (CAP_NET_ADMIN, mounts):
 # `probe` tries each piece.
 set -euo pipefail
@@ -23,8 +31,36 @@ SW="${P}sw"
 addr() { echo "10.77.0.$(($1 + 1))"; }
 
 down() {
+  local ns pids
   for ns in $(ip netns list | awk '{print $1}' | grep "^${P}" || true); do
+    # Removing a namespace ends none of its processes: they would live on
+    # with no network.
+    pids=$(ip netns pids "$ns" 2>/dev/null || true)
+    # shellcheck disable=SC2086  # one word per pid
+    [[ -n "$pids" ]] && kill -KILL $pids 2>/dev/null
     ip netns del "$ns" 2>/dev/null || true
+  done
+}
+
+# sshd DIR [I...]: one sshd per host, its settings, keys and log in DIR.
+sshd() {
+  local dir=$1 i
+  shift
+  mkdir -p "$dir" /run/sshd  # /run/sshd: sshd's privilege separation directory
+  [[ -f "$dir/id" ]] || ssh-keygen -q -t ed25519 -N "" -f "$dir/id"
+  [[ -f "$dir/host_key" ]] || ssh-keygen -q -t ed25519 -N "" -f "$dir/host_key"
+  cp "$dir/id.pub" "$dir/authorized_keys"
+  printf 'Host *\n  IdentityFile %s\n  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  LogLevel ERROR\n' \
+    "$dir/id" >"$dir/ssh_config"
+  if (($# == 0)); then
+    # shellcheck disable=SC2046  # one word per host index
+    set -- $(ip netns list | awk '{print $1}' | sed -n "s/^${P}h\([0-9]*\)$/\1/p")
+  fi
+  for i in "$@"; do
+    printf '%s\n' "ListenAddress $(addr "$i")" "HostKey $dir/host_key" "AuthorizedKeysFile $dir/authorized_keys" \
+      "PidFile $dir/sshd_$i.pid" "StrictModes no" "UsePAM no" "PermitRootLogin prohibit-password" \
+      "PasswordAuthentication no" "KbdInteractiveAuthentication no" >"$dir/sshd_$i.conf"
+    ip netns exec "${P}h$i" /usr/sbin/sshd -f "$dir/sshd_$i.conf" -E "$dir/sshd_$i.log"
   done
 }
 
@@ -84,6 +120,7 @@ case "${1:-}" in
   link-up) ip -n "${P}h$2" link set eth0 up ;;
   addr) addr "$2" ;;
   exec) i=$2; shift 2; exec ip netns exec "${P}h$i" "$@" ;;
+  sshd) shift; sshd "$@" ;;
   probe) probe ;;
-  *) sed -n '2,18p' "$0"; exit 2 ;;
+  *) sed -n '2,26p' "$0"; exit 2 ;;
 esac

@@ -35,45 +35,20 @@ SSHD=/usr/sbin/sshd
 why=$(bash "$NETNS" probe) || skip "$why"
 [ -n "$SAN_PRELOAD" ] && skip "runs in the optimized pass"
 
-cleanup() {
-  for pid_file in "$WORK"/sshd_*.pid; do
-    [ -f "$pid_file" ] && kill "$(cat "$pid_file")" 2>/dev/null
-  done
-  bash "$NETNS" down
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+trap 'bash "$NETNS" down; rm -rf "$WORK"' EXIT  # down ends the sshds too
 bash "$NETNS" up 3 || exit 1
 host() { echo "${KOLO_NETNS_PREFIX}h$1"; }
 addr() { echo "10.77.0.$(($1 + 1))"; }
-mkdir -p /run/sshd  # sshd's privilege separation directory
-ssh-keygen -q -t ed25519 -N "" -f "$WORK/id" && ssh-keygen -q -t ed25519 -N "" -f "$WORK/host_key" || exit 1
-cp "$WORK/id.pub" "$WORK/authorized_keys"
-start_sshd() {
-  cat >"$WORK/sshd_$1.conf" <<EOF
-ListenAddress $(addr "$1")
-HostKey $WORK/host_key
-AuthorizedKeysFile $WORK/authorized_keys
-PidFile $WORK/sshd_$1.pid
-StrictModes no
-UsePAM no
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-EOF
-  ip netns exec "$(host "$1")" "$SSHD" -f "$WORK/sshd_$1.conf" -E "$WORK/sshd_$1.log" || fail "sshd on host $1"
-}
+bash "$NETNS" sshd "$WORK" || fail "sshd on the hosts"
 for i in 0 1 2; do
-  start_sshd "$i"
   # The decoy: a veth pair going nowhere, the same address on every host,
   # and the default route through it.
   ip netns exec "$(host "$i")" sh -c 'ip link add docker0 type veth peer name docker0p &&
     ip addr add 172.17.0.1/16 dev docker0 && ip link set docker0p up && ip link set docker0 up &&
     ip route add default dev docker0' || fail "decoy interface on host $i"
 done
-# The client's settings: the key made here, and no known_hosts of the
-# machine's own touched.
-printf 'Host *\n  IdentityFile %s\n  UserKnownHostsFile /dev/null\n' "$WORK/id" >"$WORK/ssh_config"
+# The client's settings (tools/netns.sh sshd wrote them): the key made
+# there, and no known_hosts of the machine's own touched.
 export KOLO_SSH_OPTIONS="-F $WORK/ssh_config"
 # From host 0, as from a login node of the cluster.
 ON0=(ip netns exec "$(host 0)")
@@ -159,7 +134,7 @@ expect_start_failure ssh-refused 10 "^kolorun: host $A2: could not start kolo's 
 expect_start_failure ssh-no-host 10 "^kolorun: host 10.77.0.9: could not start kolo's supervisor .*10.77.0.9" \
   -np 2 -H "$A0:1,10.77.0.9:1" --start-timeout 5
 ssh-keygen -q -t ed25519 -N "" -f "$WORK/wrong_id"
-printf 'Host *\n  UserKnownHostsFile /dev/null\n' >"$WORK/ssh_config_no_key"
+printf 'Host *\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n' >"$WORK/ssh_config_no_key"
 KOLO_SSH_OPTIONS="-F $WORK/ssh_config_no_key" expect_start_failure ssh-wrong-key 10 \
   "^kolorun: host $A1: could not start .*Permission denied (publickey" -np 2 -H "$A0:1,$A1:1" -i "$WORK/wrong_id"
 # An sshd that accepts and then says nothing: --start-timeout (which is
@@ -174,7 +149,7 @@ expect_start_failure ssh-silent 12 \
   "^kolorun: host $A2: \(did not start kolo's supervisor within --start-timeout 4 s\|could not start .*timed out\)" \
   -np 2 -H "$A0:1,$A2:1" --start-timeout 4
 kill "$mute_pid" 2>/dev/null
-start_sshd 2
+bash "$NETNS" sshd "$WORK" 2
 
 # -- 6. failures while running ------------------------------------------------
 start=$(date +%s.%N)
@@ -208,7 +183,7 @@ nothing_left ssh-test-int "Ctrl-C"
 
 in_background kolorun-killed ssh-test-kill9
 pkill -KILL -f "kolorun -np 4 -H $A0:2,$A1:2 sh -c sleep 300; : ssh-test-kill9"
-wait "$job"
+{ wait "$job"; } 2>/dev/null  # (bash's own "Killed" line)
 sleep 1  # each supervisor's SIGTERM, then its ranks' exit
 nothing_left ssh-test-kill9 "kolorun killed"
 

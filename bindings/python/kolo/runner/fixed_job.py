@@ -97,6 +97,9 @@ class FixedJob:
                 continue
             if event == kind:
                 got[index] = value
+                if self.opts.verbose:
+                    self.say("host %s: %s after %.3f s" % (self.sessions[index].name, kind,
+                                                          time.monotonic() - self.began))
         return [got[i] for i in range(len(self.sessions))]
 
     def open(self, deadline):
@@ -214,7 +217,8 @@ class FixedJob:
             s.kill()
 
     def run(self):
-        deadline = time.monotonic() + self.opts.start_timeout
+        self.began = time.monotonic()
+        deadline = self.began + self.opts.start_timeout
         try:
             ready = self.open(deadline)
             choices = self.choose_network(ready, deadline)

@@ -43,7 +43,7 @@ def choose(hosts, reached, wanted=()):
             missing = [hosts[i]["name"] for i in others if (index, name, addr) not in reached.get(i, set())]
             if not missing:
                 order = "in the order of --network-interfaces" if wanted else (
-                    "its default route's" if name == host.get("default") else "in the kernel's order")
+                    "its default route's interface" if name == host.get("default") else "in the kernel's order")
                 skipped = "; ".join("%s %s unreached from %s" % (n, a, ", ".join(m)) for (n, a), m in missed.items())
                 why = "reached from every other host, %s%s" % (order, " (%s)" % skipped if skipped else "")
                 choices.append(Choice(name, addr, why))
