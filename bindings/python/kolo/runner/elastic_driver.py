@@ -319,8 +319,9 @@ class ElasticDriver:
             "-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:%d:127.0.0.1:%d" % (forwarded, self.serve())]
         argv = session.ssh_argv(host, getattr(self.opts, "ssh_port", 0), getattr(self.opts, "ssh_identity_file", ""),
                                 min(self.start_timeout(), 60), extra)
-        return session.RemoteProcess(host, argv, self.argv, session.passed_environment(env), prefix.decode(),
-                                     self.out_lock)
+        passed = session.passed_environment(env, getattr(self.opts, "export", ()))
+        passed["KOLO_HOSTNAME"] = host  # as every worker is told its host
+        return session.RemoteProcess(host, argv, self.argv, passed, prefix.decode(), self.out_lock)
 
     def start_worker(self, host, slot):
         env = dict(self.env)

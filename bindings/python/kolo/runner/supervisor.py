@@ -48,16 +48,19 @@ IFREQ_BYTES = 40  # struct ifreq on 64-bit Linux: a 16-byte name and a 24-byte u
 
 def ipv4_interfaces():
     """[(interface, IPv4 address)] of the interfaces that are up, in the
-    kernel's order (lo included)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        size = 64 * IFREQ_BYTES
-        while True:
-            buf = array.array("B", b"\0" * size)
-            address, _ = buf.buffer_info()
-            got = struct.unpack("iL", fcntl.ioctl(s.fileno(), SIOCGIFCONF, struct.pack("iL", size, address)))[0]
-            if got < size:
-                break
-            size *= 2
+    kernel's order (lo included); none where the kernel will not say."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            size = 64 * IFREQ_BYTES
+            while True:
+                buf = array.array("B", b"\0" * size)
+                address, _ = buf.buffer_info()
+                got = struct.unpack("iL", fcntl.ioctl(s.fileno(), SIOCGIFCONF, struct.pack("iL", size, address)))[0]
+                if got < size:
+                    break
+                size *= 2
+    except OSError:
+        return []
     raw = buf.tobytes()
     found = []
     for offset in range(0, got, IFREQ_BYTES):
