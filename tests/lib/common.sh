@@ -45,7 +45,7 @@ library_sanitizer() {
 # folder is what wheel_test checks.
 KOLO_TEST_BUILD_CACHE="${KOLO_TEST_BUILD_CACHE:-/tmp/kolo-test-build-cache-$(id -u)}"
 
-# A free TCP port, chosen as kolo/runner/elastic_driver.py's free_port
+# A free TCP port, chosen as kolo/runner/supervisor.py's free_port
 # chooses: below the kernel's ephemeral range, where no test's outgoing
 # connection takes it before the job binds it (bind to port 0 gives one
 # from that range, and with tests running side by side one was taken so).

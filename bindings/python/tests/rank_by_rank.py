@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 
-from kolo.runner.elastic_driver import free_port  # noqa: F401 (the tests' port to meet on)
+from kolo.runner.supervisor import free_port  # noqa: F401 (the tests' port to meet on)
 
 
 def start(script, args_of_rank, size, **env):

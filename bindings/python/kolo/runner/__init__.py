@@ -1,2 +1,6 @@
-"""Launcher pieces that run beside the ranks, not in them: the elastic
-driver behind `kolorun --min-np/--max-np/--host-discovery-script`."""
+"""Launcher pieces that run beside the ranks, not in them, standard library
+only (tools/kolorun loads them without kolo's library): a fixed job's driver
+(fixed_job) over each host's supervisor (supervisor, sent to the host; session
+is its launcher side), the hosts and where ranks go (hosts), which network
+each host uses (network), and the elastic driver (elastic_driver, with
+emulated_hosts) behind `kolorun --min-np/--max-np/--host-discovery-script`."""

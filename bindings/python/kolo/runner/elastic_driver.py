@@ -42,7 +42,6 @@ Workers ask over HTTP on 127.0.0.1 (KOLO_ELASTIC_DRIVER):
       at once, or (wait) once there is an event newer than T or S s passed
 Standard library only: kolorun loads the runner without kolo's library.
 """
-import ctypes
 import http.server
 import json
 import os
@@ -58,96 +57,11 @@ import urllib.parse
 
 from . import hosts as host_names
 from . import session
+from .emulated_hosts import EmulatedHosts, in_netns
 from .hosts import parse_hosts
+from .supervisor import free_port
 
 ADDED, REMOVED = 1, 2
-
-
-def free_port(addr="127.0.0.1"):
-    """A port nothing listens on, below the kernel's ephemeral range: one
-    from that range (what bind to port 0 gives) can be taken by any
-    connection the host opens before the rendezvous binds it. (As
-    tools/kolorun's.)"""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    if low - 1024 >= 1000:
-        pick = random.SystemRandom()
-        for _ in range(64):
-            port = pick.randrange(max(1024, low - 10000), low)
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind((addr, port))
-                except OSError:
-                    continue
-                return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # the kernel's choice, then
-        s.bind((addr, 0))
-        return s.getsockname()[1]
-
-
-CLONE_NEWNET = 0x40000000  # <sched.h>: setns() into a network namespace
-
-
-def in_netns(name, fn):
-    """fn() called on a thread that has entered network namespace `name`
-    (made by `ip netns add`), returning what it returns. A thread's network
-    namespace is its own, so the driver's other threads stay where they
-    are, and a socket keeps the namespace it was made in: a server socket
-    made here serves that namespace's own 127.0.0.1."""
-    result = {}
-
-    def enter():
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = os.open(os.path.join("/var/run/netns", name), os.O_RDONLY)
-            try:
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, "cannot enter network namespace %s: %s" % (name, os.strerror(err)))
-            finally:
-                os.close(fd)
-            result["value"] = fn()
-        except BaseException as e:  # handed to the caller's thread
-            result["error"] = e
-
-    t = threading.Thread(target=enter)
-    t.start()
-    t.join()
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
-
-
-class EmulatedHosts:
-    """`kolorun --netns PREFIX:K`: hosts named PREFIXh<i> are the network
-    namespaces tools/netns.sh made, each with its own address (10.77.0.<i+1>)
-    on one bridge. Their workers run inside them (`ip netns exec`), a rank 0
-    there serves the version's rendezvous on that address, and the driver
-    answers each namespace on its own loopback, so a host's link taken down
-    cuts it from the other hosts, as on a cluster, and not from the driver."""
-
-    def __init__(self, spec):
-        prefix, _, count = spec.rpartition(":")
-        if not prefix or not count.isdigit() or int(count) < 1:
-            raise ValueError("--netns wants PREFIX:K, e.g. kolo-:4 (got %r)" % spec)
-        self.names = ["%sh%d" % (prefix, i) for i in range(int(count))]
-        for name in self.names:
-            if not os.path.exists(os.path.join("/var/run/netns", name)):
-                raise ValueError("no network namespace %s: make the hosts first (tools/netns.sh up %s, with "
-                                 "KOLO_NETNS_PREFIX=%s)" % (name, count, prefix))
-
-    def index(self, host):
-        return self.names.index(host) if host in self.names else None
-
-    def address(self, host):
-        i = self.index(host)
-        return "127.0.0.1" if i is None else "10.77.0.%d" % (i + 1)
-
-    def argv(self, host, argv):
-        return argv if self.index(host) is None else ["ip", "netns", "exec", host] + argv
 
 
 class Worker:

@@ -82,10 +82,12 @@ def default_route_interface():
     return None
 
 
-def free_port():
-    """A port nothing listens on, below the kernel's ephemeral range (one
-    from it can be taken by any connection the host opens before the rank
-    binds it). As kolorun's elastic driver's."""
+def free_port(addr=""):
+    """A port nothing listens on (at addr; "": any of the host's), below the
+    kernel's ephemeral range: one from that range (what bind to port 0
+    gives) can be taken by any connection the host opens before the rank
+    binds it. Should another process take it all the same, rank 0 fails
+    loudly rather than joining a stranger."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             low = int(f.read().split()[0])
@@ -96,12 +98,12 @@ def free_port():
         port = pick.randrange(max(1024, low - 10000), low)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
-                s.bind(("", port))
+                s.bind((addr, port))
             except OSError:
                 continue
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
+        s.bind((addr, 0))
         return s.getsockname()[1]
 
 
