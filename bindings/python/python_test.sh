@@ -53,6 +53,13 @@ PYTEST=("$KOLO_PYTHON" -m pytest -q -p no:cacheprovider --durations=8
 if [[ "$1" == launcher ]]; then  # kolorun's pure parts (ssh_test runs it across hosts)
   PYTHONPATH="$ROOT/bindings/python" exec "${PYTEST[@]}" test_launcher.py
 fi
+if [[ "$1" == ray || "$1" == spark ]]; then
+  # A local Ray instance, or Spark in local mode and as a standalone
+  # cluster of three JVMs, each started and ended by the tests themselves.
+  [ -n "${LD_PRELOAD:-}" ] && skip "the Ray and Spark jobs run in the optimized pass"
+  export PYTHONPATH="$ROOT/bindings/python"
+  exec "${PYTEST[@]}" test_"$1"*.py
+fi
 if [[ "$1" == examples ]]; then
   exec "${PYTEST[@]}" test_examples.py
 fi
