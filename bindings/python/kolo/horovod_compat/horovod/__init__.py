@@ -1,9 +1,9 @@
 """horovod, as kolo: under `kolorun --horovod` this package stands first on
-the ranks' PYTHONPATH, and every horovod.torch*, horovod.tensorflow* and
-horovod.keras* module is kolo's module of the same name (kolo.torch,
-kolo.tensorflow.keras, ...), the very same object, so that nothing is
-imported twice and `hvd.allreduce` is kolo's. Other parts of Horovod
-(horovod.runner, horovod.spark, horovod.ray) are not here.
+the ranks' PYTHONPATH, and every horovod.torch*, horovod.tensorflow*,
+horovod.keras*, horovod.ray* and horovod.spark* module is kolo's module of
+the same name (kolo.torch, kolo.tensorflow.keras, kolo.ray, ...), the very
+same object, so that nothing is imported twice and `hvd.allreduce` is
+kolo's. horovod.runner is not here: kolorun is the launcher.
 
 A real Horovod installed further along the path is shadowed: rank 0 says
 so once, on standard error."""
@@ -15,7 +15,7 @@ import sys
 
 __version__ = "0.28.1"  # the Horovod whose API kolo's modules follow
 
-FRAMEWORKS = ("torch", "tensorflow", "keras")
+FRAMEWORKS = ("torch", "tensorflow", "keras", "ray", "spark")
 
 
 class _KoloModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
