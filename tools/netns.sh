@@ -11,7 +11,7 @@
 #   tools/netns.sh addr I                the address of host I
 #   tools/netns.sh exec I CMD...         run CMD on host I
 #   tools/netns.sh sshd DIR [I...]       an sshd on each host (or those
-#                                        given) at its address, port 22,
+#                                        given) on its addresses, port 22,
 #                                        with a key pair made in DIR once;
 #                                        `ssh -F DIR/ssh_config ADDR` (or
 #                                        KOLO_SSH_OPTIONS="-F DIR/ssh_config"
@@ -57,7 +57,9 @@ sshd() {
     set -- $(ip netns list | awk '{print $1}' | sed -n "s/^${P}h\([0-9]*\)$/\1/p")
   fi
   for i in "$@"; do
-    printf '%s\n' "ListenAddress $(addr "$i")" "HostKey $dir/host_key" "AuthorizedKeysFile $dir/authorized_keys" \
+    # Every address of the host (the namespace is its own): eth0's and any
+    # a test adds.
+    printf '%s\n' "ListenAddress 0.0.0.0" "HostKey $dir/host_key" "AuthorizedKeysFile $dir/authorized_keys" \
       "PidFile $dir/sshd_$i.pid" "StrictModes no" "UsePAM no" "PermitRootLogin prohibit-password" \
       "PasswordAuthentication no" "KbdInteractiveAuthentication no" >"$dir/sshd_$i.conf"
     ip netns exec "${P}h$i" /usr/sbin/sshd -f "$dir/sshd_$i.conf" -E "$dir/sshd_$i.log"

@@ -10,7 +10,9 @@
 #  2. A hostfile of 3 hosts with 2, 1 and 1 slots, Python ranks: local and
 #     cross ranks as Horovod defines them.
 #  3. --network-interfaces docker0: refused, naming the interface and who
-#     could not reach it; --network-interfaces eth0: runs.
+#     could not reach it; with a second network (eth1) on every host,
+#     --network-interfaces eth0 and eth1,eth0 each run where they say; with
+#     host 1's eth0 down and nothing forced, every host falls back to eth1.
 #  4. --horovod: a Horovod program (import horovod.torch as hvd), unedited.
 #  5. A host whose sshd refuses, a host that is not there, a wrong key: a
 #     clear error within --start-timeout naming the host; nothing left.
@@ -46,6 +48,17 @@ for i in 0 1 2; do
   ip netns exec "$(host "$i")" sh -c 'ip link add docker0 type veth peer name docker0p &&
     ip addr add 172.17.0.1/16 dev docker0 && ip link set docker0p up && ip link set docker0 up &&
     ip route add default dev docker0' || fail "decoy interface on host $i"
+done
+# A second network every host shares: a second bridge in the switch's
+# namespace, eth1 on each host (10.78.0.<i+1>), so that two interfaces
+# work and the choice between them is the launcher's.
+SW="${KOLO_NETNS_PREFIX}sw"
+ip -n "$SW" link add br1 type bridge && ip -n "$SW" link set br1 up || fail "second bridge"
+for i in 0 1 2; do
+  ip -n "$(host "$i")" link add eth1 type veth peer name "sy$i" && ip -n "$(host "$i")" link set "sy$i" netns "$SW" &&
+    ip -n "$SW" link set "sy$i" master br1 && ip -n "$SW" link set "sy$i" up &&
+    ip -n "$(host "$i")" addr add "10.78.0.$((i + 1))/24" dev eth1 && ip -n "$(host "$i")" link set eth1 up ||
+    fail "eth1 on host $i"
 done
 # The client's settings (tools/netns.sh sshd wrote them): the key made
 # there, and no known_hosts of the machine's own touched.
@@ -96,6 +109,21 @@ grep -q "^kolorun: host $A0: no interface reached from every other host (tried d
   "$WORK/nic.out" || { fail "--network-interfaces docker0: no error naming docker0"; cat "$WORK/nic.out"; }
 run_job ssh-nic-eth0 2 "rank %r ok" 60 "${ON0[@]}" "$KOLORUN" -np 2 -H "$A0:1,$A1:1" --network-interfaces eth0 \
   "$WORKER" 2
+grep -q "^kolorun: host $A1 uses eth0 ($A1): .*in the order of --network-interfaces" "$WORK/ssh-nic-eth0.out" ||
+  fail "ssh-nic-eth0: host $A1 does not say it uses eth0"
+# Both networks work: the order given decides, and the ranks meet there.
+run_job ssh-nic-eth1 2 "rank %r ok" 60 "${ON0[@]}" "$KOLORUN" -np 2 -H "$A0:1,$A1:1" \
+  --network-interfaces eth1,eth0 sh -c 'echo "on $KOLO_IFNAME, rendezvous $KOLO_MASTER_ADDR"; exec "$0" 2' "$WORKER"
+grep -q "^kolorun: host $A1 uses eth1 (10.78.0.2)" "$WORK/ssh-nic-eth1.out" &&
+  grep -q "^\[1\] on eth1, rendezvous 10.78.0.1" "$WORK/ssh-nic-eth1.out" ||
+  { fail "ssh-nic-eth1: the ranks were not told eth1 and rank 0's eth1 address"; cat "$WORK/ssh-nic-eth1.out"; }
+# Host 1's eth0 down (kolorun reaches it on eth1): with nothing forced, the
+# one network every host reaches is found and used.
+bash "$NETNS" link-down 1
+run_job ssh-nic-fallback 2 "rank %r ok" 60 "${ON0[@]}" "$KOLORUN" -np 2 -H "$A0:1,10.78.0.2:1" "$WORKER" 2
+grep -q "^kolorun: host $A0 uses eth1 (10.78.0.1): .*eth0 10.77.0.1 unreached from 10.78.0.2" \
+  "$WORK/ssh-nic-fallback.out" || { fail "ssh-nic-fallback: host $A0 did not fall back to eth1"; cat "$WORK/ssh-nic-fallback.out"; }
+bash "$NETNS" link-up 1
 
 # -- 4. a Horovod program, unedited ------------------------------------------
 if [ ${#TORCH_RANK[@]} -gt 0 ]; then
