@@ -15,12 +15,7 @@ sys.path.insert(0, os.path.join(HERE, "scripts"))
 import small_training  # noqa: E402
 
 pyspark = pytest.importorskip("pyspark")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from kolo.runner.supervisor import free_port  # noqa: E402
 
 
 def wait_for_port(port, proc, deadline_s, log):

@@ -46,7 +46,6 @@ import http.server
 import json
 import os
 import random
-import shlex
 import signal
 import socket
 import subprocess
@@ -229,8 +228,7 @@ class ElasticDriver:
         the host's loopback (the driver answers on this machine's only)."""
         forwarded = random.SystemRandom().randrange(20000, 30000)
         env["KOLO_ELASTIC_DRIVER"] = "127.0.0.1:%d" % forwarded
-        extra = shlex.split(os.environ.get("KOLO_SSH_OPTIONS", "")) + [
-            "-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:%d:127.0.0.1:%d" % (forwarded, self.serve())]
+        extra = ["-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:%d:127.0.0.1:%d" % (forwarded, self.serve())]
         argv = session.ssh_argv(host, getattr(self.opts, "ssh_port", 0), getattr(self.opts, "ssh_identity_file", ""),
                                 min(self.start_timeout(), 60), extra)
         passed = session.passed_environment(env, getattr(self.opts, "export", ()))

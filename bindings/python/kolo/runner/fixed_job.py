@@ -26,8 +26,6 @@ import time
 from . import network
 from . import session
 
-STOP_GRACE_S = 5  # a rank told to end (SIGTERM) has this long before SIGKILL
-
 
 def ended(status):
     return "killed by %s" % signal.Signals(-status).name if status and status < 0 else "ended with status %s" % status
@@ -104,8 +102,7 @@ class FixedJob:
 
     def open(self, deadline):
         for s in self.sessions:
-            s.open({"host": s.index, "token": self.token, "mark": s.mark_text,
-                    "ports": 2 if s.index == 0 else 0, "heartbeat_s": 15, "grace_s": STOP_GRACE_S})
+            s.open(self.token, ports=2 if s.index == 0 else 0)  # host 0's: the rendezvous's and torch's
         return self.wait_all("ready", deadline, "start kolo's supervisor")
 
     def choose_network(self, ready, deadline):
@@ -204,14 +201,14 @@ class FixedJob:
             time.sleep(3)
         for s in self.sessions:
             s.send({"stop": True})
-        deadline = time.monotonic() + STOP_GRACE_S + 5
+        deadline = time.monotonic() + session.STOP_GRACE_S + 5
         while any(not s.gone for s in self.sessions) and time.monotonic() < deadline:
             got_event = self.next_event()
             if got_event is None:
                 continue
             _, event, value = got_event
-            if event == "exit" and value["status"] not in (None, 0) and not self.status:
-                self.rank_exited(value)
+            if event == "exit":
+                self.rank_exited(value)  # the first failure, if nothing failed before
         for s in self.sessions:
             s.close()
             s.kill()
@@ -227,7 +224,7 @@ class FixedJob:
         except JobError as e:
             self.status, self.failure = self.status or 1, str(e)
         if self.failure:
-            self.say(self.failure + "; ending the job" if self.sessions else self.failure)
+            self.say(self.failure + "; ending the job")
         self.stop()
         return self.status
 

@@ -7,6 +7,7 @@ driver's workers on other hosts. What of kolorun's environment travels to
 another host is passed_environment's.
 """
 import collections
+import functools
 import json
 import os
 import queue
@@ -28,7 +29,9 @@ SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "superviso
 NOT_PASSED = ("HOSTNAME", "KOLO_HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "DISPLAY", "TERM", "TERMCAP",
               "XAUTHORITY", "SSH_AUTH_SOCK", "SSH_AGENT_PID", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY",
               "TMUX", "TMUX_PANE", "STY", "WINDOW", "LS_COLORS", "PS1", "PS2", "PROMPT_COMMAND")
-HEARTBEAT_S = 2  # kolorun's word to every supervisor; it ends its ranks after 15 s without one
+HEARTBEAT_S = 2  # kolorun's word to every supervisor, this often
+SILENCE_S = 15  # a supervisor that hears nothing this long ends its ranks
+STOP_GRACE_S = 5  # a rank told to end (SIGTERM) has this long before SIGKILL
 
 
 def passed_environment(base, extra=()):
@@ -37,6 +40,13 @@ def passed_environment(base, extra=()):
         name, eq, value = item.partition("=")
         env[name] = value if eq else base.get(name, "")
     return env
+
+
+@functools.lru_cache(maxsize=None)
+def supervisor_text():
+    """What every supervisor runs: read once, sent to every host."""
+    with open(SUPERVISOR) as f:
+        return f.read()
 
 
 def local_argv():
@@ -52,7 +62,9 @@ def ssh_argv(host, port=None, identity=None, connect_timeout=30, extra=()):
     interpreter when the host has it at the same path (a shared file
     system), else its python3. Never prompts (BatchMode): a host that wants
     a password fails at once instead of hanging the job. The ssh client
-    ends itself when the host stops answering for 15 s (ServerAlive*)."""
+    ends itself when the host stops answering for 15 s (ServerAlive*).
+    KOLO_SSH_OPTIONS (ssh's own options, e.g. "-F config") come before
+    `extra`."""
     argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "LogLevel=ERROR",
             "-o", "ConnectTimeout=%d" % max(1, int(connect_timeout)),
             "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
@@ -60,7 +72,7 @@ def ssh_argv(host, port=None, identity=None, connect_timeout=30, extra=()):
         argv += ["-p", str(port)]
     if identity:
         argv += ["-i", identity]
-    argv += list(extra)
+    argv += shlex.split(os.environ.get("KOLO_SSH_OPTIONS", "")) + list(extra)
     # One sh script, quoted once for the login shell (bash, zsh, csh alike).
     script = 'cd %s && { P=%s; [ -x "$P" ] || P=python3; exec "$P" -c %s; }' % (
         shlex.quote(os.getcwd()), shlex.quote(sys.executable), shlex.quote(BOOTSTRAP))
@@ -77,9 +89,10 @@ class HostSession:
         self.gone = False
         self.lock = threading.Lock()
 
-    def open(self, hello):
-        """Starts the supervisor and sends it its text and `hello`; False
-        (and a "gone" event) if it cannot be started at all."""
+    def open(self, token, ports=0):
+        """Starts the supervisor and sends it its text and its hello (the
+        job's token, its index, how many free ports of its host to find);
+        False (and a "gone" event) if it cannot be started at all."""
         try:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True)
@@ -91,10 +104,10 @@ class HostSession:
         self.err_pump = threading.Thread(target=self.pump_err, daemon=True)
         self.err_pump.start()
         threading.Thread(target=self.pump_out, daemon=True).start()
-        with open(SUPERVISOR) as f:
-            text = f.read()
+        text = supervisor_text()
         self.write("%d\n%s" % (len(text), text))
-        self.send({"hello": hello})
+        self.send({"hello": {"host": self.index, "token": token, "mark": self.mark_text, "ports": ports,
+                             "heartbeat_s": SILENCE_S, "grace_s": STOP_GRACE_S}})
         return True
 
     def write(self, text):
@@ -169,12 +182,10 @@ class RemoteProcess:
 
     def __init__(self, name, argv, command, env, prefix, out_lock):
         self.returncode = None
-        self.pid = None
         self.ended = threading.Event()
         events = queue.Queue()
         self.session = HostSession(0, name, argv, events, out_lock, "\x1fkolo-" + secrets.token_hex(8))
-        if self.session.open({"host": 0, "token": secrets.token_hex(8), "mark": self.session.mark_text,
-                              "ports": 0, "heartbeat_s": 15, "grace_s": 5}):
+        if self.session.open(secrets.token_hex(8)):
             self.session.send({"start": {"argv": command, "cwd": os.getcwd(), "env": env,
                                          "ranks": [[0, {}, prefix]]}})
         threading.Thread(target=self.follow, args=(events,), daemon=True).start()

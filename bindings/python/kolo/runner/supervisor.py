@@ -17,7 +17,7 @@ this file, then JSON lines:
 supervisor -> kolorun: the ranks' output (each line with its rank's prefix) on
 standard output and error, and its own messages on standard output, each a
 line `MARK JSON` (MARK: random per job, so no rank's line is taken for one):
-  {"ready": {"interfaces", "default", "probe_port", "ports", "hostname"}}
+  {"ready": {"interfaces", "default", "probe_port", "ports"}}
   {"reached": [[host, interface, address], ...]}
   {"started": [pid, ...]}
   {"exit": {"rank", "status", "error"}}                one per rank
@@ -244,8 +244,7 @@ class Supervisor:
     def run(self):
         threading.Thread(target=self.read_commands, daemon=True).start()
         self.tell("ready", {"interfaces": ipv4_interfaces(), "default": default_route_interface(),
-                            "probe_port": self.listen(), "hostname": socket.gethostname(),
-                            "ports": [free_port() for _ in range(self.ports)]})
+                            "probe_port": self.listen(), "ports": [free_port() for _ in range(self.ports)]})
         exited, started = set(), False
         last_word = time.monotonic()
         why = "all ranks exited"
