@@ -29,7 +29,8 @@ def local_ray(tmp_path_factory):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kolo\nVersion: 0\n")
     (info / "entry_points.txt").write_text("[torch.backends]\nkolo = _kolo_torch_backend:register\n")
     path = os.pathsep.join([os.path.join(HERE, "scripts"), str(installed), os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=True,
+    # node:host-a and node:host-b: two "hosts" for ElasticRayExecutor on this one node.
+    ray.init(num_cpus=2, resources={"node:host-a": 1, "node:host-b": 1}, include_dashboard=False, log_to_driver=True,
              runtime_env={"env_vars": {"PYTHONPATH": path, "KOLO_TIMEOUT_S": "30"}})
     yield
     ray.shutdown()
@@ -144,3 +145,68 @@ def test_ray_train_torch_trainer_on_kolo(local_ray, tmp_path):
     assert [r["size"] for r in results] == [2, 2]
     for r in results:
         np.testing.assert_allclose(r["weights"], small_training.one_process_weights(), rtol=0, atol=1e-5)
+
+
+class _PlannedHosts:
+    """A discovery that changes the hosts when the workers' logs say so:
+    first `plan[0][1]`, then each next host set once a record matches the
+    step's (step, size)."""
+
+    def __init__(self, plan):
+        self.plan, self.phase, self.records = plan, 0, []
+
+    def __call__(self, record):  # the executor's callback: every worker's ray_logger record
+        self.records.append(record)
+        if self.phase + 1 < len(self.plan) and (record.get("step"), record.get("size")) == self.plan[self.phase + 1][0]:
+            self.phase += 1
+
+    def find_available_hosts_and_slots(self):
+        return dict(self.plan[self.phase][1])
+
+
+def test_elastic_ray_executor_grows_and_shrinks_to_the_one_process_weights(local_ray):
+    """Hosts are Ray custom resources node:host-a and node:host-b on this
+    one node: the job starts on host-a, host-b is added after step 5 (the
+    worker there joins from the committed state), host-a is removed after
+    step 15, and host-b's worker finishes alone, with one process's
+    weights."""
+    from kolo.ray import ElasticRayExecutor
+    plan = _PlannedHosts([(None, {"host-a": 1}), ((5, 1), {"host-a": 1, "host-b": 1}), ((15, 2), {"host-b": 1})])
+    settings = ElasticRayExecutor.create_settings(min_num_proc=1, max_num_proc=2, timeout_s=120, elastic_timeout=120)
+    settings.discovery = plan
+    executor = ElasticRayExecutor(settings, cpus_per_slot=1, override_discovery=False)
+    executor.start()
+    results = executor.run(lambda: small_training.elastic_training(holds=((5, 1), (15, 2))), callbacks=[plan])
+    assert plan.phase == 2, plan.records
+    assert len(results) == 1 and results[0]["size"] == 1, results
+    np.testing.assert_allclose(results[0]["weights"], small_training.one_process_weights(), rtol=0, atol=1e-5)
+    started = [r["pid"] for r in plan.records if "started" in r]
+    finished = [r["pid"] for r in plan.records if "finished" in r]
+    assert len(started) == 2 and len(finished) == 1, plan.records
+    sizes = [r["size"] for r in plan.records if "step" in r]
+    assert sizes[0] == 1 and 2 in sizes and sizes[-1] == 1, sizes
+
+
+def test_elastic_ray_executor_settings_and_errors(local_ray):
+    from kolo.ray import ElasticRayExecutor, RayHostDiscovery
+    with pytest.raises(ValueError, match="gpus_per_slot is set but use_gpu is False"):
+        ElasticRayExecutor(ElasticRayExecutor.create_settings(), gpus_per_slot=1)
+    executor = ElasticRayExecutor(ElasticRayExecutor.create_settings(min_np=2, max_np=3))
+    assert (executor.settings.min_num_proc, executor.settings.max_num_proc) == (2, 3)
+    assert isinstance(executor.settings.discovery, RayHostDiscovery)
+    with pytest.raises(RuntimeError, match="call start"):
+        executor.run(lambda: 0)
+    # This node's 2 CPUs are 2 slots of 1 CPU, 1 of 2, and none with a GPU.
+    assert list(RayHostDiscovery(cpus_per_slot=1).find_available_hosts_and_slots().values()) == [2]
+    assert list(RayHostDiscovery(cpus_per_slot=2).find_available_hosts_and_slots().values()) == [1]
+    assert RayHostDiscovery(use_gpu=True).find_available_hosts_and_slots() == {}
+    # A worker that raises fails the job, naming it.
+    settings = ElasticRayExecutor.create_settings(min_num_proc=1, max_num_proc=1, timeout_s=60, elastic_timeout=5)
+    failing = ElasticRayExecutor(settings, cpus_per_slot=1)
+    failing.start()
+    with pytest.raises(RuntimeError, match="the job failed .*ValueError: a failing training function"):
+        failing.run(_raises)
+
+
+def _raises():
+    raise ValueError("a failing training function")

@@ -2,7 +2,7 @@
 
 start() makes the actors (in a placement group: num_hosts bundles of
 num_workers_per_host workers spread over distinct nodes, or num_workers
-bundles packed), asks each for its node, numbers them by node (so a host's
+bundles packed; or, called inside a placement group, in that one), asks each for its node, numbers them by node (so a host's
 ranks are consecutive and its local ranks 0..), and sets each actor's
 environment as kolorun sets a rank's: KOLO_RANK, KOLO_WORLD_SIZE,
 KOLO_LOCAL_RANK, KOLO_LOCAL_WORLD_SIZE, KOLO_CROSS_RANK, KOLO_CROSS_SIZE,
@@ -10,42 +10,15 @@ KOLO_MASTER_ADDR/PORT (rank 0's node, a port free there), a job id and
 secret, and torch's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT. Every wait
 on Ray is bounded by the settings' timeout_s.
 """
-import os
 import secrets
-import socket
 from types import SimpleNamespace
 
 import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from kolo.ray.worker import Worker
 from kolo.runner.hosts import describe
-
-
-class _Worker:
-    """One rank: an actor that holds the job's environment and, if asked,
-    an instance of the caller's executable class."""
-
-    def __init__(self):
-        self.executable = None
-
-    def node(self):
-        return ray.util.get_node_ip_address(), socket.gethostname()
-
-    def free_port(self):
-        from kolo.runner.supervisor import free_port
-        return free_port()
-
-    def setup(self, env, executable_cls=None, args=(), kwargs=None):
-        os.environ.update(env)
-        if executable_cls is not None:
-            self.executable = executable_cls(*args, **(kwargs or {}))
-
-    def execute(self, fn):
-        return fn(self.executable)
-
-    def run(self, fn, args, kwargs):
-        return fn(*args, **kwargs)
 
 
 class RayExecutor:
@@ -74,9 +47,9 @@ class RayExecutor:
         self.num_workers = num_workers if num_workers is not None else num_hosts * num_workers_per_host
         self.cpus_per_worker = cpus_per_worker
         self.gpus_per_worker = (gpus_per_worker or 1) if use_gpu else 0
-        del use_current_placement_group  # a placement group of its own, always
+        self.use_current_placement_group = use_current_placement_group
         self.workers = []
-        self.group = None
+        self.group = None  # the placement group this executor made
 
     def _bundles(self):
         one = {"CPU": self.cpus_per_worker}
@@ -93,7 +66,16 @@ class RayExecutor:
             raise TimeoutError("RayExecutor: the workers did not %s within timeout_s %s s"
                                % (what, self.settings.timeout_s)) from None
 
-    def start(self, executable_cls=None, executable_args=None, executable_kwargs=None, extra_env_vars=None):
+    def _placements(self):
+        """Each worker's scheduling strategy. Inside a placement group (a
+        Ray Tune trial, an actor placed in one) with
+        use_current_placement_group, the workers take that group's bundles,
+        whose resources are already theirs (a group of its own would wait
+        for resources the outer group holds); else a group of its own."""
+        current = ray.util.get_current_placement_group() if self.use_current_placement_group else None
+        if current is not None:
+            return [PlacementGroupSchedulingStrategy(current, placement_group_capture_child_tasks=True)
+                    for _ in range(self.num_workers)]
         bundles, strategy = self._bundles()
         self.group = placement_group(bundles, strategy=strategy)
         try:
@@ -102,12 +84,14 @@ class RayExecutor:
             self.shutdown()
             raise TimeoutError("RayExecutor: Ray did not find %s (%s) within placement_group_timeout_s %s s"
                                % (bundles, strategy, self.settings.placement_group_timeout_s)) from None
-        actor = ray.remote(_Worker)
-        for i in range(self.num_workers):
-            bundle = i if self.num_hosts is None else i // self.per_host
-            self.workers.append(actor.options(
-                num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker,
-                scheduling_strategy=PlacementGroupSchedulingStrategy(self.group, bundle)).remote())
+        return [PlacementGroupSchedulingStrategy(self.group, i if self.num_hosts is None else i // self.per_host)
+                for i in range(self.num_workers)]
+
+    def start(self, executable_cls=None, executable_args=None, executable_kwargs=None, extra_env_vars=None):
+        actor = ray.remote(Worker)
+        for placement in self._placements():
+            self.workers.append(actor.options(num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker,
+                                              scheduling_strategy=placement).remote())
         nodes = self._get([w.node.remote() for w in self.workers], "start")
         # Ranks by node, in the order the nodes first appear: a host's
         # workers get consecutive ranks, as launchers fill hosts.

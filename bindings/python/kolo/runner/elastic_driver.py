@@ -8,7 +8,9 @@ host's loopback), on this machine (each worker is told its host name, so
 workers of different "hosts" are told apart as separate hosts are; a name
 that does not resolve is such a host, said once), or on emulated hosts in
 network namespaces (`--netns PREFIX:K`: hosts named PREFIXh<i>, see
-EmulatedHosts).
+EmulatedHosts); worker_processes.py starts them. kolo.ray's
+ElasticRayExecutor runs the same driver with Ray actors for workers and
+Ray's nodes for hosts.
 
 It starts -np workers on the hosts' slots, then keeps the job going:
 - a worker that fails (exits non-zero) is restarted on its slot, joining
@@ -44,21 +46,17 @@ Standard library only: kolorun loads the runner without kolo's library.
 """
 import http.server
 import json
-import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.parse
 
-from . import hosts as host_names
-from . import session
-from .emulated_hosts import EmulatedHosts, in_netns
+from .emulated_hosts import in_netns
 from .hosts import parse_hosts
-from .supervisor import free_port
+from .worker_processes import WorkerProcesses
 
 ADDED, REMOVED = 1, 2
 
@@ -75,8 +73,11 @@ class Worker:
 
 
 class ElasticDriver:
-    def __init__(self, opts, argv, env, python_path, out_lock):
-        self.opts, self.argv, self.env, self.python_path = opts, argv, env, python_path
+    def __init__(self, opts, argv, env, python_path, out_lock, launcher=None, discovery=None):
+        """launcher starts and ends the workers (default: processes running
+        argv, worker_processes.py); discovery() -> [(host, slots)] finds the
+        hosts (default: --host-discovery-script, else -H)."""
+        self.opts, self.env = opts, env
         self.out_lock = out_lock
         self.cond = threading.Condition()
         self.version = 0
@@ -91,20 +92,17 @@ class ElasticDriver:
         self.resets = 0
         self.asking_since = None
         self.finishing = False  # a worker has finished: no new version, and who asks for one exits
-        self.pumps = []
-        # Emulated hosts (--netns), and the driver's server on each network
-        # namespace that has workers (None: this machine's own).
-        self.emulated = EmulatedHosts(opts.netns) if getattr(opts, "netns", "") else None
-        self.servers = {}  # namespace or None -> ThreadingHTTPServer
+        self.servers = {}  # network namespace or None (this machine's own) -> ThreadingHTTPServer
         self.failure = None  # why the job failed: "reset-limit", "min-np", "no-hosts" or a worker's failure
         self.leaving = {}  # id -> (Worker, deadline): on a removed host, to leave at its next reset
-        self.remote_hosts = {}  # host -> whether its workers start over ssh
-        self.local_addresses = host_names.local_addresses()
+        self.launcher = launcher or WorkerProcesses(opts, argv, python_path, out_lock, self.serve, self.say)
+        self.discovery = discovery or self.discover_from_options
 
     # -- what workers ask -------------------------------------------------
     def serve(self, namespace=None):
-        """The driver's server on 127.0.0.1 of `namespace` (None: this
-        machine's own), started once; returns its port."""
+        """The driver's server on the launcher's bind_address (127.0.0.1 for
+        processes) of `namespace` (None: this machine's own), started once;
+        returns its port."""
         if namespace in self.servers:
             return self.servers[namespace].server_address[1]
         driver = self
@@ -134,17 +132,13 @@ class ElasticDriver:
                     pass  # the worker is gone (it exited while it waited for an answer)
 
         def make():
-            return http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            return http.server.ThreadingHTTPServer((driver.launcher.bind_address, 0), Handler)
 
         server = make() if namespace is None else in_netns(namespace, make)
         server.daemon_threads = True
         self.servers[namespace] = server
         threading.Thread(target=server.serve_forever, daemon=True).start()
         return server.server_address[1]
-
-    def namespace(self, host):
-        """The network namespace a host's workers run in (None: this machine's)."""
-        return host if self.emulated and self.emulated.index(host) is not None else None
 
     def wait_assignment(self, worker, after):
         # The driver publishes a version or ends the job within these.
@@ -172,7 +166,7 @@ class ElasticDriver:
             return {"timestamp": timestamp if timestamp > since else since, "update": update if timestamp > since else 0}
 
     # -- hosts --------------------------------------------------------------
-    def discover(self):
+    def discover_from_options(self):
         if self.opts.host_discovery_script:
             try:
                 out = subprocess.run([self.opts.host_discovery_script], stdout=subprocess.PIPE, timeout=30,
@@ -207,78 +201,21 @@ class ElasticDriver:
             sys.stderr.write("kolorun (elastic): %s\n" % text)
             sys.stderr.flush()
 
-    def remote(self, host):
-        """Whether the host's workers start over ssh: a host that resolves to
-        none of this machine's addresses (and is no emulated host). A name
-        that does not resolve runs its workers here, told they are on it
-        (hosts named for a test on one machine), and is said once."""
-        if host not in self.remote_hosts:
-            if self.namespace(host) is not None or host_names.is_local(host, self.local_addresses):
-                self.remote_hosts[host] = False
-            elif not host_names.resolves(host):
-                self.say("host %s does not resolve: its workers run on this machine, told they are on %s"
-                         % (host, host))
-                self.remote_hosts[host] = False
-            else:
-                self.remote_hosts[host] = True
-        return self.remote_hosts[host]
-
-    def start_remote(self, host, env, prefix):
-        """A worker on another host: ssh, with the driver's port forwarded to
-        the host's loopback (the driver answers on this machine's only)."""
-        forwarded = random.SystemRandom().randrange(20000, 30000)
-        env["KOLO_ELASTIC_DRIVER"] = "127.0.0.1:%d" % forwarded
-        extra = ["-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:%d:127.0.0.1:%d" % (forwarded, self.serve())]
-        argv = session.ssh_argv(host, getattr(self.opts, "ssh_port", 0), getattr(self.opts, "ssh_identity_file", ""),
-                                min(self.start_timeout(), 60), extra)
-        passed = session.passed_environment(env, getattr(self.opts, "export", ()))
-        passed["KOLO_HOSTNAME"] = host  # as every worker is told its host
-        return session.RemoteProcess(host, argv, self.argv, passed, prefix.decode(), self.out_lock)
-
     def start_worker(self, host, slot):
         env = dict(self.env)
         wid = "%s:%d" % (host, slot)
-        env.update({"KOLO_ELASTIC_DRIVER": "127.0.0.1:%d" % self.serve(self.namespace(host)),
-                    "KOLO_ELASTIC_WORKER": wid,
-                    "KOLO_ELASTIC_RESTARTS": str(self.restarts.get(wid, 0)),
+        env.update({"KOLO_ELASTIC_WORKER": wid, "KOLO_ELASTIC_RESTARTS": str(self.restarts.get(wid, 0)),
                     "KOLO_HOSTNAME": host, "HOROVOD_HOSTNAME": host})
         for var in ("KOLO_RANK", "KOLO_WORLD_SIZE", "KOLO_LOCAL_RANK", "KOLO_LOCAL_WORLD_SIZE", "RANK",
                     "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
             env.pop(var, None)
-        if self.python_path:
-            env["PYTHONPATH"] = self.python_path
         prefix = b"" if self.opts.no_prefix else ("[%s] " % wid).encode()
-        if self.remote(host):
-            w = Worker(host, slot, self.start_remote(host, env, prefix))
-            self.workers[w.id] = w
-            return w
-        argv = self.emulated.argv(host, self.argv) if self.emulated else self.argv
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
-        w = Worker(host, slot, proc)
-        for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
-            t = threading.Thread(target=self.pump, args=(stream, prefix, out), daemon=True)
-            t.start()
-            self.pumps.append(t)
+        w = Worker(host, slot, self.launcher.start(host, slot, env, prefix))
         self.workers[w.id] = w
         return w
 
-    def pump(self, stream, prefix, out):
-        for raw in iter(stream.readline, b""):
-            with self.out_lock:
-                out.write(prefix + raw)
-                out.flush()
-        stream.close()
-
     def end_worker(self, w, sig=signal.SIGTERM):
-        if w.proc.poll() is None:
-            if isinstance(w.proc, session.RemoteProcess):
-                w.proc.signal_group(sig)
-                return
-            try:
-                os.killpg(w.proc.pid, sig)
-            except ProcessLookupError:
-                pass
+        self.launcher.end(w.proc, sig)
 
     def ready_workers(self):
         """Workers that have asked for an assignment: up and waiting. A
@@ -301,9 +238,7 @@ class ElasticDriver:
             per_host.setdefault(w.host, []).append(w)
         # Rank 0 serves the version's rendezvous: on its host's address, at a
         # port free there.
-        home = self.namespace(live[0].host) if live else None
-        master_addr = self.emulated.address(live[0].host) if home else self.rendezvous_address(live)
-        master_port = in_netns(home, lambda: free_port(master_addr)) if home else free_port()
+        master_addr, master_port = self.launcher.rendezvous([w.host for w in live])
         with self.cond:
             self.version += 1
             self.assignment = {}
@@ -317,19 +252,6 @@ class ElasticDriver:
                     "job_id": "%s-v%d" % (self.env.get("KOLO_JOB_ID", "elastic"), self.version)}
             self.cond.notify_all()
         self.say("version %d: %d worker(s): %s" % (self.version, len(live), ", ".join(w.id for w in live)))
-
-    def rendezvous_address(self, live):
-        """Rank 0's address for the others: its host's name when it is on
-        another host; this machine's address on its route to the others when
-        some are; else 127.0.0.1."""
-        if live and self.remote(live[0].host):
-            return live[0].host
-        others = [w.host for w in live if self.remote(w.host)]
-        if not others:
-            return "127.0.0.1"
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect((others[0], 9))  # no packet is sent: the kernel picks the route and its source
-            return s.getsockname()[0]
 
     def plan(self):
         """Fills free slots up to --max-np; False while below --min-np."""
@@ -383,7 +305,7 @@ class ElasticDriver:
         self.serve()
         start = time.monotonic()
         while True:
-            self.hosts = self.discover()
+            self.hosts = self.discovery()
             # Horovod's launcher may also wait for a number of hosts.
             if len(self.usable_slots()) >= self.opts.min_np and len(self.hosts) >= getattr(self.opts, "min_hosts", 1):
                 break
@@ -483,7 +405,7 @@ class ElasticDriver:
                 continue
             if time.monotonic() - last_discovery >= self.opts.discovery_interval:
                 last_discovery = time.monotonic()
-                hosts = self.discover()
+                hosts = self.discovery()
                 if hosts != self.hosts:
                     before = {h for h, _ in self.hosts}
                     after = {h for h, _ in hosts}
@@ -541,8 +463,7 @@ class ElasticDriver:
                 w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self.end_worker(w, signal.SIGKILL)
-        for t in self.pumps:
-            t.join(timeout=2)
+        self.launcher.close()
         for server in self.servers.values():
             server.shutdown()
 

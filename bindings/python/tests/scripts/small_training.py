@@ -80,3 +80,47 @@ def torch_distributed_training():
     weights = _weights(model.module)
     dist.destroy_process_group()
     return {"rank": rank, "size": size, "weights": weights}
+
+
+def elastic_training(holds=(), hold_limit_s=120):
+    """horovod_training as an elastic job (kolo.torch.elastic, a commit a
+    step), from ElasticRayExecutor: with every rank's shard the same size,
+    the averaged gradient is the whole batch's whatever the number of
+    workers, so the workers that finish hold one_process_weights() however
+    the job grew and shrank on the way. holds: (step, size) pairs: after
+    that step the worker waits while the job has that many workers, until
+    the hosts change (how a test makes a change land mid-training, not
+    after it). Each step is logged through kolo.ray.ray_logger."""
+    import os
+    import time
+
+    import kolo.torch as hvd
+    from kolo.ray import ray_logger
+    hvd.init()
+    x_all, y_all = _data()
+    model = _model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=LR),
+                                   named_parameters=model.named_parameters())
+    ray_logger.log({"started": True, "pid": os.getpid()})
+
+    @hvd.elastic.run
+    def train(state):
+        while state.step < STEPS:  # state.step: the steps taken, committed with the weights after them
+            x, y = _shard(x_all, y_all, hvd.rank(), hvd.size())
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+            state.step += 1
+            ray_logger.log({"step": state.step, "size": hvd.size(), "rank": hvd.rank(), "pid": os.getpid()})
+            state.commit()
+            deadline = time.monotonic() + hold_limit_s
+            while (state.step, hvd.size()) in holds:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the hosts did not change within %s s at step %d" % (hold_limit_s, state.step))
+                time.sleep(0.05)
+                state.check_host_updates()  # raises once they have changed
+        ray_logger.log({"finished": True, "pid": os.getpid()})
+
+    state = hvd.elastic.TorchState(model, opt, step=0)
+    train(state)
+    return {"rank": hvd.rank(), "size": hvd.size(), "weights": _weights(model)}
