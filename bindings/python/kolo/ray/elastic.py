@@ -64,13 +64,14 @@ class _ActorProcess:
     """A worker actor running the job's function, seen as the driver sees a
     worker process: poll() and returncode (0 when the function returned or
     the worker left the job, 1 when it raised or the actor died), wait(),
-    and the function's result."""
+    and the function's result (returned: whether it returned one). An actor
+    whose function has ended is ended too, giving its resources back."""
 
-    def __init__(self, name, actor, fn, failed):
+    def __init__(self, name, actor, fn, env, queue, failed):
         self.name, self.actor, self.failed = name, actor, failed
-        self.ref = actor.run_elastic.remote(fn)
+        self.ref = actor.run_elastic.remote(fn, env, queue)
         self.returncode = None
-        self.result = None
+        self.result, self.returned = None, False
         self.error = None
 
     def poll(self):
@@ -78,10 +79,11 @@ class _ActorProcess:
             ready, _ = ray.wait([self.ref], timeout=0)
             if ready:
                 try:
-                    self.returncode, self.result = ray.get(self.ref)
+                    self.returncode, self.result, self.returned = ray.get(self.ref)
                 except Exception as e:  # the function raised, or the actor (or its node) died
                     self.returncode, self.error = 1, e
                     self.failed(self.name, str(e).strip())
+                ray.kill(self.actor, no_restart=True)
         return self.returncode
 
     def wait(self, timeout=None):
@@ -114,10 +116,7 @@ class _RayActors:
             options["num_gpus"] = e.gpus_per_slot
         actor = ray.remote(Worker).options(**options).remote()
         env = dict(env, KOLO_ELASTIC_DRIVER="%s:%d" % (self.bind_address, self.driver_port), PYTHONUNBUFFERED="1")
-        actor.update_env_vars.remote(env)
-        if self.queue is not None:
-            actor.set_queue.remote(self.queue)
-        proc = _ActorProcess(env.get("KOLO_ELASTIC_WORKER", host), actor, self.fn, self.failed)
+        proc = _ActorProcess(env.get("KOLO_ELASTIC_WORKER", host), actor, self.fn, env, self.queue, self.failed)
         self.on_host[host] = proc
         return proc
 
@@ -222,7 +221,7 @@ class ElasticRayExecutor:
             raise RuntimeError("ElasticRayExecutor: the job failed (%s)%s" % (
                 self.driver.failure or "unknown", "; first failure: " + actors.first_failure if actors.first_failure
                 else ""))
-        finished = sorted((w for w in self.driver.workers.values() if w.done and w.rank is not None),
+        finished = sorted((w for w in self.driver.workers.values() if w.done and w.proc.returned),
                           key=lambda w: w.rank)
         return [w.proc.result for w in finished]
 

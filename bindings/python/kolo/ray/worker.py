@@ -52,11 +52,16 @@ class Worker:
     def run(self, fn, args, kwargs):
         return fn(*args, **kwargs)
 
-    def run_elastic(self, fn):
-        """fn() as an elastic worker: (0, its result) when it returns; an
-        elastic worker the job no longer needs leaves with SystemExit, which
-        here is an exit status, not the end of the actor."""
+    def run_elastic(self, fn, env, queue=None):
+        """fn() as an elastic worker, in the job's environment (set here, in
+        the same call: a threaded actor's calls need not run in the order
+        made), with ray_logger's records to queue: (0, its result) when it
+        returns; an elastic worker the job no longer needs leaves with
+        SystemExit, which here is an exit status, not the end of the actor."""
+        self.update_env_vars(env)
+        if queue is not None:
+            ray_logger.configure(queue)
         try:
-            return 0, fn()
+            return 0, fn(), True
         except SystemExit as e:
-            return (e.code if isinstance(e.code, int) else (0 if e.code is None else 1)), None
+            return (e.code if isinstance(e.code, int) else (0 if e.code is None else 1)), None, False
