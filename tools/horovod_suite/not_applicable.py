@@ -33,7 +33,26 @@ _RAY_INTERNAL = ("the test exercises horovod.ray's internal rank bookkeeping or 
                  "places Ray workers itself (kolo.runner.hosts, tested by kolo's own suites)",
                  r"horovod.ray internal")
 
+_SPARK_LAUNCH_INTERNALS = (
+    "the test mocks Horovod's own launch path under horovod.spark.run (the mpirun command line mpi_run builds, "
+    "safe_shell_exec, horovod.spark.gloo_run's exec function) and expects the exception its mocks raise; "
+    "kolo.spark.run starts the ranks as Spark barrier tasks, through none of them", r"DID NOT RAISE")
+
 NOT_APPLICABLE = {
+    # test_spark.py (PySpark 4.3), its run part
+    "test_spark_run_with_gloo": _SPARK_LAUNCH_INTERNALS,
+    "test_spark_run_with_mpi": _SPARK_LAUNCH_INTERNALS,
+    "test_spark_run_with_path_with_mpi": _SPARK_LAUNCH_INTERNALS,
+    "test_spark_run_num_proc_precedes_spark_cores_with_gloo": _SPARK_LAUNCH_INTERNALS,
+    "test_spark_run_num_proc_precedes_spark_cores_with_mpi": _SPARK_LAUNCH_INTERNALS,
+    "test_spark_run_defaults_num_proc_to_spark_cores_with_gloo": _SPARK_LAUNCH_INTERNALS,
+    "test_spark_run_defaults_num_proc_to_spark_cores_with_mpi": _SPARK_LAUNCH_INTERNALS,
+    "test_spark_run_does_not_default_env_to_os_env_with_gloo": _SPARK_LAUNCH_INTERNALS,
+    "test_spark_run_does_not_default_env_to_os_env_with_mpi": _SPARK_LAUNCH_INTERNALS,
+    "test_spark_run_with_non_zero_exit_with_gloo": _SPARK_LAUNCH_INTERNALS,
+    "test_spark_run_with_non_zero_exit_with_mpi": _SPARK_LAUNCH_INTERNALS,
+    "test_mpirun_not_found": ("the test runs horovod.spark.run with use_mpi, expecting mpirun's exit status 127 "
+                              "with PATH emptied; kolo.spark.run launches no mpirun", r"mpirun failed with exit code"),
     # test_ray.py (Ray 2.60)
     "test_coordinator_registration": _RAY_INTERNAL,
     "test_cross_rank": _RAY_INTERNAL,

@@ -16,6 +16,7 @@ out=${HOROVOD_SUITE_OUT:-$(mktemp -d /tmp/horovod_suite.XXXXXX)}
 mkdir -p "$out"
 export PYTHONPATH=$PYTHONPATH:$checkout/test/utils:$checkout/$(dirname "$file")
 export KOLO_TIMEOUT_S=${KOLO_TIMEOUT_S:-30}
+export PYSPARK_PYTHON=$KOLO_PYTHON  # Spark's Python workers: the project's environment, with torch and kolo's needs
 cd "$checkout/$(dirname "$file")"
 set +e
 "$KOLO_PYTHON" -m pytest -v -p no:cacheprovider -p own_controller -p ray_removed_arguments --junitxml="$out/report.xml" "$@" \

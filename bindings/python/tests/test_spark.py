@@ -43,13 +43,22 @@ def test_spark_run_trains_to_the_one_process_weights(spark):
     assert results[0]["weights"] == results[1]["weights"]
 
 
-def test_spark_run_arguments_and_environment(spark):
+def test_spark_run_arguments_environment_and_output(spark):
+    import io
+
     import kolo.spark
 
     def where(base, extra=0):
+        print("rank %s says" % os.environ["KOLO_RANK"])
+        print("two lines", file=sys.stderr)
         return base + extra, os.environ["KOLO_RANK"], os.environ["TRAINING_TAG"]
-    got = kolo.spark.run(where, args=(40,), kwargs={"extra": 2}, num_proc=2, env={"TRAINING_TAG": "t"}, verbose=0)
+    out, err = io.StringIO(), io.StringIO()
+    got = kolo.spark.run(where, args=(40,), kwargs={"extra": 2}, num_proc=2, env={"TRAINING_TAG": "t"}, verbose=0,
+                         stdout=out, stderr=err)
     assert got == [(42, "0", "t"), (42, "1", "t")]
+    # Each rank's output, prefixed with its rank, as horovod.spark.run forwards it.
+    assert out.getvalue() == "[0]<stdout>:rank 0 says\n[1]<stdout>:rank 1 says\n"
+    assert err.getvalue() == "[0]<stderr>:two lines\n[1]<stderr>:two lines\n"
     with pytest.raises(ValueError, match="num_proc must be at least 1"):
         kolo.spark.run(where, num_proc=-1)
 
@@ -73,7 +82,8 @@ def test_spark_run_that_cannot_start_times_out(spark):
     start = time.monotonic()
     try:
         # 2 ranks need both slots at once: the barrier stage cannot start.
-        with pytest.raises(TimeoutError, match="2 task slots did not all start within start_timeout 5 s"):
+        with pytest.raises(TimeoutError, match="^Timed out waiting for Spark tasks to start. .*2 task slots did not all start within "
+                                                 "start_timeout 5 s"):
             kolo.spark.run(small_training.horovod_training, num_proc=2, start_timeout=5)
         assert time.monotonic() - start < 30
     finally:

@@ -18,6 +18,8 @@ on its executor's host (cross rank and size as Horovod defines them); rank
 task, which is the rendezvous. The active SparkSession's context runs it
 (one is made in local mode, as many cores as num_proc, if there is none).
 """
+import contextlib
+import io
 import os
 import secrets
 import socket
@@ -28,8 +30,10 @@ import time
 from kolo.runner.hosts import describe
 
 
-def _task(job, fn, args, kwargs, env, verbose):
-    """The body of every barrier task: a generator, as mapPartitions wants."""
+def _task(job, fn, args, kwargs, env, verbose, capture):
+    """The body of every barrier task: a generator, as mapPartitions wants,
+    of one (rank, result, output) with output the text fn wrote to
+    sys.stdout and sys.stderr when capture (else None, None)."""
     def body(_partition):
         from pyspark import BarrierTaskContext
 
@@ -53,8 +57,23 @@ def _task(job, fn, args, kwargs, env, verbose):
         if verbose >= 2:
             sys.stderr.write("kolo.spark: rank %d of %d on %s (local %d of %d)\n"
                              % (rank, len(hosts), host, p.local_rank, p.local_size))
-        yield rank, fn(*args, **kwargs)
+        if not capture:
+            yield rank, fn(*args, **kwargs), (None, None)
+            return
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            result = fn(*args, **kwargs)
+        yield rank, result, (out.getvalue(), err.getvalue())
     return body
+
+
+def _forward(rank, text, stream, name):
+    """A rank's output to the caller's stream, each line prefixed as
+    horovod.spark.run prefixes it: [rank]<stdout>:line."""
+    if stream is None or not text:
+        return
+    for line in text.splitlines(keepends=True):
+        stream.write("[%d]<%s>:%s" % (rank, name, line if line.endswith("\n") else line + "\n"))
 
 
 class _StartWatch:
@@ -97,11 +116,13 @@ def run(fn, args=(), kwargs=None, num_proc=None, start_timeout=None, env=None, s
     num_proc tasks are not all running by then, the run is cancelled and
     TimeoutError raised; env adds to every
     rank's environment; nics: the interfaces the ranks may use (the first
-    is KOLO_IFNAME). stdout and stderr are accepted for horovod.spark's
-    callers: the tasks' output goes where Spark sends executors' output.
-    executable, extra_mpi_args, use_mpi and use_gloo are Horovod's choices
-    of how to launch, which kolo does not need."""
-    del stdout, stderr, executable, extra_mpi_args, use_mpi, use_gloo
+    is KOLO_IFNAME). stdout and stderr (streams): what fn writes to
+    sys.stdout and sys.stderr goes there once it returns, each line
+    prefixed with its rank ("[1]<stdout>:..."), as horovod.spark.run
+    forwards it; without them the tasks' output goes where Spark sends
+    executors' output. executable, extra_mpi_args, use_mpi and use_gloo are
+    Horovod's choices of how to launch, which kolo does not need."""
+    del executable, extra_mpi_args, use_mpi, use_gloo
     from pyspark.sql import SparkSession
 
     session = SparkSession.getActiveSession()
@@ -121,14 +142,19 @@ def run(fn, args=(), kwargs=None, num_proc=None, start_timeout=None, env=None, s
     sc.setJobGroup(job["id"], "kolo.spark.run: %d ranks" % num_proc, interruptOnCancel=True)
     try:
         got = sc.parallelize(range(num_proc), num_proc).barrier().mapPartitions(
-            _task(job, fn, tuple(args), dict(kwargs or {}), ranks_env, verbose)).collect()
+            _task(job, fn, tuple(args), dict(kwargs or {}), ranks_env, verbose,
+                  stdout is not None or stderr is not None)).collect()
     except Exception:
         if watch.expired:
-            raise TimeoutError("kolo.spark.run: %d task slots did not all start within start_timeout %s s"
-                               % (num_proc, start_timeout)) from None
+            raise TimeoutError("Timed out waiting for Spark tasks to start. kolo.spark.run: %d task slots did not "
+                               "all start within start_timeout %s s" % (num_proc, start_timeout)) from None
         raise
     finally:
         watch.stop()
     if verbose >= 1:
         sys.stderr.write("kolo.spark: %d ranks done in %.1f s\n" % (num_proc, time.monotonic() - began))
-    return [result for _, result in sorted(got, key=lambda item: item[0])]
+    got.sort(key=lambda item: item[0])
+    for rank, _, (out, err) in got:
+        _forward(rank, out, stdout, "stdout")
+        _forward(rank, err, stderr, "stderr")
+    return [result for _, result, _ in got]
