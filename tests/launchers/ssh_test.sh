@@ -6,14 +6,17 @@
 # carries the host's default route, so a guess by route would pick it. The
 # job is started from inside host 0.
 #  1. 2 hosts x 2 ranks, the C worker: every rank right, each host uses
-#     eth0 and says docker0 was unreached.
+#     eth0 and says docker0 was unreached; ranks that end at once succeed.
 #  2. A hostfile of 3 hosts with 2, 1 and 1 slots, Python ranks: local and
 #     cross ranks as Horovod defines them.
 #  3. --network-interfaces docker0: refused, naming the interface and who
 #     could not reach it; with a second network (eth1) on every host,
 #     --network-interfaces eth0 and eth1,eth0 each run where they say; with
 #     host 1's eth0 down and nothing forced, every host falls back to eth1.
-#  4. --horovod: a Horovod program (import horovod.torch as hvd), unedited.
+#  4. --horovod: a Horovod program (import horovod.torch as hvd), unedited;
+#     kolo.run (horovod.run's API): a function as a job of 3 ranks on 2
+#     hosts, its results and output back in rank order, then one that
+#     raises on a remote rank: the error names rank and host.
 #  5. A host whose sshd refuses, a host that is not there, a wrong key: a
 #     clear error within --start-timeout naming the host; nothing left.
 #  6. A rank killed on a remote host: the job ends everywhere with its
@@ -88,6 +91,13 @@ for a in "$A0" "$A1"; do
     "$WORK/ssh-c-2x2.out" || fail "ssh-c-2x2: no line saying host $a uses eth0 and why"
 done
 grep -q "^\[2\] rank 2 of 4, local 0 of 2" "$WORK/ssh-c-2x2.out" || fail "ssh-c-2x2: rank 2 not local 0 of 2"
+# Ranks that end at once: a host whose ranks are all done (and whose
+# supervisor has ended) while another host is still starting is done, not
+# lost.
+for i in 1 2 3; do
+  "${ON0[@]}" "$KOLORUN" -np 4 -H "$A0:2,$A1:2" true >"$WORK/quick.out" 2>&1 ||
+    { fail "ranks that end at once (try $i): exit $?"; cat "$WORK/quick.out"; }
+done
 
 # -- 2. a hostfile of three hosts, Python ranks ------------------------------
 printf '# three hosts\n%s slots=2\n%s slots=1   # one slot\n\n%s\n' "$A0" "$A1" "$A2" >"$WORK/hostfile"
@@ -138,6 +148,49 @@ print("horovod rank %d of %d ok (%s)" % (hvd.rank(), hvd.size(), hvd.__name__), 
 EOF
   run_job ssh-horovod 2 "horovod rank %r of 2 ok (kolo.torch)" 120 "${ON0[@]}" "$KOLORUN" --horovod -np 2 \
     -H "$A0:1,$A1:1" "$KOLO_PYTHON" horovod_program.py
+  # kolo.run: the function travels to the ranks in their environment, the
+  # results and the output lines come back through kolorun.
+  cat >"$WORK/function_job.py" <<'EOF'
+import os
+import sys
+
+import kolo
+
+
+def where(base):
+    import kolo.torch as hvd
+    import torch
+    hvd.init()
+    total = hvd.allreduce(torch.tensor([float(hvd.rank())]), op=hvd.Sum).item()
+    print("rank %d says hello" % hvd.rank())
+    return base + total, hvd.rank(), hvd.local_rank(), int(os.environ["GROUP_RANK"])  # GROUP_RANK: its host's index
+
+
+def fails():
+    import time
+    if os.environ["KOLO_RANK"] == "2":
+        raise ValueError("rank 2 fails")
+    time.sleep(60)
+
+
+a0, a1 = sys.argv[1:3]
+got = kolo.run(where, args=(100,), np=3, hosts="%s:1,%s:2" % (a0, a1))
+assert got == [(103.0, 0, 0, 0), (103.0, 1, 0, 1), (103.0, 2, 1, 1)], got
+print("kolo.run results", got)
+try:
+    kolo.run(fails, np=3, hosts="%s:1,%s:2" % (a0, a1))
+    sys.exit("kolo.run of a failing function did not raise")
+except RuntimeError as e:
+    print("kolo.run failure:", e)
+EOF
+  start=$(date +%s.%N)
+  timeout 120 "${ON0[@]}" "$KOLO_PYTHON" "$WORK/function_job.py" "$A0" "$A1" >"$WORK/function_job.out" 2>&1 ||
+    { fail "kolo.run: exit $?"; cat "$WORK/function_job.out"; }
+  echo "kolo.run, twice: $(seconds_since "$start" 1)s"
+  grep -q "^\[2\] rank 2 says hello" "$WORK/function_job.out" &&
+    grep -q "^kolo.run failure: .*rank 2 on host $A1 exited with status 1" "$WORK/function_job.out" ||
+    { fail "kolo.run: no rank 2 output, or the failure did not name rank 2 on $A1"; cat "$WORK/function_job.out"; }
+  nothing_left "kolo.function_job" "kolo.run"
 fi
 
 # -- 5. hosts that do not start ----------------------------------------------

@@ -13,7 +13,9 @@ The `_async` forms return a handle for poll()/synchronize(). PyTorch users
 want `kolo.torch`, which mirrors horovod.torch. `kolo.__version__` is the
 version of the libkolo in use. Process sets (ProcessSet, add_process_set,
 `process_set=` on every collective) run collectives among a subset of the
-ranks, as Horovod's do.
+ranks, as Horovod's do. `kolo.run(fn, np=4, hosts="a:2,b:2")` runs a
+function as a job across hosts and returns its ranks' results, as
+horovod.run does (kolo/function_job.py).
 """
 from kolo._collectives import Adasum, Average, Max, Min, Product, Sum
 from kolo._library import (AbortedError, InvalidArgumentError, InvalidUsageError, KoloError, KoloTimeoutError,
@@ -28,3 +30,10 @@ from kolo._process_sets import ProcessSet, add_process_set, global_process_set, 
 from kolo._runtime import (Handle, abort, barrier, cross_rank, cross_size, engine_stats, is_homogeneous,
                            is_initialized, join, local_rank, local_size, poll, rank, residual_bytes, shutdown, size,
                            start_timeline, stop_timeline, synchronize)
+
+
+def run(func, *args, **kwargs):
+    """horovod.run's kolo.run: func as a job of np ranks across hosts, the
+    ranks' results in rank order (kolo/function_job.py says how)."""
+    from kolo.function_job import run as run_job  # here, not above: `python -m kolo.function_job` is each rank
+    return run_job(func, *args, **kwargs)

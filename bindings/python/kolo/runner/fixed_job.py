@@ -52,6 +52,7 @@ class FixedJob:
         self.last_beat = 0.0
         self.status = 0
         self.failure = None  # what ended the job early, for kolorun's last line
+        self.done = set()  # hosts whose ranks have all exited 0 (a quick host's, even while others start)
 
     def next_event(self):
         """The next message of any host, or None after 0.2 s; keeps every
@@ -84,7 +85,10 @@ class FixedJob:
             if got_event is None:
                 continue
             index, event, value = got_event
-            if event == "gone":
+            if event == "done":
+                self.done.add(index)
+                continue
+            if event == "gone" and index not in self.done:
                 s = self.sessions[index]
                 raise JobError("host %s: could not %s (%s %s): %s" % (
                     s.name, what, s.starter(), ended(value), s.last_words()))
@@ -142,7 +146,12 @@ class FixedJob:
                        # torch.distributed's env:// (torchrun's names), its store on a port of its own
                        "RANK": p.rank, "WORLD_SIZE": len(self.placements), "LOCAL_RANK": p.local_rank,
                        "LOCAL_WORLD_SIZE": p.local_size, "GROUP_RANK": s.index, "MASTER_ADDR": master,
-                       "MASTER_PORT": torch_port}
+                       "MASTER_PORT": torch_port,
+                       # horovodrun's names, which Horovod programs and tools may read before init
+                       "HOROVOD_RANK": p.rank, "HOROVOD_SIZE": len(self.placements),
+                       "HOROVOD_LOCAL_RANK": p.local_rank, "HOROVOD_LOCAL_SIZE": p.local_size,
+                       "HOROVOD_CROSS_RANK": p.cross_rank, "HOROVOD_CROSS_SIZE": p.cross_size,
+                       "HOROVOD_HOSTNAME": s.name}
                 if choice.interface:
                     env["KOLO_IFNAME"] = choice.interface
                 prefix = "" if self.opts.no_prefix else "[%d] " % p.rank
@@ -162,7 +171,7 @@ class FixedJob:
 
     def run_until_done(self):
         begun = time.monotonic()
-        done = set()
+        done = self.done
         while len(done) < len(self.sessions):
             now = time.monotonic()
             if self.signalled:

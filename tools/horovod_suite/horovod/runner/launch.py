@@ -1,13 +1,16 @@
-"""horovodrun's elastic launch on kolo: parse_args() reads horovodrun's
-command line (the flags of an elastic job) and _run_elastic(args) runs the
-job under kolorun's elastic driver (kolo/runner/elastic_driver.py), in
-this process, as Horovod's own _run_elastic runs its driver. A job that
-fails raises RuntimeError with Horovod's messages. The rest of the module
-is Horovod's own (horovod.spark's runner, which Horovod's test_spark.py
-imports, takes names from it); these two replace Horovod's."""
+"""horovodrun's launch on kolo: parse_args() reads horovodrun's command
+line (the flags of an elastic job), _run_elastic(args) runs the job under
+kolorun's elastic driver (kolo/runner/elastic_driver.py), in this process,
+as Horovod's own _run_elastic runs its driver, and _run_static(args) runs a
+fixed one: a function (args.run_func) through kolo.run, its results in rank
+order, a command under kolorun. A job that fails raises RuntimeError with
+Horovod's messages. The rest of the module is Horovod's own (its _run,
+which picks between the two; horovod.spark's runner, which Horovod's
+test_spark.py imports, takes names from it); these three replace Horovod's."""
 import argparse
 import os
 import secrets
+import subprocess
 import sys
 import threading
 
@@ -82,3 +85,17 @@ def _run_elastic(args):
         if driver.failure == "reset-limit":
             raise RuntimeError(constants.RESET_LIMIT_EXCEEDED_MESSAGE.format(opts.reset_limit))
         raise RuntimeError(NON_ZERO_EXIT % (driver.failure or "unknown"))
+
+
+def _run_static(args):
+    from kolo import function_job
+    nics = ",".join(sorted(args.nics)) if args.nics else None
+    options = dict(hosts=args.hosts, hostfile=None if args.hosts else args.hostfile, start_timeout=args.start_timeout,
+                   ssh_port=args.ssh_port, ssh_identity_file=args.ssh_identity_file, network_interface=nics,
+                   verbose=args.verbose)
+    if args.run_func:
+        return function_job.run(args.run_func, np=args.num_proc, **options)
+    status = subprocess.call(function_job.kolorun_argv(args.num_proc, **options) + list(args.command))
+    if status != 0:
+        raise RuntimeError(NON_ZERO_EXIT % ("kolorun exit status %d" % status))
+    return None

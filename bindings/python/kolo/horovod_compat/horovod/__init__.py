@@ -18,6 +18,12 @@ __version__ = "0.28.1"  # the Horovod whose API kolo's modules follow
 FRAMEWORKS = ("torch", "tensorflow", "keras", "ray", "spark")
 
 
+def run(*args, **kwargs):
+    """horovod.run: kolo.run, a function as a job across hosts."""
+    from kolo.function_job import run as kolo_run
+    return kolo_run(*args, **kwargs)
+
+
 class _KoloModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds horovod.<framework>[.sub] as kolo.<framework>[.sub]."""
 
