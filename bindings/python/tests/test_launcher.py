@@ -122,3 +122,18 @@ def test_what_other_hosts_get_of_the_environment():
             "SSH_AUTH_SOCK": "/tmp/agent", "OMP_NUM_THREADS": "4", "DISPLAY": ":0"}
     env = session.passed_environment(base, ["DISPLAY", "NCCL_DEBUG=INFO"])
     assert env == {"PATH": "/bin", "OMP_NUM_THREADS": "4", "DISPLAY": ":0", "NCCL_DEBUG": "INFO"}
+
+
+def test_kolo_run_refuses_bad_arguments_before_starting_anything():
+    from kolo import function_job
+    with pytest.raises(ValueError, match="func must be a callable"):
+        function_job.run(None, np=2)
+    with pytest.raises(ValueError, match="np must be at least 1"):
+        function_job.run(print, np=0)
+    with pytest.raises(NotImplementedError, match="kolorun --min-np"):
+        function_job.run(print, np=2, min_np=1)
+    # What the ranks' environment cannot carry is refused, saying how big.
+    with pytest.raises(ValueError, match="pickle to [0-9]+ bytes, more than"):
+        function_job.run(len, args=(b"x" * (2 << 20),), np=1)
+    assert function_job.kolorun_argv(4, hosts="a:2,b:2", ssh_port=2222, network_interface=["eth1", "eth0"])[2:] == [
+        "-np", "4", "-H", "a:2,b:2", "-p", "2222", "--network-interfaces", "eth1,eth0"]
