@@ -56,9 +56,12 @@ def under_driver():
 
 
 def _ask(path):
-    url = "http://%s%s" % (os.environ["KOLO_ELASTIC_DRIVER"], path)
+    from kolo.runner.elastic_driver import TOKEN_HEADER, driver_token
+    request = urllib.request.Request("http://%s%s" % (os.environ["KOLO_ELASTIC_DRIVER"], path))
+    if os.environ.get("KOLO_SECRET"):
+        request.add_header(TOKEN_HEADER, driver_token(os.environ["KOLO_SECRET"]))
     timeout = float(os.environ.get("KOLO_ELASTIC_TIMEOUT_S", "900"))
-    with urllib.request.urlopen(url, timeout=timeout) as reply:
+    with urllib.request.urlopen(request, timeout=timeout) as reply:
         return json.load(reply)
 
 

@@ -137,3 +137,36 @@ def test_kolo_run_refuses_bad_arguments_before_starting_anything():
         function_job.run(len, args=(b"x" * (2 << 20),), np=1)
     assert function_job.kolorun_argv(4, hosts="a:2,b:2", ssh_port=2222, network_interface=["eth1", "eth0"])[2:] == [
         "-np", "4", "-H", "a:2,b:2", "-p", "2222", "--network-interfaces", "eth1,eth0"]
+
+
+def test_the_elastic_driver_answers_only_its_workers():
+    """Workers show a token made from the job's secret; anyone else on the
+    machine (or the network, under Ray) gets 403 and learns nothing."""
+    import threading
+    import urllib.error
+    import urllib.request
+    from types import SimpleNamespace
+
+    from kolo.runner import elastic_driver
+
+    class NoWorkers:
+        bind_address = "127.0.0.1"
+
+    opts = SimpleNamespace(host_discovery_script="", hosts="", slots=1, np=1)
+    driver = elastic_driver.ElasticDriver(opts, [], {"KOLO_SECRET": "s3cret"}, "", threading.Lock(),
+                                          launcher=NoWorkers(), discovery=lambda: [])
+    url = "http://127.0.0.1:%d/hosts?since=0" % driver.serve()
+    try:
+        with pytest.raises(urllib.error.HTTPError, match="403"):
+            urllib.request.urlopen(url, timeout=10)
+        wrong = urllib.request.Request(url, headers={elastic_driver.TOKEN_HEADER: elastic_driver.driver_token("x")})
+        with pytest.raises(urllib.error.HTTPError, match="403"):
+            urllib.request.urlopen(wrong, timeout=10)
+        right = urllib.request.Request(url, headers={
+            elastic_driver.TOKEN_HEADER: elastic_driver.driver_token("s3cret")})
+        with urllib.request.urlopen(right, timeout=10) as reply:
+            assert reply.status == 200
+        assert elastic_driver.driver_token("s3cret") != "s3cret"  # the secret itself never goes over the wire
+    finally:
+        for server in driver.servers.values():
+            server.shutdown()

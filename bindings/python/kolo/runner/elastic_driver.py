@@ -36,7 +36,11 @@ It starts -np workers on the hosts' slots, then keeps the job going:
   fails when fewer than --min-np slots remain for --elastic-timeout s,
   after --reset-limit resets, or when no host is left.
 
-Workers ask over HTTP on 127.0.0.1 (KOLO_ELASTIC_DRIVER):
+Workers ask over HTTP on 127.0.0.1 (KOLO_ELASTIC_DRIVER), each request
+with the job's driver token (header TOKEN_HEADER: driver_token of the job's
+KOLO_SECRET, which every worker has), so that no other process of the
+machine, or of the network when the driver answers there (Ray), can take a
+worker's place or learn the job's rendezvous; without it, 403:
   GET /assignment?worker=W&after=V  waits for a version > V and returns
       {"version", "rank", "size", "local_rank", "local_size",
        "master_addr", "master_port", "job_id"} or {"exit": true}
@@ -44,6 +48,8 @@ Workers ask over HTTP on 127.0.0.1 (KOLO_ELASTIC_DRIVER):
       at once, or (wait) once there is an event newer than T or S s passed
 Standard library only: kolorun loads the runner without kolo's library.
 """
+import hashlib
+import hmac
 import http.server
 import json
 import random
@@ -59,6 +65,13 @@ from .hosts import parse_hosts
 from .worker_processes import WorkerProcesses
 
 ADDED, REMOVED = 1, 2
+TOKEN_HEADER = "X-Kolo-Driver-Token"
+
+
+def driver_token(secret):
+    """What a worker shows the driver: an HMAC of the job's secret, not the
+    secret itself (which also authenticates the ranks' connections)."""
+    return hmac.new(secret.encode(), b"kolo elastic driver", hashlib.sha256).hexdigest()
 
 
 class Worker:
@@ -106,12 +119,16 @@ class ElasticDriver:
         if namespace in self.servers:
             return self.servers[namespace].server_address[1]
         driver = self
+        token = driver_token(self.env["KOLO_SECRET"]) if self.env.get("KOLO_SECRET") else None
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
 
             def do_GET(self):
+                if token is not None and not hmac.compare_digest(self.headers.get(TOKEN_HEADER, ""), token):
+                    self.send_error(403)
+                    return
                 url = urllib.parse.urlparse(self.path)
                 q = dict(urllib.parse.parse_qsl(url.query))
                 if url.path == "/assignment":
