@@ -56,7 +56,7 @@ def under_driver():
 
 
 def _ask(path):
-    from kolo.runner.elastic_driver import TOKEN_HEADER, driver_token
+    from kolo.runner.elastic_protocol import TOKEN_HEADER, driver_token
     request = urllib.request.Request("http://%s%s" % (os.environ["KOLO_ELASTIC_DRIVER"], path))
     if os.environ.get("KOLO_SECRET"):
         request.add_header(TOKEN_HEADER, driver_token(os.environ["KOLO_SECRET"]))

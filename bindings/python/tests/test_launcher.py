@@ -147,7 +147,7 @@ def test_the_elastic_driver_answers_only_its_workers():
     import urllib.request
     from types import SimpleNamespace
 
-    from kolo.runner import elastic_driver
+    from kolo.runner import elastic_driver, elastic_protocol
 
     class NoWorkers:
         bind_address = "127.0.0.1"
@@ -159,14 +159,14 @@ def test_the_elastic_driver_answers_only_its_workers():
     try:
         with pytest.raises(urllib.error.HTTPError, match="403"):
             urllib.request.urlopen(url, timeout=10)
-        wrong = urllib.request.Request(url, headers={elastic_driver.TOKEN_HEADER: elastic_driver.driver_token("x")})
+        wrong = urllib.request.Request(url, headers={elastic_protocol.TOKEN_HEADER: elastic_protocol.driver_token("x")})
         with pytest.raises(urllib.error.HTTPError, match="403"):
             urllib.request.urlopen(wrong, timeout=10)
         right = urllib.request.Request(url, headers={
-            elastic_driver.TOKEN_HEADER: elastic_driver.driver_token("s3cret")})
+            elastic_protocol.TOKEN_HEADER: elastic_protocol.driver_token("s3cret")})
         with urllib.request.urlopen(right, timeout=10) as reply:
             assert reply.status == 200
-        assert elastic_driver.driver_token("s3cret") != "s3cret"  # the secret itself never goes over the wire
+        assert elastic_protocol.driver_token("s3cret") != "s3cret"  # the secret itself never goes over the wire
     finally:
         for server in driver.servers.values():
             server.shutdown()

@@ -36,42 +36,23 @@ It starts -np workers on the hosts' slots, then keeps the job going:
   fails when fewer than --min-np slots remain for --elastic-timeout s,
   after --reset-limit resets, or when no host is left.
 
-Workers ask over HTTP on 127.0.0.1 (KOLO_ELASTIC_DRIVER), each request
-with the job's driver token (header TOKEN_HEADER: driver_token of the job's
-KOLO_SECRET, which every worker has), so that no other process of the
-machine, or of the network when the driver answers there (Ray), can take a
-worker's place or learn the job's rendezvous; without it, 403:
-  GET /assignment?worker=W&after=V  waits for a version > V and returns
-      {"version", "rank", "size", "local_rank", "local_size",
-       "master_addr", "master_port", "job_id"} or {"exit": true}
-  GET /hosts?since=T[&wait=S]  {"timestamp": T', "update": 0 none | 1 added | 2 removed | 3 both},
-      at once, or (wait) once there is an event newer than T or S s passed
+Workers ask over HTTP on 127.0.0.1 (KOLO_ELASTIC_DRIVER), as
+elastic_protocol.py says, signed with a token of the job's secret.
 Standard library only: kolorun loads the runner without kolo's library.
 """
-import hashlib
-import hmac
-import http.server
-import json
 import random
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.parse
 
+from .elastic_protocol import make_server
 from .emulated_hosts import in_netns
 from .hosts import parse_hosts
 from .worker_processes import WorkerProcesses
 
 ADDED, REMOVED = 1, 2
-TOKEN_HEADER = "X-Kolo-Driver-Token"
-
-
-def driver_token(secret):
-    """What a worker shows the driver: an HMAC of the job's secret, not the
-    secret itself (which also authenticates the ranks' connections)."""
-    return hmac.new(secret.encode(), b"kolo elastic driver", hashlib.sha256).hexdigest()
 
 
 class Worker:
@@ -105,6 +86,9 @@ class ElasticDriver:
         self.resets = 0
         self.asking_since = None
         self.finishing = False  # a worker has finished: no new version, and who asks for one exits
+        self.pending = False  # a new version is due, waiting for workers or slots
+        self.waiting_since = None  # since when the next version has lacked --min-np slots
+        self.last_discovery = 0.0
         self.servers = {}  # network namespace or None (this machine's own) -> ThreadingHTTPServer
         self.failure = None  # why the job failed: "reset-limit", "min-np", "no-hosts" or a worker's failure
         self.leaving = {}  # id -> (Worker, deadline): on a removed host, to leave at its next reset
@@ -118,41 +102,11 @@ class ElasticDriver:
         returns its port."""
         if namespace in self.servers:
             return self.servers[namespace].server_address[1]
-        driver = self
-        token = driver_token(self.env["KOLO_SECRET"]) if self.env.get("KOLO_SECRET") else None
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                if token is not None and not hmac.compare_digest(self.headers.get(TOKEN_HEADER, ""), token):
-                    self.send_error(403)
-                    return
-                url = urllib.parse.urlparse(self.path)
-                q = dict(urllib.parse.parse_qsl(url.query))
-                if url.path == "/assignment":
-                    body = driver.wait_assignment(q.get("worker", ""), int(q.get("after", "0")))
-                elif url.path == "/hosts":
-                    body = driver.hosts_since(int(q.get("since", "0")), float(q.get("wait", "0")))
-                else:
-                    self.send_error(404)
-                    return
-                data = json.dumps(body).encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the worker is gone (it exited while it waited for an answer)
 
         def make():
-            return http.server.ThreadingHTTPServer((driver.launcher.bind_address, 0), Handler)
+            return make_server(self, self.launcher.bind_address, self.env.get("KOLO_SECRET", ""))
 
         server = make() if namespace is None else in_netns(namespace, make)
-        server.daemon_threads = True
         self.servers[namespace] = server
         threading.Thread(target=server.serve_forever, daemon=True).start()
         return server.server_address[1]
@@ -319,153 +273,196 @@ class ElasticDriver:
                 del self.leaving[wid]
 
     def run(self):
+        """Runs the job to its end; returns its exit status (0: every worker
+        of the last version finished; 1: failed, self.failure says why)."""
         self.serve()
+        status = self.start_first_version()
+        if status is not None:
+            return status
+        self.last_discovery = time.monotonic()
+        while True:
+            time.sleep(0.05)
+            self.reap_leaving()
+            changed = self.reap_exited()
+            changed = self.note_joining() or changed
+            changed = self.end_stuck() or changed
+            changed = self.drop_blacklisted() or changed
+            status = self.finish()
+            if status is not None:
+                return status
+            if self.finishing:
+                continue
+            changed = self.rediscover() or changed
+            if changed or self.pending:
+                status = self.next_version(changed)
+                if status is not None:
+                    return status
+
+    def fail(self, failure, text):
+        self.say(text)
+        self.failure = failure
+        self.stop()
+        return 1
+
+    def start_first_version(self):
+        """Waits for --min-np slots (and the hosts Horovod's launcher may
+        want), starts -np workers and publishes the first version once they
+        are up; 1 if the slots never come."""
         start = time.monotonic()
         while True:
             self.hosts = self.discovery()
-            # Horovod's launcher may also wait for a number of hosts.
             if len(self.usable_slots()) >= self.opts.min_np and len(self.hosts) >= getattr(self.opts, "min_hosts", 1):
                 break
             if time.monotonic() - start > self.opts.elastic_timeout:
-                self.say("fewer than --min-np %d slots after %.0f s" % (self.opts.min_np, self.opts.elastic_timeout))
-                self.failure = "min-np"
-                return 1
+                return self.fail("min-np", "fewer than --min-np %d slots after %.0f s"
+                                 % (self.opts.min_np, self.opts.elastic_timeout))
             time.sleep(self.opts.discovery_interval)
         for host, slot in self.usable_slots()[:min(self.opts.np, self.opts.max_np)]:
             self.start_worker(host, slot)
-        # The first version has every worker started, once they are up.
         while len(self.ready_workers()) < len(self.workers) and time.monotonic() - start < self.start_timeout():
             if any(w.proc.poll() is not None for w in self.workers.values()):
                 break
             time.sleep(0.05)
         self.publish()
-        last_discovery = time.monotonic()
-        waiting_since = None
-        pending = False
-        while True:
-            time.sleep(0.05)
-            self.reap_leaving()
-            changed = False
-            for w in list(self.workers.values()):
-                rc = w.proc.poll()
-                if rc is None or w.done:
-                    continue
-                if rc == 0:
-                    w.done = True
-                    continue
+        return None
+
+    def reap_exited(self):
+        """Workers that exited: 0 is done; else restarted on their slot, or
+        their host blacklisted at its failure limit. Whether any failed."""
+        changed = False
+        for w in list(self.workers.values()):
+            rc = w.proc.poll()
+            if rc is None or w.done:
+                continue
+            if rc == 0:
+                w.done = True
+                continue
+            del self.workers[w.id]
+            changed = True
+            if self.host_failed(w.host):
+                self.say("worker %s (rank %s) exited with status %d: blacklisting host %s" % (w.id, w.rank, rc, w.host))
+            else:
+                self.say("worker %s (rank %s) exited with status %d: restarting it" % (w.id, w.rank, rc))
+                self.restarts[w.id] = self.restarts.get(w.id, 0) + 1
+                self.start_worker(w.host, w.slot)
+        return changed
+
+    def note_joining(self):
+        """A worker up and waiting that the current version lacks (a
+        replacement, a new host's): a new version with it, which the others
+        learn of at their next commit, as of a host added."""
+        joining = [w for w in self.ready_workers() if w.id not in self.assignment]
+        if not joining or self.pending:
+            return False
+        self.host_timestamp += 1
+        with self.cond:
+            self.host_event = (self.host_timestamp, ADDED)
+            self.cond.notify_all()
+        return True
+
+    def end_stuck(self):
+        """Workers asked for the next version while others did not: those are
+        stuck (stopped, hung) and are ended after --reset-grace. When every
+        worker asked and nothing changed (a timeout with no one lost), a new
+        version of the same workers is due (True)."""
+        with self.cond:
+            live = [w for w in self.workers.values() if not w.done and w.id in self.assignment]
+            asking = [w for w in live if w.asked_after >= self.version > 0]
+        if asking and len(asking) < len(live):
+            self.asking_since = self.asking_since or time.monotonic()
+            if time.monotonic() - self.asking_since > self.opts.reset_grace:
+                for w in live:
+                    if w.asked_after < self.version and w.rank is not None:
+                        self.say("worker %s (rank %s) did not reset within --reset-grace %.0f s: ending it"
+                                 % (w.id, w.rank, self.opts.reset_grace))
+                        self.end_worker(w, signal.SIGKILL)
+                self.asking_since = None
+            return False
+        self.asking_since = None
+        return bool(asking) and not self.pending
+
+    def drop_blacklisted(self):
+        """Workers on a blacklisted host go too: the host is not trusted."""
+        changed = False
+        for w in list(self.workers.values()):
+            if w.host in self.blacklist and not w.done:
+                self.end_worker(w)
                 del self.workers[w.id]
                 changed = True
-                if self.host_failed(w.host):
-                    self.say("worker %s (rank %s) exited with status %d: blacklisting host %s"
-                             % (w.id, w.rank, rc, w.host))
-                else:
-                    self.say("worker %s (rank %s) exited with status %d: restarting it" % (w.id, w.rank, rc))
-                    self.restarts[w.id] = self.restarts.get(w.id, 0) + 1
-                    self.start_worker(w.host, w.slot)
-            # A worker up and waiting that the current version lacks (a
-            # replacement, a new host's): a new version with it, which the
-            # others learn of at their next commit, as of a host added.
-            joining = [w for w in self.ready_workers() if w.id not in self.assignment]
-            if joining and not pending:
-                self.host_timestamp += 1
-                with self.cond:
-                    self.host_event = (self.host_timestamp, ADDED)
-                    self.cond.notify_all()
-                changed = True
-            # Workers asked for the next version while others did not: those
-            # are stuck (stopped, hung) after the grace period, and go.
-            with self.cond:
-                live = [w for w in self.workers.values() if not w.done and w.id in self.assignment]
-                asking = [w for w in live if w.asked_after >= self.version > 0]
-            if asking and len(asking) < len(live):
-                self.asking_since = self.asking_since or time.monotonic()
-                if time.monotonic() - self.asking_since > self.opts.reset_grace:
-                    for w in live:
-                        if w.asked_after < self.version and w.rank is not None:
-                            self.say("worker %s (rank %s) did not reset within --reset-grace %.0f s: ending it"
-                                     % (w.id, w.rank, self.opts.reset_grace))
-                            self.end_worker(w, signal.SIGKILL)
-                    self.asking_since = None
-            elif asking and not pending:
-                # Everyone asked and nothing changed (a timeout with no one
-                # lost): a new version of the same workers.
-                changed = True
-                self.asking_since = None
+        return changed
+
+    def finish(self):
+        """A worker that finished means the job is finishing: nothing new
+        starts, a worker not yet in it goes, and the job ends when the
+        others have finished too. The job's exit status once it has ended,
+        else None."""
+        if not any(w.done for w in self.workers.values()):
+            return None
+        with self.cond:
+            self.finishing = True
+            self.cond.notify_all()
+        for w in list(self.workers.values()):
+            if not w.done and w.id not in self.assignment:
+                self.end_worker(w)
+                del self.workers[w.id]
+        if all(w.done for w in self.workers.values()):
+            self.stop()
+            return 0
+        failed = [w for w in self.workers.values() if not w.done and w.proc.poll() not in (None, 0)]
+        if failed:
+            return self.fail("worker %s (exit status %d)" % (failed[0].id, failed[0].proc.returncode),
+                             "worker %s failed while the job was finishing" % failed[0].id)
+        return None
+
+    def rediscover(self):
+        """The hosts again, every --discovery-interval: workers of removed
+        hosts (or slots) leave, and the running workers are told of the
+        change. Whether the hosts changed."""
+        if time.monotonic() - self.last_discovery < self.opts.discovery_interval:
+            return False
+        self.last_discovery = time.monotonic()
+        hosts = self.discovery()
+        if hosts == self.hosts:
+            return False
+        before = {h for h, _ in self.hosts}
+        after = {h for h, _ in hosts}
+        update = (ADDED if after - before or any(n > dict(self.hosts).get(h, 0) for h, n in hosts) else 0) | (
+            REMOVED if before - after else 0)
+        self.hosts = hosts
+        for w in list(self.workers.values()):
+            if w.host not in after or w.slot >= dict(hosts).get(w.host, 0):
+                self.leave(w)
+        self.host_timestamp += 1
+        with self.cond:
+            self.host_event = (self.host_timestamp, update | self.host_event[1] if self.pending else update)
+            self.cond.notify_all()
+        self.say("hosts now %s" % ", ".join("%s:%d" % h for h in hosts))
+        return True
+
+    def next_version(self, changed):
+        """After a change (or while one is pending): counts the reset, fills
+        free slots, and publishes the next version once its new workers are
+        up; 1 when no host is left, past --reset-limit, or below --min-np
+        for --elastic-timeout s."""
+        if not self.workers and not self.usable_slots():
+            return self.fail("no-hosts", "no host is left (blacklisted: %s)" % ", ".join(sorted(self.blacklist)))
+        if changed:
+            self.resets += 1
+            if self.opts.reset_limit and self.resets > self.opts.reset_limit:
+                return self.fail("reset-limit", "more than --reset-limit %d resets" % self.opts.reset_limit)
+        if self.plan():
+            if self.starting():
+                self.pending = True  # published once they are up
             else:
-                self.asking_since = None
-            # Workers on a blacklisted host go too: the host is not trusted.
-            for w in list(self.workers.values()):
-                if w.host in self.blacklist and not w.done:
-                    self.end_worker(w)
-                    del self.workers[w.id]
-                    changed = True
-            # A worker that finished means the job is finishing: nothing new
-            # starts, a worker not yet in it goes, and the job ends when the
-            # others have finished too.
-            if any(w.done for w in self.workers.values()):
-                with self.cond:
-                    self.finishing = True
-                    self.cond.notify_all()
-                for w in list(self.workers.values()):
-                    if not w.done and w.id not in self.assignment:
-                        self.end_worker(w)
-                        del self.workers[w.id]
-                if all(w.done for w in self.workers.values()):
-                    self.stop()
-                    return 0
-                failed = [w for w in self.workers.values() if not w.done and w.proc.poll() not in (None, 0)]
-                if failed:
-                    self.say("worker %s failed while the job was finishing" % failed[0].id)
-                    self.failure = "worker %s (exit status %d)" % (failed[0].id, failed[0].proc.returncode)
-                    self.stop()
-                    return 1
-                continue
-            if time.monotonic() - last_discovery >= self.opts.discovery_interval:
-                last_discovery = time.monotonic()
-                hosts = self.discovery()
-                if hosts != self.hosts:
-                    before = {h for h, _ in self.hosts}
-                    after = {h for h, _ in hosts}
-                    update = (ADDED if after - before or any(
-                        n > dict(self.hosts).get(h, 0) for h, n in hosts) else 0) | (REMOVED if before - after else 0)
-                    self.hosts = hosts
-                    for w in list(self.workers.values()):
-                        if w.host not in after or w.slot >= dict(hosts).get(w.host, 0):
-                            self.leave(w)
-                    self.host_timestamp += 1
-                    with self.cond:
-                        self.host_event = (self.host_timestamp, update | self.host_event[1] if pending else update)
-                        self.cond.notify_all()
-                    self.say("hosts now %s" % ", ".join("%s:%d" % h for h in hosts))
-                    changed = True
-            if changed or pending:
-                if not self.workers and not self.usable_slots():
-                    self.say("no host is left (blacklisted: %s)" % ", ".join(sorted(self.blacklist)))
-                    self.failure = "no-hosts"
-                    self.stop()
-                    return 1
-                if changed:
-                    self.resets += 1
-                    if self.opts.reset_limit and self.resets > self.opts.reset_limit:
-                        self.say("more than --reset-limit %d resets" % self.opts.reset_limit)
-                        self.failure = "reset-limit"
-                        self.stop()
-                        return 1
-                if self.plan():
-                    if self.starting():
-                        pending = True  # published once they are up
-                    else:
-                        self.publish()
-                        pending, waiting_since = False, None
-                else:
-                    pending = True
-                    waiting_since = waiting_since or time.monotonic()
-                    if time.monotonic() - waiting_since > self.opts.elastic_timeout:
-                        self.say("fewer than --min-np %d workers for %.0f s" % (self.opts.min_np,
-                                                                                self.opts.elastic_timeout))
-                        self.failure = "min-np"
-                        self.stop()
-                        return 1
+                self.publish()
+                self.pending, self.waiting_since = False, None
+            return None
+        self.pending = True
+        self.waiting_since = self.waiting_since or time.monotonic()
+        if time.monotonic() - self.waiting_since > self.opts.elastic_timeout:
+            return self.fail("min-np", "fewer than --min-np %d workers for %.0f s"
+                             % (self.opts.min_np, self.opts.elastic_timeout))
+        return None
 
     def stop(self):
         with self.cond:
