@@ -27,7 +27,8 @@
 #  8. Bad -H or hostfile: refused before anything starts, naming the entry.
 #  9. An elastic job over ssh (kolo.torch.elastic): 2 hosts, a third added
 #     by the discovery script, then the second removed; every epoch sees
-#     every sample and the workers end with the same parameters.
+#     every sample and the workers end with the same parameters; the
+#     sockets ssh forwarded the driver to are removed.
 # Needs root (namespaces, sshd); skips, saying why, where it cannot.
 set -uo pipefail
 # shellcheck source=tests/launchers/lib.sh
@@ -327,6 +328,11 @@ if [ ${#TORCH_RANK[@]} -gt 0 ]; then
   done
   digests=$(grep -o "done: epochs 3, commits [0-9]*, parameters [0-9a-f]*" "$WORK/elastic.out" | sort -u | wc -l)
   [ "$digests" = 1 ] || { fail "elastic over ssh: workers disagree on their parameters"; grep "done:" "$WORK/elastic.out"; }
+  # The remote workers reached the driver through sockets ssh forwarded
+  # (/tmp/kolo-driver-*.sock, every host's /tmp being this machine's): each
+  # removed by its supervisor.
+  left=$(ls /tmp/kolo-driver-*.sock 2>/dev/null)
+  [ -z "$left" ] || { fail "elastic over ssh: forwarded sockets left: $left"; rm -f $left; }
 fi
 
 finish ssh_test

@@ -13,9 +13,11 @@ worker learns it at the same commit (rank 0 asks the driver and tells the
 others), raises HostsUpdatedInterrupt and resets keeping its state.
 """
 import functools
+import http.client
 import json
 import os
 import queue
+import socket
 import sys
 import threading
 import time
@@ -55,14 +57,41 @@ def under_driver():
     return bool(os.environ.get("KOLO_ELASTIC_DRIVER"))
 
 
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket: the driver as a remote host's ssh forwards
+    it (kolo/runner/worker_processes.py)."""
+
+    def __init__(self, socket_path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self.socket_path = socket_path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.socket_path)
+
+
 def _ask(path):
+    """The driver's JSON answer to GET path (kolo/runner/elastic_protocol.py)
+    at KOLO_ELASTIC_DRIVER (host:port, or unix:PATH); a refusal is a
+    ConnectionError."""
     from kolo.runner.elastic_protocol import TOKEN_HEADER, driver_token
-    request = urllib.request.Request("http://%s%s" % (os.environ["KOLO_ELASTIC_DRIVER"], path))
-    if os.environ.get("KOLO_SECRET"):
-        request.add_header(TOKEN_HEADER, driver_token(os.environ["KOLO_SECRET"]))
+    address = os.environ["KOLO_ELASTIC_DRIVER"]
     timeout = float(os.environ.get("KOLO_ELASTIC_TIMEOUT_S", "900"))
-    with urllib.request.urlopen(request, timeout=timeout) as reply:
-        return json.load(reply)
+    if address.startswith("unix:"):
+        connection = _UnixConnection(address[len("unix:"):], timeout)
+    else:
+        connection = http.client.HTTPConnection(address, timeout=timeout)
+    headers = {TOKEN_HEADER: driver_token(os.environ["KOLO_SECRET"])} if os.environ.get("KOLO_SECRET") else {}
+    try:
+        connection.request("GET", path, headers=headers)
+        reply = connection.getresponse()
+        body = reply.read()
+    finally:
+        connection.close()
+    if reply.status != 200:
+        raise ConnectionError("the elastic driver at %s answered %d %s" % (address, reply.status, reply.reason))
+    return json.loads(body)
 
 
 def next_assignment():

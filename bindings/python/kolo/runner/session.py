@@ -178,16 +178,18 @@ class RemoteProcess:
     """One rank started by a supervisor of its own over `argv` (ssh), with
     what the elastic driver asks of a Popen: poll(), wait(timeout),
     returncode, and signal_group(sig) for os.killpg. A supervisor that is
-    lost counts as the rank's exit with status 255."""
+    lost counts as the rank's exit with status 255. remove: files of the
+    host (the driver's forwarded socket) that its supervisor removes when
+    the rank has ended."""
 
-    def __init__(self, name, argv, command, env, prefix, out_lock):
+    def __init__(self, name, argv, command, env, prefix, out_lock, remove=()):
         self.returncode = None
         self.ended = threading.Event()
         events = queue.Queue()
         self.session = HostSession(0, name, argv, events, out_lock, "\x1fkolo-" + secrets.token_hex(8))
         if self.session.open(secrets.token_hex(8)):
             self.session.send({"start": {"argv": command, "cwd": os.getcwd(), "env": env,
-                                         "ranks": [[0, {}, prefix]]}})
+                                         "ranks": [[0, {}, prefix]], "remove": list(remove)}})
         threading.Thread(target=self.follow, args=(events,), daemon=True).start()
 
     def follow(self, events):

@@ -10,7 +10,8 @@ kolorun -> supervisor, on standard input: a line with this file's length,
 this file, then JSON lines:
   {"hello": {"host", "token", "mark", "ports", "heartbeat_s", "grace_s"}}
   {"probe": [[host, interface, address, port], ...]}  connect to each, reply "reached"
-  {"start": {"argv", "cwd", "env", "ranks": [[rank, {env}, prefix], ...]}}
+  {"start": {"argv", "cwd", "env", "ranks": [[rank, {env}, prefix], ...], "remove": [path, ...]}}
+      (remove: files of this host to remove when the ranks have ended)
   {"signal": "USR1" | "TERM"}                          forwarded to every rank
   {"stop": true}                                       end the ranks, then exit
   {"heartbeat": true}                                  (any line counts as one)
@@ -121,6 +122,7 @@ class Supervisor:
         self.pumps = []
         self.listener = None
         self.job_ranks = []  # this host's ranks, once started
+        self.remove = []  # files to remove when the ranks have ended
         self.signalled = False  # SIGHUP/SIGTERM/SIGINT: end the ranks
 
     def tell(self, kind, value):
@@ -185,6 +187,7 @@ class Supervisor:
 
     # -- ranks ----------------------------------------------------------
     def start(self, job):
+        self.remove = job.get("remove", [])
         base = dict(os.environ)
         base.update(job["env"])
         for rank, extra, prefix in job["ranks"]:
@@ -288,6 +291,11 @@ class Supervisor:
         if self.listener:
             self.listener.close()
         self.end_ranks()
+        for path in self.remove:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass  # never made (the job ended first), or gone
         for rank, proc in self.ranks.items():
             if rank not in exited:
                 self.tell("exit", {"rank": rank, "status": proc.returncode, "error": ""})

@@ -15,7 +15,7 @@ bind_address is the address the driver's server answers on, for workers
 this object told to ask there (see start).
 Standard library only: kolorun loads the runner without kolo's library."""
 import os
-import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -78,16 +78,21 @@ class WorkerProcesses:
 
     def start_remote(self, host, env, prefix):
         """A worker on another host: ssh, with the driver's port forwarded to
-        the host's loopback (the driver answers on this machine's only)."""
-        forwarded = random.SystemRandom().randrange(20000, 30000)
-        env["KOLO_ELASTIC_DRIVER"] = "127.0.0.1:%d" % forwarded
-        extra = ["-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:%d:127.0.0.1:%d" % (forwarded, self.serve(None))]
+        a Unix socket of a random name in the host's /tmp (the driver answers
+        on this machine's loopback only). A socket, not a TCP port: no port
+        of the host can be taken already, and only this user may connect
+        (ssh makes it 0600); its supervisor removes it when the worker ends."""
+        socket_path = "/tmp/kolo-driver-%s.sock" % secrets.token_hex(16)
+        env["KOLO_ELASTIC_DRIVER"] = "unix:" + socket_path
+        extra = ["-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes",
+                 "-R", "%s:127.0.0.1:%d" % (socket_path, self.serve(None))]
         start_timeout = getattr(self.opts, "start_timeout", 300)
         argv = session.ssh_argv(host, getattr(self.opts, "ssh_port", 0), getattr(self.opts, "ssh_identity_file", ""),
                                 min(start_timeout, 60), extra)
         passed = session.passed_environment(env, getattr(self.opts, "export", ()))
         passed["KOLO_HOSTNAME"] = host  # as every worker is told its host
-        return session.RemoteProcess(host, argv, self.argv, passed, prefix.decode(), self.out_lock)
+        return session.RemoteProcess(host, argv, self.argv, passed, prefix.decode(), self.out_lock,
+                                     remove=[socket_path])
 
     def pump(self, stream, prefix, out):
         for raw in iter(stream.readline, b""):
