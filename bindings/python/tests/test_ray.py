@@ -1,5 +1,6 @@
 """kolo on Ray, on a local Ray instance the test starts (2 CPUs): Horovod's
-RayExecutor API, the "kolo" ray.util.collective backend, and Ray Train's
+RayExecutor and ElasticRayExecutor APIs (a job that grows and shrinks, one
+that loses a worker's actor), the "kolo" ray.util.collective backend, and Ray Train's
 TorchTrainer on torch.distributed's "kolo" backend. Each training reaches
 the weights one process reaches on the whole batch
 (scripts/small_training.py)."""
@@ -210,3 +211,39 @@ def test_elastic_ray_executor_settings_and_errors(local_ray):
 
 def _raises():
     raise ValueError("a failing training function")
+
+
+class _KillsRankOne:
+    """A callback that kills rank 1's worker process (as a node lost with
+    its actor) at its first record of step `step` in a job of 2."""
+
+    def __init__(self, step):
+        self.step, self.killed, self.records = step, None, []
+
+    def __call__(self, record):
+        self.records.append(record)
+        if self.killed is None and (record.get("step"), record.get("size"), record.get("rank")) == (self.step, 2, 1):
+            import signal
+            os.kill(record["pid"], signal.SIGKILL)
+            self.killed = record["pid"]
+
+
+def test_elastic_ray_executor_goes_on_without_a_lost_worker(local_ray):
+    """Rank 1's actor dies mid-training: its host is blacklisted, rank 0
+    restores the last commit and finishes alone, with one process's
+    weights."""
+    from kolo.ray import ElasticRayExecutor
+
+    class TwoHosts:
+        def find_available_hosts_and_slots(self):
+            return {"host-a": 1, "host-b": 1}
+
+    settings = ElasticRayExecutor.create_settings(min_num_proc=1, max_num_proc=2, timeout_s=120, elastic_timeout=60)
+    settings.discovery = TwoHosts()
+    executor = ElasticRayExecutor(settings, cpus_per_slot=1, override_discovery=False)
+    executor.start()
+    killer = _KillsRankOne(step=5)
+    results = executor.run(lambda: small_training.elastic_training(holds=((5, 2),)), callbacks=[killer])
+    assert killer.killed is not None, killer.records
+    assert len(results) == 1 and results[0]["size"] == 1, results
+    np.testing.assert_allclose(results[0]["weights"], small_training.one_process_weights(), rtol=0, atol=1e-5)
