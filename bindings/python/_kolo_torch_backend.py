@@ -15,7 +15,7 @@ def register():
         return
 
     def create(store, rank, size, timeout):
-        from kolo.torch.process_group import _create  # registers the same creator again: a no-op
-        return _create(store, rank, size, timeout)
+        from kolo.torch.distributed import create  # kolo.torch's import registers it again: a no-op
+        return create(store, rank, size, timeout)
 
     dist.Backend.register_backend("kolo", create, devices=["cpu", "cuda"])

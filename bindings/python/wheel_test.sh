@@ -23,7 +23,7 @@ wheel=$(KOLO_WHEEL_LIBRARY="$LIB" bash "$ROOT/tools/build_wheel.sh" "$WORK/dist"
 echo "wheel: $(basename "$wheel"), $(stat -c %s "$wheel") bytes"
 [[ "$(basename "$wheel")" == kolo-*-py3-none-linux_*.whl ]] || fail "the wheel's tag is not py3-none-<platform>"
 contents=$("$KOLO_PYTHON" -m zipfile -l "$wheel")
-for f in kolo/libkolo.so. kolo/torch/process_group.py _kolo_torch_backend.py /scripts/kolorun /scripts/kolo-doctor \
+for f in kolo/libkolo.so. kolo/torch/distributed/process_group.py _kolo_torch_backend.py /scripts/kolorun /scripts/kolo-doctor \
   kolo/runner/elastic_driver.py kolo/torch/elastic.py entry_points.txt \
   kolo/tensorflow/_ops.cc kolo/include/kolo.h; do
   grep -q "$f" <<< "$contents" || fail "the wheel has no $f"

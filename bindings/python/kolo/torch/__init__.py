@@ -29,9 +29,11 @@ from kolo.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgath
                                 grouped_reducescatter_async, join, poll, reducescatter, reducescatter_async,
                                 sparse_allreduce_async, synchronize)
 from kolo.torch.optimizer import DistributedOptimizer  # noqa: F401
-from kolo.torch.process_group import KoloProcessGroup  # noqa: F401  (registers torch.distributed's "kolo")
+from kolo.torch.distributed import KoloProcessGroup, register as _register_backend  # noqa: F401
 from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 from kolo.torch import ddp_comm_hooks, elastic  # noqa: F401,E402  (hvd.elastic)
+
+_register_backend()  # torch.distributed's "kolo" (kolo/torch/distributed/)
 
 # horovod's name for the error a failed collective raises.
 HorovodInternalError = KoloError

@@ -3,7 +3,7 @@
 //
 // torch keeps a backend per device only as a C++ c10d::Backend, and torch
 // 2.13 gives Python no Backend to subclass; kolo's group is a Python
-// ProcessGroup (kolo/torch/process_group.py). KoloDeviceBackend is the C++
+// ProcessGroup (kolo/torch/distributed/process_group.py). KoloDeviceBackend is the C++
 // Backend that hands every operation to that Python group, under the GIL,
 // and returns its work in torch's PyWorkHolder, which keeps the Python work
 // alive for as long as C++ holds it. Built on first use of such a map by

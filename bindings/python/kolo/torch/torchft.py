@@ -8,7 +8,7 @@ group at every change of quorum (a replica group lost or back): it calls
 configure() with a store address of its own for that quorum, and the
 wrapper aborts the group it had (kolo_comm_abort: what is in flight fails
 at once, on every rank) and makes a new one over that store, a kolo
-communicator like any other (`_create`, as init_process_group makes it).
+communicator like any other (`create`, as init_process_group makes it).
 A replica group that dies mid-allreduce fails the others' allreduce at once
 with kolo's PEER_LOST naming it; torchft then drops the step
 (should_commit is False) and carries on with the replica groups left.
@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from torchft.process_group import ProcessGroupWrapper
 
-from kolo.torch.process_group import _create
+from kolo.torch.distributed import create
 
 
 class ProcessGroupKolo(ProcessGroupWrapper):
@@ -29,7 +29,7 @@ class ProcessGroupKolo(ProcessGroupWrapper):
         super().__init__(timeout=timeout)
 
     def _create_pg(self, store, rank, world_size):
-        return _create(store, rank, world_size, self._timeout)
+        return create(store, rank, world_size, self._timeout)
 
     def getBackendName(self) -> str:
         return "torchft-kolo"
