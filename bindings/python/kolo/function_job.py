@@ -33,6 +33,7 @@ import threading
 CHUNK = 96 * 1024  # bytes of base64 per environment variable: under Linux's 128 KiB for one
 MAX_CHUNKS = 12  # about 1.1 MiB in all: well under what execve takes for a whole environment
 MARK = "\x1ekolo-result"  # a record separator starts the line a rank's result is on
+STOP_S = 30  # kolorun ends every rank within its stop grace (5 s) and a margin: then it is killed
 
 
 def _kolorun():
@@ -134,7 +135,11 @@ def run(func, args=(), kwargs=None, np=1, hosts=None, hostfile=None, start_timeo
         status = proc.wait()
     except BaseException:  # Ctrl-C here: kolorun ends every rank on every host
         proc.terminate()
-        proc.wait()
+        try:
+            proc.wait(timeout=STOP_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=STOP_S)
         raise
     relay.join(timeout=5)
     if status != 0:

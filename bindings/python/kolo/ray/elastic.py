@@ -73,6 +73,7 @@ class _ActorProcess:
         self.returncode = None
         self.result, self.returned = None, False
         self.error = None
+        self.ended = False  # by the driver (end()): its death is no failure
 
     def poll(self):
         if self.returncode is None:
@@ -81,8 +82,11 @@ class _ActorProcess:
                 try:
                     self.returncode, self.result, self.returned = ray.get(self.ref)
                 except Exception as e:  # the function raised, or the actor (or its node) died
-                    self.returncode, self.error = 1, e
-                    self.failed(self.name, str(e).strip())
+                    if self.ended:
+                        self.returncode = -9  # as a process the driver killed
+                    else:
+                        self.returncode, self.error = 1, e
+                        self.failed(self.name, str(e).strip())
                 ray.kill(self.actor, no_restart=True)
         return self.returncode
 
@@ -101,7 +105,6 @@ class _RayActors:
         self.executor, self.fn, self.queue, self.say = executor, fn, queue, say
         self.bind_address = ray.util.get_node_ip_address()
         self.driver_port = None  # set once the driver serves
-        self.on_host = {}  # host -> a worker started there (to ask its node's address)
         self.first_failure = None  # "worker W: its error's last line", for the job's error
 
     def failed(self, name, error):
@@ -116,27 +119,26 @@ class _RayActors:
             options["num_gpus"] = e.gpus_per_slot
         actor = ray.remote(Worker).options(**options).remote()
         env = dict(env, KOLO_ELASTIC_DRIVER="%s:%d" % (self.bind_address, self.driver_port), PYTHONUNBUFFERED="1")
-        proc = _ActorProcess(env.get("KOLO_ELASTIC_WORKER", host), actor, self.fn, env, self.queue, self.failed)
-        self.on_host[host] = proc
-        return proc
+        return _ActorProcess(env.get("KOLO_ELASTIC_WORKER", host), actor, self.fn, env, self.queue, self.failed)
 
     def end(self, proc, sig=None):
         del sig  # an actor ends one way
         if proc.poll() is None:
+            proc.ended = True
             ray.kill(proc.actor, no_restart=True)
 
-    def rendezvous(self, hosts):
-        """Rank 0's node address and a port free there, asked of a worker on
-        its host (within the settings' timeout_s)."""
-        if not hosts:  # a version of no one (every worker failed before it was up): nothing to serve
+    def rendezvous(self, workers):
+        """Rank 0's node address and a port free there, asked of rank 0's
+        actor (within the settings' timeout_s)."""
+        if not workers:  # a version of no one (every worker failed before it was up): nothing to serve
             return "127.0.0.1", 0
-        proc = self.on_host[hosts[0]]
         try:
-            return tuple(ray.get(proc.actor.node_and_port.remote(), timeout=self.executor.settings.timeout_s))
+            return tuple(ray.get(workers[0].proc.actor.node_and_port.remote(),
+                                 timeout=self.executor.settings.timeout_s))
         except Exception as e:
-            self.say("could not ask host %s for a rendezvous port (%s): using its name" % (hosts[0], e))
+            self.say("could not ask host %s for a rendezvous port (%s): using its name" % (workers[0].host, e))
             from kolo.runner.supervisor import free_port
-            return hosts[0], free_port()
+            return workers[0].host, free_port()
 
     def close(self):
         pass

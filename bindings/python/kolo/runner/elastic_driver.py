@@ -209,7 +209,7 @@ class ElasticDriver:
             per_host.setdefault(w.host, []).append(w)
         # Rank 0 serves the version's rendezvous: on its host's address, at a
         # port free there.
-        master_addr, master_port = self.launcher.rendezvous([w.host for w in live])
+        master_addr, master_port = self.launcher.rendezvous(live)
         with self.cond:
             self.version += 1
             self.assignment = {}

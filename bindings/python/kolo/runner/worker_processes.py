@@ -7,8 +7,9 @@ only ever calls these:
   start(host, slot, env, prefix) -> a handle with poll(), wait(timeout),
       returncode, as subprocess.Popen's
   end(handle, sig)            ends a worker (and what it started)
-  rendezvous(hosts) -> (address, port)  where rank 0, on hosts[0], serves a
-      version's rendezvous for the others (hosts: every rank's host)
+  rendezvous(workers) -> (address, port)  where rank 0 (workers[0]) serves
+      a version's rendezvous for the others (workers: the version's, in rank
+      order, each with .host and .proc, start's handle)
   close()                     after the last worker has ended
 
 bind_address is the address the driver's server answers on, for workers
@@ -111,10 +112,11 @@ class WorkerProcesses:
             except ProcessLookupError:
                 pass
 
-    def rendezvous(self, hosts):
+    def rendezvous(self, workers):
         """Rank 0's address and a port free there: on an emulated host, its
         own address; on another host, its name; else this machine's address
         on its route to the other hosts when some are remote, or 127.0.0.1."""
+        hosts = [w.host for w in workers]
         home = self.namespace(hosts[0]) if hosts else None
         if home:
             address = self.emulated.address(hosts[0])
