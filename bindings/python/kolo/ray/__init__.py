@@ -13,9 +13,10 @@ runs functions on all of them:
 
 `train` calls `kolo.torch.init()` (or `kolo.tensorflow`'s, `kolo.keras`'s)
 as under kolorun. ElasticRayExecutor (kolo/ray/elastic.py) runs elastic
-jobs on Ray's nodes, as horovod.ray's does. kolo.ray.collective is a ray.util.collective backend
-("kolo"); Ray Train's TorchTrainer runs on kolo with
-TorchConfig(backend="kolo") through the wheel's torch.backends entry point.
+jobs on Ray's nodes, as horovod.ray's does. kolo.ray.collective is a
+ray.util.collective backend ("kolo"); Ray Train's TorchTrainer runs on
+kolo with TorchConfig(backend="kolo") through the wheel's torch.backends
+entry point.
 """
 from kolo.ray.elastic import ElasticRayExecutor, RayHostDiscovery  # noqa: F401
 from kolo.ray.executor import RayExecutor  # noqa: F401

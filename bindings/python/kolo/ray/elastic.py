@@ -208,16 +208,16 @@ class ElasticRayExecutor:
                                     discovery=lambda: list(s.discovery.find_available_hosts_and_slots().items()))
         actors.driver_port = self.driver.serve()
         done = threading.Event()
-        pump = threading.Thread(target=_deliver, args=(queue, callbacks, done), daemon=True) if queue is not None else None
-        if pump:
+        pump = None
+        if queue is not None:
+            pump = threading.Thread(target=_deliver, args=(queue, callbacks, done), daemon=True)
             pump.start()
         try:
             status = self.driver.run()
         finally:
             done.set()
-            if pump:
-                pump.join(timeout=60)
             if queue is not None:
+                pump.join(timeout=60)
                 queue.shutdown()
         if status != 0:
             raise RuntimeError("ElasticRayExecutor: the job failed (%s)%s" % (

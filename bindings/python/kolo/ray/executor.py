@@ -2,8 +2,9 @@
 
 start() makes the actors (in a placement group: num_hosts bundles of
 num_workers_per_host workers spread over distinct nodes, or num_workers
-bundles packed; or, called inside a placement group, in that one), asks each for its node, numbers them by node (so a host's
-ranks are consecutive and its local ranks 0..), and sets each actor's
+bundles packed; or, called inside a placement group, in that one), asks
+each for its node, numbers them by node (so a host's ranks are
+consecutive and its local ranks 0..), and sets each actor's
 environment as kolorun sets a rank's: KOLO_RANK, KOLO_WORLD_SIZE,
 KOLO_LOCAL_RANK, KOLO_LOCAL_WORLD_SIZE, KOLO_CROSS_RANK, KOLO_CROSS_SIZE,
 KOLO_MASTER_ADDR/PORT (rank 0's node, a port free there), a job id and

@@ -37,10 +37,6 @@ class Worker:
     def env_vars(self):
         return dict(os.environ)
 
-    def set_queue(self, queue):
-        """Where ray_logger.log sends this worker's records."""
-        ray_logger.configure(queue)
-
     def setup(self, env, executable_cls=None, args=(), kwargs=None):
         self.update_env_vars(env)
         if executable_cls is not None:
@@ -55,9 +51,10 @@ class Worker:
     def run_elastic(self, fn, env, queue=None):
         """fn() as an elastic worker, in the job's environment (set here, in
         the same call: a threaded actor's calls need not run in the order
-        made), with ray_logger's records to queue: (0, its result) when it
-        returns; an elastic worker the job no longer needs leaves with
-        SystemExit, which here is an exit status, not the end of the actor."""
+        made), with ray_logger's records to queue: (0, its result, True)
+        when it returns; an elastic worker the job no longer needs leaves
+        with SystemExit, which here is an exit status and no result
+        (status, None, False), not the end of the actor."""
         self.update_env_vars(env)
         if queue is not None:
             ray_logger.configure(queue)

@@ -63,7 +63,6 @@ def options(group):
     return Backend.Options(group.getBackendName(), datetime.timedelta(seconds=group._deadline_s))
 
 
-
 def shrunk(group, ranks_to_exclude, shrink_flags):
     """The group of the ranks not in ranks_to_exclude, numbered in their
     order here, over kolo_comm_shrink: it uses none of this group's
