@@ -90,7 +90,7 @@ std::string arena_name(uint64_t job_id) {
 }  // namespace
 
 ShmArena::ShmArena(int rank, int size, const ShmArenaOptions& options)
-    : rank_(rank), size_(size), slot_bytes_(options.slot_bytes), options_(options), pidfds_(size, -1) {}
+    : rank_(rank), size_(size), slot_bytes_(options.slot_bytes), options_(options), pidfds_(size, -1), ended_(size, false) {}
 
 ShmArena::Member& ShmArena::member(int r) const {
   return reinterpret_cast<Member*>(reinterpret_cast<unsigned char*>(header_) + members_at())[r];
@@ -207,8 +207,12 @@ Status ShmArena::create(Store* store, int rank, int size, const ShmArenaOptions&
     const int pid = a->member(r).pid;
     if (pid == ::getpid()) continue;
     a->pidfds_[r] = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    if (a->pidfds_[r] < 0 && errno == ESRCH) return peer_lost("rank " + std::to_string(r) + "'s process has ended");
-    if (a->pidfds_[r] < 0) {
+    // A rank that mapped the arena and exited at once (a split whose other
+    // members had nothing to do) fails the exchanges that need it, not
+    // the bring-up.
+    if (a->pidfds_[r] < 0 && errno == ESRCH) {
+      a->ended_[r] = true;
+    } else if (a->pidfds_[r] < 0) {
       static std::once_flag told;
       const int err = errno;
       std::call_once(told, [&] {
@@ -253,10 +257,12 @@ Status ShmArena::check_peers() {
       return peer_lost("rank " + std::to_string(r) +
                        " (shared memory) closed its end: its communicator closed or failed");
     }
-    if (pidfds_[r] >= 0) {
+    bool ended = ended_[r];
+    if (!ended && pidfds_[r] >= 0) {
       pollfd fd{pidfds_[r], POLLIN, 0};
-      if (::poll(&fd, 1, 0) > 0) return peer_lost("rank " + std::to_string(r) + " (shared memory): its process has ended");
+      ended = ::poll(&fd, 1, 0) > 0;
     }
+    if (ended) return peer_lost("rank " + std::to_string(r) + " (shared memory): its process has ended");
   }
   return Status::ok();
 }

@@ -75,6 +75,7 @@ class ShmArena final : public SharedArena {
   Header* header_ = nullptr;
   size_t mapped_bytes_ = 0;
   std::vector<int> pidfds_;  // per rank; -1 for this process's own ranks
+  std::vector<bool> ended_;  // per rank: its process had ended when the arena opened
   std::atomic<bool> aborted_{false};
   Status failed_;
   uint64_t exchanged_parity_ = 0;  // the mailboxes of the last exchange

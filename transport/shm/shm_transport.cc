@@ -97,7 +97,11 @@ Status ShmTransport::connect(int peer, Deadline deadline) {
   const int pid = p->in.header()->sender_pid;
   if (pid != ::getpid()) {
     p->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    if (p->pidfd < 0 && errno == ESRCH) return peer_lost("rank " + std::to_string(peer) + "'s process has ended");
+    // A peer may finish (its part of the bring-up done, its ring written)
+    // and exit before this rank looks: that is news for the receives that
+    // wait on it, not a failed connection (a split whose other members
+    // leave at once must still come up).
+    if (p->pidfd < 0 && errno == ESRCH) p->ended = true;
   }
   std::lock_guard<std::mutex> lock(peers_mutex_);
   active_.push_back(p.get());
@@ -211,6 +215,7 @@ Status ShmTransport::pump(Pumped* pumped) {
 }
 
 bool ShmTransport::process_ended(const Peer& p) {
+  if (p.ended) return true;
   if (p.pidfd < 0) return false;
   pollfd fd{p.pidfd, POLLIN, 0};
   return ::poll(&fd, 1, 0) > 0;

@@ -4,12 +4,15 @@
 // rank): the ring tells a new chunk from a stale one by the slot alone;
 // messages of every size around the slot size keep their order and
 // bytes; a size or tag that disagrees is MISMATCH; an abort ends a waiting
-// progress() at once; a peer that closes is PEER_LOST within a second; and
-// no segment is left in /dev/shm once the pair is connected.
+// progress() at once; a peer that closes is PEER_LOST within a second; a
+// peer whose process ended before this rank connected is connected to, its
+// messages read, and only then lost; and no segment is left in /dev/shm
+// once the pair is connected.
 #include "transport/shm/shm_transport.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -325,6 +328,62 @@ TEST(ShmTransport, APeerThatGoesAwayIsLostWithinASecond) {
   closer.join();
   EXPECT_EQ(s.code(), Code::kPeerLost) << s.to_string();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+}
+
+// A peer may do its whole part of a connection, send, and exit before this
+// rank connects (a split whose other member had nothing more to do): the
+// connection still comes up, what it sent is read, and only a receive
+// beyond that is PEER_LOST. Rank 1 is a child process (a thread shares this
+// process's pid, which is never watched).
+TEST(ShmTransport, APeerWhoseProcessEndedBeforeThisRankConnectedIsReadThenLost) {
+  const uint64_t job = 0x5a15;
+  MemoryStore store;
+  std::unique_ptr<ShmTransport> t0;
+  ASSERT_TRUE(ShmTransport::create(&store, 0, 2, small_rings(job), &t0).is_ok());
+  ASSERT_TRUE(t0->prepare({1}).is_ok());  // rank 0's ring is named in the store the child inherits
+  const std::string theirs_key = "shm/ring/1/0";
+  int names[2];
+  ASSERT_EQ(::pipe(names), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::unique_ptr<ShmTransport> t1;
+    std::vector<std::string> name;
+    unsigned char out[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    Request send;
+    const bool ok = ShmTransport::create(&store, 1, 2, small_rings(job), &t1).is_ok() &&
+                    t1->connect(0, Deadline::after_seconds(10)).is_ok() &&
+                    t1->post_send(0, out, sizeof(out), 1, &send).is_ok() && send.done &&
+                    store.get({theirs_key}, Deadline::after_seconds(1), &name).is_ok();
+    if (ok) (void)!::write(names[1], name[0].data(), name[0].size());
+    ::_exit(ok ? 0 : 1);  // no destructor: the process just ends, its ring unread
+  }
+  ::close(names[1]);
+  char buffer[256];
+  const ssize_t got = ::read(names[0], buffer, sizeof(buffer));
+  ::close(names[0]);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+  ASSERT_GT(got, 0);
+  ASSERT_TRUE(store.set(theirs_key, std::string(buffer, static_cast<size_t>(got))).is_ok());
+
+  Status s = t0->connect(1, Deadline::after_seconds(10));
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  std::vector<unsigned char> in(10);
+  Request recv;
+  ASSERT_TRUE(t0->post_recv(1, in.data(), in.size(), 1, &recv).is_ok());
+  s = wait_for(t0.get(), {&recv}, 10);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(in, (std::vector<unsigned char>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  Request more;
+  const auto start = Clock::now();
+  s = t0->post_recv(1, in.data(), in.size(), 2, &more);
+  if (s.is_ok()) s = wait_for(t0.get(), {&more}, 60);
+  EXPECT_EQ(s.code(), Code::kPeerLost) << s.to_string();
+  EXPECT_NE(s.to_string().find("process has ended"), std::string::npos) << s.to_string();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  EXPECT_TRUE(kolo_segments(job).empty());
 }
 
 }  // namespace
