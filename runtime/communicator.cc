@@ -14,7 +14,6 @@
 #include "common/ranges.h"
 #include "gpu/device.h"
 #include "runtime/argument_checks.h"
-#include "runtime/engine.h"
 
 namespace kolo {
 
@@ -36,7 +35,6 @@ Communicator::Communicator(const Config& config)
 
 Communicator::~Communicator() {
   if (dump_signal_id_) FlightRecorderRegistry::remove(dump_signal_id_);
-  engine_.reset();  // it uses this communicator's store
   stream_queue_->stop();  // runs what callers enqueued (bounded by their deadlines)
   stream_queue_.reset();
   if (transport_) transport_->abort();
@@ -46,12 +44,6 @@ Communicator::~Communicator() {
   transport_.reset();
 }
 
-
-Engine* Communicator::engine() {
-  std::lock_guard<std::mutex> lock(engine_mutex_);
-  if (!engine_) engine_ = std::make_unique<Engine>(this);
-  return engine_.get();
-}
 
 ScheduleContext Communicator::schedule_context() {
   ScheduleContext ctx;

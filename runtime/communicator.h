@@ -71,8 +71,6 @@ struct Launch {
   }
 };
 
-class Engine;
-
 class Communicator {
  public:
   // Rendezvous from the launcher's environment (see launch_env.h).
@@ -211,26 +209,20 @@ class Communicator {
   // and later: a split's store is its own view of the world's (the world's
   // own ignores this), so its engine, still connecting, stops waiting.
   void cancel_store_waits(const Status& why);
-  // Makes the current and every later call fail with ABORTED, the engine's
-  // named operations too. Any thread.
+  // Makes the current and every later call fail with ABORTED. Any thread.
+  // (A CommunicatorHandle aborts its engine's named operations too.)
   void abort();
   // ncclCommRevoke: as abort(), with REVOKED, and the reason recorded as
   // the communicator's first failure, so that every rank it reaches (its
   // connections close at once) reports REVOKED too. Waits for no peer; the
   // store write is bounded (2 s). Any thread; then shrink() it.
   void revoke();
-  // The sticky error, else the engine's (an engine stopped by a shutdown is
-  // not a failure); OK while healthy.
+  // The sticky error; OK while healthy.
   Status async_error() const;
   // Writes this rank's flight record (flight_recorder.h) to `path`, or ""
   // for its file in KOLO_FLIGHT_RECORDER_DIR (INVALID_USAGE if unset).
   // Any thread, at any time.
   Status dump_flight_record(const std::string& path, const std::string& reason);
-
-  // The runtime engine of this communicator's named operations (engine.h),
-  // made by the first of them: its own thread and connections, beside this
-  // communicator's. Destroyed before the communicator (it uses its store).
-  Engine* engine();
 
   // The collectives of the C API's kolo_reduce .. kolo_alltoallv (kolo.h
   // says what each accepts), checked as the calls above are. Blocking or
@@ -365,8 +357,6 @@ class Communicator {
 
   const Config config_;  // as asked; what it left open is settled in world_
   const Thresholds thresholds_;  // from config_, read once: each call asks for them
-  mutable std::mutex engine_mutex_;
-  std::unique_ptr<Engine> engine_;
   Membership world_;
   uint64_t splits_ = 0;  // split() calls so far: the same on every rank, since splits are collective
   uint64_t shrinks_ = 0;  // shrink() calls so far: the same on every survivor

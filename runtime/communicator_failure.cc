@@ -6,7 +6,6 @@
 
 #include "common/log.h"
 #include "runtime/communicator.h"
-#include "runtime/engine.h"
 #include "runtime/failure_record.h"
 
 namespace kolo {
@@ -18,13 +17,8 @@ Status Communicator::check_healthy() const {
 }
 
 Status Communicator::async_error() const {
-  {
-    std::lock_guard<std::mutex> lock(error_mutex_);
-    if (!sticky_.is_ok()) return sticky_;
-  }
-  std::lock_guard<std::mutex> lock(engine_mutex_);
-  if (engine_ && engine_->error().code() != Code::kInvalidUsage) return engine_->error();
-  return Status::ok();
+  std::lock_guard<std::mutex> lock(error_mutex_);
+  return sticky_;
 }
 
 namespace {
@@ -125,10 +119,6 @@ void Communicator::cancel_store_waits(const Status& why) {
 }
 
 void Communicator::abort() {
-  {
-    std::lock_guard<std::mutex> lock(engine_mutex_);
-    if (engine_) engine_->abort();
-  }
   if (failed_.load()) return;
   // The resulting error is kept as the sticky one; calls report it.
   Status why = aborted("rank " + std::to_string(world_.rank) + " aborted its communicator (kolo_comm_abort)");
@@ -137,10 +127,6 @@ void Communicator::abort() {
 }
 
 void Communicator::revoke() {
-  {
-    std::lock_guard<std::mutex> lock(engine_mutex_);
-    if (engine_) engine_->revoke();
-  }
   if (failed_.load()) return;
   Status why = revoked("rank " + std::to_string(world_.rank) + " revoked the communicator" + world_.description +
                        " (kolo_comm_revoke)");

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/communicator_handle.h"
 #include "runtime/engine.h"
 #include "runtime/shrink_agreement.h"
 #include "tests/reference.h"
@@ -144,23 +145,25 @@ TEST(Revoke, FailsTheEnginesNamedOperationsWithRevoked) {
   // its handle ends with REVOKED (not ABORTED), at once, and the engine
   // refuses more work with the same code.
   ThreadWorld w(3, resize_config());
+  std::vector<std::unique_ptr<CommunicatorHandle>> comms;
+  for (int r = 0; r < w.size(); ++r) comms.push_back(std::make_unique<CommunicatorHandle>(w.take(r)));
   w.run([&](int r) {
     std::vector<float> in(64, 1.0f), out(64);
     std::shared_ptr<OpHandle> warm;
-    ASSERT_TRUE(w.comm(r).engine()->submit(allreduce_submission("warm", in.data(), out.data(), 64), &warm).is_ok());
+    ASSERT_TRUE(comms[r]->engine()->submit(allreduce_submission("warm", in.data(), out.data(), 64), &warm).is_ok());
     ASSERT_TRUE(warm->wait(Deadline::after_seconds(30)).is_ok()) << "rank " << r;
   });
   std::vector<float> in(64, 1.0f), out(64);
   std::shared_ptr<OpHandle> pending;
-  ASSERT_TRUE(w.comm(0).engine()->submit(allreduce_submission("alone", in.data(), out.data(), 64), &pending).is_ok());
+  ASSERT_TRUE(comms[0]->engine()->submit(allreduce_submission("alone", in.data(), out.data(), 64), &pending).is_ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const auto start = Clock::now();
-  w.comm(0).revoke();
+  comms[0]->revoke();
   Status s = pending->wait(Deadline::after_seconds(10));
   EXPECT_LT(seconds_since(start), 3.0);
   EXPECT_EQ(s.code(), Code::kRevoked) << s.to_string();
   std::shared_ptr<OpHandle> later;
-  Status submitted = w.comm(0).engine()->submit(allreduce_submission("later", in.data(), out.data(), 64), &later);
+  Status submitted = comms[0]->engine()->submit(allreduce_submission("later", in.data(), out.data(), 64), &later);
   if (submitted.is_ok()) submitted = later->wait(Deadline::after_seconds(10));
   EXPECT_EQ(submitted.code(), Code::kRevoked) << submitted.to_string();
 }

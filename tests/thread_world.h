@@ -65,6 +65,9 @@ class ThreadWorld {
   // Destroys rank r's communicator, as if that rank had died.
   void release(int r) { comms_[r].reset(); }
   Communicator& comm(int r) { return *comms_[r]; }
+  // Rank r's communicator, for the caller to own (a CommunicatorHandle
+  // with an engine beside it); comm(r) is then gone.
+  std::unique_ptr<Communicator> take(int r) { return std::move(comms_[r]); }
 
   // Runs fn(rank) on every rank concurrently.
   void run(const std::function<void(int)>& fn) {

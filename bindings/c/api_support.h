@@ -11,12 +11,12 @@
 #include <utility>
 
 #include "bindings/c/kolo.h"
-#include "runtime/communicator.h"
-#include "runtime/engine.h"
+#include "runtime/communicator_handle.h"
 
-struct kolo_comm {
-  std::unique_ptr<kolo::Communicator> impl;
-  kolo::Engine* get_engine() { return impl->engine(); }
+// The communicator and its engine side by side (communicator_handle.h).
+struct kolo_comm : kolo::CommunicatorHandle {
+  using kolo::CommunicatorHandle::CommunicatorHandle;
+  kolo::Communicator* impl() const { return comm(); }
 };
 
 struct kolo_handle {

@@ -28,7 +28,7 @@ namespace {
 kolo_result_t get_int(kolo_comm_t comm, int* out, const char* name, int (kolo::Communicator::*getter)() const) {
   if (!comm) return null_comm();
   if (!out) return report(kolo::invalid_argument(std::string(name) + " output pointer is NULL"));
-  *out = (comm->impl.get()->*getter)();
+  *out = (comm->impl()->*getter)();
   return KOLO_SUCCESS;
 }
 
@@ -40,9 +40,9 @@ kolo_result_t kolo_comm_init_from_env(kolo_comm_t* comm) {
   return guarded([&] {
     if (!comm) return kolo::invalid_argument("comm output pointer is NULL");
     *comm = nullptr;
-    auto c = std::make_unique<kolo_comm>();
-    KOLO_RETURN_IF_ERROR(kolo::Communicator::create_from_env(&c->impl));
-    *comm = c.release();
+    std::unique_ptr<kolo::Communicator> made;
+    KOLO_RETURN_IF_ERROR(kolo::Communicator::create_from_env(&made));
+    *comm = new kolo_comm(std::move(made));
     return kolo::Status::ok();
   });
 }
@@ -70,9 +70,9 @@ kolo_result_t kolo_comm_init(kolo_comm_t* comm, int rank, int world_size, const 
     info.source = "kolo_comm_init";
     kolo::Config config;
     KOLO_RETURN_IF_ERROR(kolo::load_config(&config));
-    auto c = std::make_unique<kolo_comm>();
-    KOLO_RETURN_IF_ERROR(kolo::Communicator::create(info, config, &c->impl));
-    *comm = c.release();
+    std::unique_ptr<kolo::Communicator> made;
+    KOLO_RETURN_IF_ERROR(kolo::Communicator::create(info, config, &made));
+    *comm = new kolo_comm(std::move(made));
     return kolo::Status::ok();
   });
 }
@@ -90,22 +90,22 @@ kolo_result_t kolo_comm_split(kolo_comm_t comm, int color, int key, kolo_comm_t*
     if (!newcomm) return kolo::invalid_argument("newcomm output pointer is NULL");
     *newcomm = nullptr;
     static_assert(KOLO_SPLIT_NOCOLOR == kolo::Communicator::kSplitNoColor, "one no-color value");
-    auto c = std::make_unique<kolo_comm>();
-    KOLO_RETURN_IF_ERROR(comm->impl->split(color, key, &c->impl));
-    if (c->impl) *newcomm = c.release();
+    std::unique_ptr<kolo::Communicator> made;
+    KOLO_RETURN_IF_ERROR(comm->impl()->split(color, key, &made));
+    if (made) *newcomm = new kolo_comm(std::move(made));
     return kolo::Status::ok();
   });
 }
 
 kolo_result_t kolo_comm_dump_flight_record(kolo_comm_t comm, const char* path) {
   if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->dump_flight_record(path ? path : "", "kolo_comm_dump_flight_record"); });
+  return guarded([&] { return comm->impl()->dump_flight_record(path ? path : "", "kolo_comm_dump_flight_record"); });
 }
 
 kolo_result_t kolo_comm_revoke(kolo_comm_t comm) {
   if (!comm) return null_comm();
   return guarded([&] {
-    comm->impl->revoke();
+    comm->revoke();
     return kolo::Status::ok();
   });
 }
@@ -121,9 +121,9 @@ kolo_result_t kolo_comm_shrink(kolo_comm_t comm, const int* exclude, int n_exclu
     if (config) return kolo::invalid_argument("config must be NULL: a shrunk communicator keeps comm's settings");
     static_assert(KOLO_SHRINK_ABORT == kolo::Communicator::kShrinkAbort, "one abort flag");
     static_assert(KOLO_SHRINK_DROP_UNRESPONSIVE == kolo::Communicator::kShrinkDropUnresponsive, "one drop flag");
-    auto c = std::make_unique<kolo_comm>();
-    KOLO_RETURN_IF_ERROR(comm->impl->shrink(std::vector<int>(exclude, exclude + n_exclude), flags, &c->impl));
-    *newcomm = c.release();
+    std::unique_ptr<kolo::Communicator> made;
+    KOLO_RETURN_IF_ERROR(comm->impl()->shrink(std::vector<int>(exclude, exclude + n_exclude), flags, &made));
+    *newcomm = new kolo_comm(std::move(made));
     return kolo::Status::ok();
   });
 }
@@ -144,14 +144,14 @@ kolo_result_t kolo_comm_local_size(kolo_comm_t comm, int* local_size) {
 kolo_result_t kolo_comm_get_transport(kolo_comm_t comm, const char** name) {
   if (!comm) return null_comm();
   if (!name) return kolo_c::report(kolo::invalid_argument("name output pointer is NULL"));
-  *name = comm->impl->transport_name();
+  *name = comm->impl()->transport_name();
   return KOLO_SUCCESS;
 }
 
 kolo_result_t kolo_comm_get_timeout(kolo_comm_t comm, double* seconds) {
   if (!comm) return null_comm();
   if (!seconds) return kolo_c::report(kolo::invalid_argument("seconds output pointer is NULL"));
-  *seconds = comm->impl->config().timeout_s;
+  *seconds = comm->impl()->config().timeout_s;
   return KOLO_SUCCESS;
 }
 
@@ -159,7 +159,7 @@ kolo_result_t kolo_comm_get_allreduce_algorithm(kolo_comm_t comm, size_t bytes, 
   if (!comm) return null_comm();
   if (!name) return kolo_c::report(kolo::invalid_argument("name output pointer is NULL"));
   return guarded([&] {
-    *name = comm->impl->allreduce_algorithm(bytes);
+    *name = comm->impl()->allreduce_algorithm(bytes);
     return kolo::Status::ok();
   });
 }
@@ -168,29 +168,29 @@ kolo_result_t kolo_comm_estimate(kolo_comm_t comm, const char* collective, size_
                                  const char** algorithm) {
   if (!comm) return null_comm();
   if (!collective) return kolo_c::report(kolo::invalid_argument("collective is NULL"));
-  return guarded([&] { return comm->impl->estimate(collective, bytes, seconds, algorithm); });
+  return guarded([&] { return comm->impl()->estimate(collective, bytes, seconds, algorithm); });
 }
 
 kolo_result_t kolo_comm_gpu(kolo_comm_t comm, int* device) {
   if (!comm) return null_comm();
   if (!device) return kolo_c::report(kolo::invalid_argument("device is NULL"));
-  return guarded([&] { return comm->impl->gpu_ordinal(device); });
+  return guarded([&] { return comm->impl()->gpu_ordinal(device); });
 }
 
 kolo_result_t kolo_comm_register_memory(kolo_comm_t comm, const void* buf, size_t bytes) {
   if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->register_memory(buf, bytes); });
+  return guarded([&] { return comm->impl()->register_memory(buf, bytes); });
 }
 
 kolo_result_t kolo_comm_deregister_memory(kolo_comm_t comm, const void* buf, size_t bytes) {
   if (!comm) return null_comm();
-  return guarded([&] { return comm->impl->deregister_memory(buf, bytes); });
+  return guarded([&] { return comm->impl()->deregister_memory(buf, bytes); });
 }
 
 kolo_result_t kolo_comm_abort(kolo_comm_t comm) {
   if (!comm) return null_comm();
   return guarded([&] {
-    comm->impl->abort();
+    comm->abort();
     return kolo::Status::ok();
   });
 }
@@ -199,7 +199,7 @@ kolo_result_t kolo_comm_get_async_error(kolo_comm_t comm, kolo_result_t* async_e
   if (!comm) return null_comm();
   if (!async_error) return report(kolo::invalid_argument("async_error output pointer is NULL"));
   return guarded([&] {
-    const kolo::Status s = comm->impl->async_error();
+    const kolo::Status s = comm->async_error();
     *async_error = static_cast<kolo_result_t>(s.code());
     if (!s.is_ok()) kolo_c::last_error() = s.to_string();
     return kolo::Status::ok();

@@ -24,12 +24,12 @@ Status per_rank(kolo_comm_t comm, const size_t* values, const char* name, bool o
     if (optional) return Status::ok();
     return kolo::invalid_argument(std::string(name) + " is NULL");
   }
-  out->assign(values, values + comm->impl->size());
+  out->assign(values, values + comm->impl()->size());
   return Status::ok();
 }
 
 Status allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype, kolo::ReduceOp op, Launch launch) {
-  return comm->impl->allreduce(sendbuf, recvbuf, count, dtype, op, std::move(launch));
+  return comm->impl()->allreduce(sendbuf, recvbuf, count, dtype, op, std::move(launch));
 }
 
 Status allreduce_wire(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype,
@@ -43,53 +43,53 @@ Status allreduce_wire(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size
     }
     format = static_cast<kolo::WireFormat>(wire);
   }
-  return comm->impl->allreduce(sendbuf, recvbuf, count, dtype, op, format, residuals, std::move(launch));
+  return comm->impl()->allreduce(sendbuf, recvbuf, count, dtype, op, format, residuals, std::move(launch));
 }
 
 Status allgather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo::DataType dtype, Launch launch) {
-  return comm->impl->allgather(sendbuf, recvbuf, sendcount, dtype, std::move(launch));
+  return comm->impl()->allgather(sendbuf, recvbuf, sendcount, dtype, std::move(launch));
 }
 
 Status broadcast(kolo_comm_t comm, void* buf, size_t count, kolo::DataType dtype, int root, Launch launch) {
-  return comm->impl->broadcast(buf, count, dtype, root, std::move(launch));
+  return comm->impl()->broadcast(buf, count, dtype, root, std::move(launch));
 }
 
 Status reduce_scatter(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount, kolo::DataType dtype, kolo::ReduceOp op,
                       Launch launch) {
-  return comm->impl->reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, std::move(launch));
+  return comm->impl()->reduce_scatter(sendbuf, recvbuf, recvcount, dtype, op, std::move(launch));
 }
 
 Status reduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype, kolo::ReduceOp op, int root,
               Launch launch) {
-  return comm->impl->reduce(sendbuf, recvbuf, count, dtype, op, root, std::move(launch));
+  return comm->impl()->reduce(sendbuf, recvbuf, count, dtype, op, root, std::move(launch));
 }
 
 Status gatherv(kolo_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf, const size_t* recvcounts,
                const size_t* displs, kolo::DataType dtype, int root, Launch launch) {
   std::vector<size_t> counts, offsets;
   KOLO_RETURN_IF_ERROR(per_rank(comm, recvcounts, "recvcounts", false, &counts));
-  if (comm->impl->rank() == root) KOLO_RETURN_IF_ERROR(per_rank(comm, displs, "displs", true, &offsets));
-  return comm->impl->gatherv(sendbuf, sendcount, recvbuf, counts, offsets, dtype, root, std::move(launch));
+  if (comm->impl()->rank() == root) KOLO_RETURN_IF_ERROR(per_rank(comm, displs, "displs", true, &offsets));
+  return comm->impl()->gatherv(sendbuf, sendcount, recvbuf, counts, offsets, dtype, root, std::move(launch));
 }
 
 Status gather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo::DataType dtype, int root,
               Launch launch) {
-  const std::vector<size_t> counts(comm->impl->size(), sendcount);
-  return comm->impl->gatherv(sendbuf, sendcount, recvbuf, counts, {}, dtype, root, std::move(launch));
+  const std::vector<size_t> counts(comm->impl()->size(), sendcount);
+  return comm->impl()->gatherv(sendbuf, sendcount, recvbuf, counts, {}, dtype, root, std::move(launch));
 }
 
 Status scatterv(kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts, const size_t* displs, void* recvbuf,
                 size_t recvcount, kolo::DataType dtype, int root, Launch launch) {
   std::vector<size_t> counts, offsets;
   KOLO_RETURN_IF_ERROR(per_rank(comm, sendcounts, "sendcounts", false, &counts));
-  if (comm->impl->rank() == root) KOLO_RETURN_IF_ERROR(per_rank(comm, displs, "displs", true, &offsets));
-  return comm->impl->scatterv(sendbuf, counts, offsets, recvbuf, recvcount, dtype, root, std::move(launch));
+  if (comm->impl()->rank() == root) KOLO_RETURN_IF_ERROR(per_rank(comm, displs, "displs", true, &offsets));
+  return comm->impl()->scatterv(sendbuf, counts, offsets, recvbuf, recvcount, dtype, root, std::move(launch));
 }
 
 Status scatter(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount, kolo::DataType dtype, int root,
                Launch launch) {
-  const std::vector<size_t> counts(comm->impl->size(), recvcount);
-  return comm->impl->scatterv(sendbuf, counts, {}, recvbuf, recvcount, dtype, root, std::move(launch));
+  const std::vector<size_t> counts(comm->impl()->size(), recvcount);
+  return comm->impl()->scatterv(sendbuf, counts, {}, recvbuf, recvcount, dtype, root, std::move(launch));
 }
 
 Status allgatherv(kolo_comm_t comm, const void* sendbuf, size_t sendcount, void* recvbuf, const size_t* recvcounts,
@@ -97,19 +97,19 @@ Status allgatherv(kolo_comm_t comm, const void* sendbuf, size_t sendcount, void*
   std::vector<size_t> counts, offsets;
   KOLO_RETURN_IF_ERROR(per_rank(comm, recvcounts, "recvcounts", false, &counts));
   KOLO_RETURN_IF_ERROR(per_rank(comm, displs, "displs", true, &offsets));
-  return comm->impl->allgatherv(sendbuf, sendcount, recvbuf, counts, offsets, dtype, std::move(launch));
+  return comm->impl()->allgatherv(sendbuf, sendcount, recvbuf, counts, offsets, dtype, std::move(launch));
 }
 
 Status reduce_scatterv(kolo_comm_t comm, const void* sendbuf, void* recvbuf, const size_t* recvcounts, kolo::DataType dtype,
                        kolo::ReduceOp op, Launch launch) {
   std::vector<size_t> counts;
   KOLO_RETURN_IF_ERROR(per_rank(comm, recvcounts, "recvcounts", false, &counts));
-  return comm->impl->reduce_scatterv(sendbuf, recvbuf, counts, dtype, op, std::move(launch));
+  return comm->impl()->reduce_scatterv(sendbuf, recvbuf, counts, dtype, op, std::move(launch));
 }
 
 Status alltoall(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype, Launch launch) {
-  const std::vector<size_t> counts(comm->impl->size(), count);
-  return comm->impl->alltoallv(sendbuf, counts, {}, recvbuf, counts, {}, dtype, std::move(launch));
+  const std::vector<size_t> counts(comm->impl()->size(), count);
+  return comm->impl()->alltoallv(sendbuf, counts, {}, recvbuf, counts, {}, dtype, std::move(launch));
 }
 
 Status alltoallv(kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts, const size_t* sdispls, void* recvbuf,
@@ -119,7 +119,7 @@ Status alltoallv(kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts
   KOLO_RETURN_IF_ERROR(per_rank(comm, recvcounts, "recvcounts", false, &rcounts));
   KOLO_RETURN_IF_ERROR(per_rank(comm, sdispls, "sdispls", true, &soffsets));
   KOLO_RETURN_IF_ERROR(per_rank(comm, rdispls, "rdispls", true, &roffsets));
-  return comm->impl->alltoallv(sendbuf, scounts, soffsets, recvbuf, rcounts, roffsets, dtype, std::move(launch));
+  return comm->impl()->alltoallv(sendbuf, scounts, soffsets, recvbuf, rcounts, roffsets, dtype, std::move(launch));
 }
 
 }  // namespace
@@ -195,11 +195,11 @@ KOLO_BLOCKING_AND_ASYNC(alltoallv,
                          std::move(launch)))
 
 kolo_result_t kolo_barrier(kolo_comm_t comm) {
-  return kolo_c::blocking(comm, [&](Launch launch) { return comm->impl->barrier(std::move(launch)); });
+  return kolo_c::blocking(comm, [&](Launch launch) { return comm->impl()->barrier(std::move(launch)); });
 }
 
 kolo_result_t kolo_barrier_async(kolo_comm_t comm, kolo_handle_t* handle) {
-  return kolo_c::asynchronous(comm, handle, [&](Launch launch) { return comm->impl->barrier(std::move(launch)); });
+  return kolo_c::asynchronous(comm, handle, [&](Launch launch) { return comm->impl()->barrier(std::move(launch)); });
 }
 
 kolo_result_t kolo_allreduce_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,

@@ -178,9 +178,9 @@ kolo_result_t kolo_comm_init_rank(kolo_comm_t* comm, int nranks, const kolo_uniq
     }
     kolo::Config c;
     KOLO_RETURN_IF_ERROR(kolo_c::config_from_c(config, &c));
-    auto handle = std::make_unique<kolo_comm>();
-    KOLO_RETURN_IF_ERROR(kolo::join_unique_id(id->internal, rank, nranks, c, &handle->impl));
-    *comm = handle.release();
+    std::unique_ptr<kolo::Communicator> made;
+    KOLO_RETURN_IF_ERROR(kolo::join_unique_id(id->internal, rank, nranks, c, &made));
+    *comm = new kolo_comm(std::move(made));
     return kolo::Status::ok();
   });
 }
@@ -189,7 +189,7 @@ kolo_result_t kolo_comm_get_unique_id(kolo_comm_t comm, kolo_unique_id_t* id) {
   return guarded([&] {
     if (!comm) return kolo::invalid_argument("comm is NULL");
     if (!id) return kolo::invalid_argument("id output pointer is NULL");
-    return kolo::make_grow_id(*comm->impl, id->internal);
+    return kolo::make_grow_id(*comm->impl(), id->internal);
   });
 }
 
@@ -198,10 +198,10 @@ kolo_result_t kolo_comm_grow(kolo_comm_t comm, int nranks, const kolo_unique_id_
   return guarded([&] {
     if (!newcomm) return kolo::invalid_argument("newcomm output pointer is NULL");
     *newcomm = nullptr;
-    auto handle = std::make_unique<kolo_comm>();
+    std::unique_ptr<kolo::Communicator> made;
     if (comm) {
       if (config) return kolo::invalid_argument("config must be NULL on a rank of comm: it keeps comm's settings");
-      KOLO_RETURN_IF_ERROR(comm->impl->grow(nranks, &handle->impl));
+      KOLO_RETURN_IF_ERROR(comm->impl()->grow(nranks, &made));
     } else {
       if (!id) return kolo::invalid_argument("comm and id are both NULL: a joining rank passes the grow's id");
       if (config) {
@@ -210,9 +210,9 @@ kolo_result_t kolo_comm_grow(kolo_comm_t comm, int nranks, const kolo_unique_id_
       }
       kolo::Config c;
       KOLO_RETURN_IF_ERROR(kolo_c::config_from_c(config, &c));
-      KOLO_RETURN_IF_ERROR(kolo::join_grow_id(id->internal, rank, nranks, c, &handle->impl));
+      KOLO_RETURN_IF_ERROR(kolo::join_grow_id(id->internal, rank, nranks, c, &made));
     }
-    *newcomm = handle.release();
+    *newcomm = new kolo_comm(std::move(made));
     return kolo::Status::ok();
   });
 }
@@ -234,9 +234,9 @@ kolo_result_t kolo_comm_init_from_env_config(kolo_comm_t* comm, const kolo_confi
     KOLO_RETURN_IF_ERROR(kolo_c::config_from_c(config, &c));
     kolo::LaunchInfo info;
     KOLO_RETURN_IF_ERROR(kolo::read_launch_env(&info));
-    auto handle = std::make_unique<kolo_comm>();
-    KOLO_RETURN_IF_ERROR(kolo::Communicator::create(info, c, &handle->impl));
-    *comm = handle.release();
+    std::unique_ptr<kolo::Communicator> made;
+    KOLO_RETURN_IF_ERROR(kolo::Communicator::create(info, c, &made));
+    *comm = new kolo_comm(std::move(made));
     return kolo::Status::ok();
   });
 }

@@ -31,7 +31,7 @@ kolo_result_t submit(kolo_comm_t comm, const char* name, kolo::Submission sub, k
     if (!name) return kolo::invalid_argument("name is NULL");
     sub.request.name = name;
     auto h = std::make_unique<kolo_handle>();
-    KOLO_RETURN_IF_ERROR(comm->get_engine()->submit(std::move(sub), &h->impl));
+    KOLO_RETURN_IF_ERROR(comm->engine()->submit(std::move(sub), &h->impl));
     *handle = h.release();
     return kolo::Status::ok();
   });
@@ -163,7 +163,7 @@ kolo_result_t kolo_submit_alltoall(kolo_comm_t comm, const char* name, const voi
   if (!s.is_ok()) return report(s);
   kolo::Submission sub = single(kolo::OpKind::kAlltoall, sendbuf, nullptr, dims, raw_enum(dtype));
   sub.recvs.clear();
-  const int n = comm->impl->size();
+  const int n = comm->impl()->size();
   if (splits) {
     sub.request.splits.assign(splits, splits + n);
   } else if (!dims.empty()) {
@@ -189,7 +189,7 @@ kolo_result_t kolo_join(kolo_comm_t comm, kolo_handle_t* handle) {
     if (!handle) return kolo::invalid_argument("handle output pointer is NULL");
     *handle = nullptr;
     auto h = std::make_unique<kolo_handle>();
-    KOLO_RETURN_IF_ERROR(comm->get_engine()->join(&h->impl));
+    KOLO_RETURN_IF_ERROR(comm->engine()->join(&h->impl));
     *handle = h.release();
     return kolo::Status::ok();
   });
@@ -282,14 +282,14 @@ kolo_result_t kolo_timeline_start(kolo_comm_t comm, const char* path) {
   if (!comm) return null_comm();
   return guarded([&] {
     if (!path || !*path) return kolo::invalid_argument("path is NULL or empty");
-    return comm->get_engine()->start_timeline(path);
+    return comm->engine()->start_timeline(path);
   });
 }
 
 kolo_result_t kolo_timeline_stop(kolo_comm_t comm) {
   if (!comm) return null_comm();
   return guarded([&] {
-    comm->get_engine()->stop_timeline();
+    comm->engine()->stop_timeline();
     return kolo::Status::ok();
   });
 }
@@ -298,7 +298,7 @@ kolo_result_t kolo_engine_get_residual_bytes(kolo_comm_t comm, size_t* bytes) {
   if (!comm) return null_comm();
   if (!bytes) return report(kolo::invalid_argument("bytes is NULL"));
   return guarded([&] {
-    *bytes = comm->get_engine()->residual_bytes();
+    *bytes = comm->engine()->residual_bytes();
     return kolo::Status::ok();
   });
 }
@@ -307,7 +307,7 @@ kolo_result_t kolo_engine_get_stats(kolo_comm_t comm, kolo_engine_stats_t* stats
   if (!comm) return null_comm();
   if (!stats) return report(kolo::invalid_argument("stats is NULL"));
   return guarded([&] {
-    kolo::EngineStats s = comm->get_engine()->stats();
+    kolo::EngineStats s = comm->engine()->stats();
     stats->rounds = s.rounds;
     stats->rounds_with_messages = s.rounds_with_messages;
     stats->cache_hits = s.cache_hits;

@@ -28,7 +28,7 @@ kolo_result_t point_to_point(kolo_comm_t comm, kolo::PointToPoint::Direction dir
   if (!group.open()) {
     auto call = [&](kolo::Launch launch) {
       KOLO_RETURN_IF_ERROR(check_dtype());
-      return comm->impl->point_to_point({op()}, std::move(launch));
+      return comm->impl()->point_to_point({op()}, std::move(launch));
     };
     return handle ? kolo_c::asynchronous(comm, handle, call) : kolo_c::blocking(comm, call);
   }
@@ -38,7 +38,7 @@ kolo_result_t point_to_point(kolo_comm_t comm, kolo::PointToPoint::Direction dir
     KOLO_RETURN_IF_ERROR(check_dtype());
     auto h = handle ? std::make_unique<kolo_handle>() : nullptr;
     if (h) h->impl = std::make_shared<kolo::OpHandle>();
-    KOLO_RETURN_IF_ERROR(group.add(comm->impl.get(), op(), h ? h->impl : nullptr));
+    KOLO_RETURN_IF_ERROR(group.add(comm->impl(), op(), h ? h->impl : nullptr));
     if (h) *handle = h.release();
     return kolo::Status::ok();
   });
@@ -56,7 +56,7 @@ kolo_result_t receive_any(kolo_comm_t comm, void* recvbuf, size_t count, int d, 
           "takes depends on the receives posted before it, and a group posts all of its own at once; call it "
           "outside the group");
     }
-    return comm->impl->recv_any(recvbuf, count, static_cast<kolo::DataType>(d), source, std::move(launch));
+    return comm->impl()->recv_any(recvbuf, count, static_cast<kolo::DataType>(d), source, std::move(launch));
   };
   return handle ? kolo_c::asynchronous(comm, handle, call) : kolo_c::blocking(comm, call);
 }
