@@ -56,8 +56,8 @@ cmp -s "$ROOT/bindings/c/kolo.h" "$PREFIX/include/kolo/kolo.h" || fail "include/
 [[ -x "$PREFIX/bin/kolo-doctor" ]] || fail "no bin/kolo-doctor"
 SITE="$PREFIX/lib/python$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages"
 [[ -f "$SITE/kolo/__init__.py" && -f "$SITE/kolo/torch/__init__.py" ]] || fail "no Python package in $SITE"
-[[ -f "$SITE/kolo/tensorflow/_ops.cc" && -f "$SITE/kolo/include/kolo.h" ]] ||
-  fail "no kolo/tensorflow/_ops.cc or kolo/include/kolo.h in $SITE (kolo.tensorflow compiles them on first use)"
+[[ -f "$SITE/kolo/tensorflow/_ops_kernels.cc" && -f "$SITE/kolo/tensorflow/_ops_common.h" && -f "$SITE/kolo/include/kolo.h" ]] ||
+  fail "no kolo/tensorflow/_ops_*.cc, _ops_common.h or kolo/include/kolo.h in $SITE (kolo.tensorflow compiles them on first use)"
 
 export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
 [[ $(pkg-config --modversion kolo) == "$VERSION" ]] || fail "kolo.pc says version $(pkg-config --modversion kolo), want $VERSION"

@@ -102,7 +102,10 @@ setup(
     py_modules=["_kolo_torch_backend"],
     # Compiled on first use: a device map that mixes kolo with another
     # backend; kolo.tensorflow's kernels.
-    package_data={"kolo.torch": ["_device_backend.cpp"], "kolo.tensorflow": ["_ops.cc"]},
+    package_data={
+        "kolo.torch": ["_device_backend.cpp"],
+        "kolo.tensorflow": ["_ops_common.cc", "_ops_common.h", "_ops_kernels.cc", "_ops_definitions.cc"],
+    },
     entry_points={"torch.backends": ["kolo = _kolo_torch_backend:register"]},
     # A plain script, not a console-script entry point: kolorun must start
     # without importing kolo (which loads libkolo). pip points its first

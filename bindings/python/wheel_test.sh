@@ -25,7 +25,7 @@ echo "wheel: $(basename "$wheel"), $(stat -c %s "$wheel") bytes"
 contents=$("$KOLO_PYTHON" -m zipfile -l "$wheel")
 for f in kolo/libkolo.so. kolo/torch/distributed/process_group.py _kolo_torch_backend.py /scripts/kolorun /scripts/kolo-doctor \
   kolo/runner/elastic_driver.py kolo/torch/elastic.py entry_points.txt \
-  kolo/tensorflow/_ops.cc kolo/include/kolo.h; do
+  kolo/tensorflow/_ops_kernels.cc kolo/tensorflow/_ops_common.h kolo/include/kolo.h; do
   grep -q "$f" <<< "$contents" || fail "the wheel has no $f"
 done
 

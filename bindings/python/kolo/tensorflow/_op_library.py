@@ -1,4 +1,5 @@
-"""kolo's TensorFlow kernels (_ops.cc): compiled on first use against the
+"""kolo's TensorFlow kernels (_ops_common.cc, _ops_kernels.cc,
+_ops_definitions.cc): compiled on first use against the
 TensorFlow that runs, loaded, and kept told which communicator serves each
 process set.
 
@@ -6,10 +7,10 @@ A TensorFlow op library is tied to the TensorFlow it was compiled against,
 so it is built here, the way Horovod builds its own at install time: with
 the flags tf.sysconfig gives, by the C++ compiler ($CXX, else g++), into
 KOLO_TF_OPS_DIR (default ~/.cache/kolo/tensorflow), named by a hash of the
-source, kolo.h, TensorFlow's version and the flags, so that a change to any
+sources, kolo.h, TensorFlow's version and the flags, so that a change to any
 makes a new one and ranks that start together build it once (kolo._build_lock:
-the others wait and load it). A build takes 20-40 s; later imports load it
-at once.
+the others wait and load it). The sources compile side by side, then link;
+a build takes 10-40 s; later imports load it at once.
 """
 import ctypes
 import hashlib
@@ -25,7 +26,8 @@ from kolo import _library, _process_sets, _runtime
 from kolo._build_lock import build_lock
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_SOURCE = os.path.join(_HERE, "_ops.cc")
+_SOURCES = [os.path.join(_HERE, name) for name in ("_ops_common.cc", "_ops_kernels.cc", "_ops_definitions.cc")]
+_HEADERS = [os.path.join(_HERE, "_ops_common.h")]
 
 
 def _kolo_h_dir():
@@ -39,44 +41,64 @@ def _kolo_h_dir():
                       "it is needed to build kolo's TensorFlow kernels")
 
 
-def _command(output):
-    compiler = os.environ.get("CXX", "g++")
-    return ([compiler, "-shared", "-fPIC", "-O2", "-w", "-I" + _kolo_h_dir()] + tf.sysconfig.get_compile_flags()
-            + [_SOURCE, "-o", output] + tf.sysconfig.get_link_flags() + ["-ldl"])
+def _compiler():
+    return os.environ.get("CXX", "g++")
+
+
+def _compile_command(source, output):
+    return ([_compiler(), "-c", "-fPIC", "-O2", "-w", "-I" + _kolo_h_dir(), "-I" + _HERE]
+            + tf.sysconfig.get_compile_flags() + [source, "-o", output])
+
+
+def _link_command(objects, output):
+    return [_compiler(), "-shared"] + objects + ["-o", output] + tf.sysconfig.get_link_flags() + ["-ldl"]
 
 
 def _library_path():
     digest = hashlib.sha256()
-    for path in (_SOURCE, os.path.join(_kolo_h_dir(), "kolo.h")):
+    for path in _SOURCES + _HEADERS + [os.path.join(_kolo_h_dir(), "kolo.h")]:
         with open(path, "rb") as f:
             digest.update(f.read())
-    digest.update(" ".join([tf.__version__] + _command("OUT")[0:1] + tf.sysconfig.get_compile_flags()
+    digest.update(" ".join([tf.__version__, _compiler()] + tf.sysconfig.get_compile_flags()
                            + tf.sysconfig.get_link_flags()).encode())
     folder = os.environ.get("KOLO_TF_OPS_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kolo",
                                                                "tensorflow")
     return os.path.join(folder, "kolo_tf_ops-%s-%s.so" % (tf.__version__, digest.hexdigest()[:16]))
 
 
+def _run_all(commands):
+    """Runs the commands side by side; the first failure's command and output,
+    else None."""
+    running = [(command, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+               for command in commands]
+    failure = None
+    for command, process in running:
+        output, _ = process.communicate()
+        if process.returncode != 0 and failure is None:
+            failure = "%s\n%s" % (" ".join(command), output[-8000:])
+    return failure
+
+
 def _build(path):
     with build_lock(path + ".lock", "kolo's TensorFlow kernels"):
         if os.path.isfile(path):
             return
-        if shutil.which(_command(path)[0]) is None:
+        if shutil.which(_compiler()) is None:
             raise ImportError("kolo.tensorflow: building kolo's TensorFlow kernels needs a C++ compiler (%s); "
-                              "install g++ or set CXX" % _command(path)[0])
+                              "install g++ or set CXX" % _compiler())
         print("kolo.tensorflow: building kolo's TensorFlow kernels for TensorFlow %s (once) into %s"
               % (tf.__version__, path), file=sys.stderr, flush=True)
-        fd, scratch = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(path))
-        os.close(fd)
+        scratch = tempfile.mkdtemp(prefix="build-", dir=os.path.dirname(path))
         try:
-            done = subprocess.run(_command(scratch), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if done.returncode != 0:
-                raise ImportError("kolo.tensorflow: building kolo's TensorFlow kernels failed:\n%s\n%s"
-                                  % (" ".join(_command(scratch)), done.stdout[-8000:]))
-            os.replace(scratch, path)  # whole, or not there: a rank that finds it may load it
+            objects = [os.path.join(scratch, os.path.basename(source) + ".o") for source in _SOURCES]
+            failure = _run_all([_compile_command(source, obj) for source, obj in zip(_SOURCES, objects)])
+            linked = os.path.join(scratch, "kernels.so")
+            failure = failure or _run_all([_link_command(objects, linked)])
+            if failure:
+                raise ImportError("kolo.tensorflow: building kolo's TensorFlow kernels failed:\n" + failure)
+            os.replace(linked, path)  # whole, or not there: a rank that finds it may load it
         finally:
-            if os.path.exists(scratch):
-                os.unlink(scratch)
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _load():

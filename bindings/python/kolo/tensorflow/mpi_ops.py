@@ -1,5 +1,5 @@
 """horovod.tensorflow's collectives as TensorFlow ops over kolo's engine
-(the kernels of _ops.cc), each with Horovod's gradient.
+(the kernels of _ops_kernels.cc), each with Horovod's gradient.
 
 Every op is named for the engine: the `name` given, else (in a graph, where
 ops run concurrently) a name made from its position in the program (see
