@@ -240,6 +240,20 @@ Status broadcast(const ScheduleContext& ctx, const Topology& topology, const Thr
       .run(ctx, topology, args);
 }
 
+std::vector<std::string> algorithm_names() {
+  std::vector<std::string> names;
+  auto add = [&](const auto& table) {
+    for (const auto* entry : table) {
+      if (std::find(names.begin(), names.end(), entry->name) == names.end()) names.push_back(entry->name);
+    }
+  };
+  add(allreduce_algorithms());
+  add(allgather_algorithms());
+  add(reduce_scatter_algorithms());
+  add(broadcast_algorithms());
+  return names;
+}
+
 std::vector<int> algorithm_peers(const Topology& topology, const Thresholds& thresholds) {
   std::vector<int> peers;
   for (const auto* a : allreduce_algorithms()) a->peers(topology, thresholds, &peers);

@@ -56,6 +56,11 @@ Status reduce_scatter(const ScheduleContext& ctx, const Topology& topology, cons
 Status broadcast(const ScheduleContext& ctx, const Topology& topology, const Thresholds& thresholds,
                  const BroadcastArgs& args);
 
+// Every algorithm name of the tables, each once, in the order they first
+// appear (allreduce's, then allgather's, reduce-scatter's, broadcast's):
+// what KOLO_ALGORITHM may name besides "auto".
+std::vector<std::string> algorithm_names();
+
 // Every peer an algorithm of these tables may exchange with, in the order
 // the tables name them.
 std::vector<int> algorithm_peers(const Topology& topology, const Thresholds& thresholds);

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "collectives/algorithms.h"
 #include "collectives/cost_model.h"
 #include "collectives/wire_format.h"
 #include "common/env.h"
@@ -44,11 +45,15 @@ Status check_transport(const std::string& name, const std::string& value) {
 }
 
 Status check_algorithm(const std::string& name, const std::string& value) {
-  for (const char* known : {"auto", "ring", "recursive_doubling", "shared_memory", "tree", "hierarchical"}) {
-    if (value == known) return Status::ok();
+  // Any algorithm of the tables (collectives/algorithms.h), by name.
+  const std::vector<std::string> known = algorithm_names();
+  std::string names = "auto";
+  for (size_t k = 0; k < known.size(); ++k) {
+    if (value == known[k]) return Status::ok();
+    names += (k + 1 < known.size() ? ", " : " or ") + known[k];
   }
-  return invalid_argument(name + "='" + value +
-                          "': use auto, ring, recursive_doubling, shared_memory, tree or hierarchical");
+  if (value == "auto") return Status::ok();
+  return invalid_argument(name + "='" + value + "': use " + names);
 }
 
 Status check_link_costs(const std::string& name, const std::string& value) {

@@ -1,8 +1,13 @@
 #include "runtime/config.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
+
+#include "collectives/algorithms.h"
 
 namespace kolo {
 namespace {
@@ -59,6 +64,20 @@ TEST_F(ConfigTest, ErrorsNameTheVariable) {
   setenv("KOLO_TIMEOUT_S", "soon", 1);
   s = load_config(&c);
   EXPECT_NE(s.message().find("KOLO_TIMEOUT_S"), std::string::npos);
+}
+
+// KOLO_ALGORITHM takes what the algorithm tables name, and nothing else: a
+// new table entry is a new value without a list to keep by hand.
+TEST_F(ConfigTest, AlgorithmsAreTheTablesNames) {
+  const std::vector<std::string> names = algorithm_names();
+  for (const char* expected : {"ring", "recursive_doubling", "shared_memory", "tree", "hierarchical"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
+  }
+  EXPECT_TRUE(check_algorithm("KOLO_ALGORITHM", "auto").is_ok());
+  for (const std::string& name : names) EXPECT_TRUE(check_algorithm("KOLO_ALGORITHM", name).is_ok()) << name;
+  Status s = check_algorithm("KOLO_ALGORITHM", "carrier-pigeon");
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  for (const std::string& name : names) EXPECT_NE(s.message().find(name), std::string::npos) << s.message();
 }
 
 }  // namespace
