@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "collectives/wire_format.h"
+#include "collectives/wire_kernels.h"
 
 namespace {
 

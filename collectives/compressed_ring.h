@@ -20,6 +20,7 @@
 
 #include "collectives/ring.h"
 #include "collectives/wire_format.h"
+#include "collectives/wire_kernels.h"
 
 namespace kolo {
 

@@ -4,6 +4,7 @@
 // and Inf through every format, blocks of zeros, tiny and huge magnitudes,
 // the error feedback's residual, and the sizes.
 #include "collectives/wire_format.h"
+#include "collectives/wire_kernels.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "collectives/simd.h"
-#include "collectives/wire_format.h"
+#include "collectives/wire_kernels.h"
 
 // GCC 12's AVX-512 headers start some intrinsics from an undefined vector,
 // which -Wmaybe-uninitialized reports at every use (GCC bug 105593).

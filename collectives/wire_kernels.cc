@@ -1,9 +1,9 @@
-// The wire formats' kernels (wire_format.h): the frame every format shares.
+// The wire formats' kernels (wire_kernels.h): the frame every format shares.
 // A format is a struct of encode/decode for a block of at most kWireBlock
 // floats (wire_half_formats.h, wire_int8_format.h, wire_fp8_format.h); here
 // are the caller's element types, the hop that fuses decoding, adding and
 // encoding block by block in the cache, and the choice of kernels.
-#include "collectives/wire_format.h"
+#include "collectives/wire_kernels.h"
 
 #include <algorithm>
 #include <atomic>

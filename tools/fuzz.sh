@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in tests/fuzz/ with clang (ASan + UBSan) and
 # runs each for a bounded time on a scratch copy of its corpus, so the repo's
-# corpus (tests/fuzz/corpus/) stays the reviewed seed set.
+# corpus (tests/fuzz/corpus/) stays the reviewed seed set. Each target's
+# sources are the ones Bazel builds it from (tests/fuzz/BUILD.bazel).
 #   tools/fuzz.sh [SECONDS_PER_TARGET]   (default 20)
 # Prints the executions each target ran; exits non-zero on any crash.
 set -euo pipefail
@@ -11,26 +12,64 @@ SECONDS_PER_TARGET="${1:-20}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/kolo-fuzz.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 CXX="${CXX_FUZZ:-clang++}"
-FLAGS=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.)
+FLAGS=(-std=c++17 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I.)
+LINK_FLAGS=(-fsanitize=fuzzer,address,undefined -pthread -ldl)
+TARGETS=(store_request handshake frame torch_reply hostlist op_request rank_facts failure_record)
 
-# Each target with the sources it needs (the parsers and what they call).
-declare -A SOURCES=(
-  [store_request]="runtime/store_protocol.cc common/status.cc common/hmac.cc"
-  [handshake]="transport/handshake.cc common/status.cc common/hmac.cc"
-  [frame]="transport/frame.cc collectives/fingerprint.cc collectives/dtype.cc collectives/wire_format.cc common/status.cc"
-  [torch_reply]="runtime/torch_store_protocol.cc common/status.cc"
-  [hostlist]="runtime/slurm_env.cc common/status.cc"
-  [op_request]="runtime/op_request.cc collectives/dtype.cc collectives/wire_format.cc common/status.cc"
-  [rank_facts]="runtime/rank_facts.cc common/status.cc"
-  [failure_record]="runtime/failure_record.cc common/status.cc"
-)
-# fuzz_one TARGET: builds and runs one target; its report in $WORK/TARGET.report,
+# in_parallel FUNCTION ARG...: FUNCTION ARG for each ARG, as many at once as
+# there are cores; non-zero if any failed.
+in_parallel() {
+  local fn=$1 status=0 running=0 arg
+  shift
+  for arg in "$@"; do
+    if ((running >= $(nproc))); then
+      wait -n || status=1
+      running=$((running - 1))
+    fi
+    "$fn" "$arg" &
+    running=$((running + 1))
+  done
+  while ((running > 0)); do
+    wait -n || status=1
+    running=$((running - 1))
+  done
+  return $status
+}
+
+# Each target's sources as Bazel has them: its own file and every .cc file
+# of the project below it, as paths.
+declare -A SOURCES=()
+for target in "${TARGETS[@]}"; do
+  SOURCES[$target]=$(bazel query --noshow_progress "kind('source file', deps(//tests/fuzz:${target}_fuzz))" 2>/dev/null |
+    sed -n 's#^//\([^:]*\):\(.*\.cc\)$#\1/\2#p' | sed 's#^/##' | sort | tr '\n' ' ')
+  if [[ "${SOURCES[$target]}" != *"tests/fuzz/${target}_fuzz.cc"* ]]; then
+    echo "fuzz $target: bazel query gave no sources for //tests/fuzz:${target}_fuzz"
+    exit 1
+  fi
+done
+
+# Every source compiled once (the targets share most of them), instrumented
+# for the fuzzer; each target then links its own.
+object_of() { echo "$WORK/obj/${1//\//_}.o"; }
+compile_one() {
+  local object
+  object=$(object_of "$1")
+  "$CXX" "${FLAGS[@]}" -c "$1" -o "$object" >"$object.log" 2>&1 || { echo "fuzz: $1 did not build:"; cat "$object.log"; return 1; }
+}
+mkdir -p "$WORK/obj"
+# shellcheck disable=SC2046,SC2086
+if ! in_parallel compile_one $(printf '%s\n' ${SOURCES[@]} | sort -u); then
+  echo "fuzz: CRASH (a source did not build)"
+  exit 1
+fi
+
+# fuzz_one TARGET: links and runs one target; its report in $WORK/TARGET.report,
 # exit status non-zero on a crash.
 fuzz_one() {
-  local target=$1 report="$WORK/$1.report"
-  # shellcheck disable=SC2086
-  if ! "$CXX" "${FLAGS[@]}" "tests/fuzz/${target}_fuzz.cc" ${SOURCES[$target]} -o "$WORK/$target" >"$report" 2>&1; then
-    echo "fuzz $target: CRASH (did not build)" >>"$report"
+  local target=$1 report="$WORK/$1.report" objects=() source
+  for source in ${SOURCES[$target]}; do objects+=("$(object_of "$source")"); done
+  if ! "$CXX" "${objects[@]}" "${LINK_FLAGS[@]}" -o "$WORK/$target" >"$report" 2>&1; then
+    echo "fuzz $target: CRASH (did not link)" >>"$report"
     return 1
   fi
   mkdir -p "$WORK/corpus-$target"
@@ -46,22 +85,8 @@ fuzz_one() {
   fi
 }
 
-# As many targets at once as there are cores (each is one process), the
-# reports printed in order.
-TARGETS=(store_request handshake frame torch_reply hostlist op_request rank_facts failure_record)
+# The reports printed in order.
 status=0
-running=0
-for target in "${TARGETS[@]}"; do
-  if ((running >= $(nproc))); then
-    wait -n || status=1
-    running=$((running - 1))
-  fi
-  fuzz_one "$target" &
-  running=$((running + 1))
-done
-while ((running > 0)); do
-  wait -n || status=1
-  running=$((running - 1))
-done
+in_parallel fuzz_one "${TARGETS[@]}" || status=1
 for target in "${TARGETS[@]}"; do cat "$WORK/$target.report"; done
 exit $status
