@@ -7,6 +7,7 @@
 #include "collectives/fingerprint.h"
 #include "collectives/ring_schedule.h"
 #include "collectives/span_cutter.h"
+#include "transport/any_source.h"
 #include "transport/shared_arena.h"
 
 namespace kolo {
@@ -36,8 +37,9 @@ Status one_shot_allreduce(const ScheduleContext& ctx, SharedArena& arena, const 
   // waiting for a message from this one (check_not_awaited).
   const auto stalled = [&](int q) {
     KOLO_RETURN_IF_ERROR(ctx.transport->check_not_awaited(mine));
+    AnySource* any = ctx.transport->any_source();
     Arrival next;
-    if (!ctx.transport->can_peek(q) || !ctx.transport->peek(q, &next).is_ok()) return Status::ok();  // not connected
+    if (!any || !any->can_peek(q) || !any->peek(q, &next).is_ok()) return Status::ok();  // not connected
     if (next.state != Arrival::kArrived) return Status::ok();
     return mismatch("rank " + std::to_string(q) + " sent a message (" + describe_fingerprint(next.tag) +
                     ") where this rank runs " + describe_fingerprint(mine) + ", which sends none");

@@ -9,6 +9,7 @@
 #include "collectives/fingerprint.h"
 #include "collectives/ring_schedule.h"
 #include "common/rank_list.h"
+#include "transport/any_source.h"
 
 namespace kolo {
 namespace {
@@ -115,6 +116,8 @@ void erase(std::vector<int>* v, int peer) { v->erase(std::remove(v->begin(), v->
 Status receive_from_any(const ScheduleContext& ctx, void* data, size_t count, DataType dtype, AnySourceState* state,
                         int* source) {
   Transport* t = ctx.transport;
+  AnySource* any = t->any_source();
+  if (any == nullptr) return unsupported(std::string(t->name()) + " transport cannot receive from any peer");
   const int n = ctx.size;
   const Deadline deadline = Deadline::after_seconds_coarse(ctx.pipeline.timeout_s);
   AnyPeers peers;
@@ -126,7 +129,7 @@ Status receive_from_any(const ScheduleContext& ctx, void* data, size_t count, Da
     // after the first round, so a peer's send connects without it.
     for (int peer : std::vector<int>(peers.unconnected)) {
       bool connected = false;
-      Status s = t->try_connect(peer, deadline, &connected);
+      Status s = any->try_connect(peer, deadline, &connected);
       if (s.code() == Code::kPeerLost) {
         erase(&peers.unconnected, peer);
         peers.closed.push_back(peer);
@@ -143,7 +146,7 @@ Status receive_from_any(const ScheduleContext& ctx, void* data, size_t count, Da
       const int peer = (state->next_first + k) % n;
       if (std::find(peers.connected.begin(), peers.connected.end(), peer) == peers.connected.end()) continue;
       Arrival next;
-      KOLO_RETURN_IF_ERROR(t->peek(peer, &next));
+      KOLO_RETURN_IF_ERROR(any->peek(peer, &next));
       if (next.state == Arrival::kArrived) {
         if (fingerprint_kind(next.tag) == CollectiveKind::kSendRecv) {
           chosen = peer;
@@ -160,10 +163,10 @@ Status receive_from_any(const ScheduleContext& ctx, void* data, size_t count, Da
     if (peers.connected.empty() && peers.unconnected.empty()) {
       const std::string why = "no peer can send to rank " + std::to_string(ctx.rank) + " any more (" +
                               peers.describe() + ")";
-      KOLO_RETURN_IF_ERROR(t->watch({}));
+      KOLO_RETURN_IF_ERROR(any->watch({}));
       return peers.collective.empty() ? peer_lost(why) : mismatch(why);
     }
-    KOLO_RETURN_IF_ERROR(t->watch(peers.connected));
+    KOLO_RETURN_IF_ERROR(any->watch(peers.connected));
     Deadline until = deadline;
     if (!peers.unconnected.empty()) {
       const Deadline poll = Deadline::after(kConnectPoll);
@@ -176,7 +179,7 @@ Status receive_from_any(const ScheduleContext& ctx, void* data, size_t count, Da
     }
     if (!waited.is_ok()) break;
   }
-  KOLO_RETURN_IF_ERROR(t->watch({}));
+  KOLO_RETURN_IF_ERROR(any->watch({}));
   if (waited.code() == Code::kTimeout) {
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%g", ctx.pipeline.timeout_s);

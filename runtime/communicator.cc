@@ -14,6 +14,7 @@
 #include "common/ranges.h"
 #include "gpu/device.h"
 #include "runtime/argument_checks.h"
+#include "transport/any_source.h"
 
 namespace kolo {
 
@@ -534,8 +535,9 @@ Status Communicator::recv_any(void* buf, size_t count, DataType dtype, int* sour
                             "(messages to itself are not taken)");
   }
   std::vector<int> cannot;
+  AnySource* any = transport_->any_source();
   for (int peer = 0; peer < world_.size; ++peer) {
-    if (peer != world_.rank && !transport_->can_peek(peer)) cannot.push_back(peer);
+    if (peer != world_.rank && !(any && any->can_peek(peer))) cannot.push_back(peer);
   }
   if (!cannot.empty()) {
     return unsupported("a receive from any rank must see a message before receiving it, which the transport to "

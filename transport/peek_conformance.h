@@ -1,5 +1,5 @@
 // The part of the Transport contract that receives from any peer rely on
-// (transport.h: can_peek, try_connect, peek, watch), as one suite that each
+// (any_source.h: can_peek, try_connect, peek, watch), as one suite that each
 // transport able to peek instantiates with a factory of its own
 // (INSTANTIATE_TEST_SUITE_P(Name, PeekConformance, Values(factory))). Ranks
 // are threads of the test over an in-memory store:
@@ -27,6 +27,7 @@
 
 #include <gtest/gtest.h>
 
+#include "transport/any_source.h"
 #include "transport/memory_store.h"
 #include "transport/transport.h"
 
@@ -47,6 +48,12 @@ class PeekConformance : public ::testing::TestWithParam<PeekTransportFactory> {
       Status s = GetParam()(&store_, r, size, &t_[r]);
       ASSERT_TRUE(s.is_ok()) << s.to_string();
     }
+  }
+  // Rank r's receiving from any peer, which every transport of this suite has.
+  AnySource* any(int r) {
+    AnySource* a = t_[r]->any_source();
+    EXPECT_NE(a, nullptr) << t_[r]->name() << " has no AnySource";
+    return a;
   }
   // Connects a and b, each from its own thread.
   void connect(int a, int b) {
@@ -76,7 +83,7 @@ class PeekConformance : public ::testing::TestWithParam<PeekTransportFactory> {
     Arrival next;
     const auto until = Clock::now() + std::chrono::seconds(10);
     while (Clock::now() < until) {
-      Status s = t_[at]->peek(peer, &next);
+      Status s = any(at)->peek(peer, &next);
       EXPECT_TRUE(s.is_ok()) << s.to_string();
       if (!s.is_ok() || next.state != Arrival::kNothing) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -99,7 +106,7 @@ class PeekConformance : public ::testing::TestWithParam<PeekTransportFactory> {
   void try_connect_then_receive(int receiver, int sender) {
     make(3);
     bool connected = true;
-    ASSERT_TRUE(t_[receiver]->try_connect(sender, Deadline::after_seconds(10), &connected).is_ok());
+    ASSERT_TRUE(any(receiver)->try_connect(sender, Deadline::after_seconds(10), &connected).is_ok());
     // Either done already (this rank dialed) or its half is in place: the
     // sender connects without the receiver's connect().
     Status sent;
@@ -109,7 +116,7 @@ class PeekConformance : public ::testing::TestWithParam<PeekTransportFactory> {
     });
     const auto until = Clock::now() + std::chrono::seconds(10);
     while (!connected && Clock::now() < until) {
-      Status s = t_[receiver]->try_connect(sender, Deadline::after_seconds(10), &connected);
+      Status s = any(receiver)->try_connect(sender, Deadline::after_seconds(10), &connected);
       ASSERT_TRUE(s.is_ok()) << s.to_string();
       if (!connected) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -121,7 +128,7 @@ class PeekConformance : public ::testing::TestWithParam<PeekTransportFactory> {
     EXPECT_EQ(next.bytes, 300u);
     receive(receiver, sender, 300, 3, 77);
     // Connected now: try_connect says so at once.
-    ASSERT_TRUE(t_[receiver]->try_connect(sender, Deadline::after_seconds(1), &connected).is_ok());
+    ASSERT_TRUE(any(receiver)->try_connect(sender, Deadline::after_seconds(1), &connected).is_ok());
     EXPECT_TRUE(connected);
   }
 
@@ -132,9 +139,9 @@ class PeekConformance : public ::testing::TestWithParam<PeekTransportFactory> {
 TEST_P(PeekConformance, ShowsTheNextMessageAndLeavesItForTheReceive) {
   make(2);
   connect(0, 1);
-  ASSERT_TRUE(t_[1]->can_peek(0));
+  ASSERT_TRUE(any(1)->can_peek(0));
   Arrival next;
-  ASSERT_TRUE(t_[1]->peek(0, &next).is_ok());
+  ASSERT_TRUE(any(1)->peek(0, &next).is_ok());
   EXPECT_EQ(next.state, Arrival::kNothing);
   // Sizes around what transports stage or cut: an empty message, one
   // byte, 100 KiB.
@@ -146,12 +153,12 @@ TEST_P(PeekConformance, ShowsTheNextMessageAndLeavesItForTheReceive) {
     EXPECT_EQ(next.bytes, sizes[i]);
     EXPECT_EQ(next.tag, 100 + i);
     // Looking again changes nothing.
-    ASSERT_TRUE(t_[1]->peek(0, &next).is_ok());
+    ASSERT_TRUE(any(1)->peek(0, &next).is_ok());
     EXPECT_EQ(next.state, Arrival::kArrived);
     EXPECT_EQ(next.bytes, sizes[i]);
     receive(1, 0, sizes[i], static_cast<unsigned char>(i + 1), 100 + i);
   }
-  ASSERT_TRUE(t_[1]->peek(0, &next).is_ok());
+  ASSERT_TRUE(any(1)->peek(0, &next).is_ok());
   EXPECT_EQ(next.state, Arrival::kNothing);
 }
 
@@ -167,7 +174,7 @@ TEST_P(PeekConformance, APendingReceiveHidesTheMessagesBehindIt) {
   // still pending.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   Arrival next;
-  ASSERT_TRUE(t_[1]->peek(0, &next).is_ok());
+  ASSERT_TRUE(any(1)->peek(0, &next).is_ok());
   EXPECT_EQ(next.state, Arrival::kNothing) << "a pending receive's message is not the next unposted one";
   Status s = wait_for(t_[1].get(), &r);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -185,7 +192,7 @@ TEST_P(PeekConformance, WatchWakesAWaitingProgressOnArrivalAndOnClose) {
   connect(1, 2);
   // Nothing watched, nothing posted: progress() waits out its deadline.
   EXPECT_EQ(t_[2]->progress(Deadline::after(std::chrono::milliseconds(50))).code(), Code::kTimeout);
-  ASSERT_TRUE(t_[2]->watch({0, 1}).is_ok());
+  ASSERT_TRUE(any(2)->watch({0, 1}).is_ok());
   EXPECT_EQ(t_[2]->progress(Deadline::after(std::chrono::milliseconds(50))).code(), Code::kTimeout)
       << "nothing has arrived yet";
   std::thread sender([&] {
@@ -200,13 +207,13 @@ TEST_P(PeekConformance, WatchWakesAWaitingProgressOnArrivalAndOnClose) {
   EXPECT_GT(took, 0.1);
   EXPECT_LT(took, 5.0) << "the arrival woke the wait";
   Arrival next;
-  ASSERT_TRUE(t_[2]->peek(1, &next).is_ok());
+  ASSERT_TRUE(any(2)->peek(1, &next).is_ok());
   ASSERT_EQ(next.state, Arrival::kArrived);
   EXPECT_EQ(next.tag, 42u);
   // While rank 1's message waits, watching it returns at once; watching
   // only rank 0 waits again. Then rank 0 closes, which wakes it.
   EXPECT_TRUE(t_[2]->progress(Deadline::after_seconds(10)).is_ok());
-  ASSERT_TRUE(t_[2]->watch({0}).is_ok());
+  ASSERT_TRUE(any(2)->watch({0}).is_ok());
   EXPECT_EQ(t_[2]->progress(Deadline::after(std::chrono::milliseconds(50))).code(), Code::kTimeout);
   std::thread closer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -215,9 +222,9 @@ TEST_P(PeekConformance, WatchWakesAWaitingProgressOnArrivalAndOnClose) {
   s = t_[2]->progress(Deadline::after_seconds(10));
   closer.join();
   ASSERT_TRUE(s.is_ok()) << s.to_string();
-  ASSERT_TRUE(t_[2]->peek(0, &next).is_ok());
+  ASSERT_TRUE(any(2)->peek(0, &next).is_ok());
   EXPECT_EQ(next.state, Arrival::kClosed);
-  ASSERT_TRUE(t_[2]->watch({}).is_ok());
+  ASSERT_TRUE(any(2)->watch({}).is_ok());
   receive(2, 1, 1000, 9, 42);
 }
 

@@ -69,13 +69,43 @@ Status PerPeerTransport::sleep(Deadline deadline, Pumped* pumped) {
   return t->sleep(slice.time_point() < deadline.time_point() ? slice : deadline, pumped);
 }
 
+namespace {
+
+Status cannot_receive_from_any(const Transport& t) {
+  return unsupported(std::string(t.name()) + " transport cannot receive from any peer");
+}
+
+}  // namespace
+
+bool PerPeerTransport::can_peek(int peer) const {
+  AnySource* any = route(peer)->any_source();
+  return any != nullptr && any->can_peek(peer);
+}
+
+Status PerPeerTransport::try_connect(int peer, Deadline deadline, bool* connected) {
+  *connected = false;
+  AnySource* any = route(peer)->any_source();
+  return any ? any->try_connect(peer, deadline, connected) : cannot_receive_from_any(*route(peer));
+}
+
+Status PerPeerTransport::peek(int peer, Arrival* next) {
+  *next = Arrival{};
+  AnySource* any = route(peer)->any_source();
+  return any ? any->peek(peer, next) : cannot_receive_from_any(*route(peer));
+}
+
 Status PerPeerTransport::watch(const std::vector<int>& peers) {
   for (size_t i = 0; i < transports_.size(); ++i) {
     std::vector<int> mine;
     for (int peer : peers) {
       if (routes_[peer] == static_cast<int>(i)) mine.push_back(peer);
     }
-    KOLO_RETURN_IF_ERROR(transports_[i]->watch(mine));
+    AnySource* any = transports_[i]->any_source();
+    if (any) {
+      KOLO_RETURN_IF_ERROR(any->watch(mine));
+    } else if (!mine.empty()) {
+      return cannot_receive_from_any(*transports_[i]);
+    }
   }
   return Status::ok();
 }

@@ -17,11 +17,12 @@
 #include <vector>
 
 #include "transport/progress_loop.h"
+#include "transport/any_source.h"
 #include "transport/transport.h"
 
 namespace kolo {
 
-class PerPeerTransport final : public Transport {
+class PerPeerTransport final : public Transport, public AnySource {
  public:
   // routes[p] is the index in `transports` of the one that carries the
   // messages to and from rank p (ignored for this rank). Every transport
@@ -52,13 +53,13 @@ class PerPeerTransport final : public Transport {
   void set_polling(int spin_us, bool yield) override;
   Status register_memory(const void* data, size_t bytes) override;
   void deregister_memory(const void* data, size_t bytes) override;
-  // Receiving from any peer: each peer's own transport answers; watch()
-  // gives each transport its share of the peers (the others none).
-  bool can_peek(int peer) const override { return route(peer)->can_peek(peer); }
-  Status try_connect(int peer, Deadline deadline, bool* connected) override {
-    return route(peer)->try_connect(peer, deadline, connected);
-  }
-  Status peek(int peer, Arrival* next) override { return route(peer)->peek(peer, next); }
+  // Receiving from any peer: each peer's own transport answers (UNSUPPORTED
+  // for a peer whose transport has no AnySource); watch() gives each
+  // transport its share of the peers (the others none).
+  AnySource* any_source() override { return this; }
+  bool can_peek(int peer) const override;
+  Status try_connect(int peer, Deadline deadline, bool* connected) override;
+  Status peek(int peer, Arrival* next) override;
   Status watch(const std::vector<int>& peers) override;
 
  private:

@@ -1,8 +1,8 @@
 // The per-peer transport and receives from any peer: each peer's own
 // transport answers can_peek, try_connect and peek, watch() gives each
 // transport only its own peers, and a sleep with no request in flight
-// waits in the transport that watches; a transport that keeps the
-// defaults (RDMA does) says UNSUPPORTED. Fake transports, no wire.
+// waits in the transport that watches; a peer whose transport has no
+// AnySource (RDMA has none) is UNSUPPORTED. Fake transports, no wire.
 #include "transport/per_peer_transport.h"
 
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@ namespace kolo {
 namespace {
 
 // Records what it is asked; peeks only if `peeks`.
-class Fake final : public DirectTransport {
+class Fake final : public DirectTransport, public AnySource {
  public:
   Fake(const char* name, bool peeks) : name_(name), peeks_(peeks) {}
   int rank() const override { return 0; }
@@ -38,22 +38,21 @@ class Fake final : public DirectTransport {
   bool has_pending() override { return false; }
   std::string describe_pending() override { return ""; }
 
-  bool can_peek(int) const override { return peeks_; }
-  Status try_connect(int peer, Deadline deadline, bool* connected) override {
-    if (!peeks_) return DirectTransport::try_connect(peer, deadline, connected);
+  // Only a transport that peeks has an AnySource (RDMA has none).
+  AnySource* any_source() override { return peeks_ ? this : nullptr; }
+  bool can_peek(int) const override { return true; }
+  Status try_connect(int peer, Deadline, bool* connected) override {
     asked.push_back(peer);
     *connected = true;
     return Status::ok();
   }
   Status peek(int peer, Arrival* next) override {
-    if (!peeks_) return DirectTransport::peek(peer, next);
     asked.push_back(peer);
     next->state = Arrival::kArrived;
     next->tag = static_cast<uint64_t>(peer);
     return Status::ok();
   }
   Status watch(const std::vector<int>& peers) override {
-    if (!peeks_) return DirectTransport::watch(peers);
     watched = peers;
     return Status::ok();
   }
@@ -90,29 +89,29 @@ struct World {
 
 TEST(PerPeerPeek, EachPeersTransportAnswers) {
   World w;
-  EXPECT_TRUE(w.t->can_peek(1));
-  EXPECT_TRUE(w.t->can_peek(2));
-  EXPECT_FALSE(w.t->can_peek(3));
+  EXPECT_TRUE(w.t->any_source()->can_peek(1));
+  EXPECT_TRUE(w.t->any_source()->can_peek(2));
+  EXPECT_FALSE(w.t->any_source()->can_peek(3));
   bool connected = false;
-  ASSERT_TRUE(w.t->try_connect(2, Deadline::after_seconds(1), &connected).is_ok());
+  ASSERT_TRUE(w.t->any_source()->try_connect(2, Deadline::after_seconds(1), &connected).is_ok());
   EXPECT_TRUE(connected);
   Arrival next;
-  ASSERT_TRUE(w.t->peek(1, &next).is_ok());
+  ASSERT_TRUE(w.t->any_source()->peek(1, &next).is_ok());
   EXPECT_EQ(next.state, Arrival::kArrived);
   EXPECT_EQ(next.tag, 1u);
   EXPECT_EQ(w.shm->asked, (std::vector<int>{2, 1}));
   // The defaults: UNSUPPORTED, naming the transport, and nothing seen.
-  Status s = w.t->peek(3, &next);
+  Status s = w.t->any_source()->peek(3, &next);
   EXPECT_EQ(s.code(), Code::kUnsupported);
   EXPECT_NE(s.message().find("ib transport"), std::string::npos) << s.to_string();
   EXPECT_EQ(next.state, Arrival::kNothing);
-  EXPECT_EQ(w.t->try_connect(3, Deadline::after_seconds(1), &connected).code(), Code::kUnsupported);
+  EXPECT_EQ(w.t->any_source()->try_connect(3, Deadline::after_seconds(1), &connected).code(), Code::kUnsupported);
   EXPECT_FALSE(connected);
 }
 
 TEST(PerPeerPeek, WatchGivesEachTransportItsOwnPeersAndTheSleepWaitsInIt) {
   World w;
-  ASSERT_TRUE(w.t->watch({1, 2}).is_ok());
+  ASSERT_TRUE(w.t->any_source()->watch({1, 2}).is_ok());
   EXPECT_EQ(w.shm->watched, (std::vector<int>{1, 2}));
   // No request in flight: the sleep is the watching transport's.
   EXPECT_EQ(w.t->progress(Deadline::after(std::chrono::milliseconds(20))).code(), Code::kTimeout);
@@ -121,10 +120,10 @@ TEST(PerPeerPeek, WatchGivesEachTransportItsOwnPeersAndTheSleepWaitsInIt) {
   // What the watching transport notices ends the wait.
   w.shm->noticed = true;
   EXPECT_TRUE(w.t->progress(Deadline::after_seconds(5)).is_ok());
-  ASSERT_TRUE(w.t->watch({}).is_ok());
+  ASSERT_TRUE(w.t->any_source()->watch({}).is_ok());
   EXPECT_TRUE(w.shm->watched.empty());
   // A peer over a transport that cannot peek cannot be watched.
-  EXPECT_EQ(w.t->watch({1, 3}).code(), Code::kUnsupported);
+  EXPECT_EQ(w.t->any_source()->watch({1, 3}).code(), Code::kUnsupported);
 }
 
 }  // namespace

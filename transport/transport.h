@@ -12,35 +12,8 @@
 //    buffer unchanged, until the request is done.
 //  - progress() is called by one thread at a time (the thread running the
 //    collective). abort() may be called from any thread at any time.
-//  - Receiving from any peer (kolo_recv_any, MPI_ANY_SOURCE) is optional:
-//    a transport whose receiver sees a message's header before any receive
-//    is posted for it (TCP: the socket; shared memory: the ring) implements
-//    can_peek, try_connect, peek and watch below; the others keep the
-//    defaults, which say UNSUPPORTED. RDMA cannot: its receiver-driven
-//    protocol moves nothing, not even a header, before the receiver's
-//    clear-to-send. None of it adds a byte, a message or a store access to
-//    the matched path: it only looks at what the matched path would read.
-//    From the thread that runs progress():
-//    - try_connect(peer) is connect() as far as it goes without waiting for
-//      the peer to connect too (a receiver cannot know which peers will
-//      send): *connected says whether the pair is connected now; when not,
-//      this rank's half is in place (so the peer's connect() completes
-//      without this rank) and a later call finishes once the peer's half is.
-//      Waits only for what needs no act of the peer (the store, its
-//      listener), bounded by the deadline. PEER_LOST: the peer has gone.
-//    - peek(peer) looks at the next message from a connected peer that no
-//      posted receive will take, without taking it: nothing yet, its header
-//      (size and tag) has arrived, or the peer closed its end and nothing
-//      more will come. Only with no receive pending for that peer (else
-//      nothing yet: the next message is behind those receives'). The
-//      message stays: the next post_recv for the peer takes it as usual,
-//      and fails with MISMATCH as usual if size or tag differ.
-//    - watch(peers): until the next watch(), progress() also returns OK,
-//      with nothing completed, as soon as peek() would report something
-//      other than "nothing yet" for one of `peers` (connected, with no
-//      receive pending), and sleeps on their connections too. watch({})
-//      ends it; a peer the caller is done with must leave the set, or
-//      progress() keeps returning at once.
+//  - Receiving from any peer (kolo_recv_any, MPI_ANY_SOURCE) is a
+//    capability a transport may have: any_source() (any_source.h).
 #pragma once
 
 #include <cstddef>
@@ -71,12 +44,7 @@ struct Pumped {
   bool noticed = false;  // a watched peer's next message arrived, or the peer closed (see watch())
 };
 
-// What peek() saw of a peer's next message.
-struct Arrival {
-  enum State { kNothing, kArrived, kClosed } state = kNothing;
-  uint64_t bytes = 0;  // kArrived: the message's size
-  uint64_t tag = 0;    // kArrived: its tag
-};
+class AnySource;
 
 class Transport {
  public:
@@ -136,26 +104,9 @@ class Transport {
   // forgets the whole declaration.
   virtual void deregister_memory(const void* data, size_t bytes) { (void)data, (void)bytes; }
 
-  // Receiving from any peer: see the contract at the top. can_peek says
-  // whether the other three work for `peer` (any thread; fixed once the
-  // transport exists).
-  virtual bool can_peek(int peer) const {
-    (void)peer;
-    return false;
-  }
-  virtual Status try_connect(int peer, Deadline deadline, bool* connected) {
-    (void)peer, (void)deadline;
-    *connected = false;
-    return unsupported(std::string(name()) + " transport cannot receive from any peer");
-  }
-  virtual Status peek(int peer, Arrival* next) {
-    (void)peer;
-    *next = Arrival{};
-    return unsupported(std::string(name()) + " transport cannot receive from any peer");
-  }
-  virtual Status watch(const std::vector<int>& peers) {
-    return peers.empty() ? Status::ok() : unsupported(std::string(name()) + " transport cannot receive from any peer");
-  }
+  // Receiving from any peer (any_source.h): this transport's, or nullptr
+  // where it cannot see a message before a receive names its sender.
+  virtual AnySource* any_source() { return nullptr; }
 
   // For a rank that waits for its peers outside the transport (the arena's
   // one-shot allreduce, which sends no message) in the call `tag` names:

@@ -23,6 +23,7 @@
 #include "transport/progress_loop.h"
 #include "transport/shm/ring.h"
 #include "transport/store.h"
+#include "transport/any_source.h"
 #include "transport/transport.h"
 
 namespace kolo {
@@ -33,7 +34,7 @@ struct ShmOptions {
   ShmRingShape ring;                  // each direction's slots
 };
 
-class ShmTransport final : public DirectTransport {
+class ShmTransport final : public DirectTransport, public AnySource {
  public:
   static Status create(Store* store, int rank, int size, const ShmOptions& options, std::unique_ptr<ShmTransport>* out);
   ~ShmTransport() override;
@@ -62,6 +63,7 @@ class ShmTransport final : public DirectTransport {
   // publishes this rank's ring to the peer (its connect() then completes
   // without this rank), and maps the peer's once the peer has mapped this
   // one, which is how it tells that the peer's ring is published.
+  AnySource* any_source() override { return this; }
   bool can_peek(int) const override { return true; }
   Status try_connect(int peer, Deadline deadline, bool* connected) override;
   Status peek(int peer, Arrival* next) override;

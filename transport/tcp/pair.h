@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "transport/frame.h"
 #include "transport/fifo.h"
+#include "transport/any_source.h"
 #include "transport/transport.h"
 
 namespace kolo {

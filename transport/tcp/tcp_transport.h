@@ -18,6 +18,7 @@
 #include "transport/store.h"
 #include "transport/tcp/listener.h"
 #include "transport/tcp/pair.h"
+#include "transport/any_source.h"
 #include "transport/transport.h"
 
 namespace kolo {
@@ -36,7 +37,7 @@ struct TcpOptions {
   std::string secret;                      // job secret for the handshake (KOLO_SECRET); may be empty
 };
 
-class TcpTransport final : public DirectTransport {
+class TcpTransport final : public DirectTransport, public AnySource {
  public:
   // Listens and publishes this rank's address in the store.
   static Status create(Store* store, int rank, int size, const TcpOptions& options,
@@ -65,6 +66,7 @@ class TcpTransport final : public DirectTransport {
   // (the peer's listener accepts in the background, whatever the peer is
   // doing), or, on the accepting side, takes the connection once the
   // peer's dial has been accepted.
+  AnySource* any_source() override { return this; }
   bool can_peek(int) const override { return true; }
   Status try_connect(int peer, Deadline deadline, bool* connected) override;
   Status peek(int peer, Arrival* next) override;
