@@ -13,7 +13,10 @@
 #   python_test.sh tensorflow_N  kolo.tensorflow's and kolo.keras's tests
 #                            on N ranks (Keras on its tensorflow backend,
 #                            and on 2 ranks its torch backend); tensorflow_2
-#                            also starts jobs rank by rank (failures)
+#                            also starts jobs rank by rank (failures), and
+#                            checks that every front end (NumPy, torch,
+#                            torch.distributed, TensorFlow) reduces the same
+#                            dtypes and ops (test_dtype_policy.py)
 #   python_test.sh tensorflow_examples  the TensorFlow and Keras seed twins
 #   python_test.sh torchft   torchft's Manager on kolo: a replica group
 #                            killed mid-step heals and rejoins
@@ -99,7 +102,7 @@ if [[ "$1" == tensorflow_* ]]; then
       "$folder" || exit 1
   done
   [[ "$ranks" == 2 ]] || exit 0
-  exec "${PYTEST[@]}" test_tensorflow_failures.py test_elastic_tensorflow.py
+  exec "${PYTEST[@]}" test_tensorflow_failures.py test_elastic_tensorflow.py test_dtype_policy.py
 fi
 if [[ "$1" == torch_* ]]; then
   ranks=${1#torch_}

@@ -17,7 +17,7 @@ ranks, as Horovod's do. `kolo.run(fn, np=4, hosts="a:2,b:2")` runs a
 function as a job across hosts and returns its ranks' results, as
 horovod.run does (kolo/function_job.py).
 """
-from kolo._collectives import Adasum, Average, Max, Min, Product, Sum
+from kolo._policy import Adasum, Average, Max, Min, Product, Sum
 from kolo._library import (AbortedError, InvalidArgumentError, InvalidUsageError, KoloError, KoloTimeoutError,
                            MismatchError, PeerLostError, UnsupportedError)
 from kolo._library import version as __version__  # the loaded libkolo's, from kolo_get_version

@@ -5,15 +5,12 @@ describes its arrays and makes new ones; everything else (names, wire
 layouts, staging of non-contiguous or widened data, outputs whose size is
 only known after negotiation) is decided here.
 
-Dtypes the C API reduces natively go to it untouched, from the array's own
-memory when it is contiguous. Others are laid out so the engine can still
-serve them exactly:
-  - any dtype moves (allgather, broadcast, alltoall) as its raw bytes;
-  - int16/uint16 reduce in int32/uint32 (sums and products wrap the same
-    modulo 2**16), through a widened copy;
-  - bool reduces as uint8 bytes: Sum and Max are logical or, Min and
-    Product logical and;
-  - complex numbers sum and average as pairs of reals.
+Any dtype moves (allgather, broadcast, alltoall) as its raw bytes. What
+a reduction takes, and how the engine gets each dtype, is kolo._policy's:
+what the engine reduces natively goes to it untouched (bool as its uint8
+bytes too), from the array's own memory when it is contiguous; int16 and
+uint16 through a widened copy; complex numbers as pairs of reals, an extra
+dimension of 2.
 
 Arrays in GPU memory (CUDA tensors) go through host copies: the engine
 fuses and scales on the host. The copies are made on the array library's
@@ -23,18 +20,13 @@ precede the work that uses the result.
 import ctypes
 from collections import namedtuple
 
-from kolo import _runtime
+from kolo import _policy, _runtime
 from kolo._compression import wire_of
-from kolo._library import DTYPE_CODES, OP_AVG, OP_MAX, OP_MIN, OP_PROD, OP_SUM, lib, int64_array
+from kolo._library import DTYPE_CODES, OP_AVG, OP_CODES, OP_SUM, lib, int64_array
+from kolo._policy import Average
 
-# Reduction operations, numbered as horovod's.
-Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
-_OP_CODES = {Average: OP_AVG, Sum: OP_SUM, Min: OP_MIN, Max: OP_MAX, Product: OP_PROD}
-_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max", Product: "Product"}
-_WIDER = {"int16": "int32", "uint16": "uint32"}
 # What the wire formats carry (kolo_allreduce_wire).
 _WIRE_DTYPES = {DTYPE_CODES["float32"], DTYPE_CODES["float16"], DTYPE_CODES["bfloat16"]}
-_COMPLEX_PARTS = {"complex64": "float32", "complex128": "float64"}
 
 # What an adapter tells about one array: address, shape (tuple), dtype name
 # as NumPy spells it ("float32", "bool", "bfloat16"...), element size in
@@ -89,50 +81,33 @@ def _movement_wire(info):
     return DTYPE_CODES["uint8"], info.shape + (info.itemsize,)
 
 
-def reduction_op_code(op):
-    if op == Adasum:
-        raise NotImplementedError("kolo does not implement Adasum; use Average or Sum")
-    if op not in _OP_CODES:
-        raise ValueError("unknown reduction op %r; use Average, Sum, Min, Max or Product" % (op,))
-    return _OP_CODES[op]
+def _reduction(xp, x, op, prescale, postscale, collective):
+    """kolo._policy's Reduction of x with op in `collective`, or its refusal, raised."""
+    return _policy.reduction(xp.describe(x).dtype, op, collective, scaled=prescale != 1.0 or postscale != 1.0)
 
 
-def _reduction_wire(info, op, prescale, postscale):
-    """(kolo dtype code, shape, kolo op) reducing the array exactly, or a
-    TypeError saying why this dtype cannot be reduced with this op."""
-    op_code = reduction_op_code(op)
-    code = DTYPE_CODES.get(info.dtype)
-    if code is not None:
-        return code, info.shape, op_code
-    if info.dtype == "bool":
-        if op == Average or prescale != 1.0 or postscale != 1.0:
-            raise TypeError("bool tensors reduce with Sum or Max (logical or), Min or Product (logical and), "
-                            "unscaled; not %s" % _OP_NAMES[op])
-        return DTYPE_CODES["uint8"], info.shape, OP_MAX if op in (Sum, Max) else OP_MIN
-    part = _COMPLEX_PARTS.get(info.dtype)
-    if part is not None:
-        if op not in (Sum, Average):
-            raise TypeError("%s tensors reduce with Sum or Average only, not %s" % (info.dtype, _OP_NAMES[op]))
-        return DTYPE_CODES[part], info.shape + (2,), op_code
-    raise TypeError("kolo cannot reduce %s tensors" % info.dtype)
+def _engine_args(info, plan):
+    """(kolo dtype code, shape, kolo op) of the staged array `info` for plan."""
+    shape = info.shape + (2,) if plan.how == _policy.PAIRS else info.shape
+    return DTYPE_CODES[plan.engine_dtype], shape, OP_CODES[plan.engine_op]
 
 
-def _staged(xp, x, inplace, out_shape=None):
+def _staged(xp, x, inplace, plan, out_shape=None):
     """Buffers for a reduction of x: (send, recv, result). The engine reads
     send and writes recv; once it is done, recv is copied into result when
-    they differ. Contiguous native arrays are used as they are; device
-    arrays through a host copy, the result then copied back to the device."""
+    they differ. Contiguous arrays whose memory the engine reads as it is
+    (plan) are used as they are; device arrays through a host copy, the
+    result then copied back to the device."""
     info = xp.describe(x)
     if xp.on_device(x):
         host = xp.to_host(x)
-        send, recv, _ = _staged(xp, host, out_shape is None, out_shape)
+        send, recv, _ = _staged(xp, host, out_shape is None, plan, out_shape)
         result = x if inplace else xp.empty(info.shape if out_shape is None else out_shape, x)
         return send, recv, result
-    wide = _WIDER.get(info.dtype)
-    if wide is not None:
+    if plan.how == _policy.WIDENED:
         # The widened copy is the engine's to overwrite: reduce in place on
         # it unless the output has another shape (reducescatter).
-        send = _converted(xp, x, wide)
+        send = _converted(xp, x, plan.engine_dtype)
         if out_shape is None:
             return send, send, (x if inplace else xp.empty(info.shape, x))
         return send, xp.empty(out_shape, send), xp.empty(out_shape, x)
@@ -170,9 +145,10 @@ def _wire_args(compression, code, op_code):
 def allreduce_async(xp, x, inplace=False, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
                     group=None, compression=None):
     g = group or _runtime.world()
-    send, recv, result = _staged(xp, x, inplace)
+    plan = _reduction(xp, x, op, prescale_factor, postscale_factor, "allreduce")
+    send, recv, result = _staged(xp, x, inplace, plan)
     info = xp.describe(send)
-    code, shape, op_code = _reduction_wire(info, op, prescale_factor, postscale_factor)
+    code, shape, op_code = _engine_args(info, plan)
     wire, feedback = _wire_args(compression, code, op_code)
     return g.submit(lib.kolo_submit_allreduce_wire, g.operation_name("allreduce", name), info.ptr,
                            xp.describe(recv).ptr, *_shape_arg(shape), code, op_code, float(prescale_factor),
@@ -186,12 +162,13 @@ def grouped_allreduce_async(xp, xs, inplace=False, name=None, op=Average, presca
     xs = list(xs)
     if not xs:
         raise ValueError("grouped_allreduce needs at least one tensor")
-    staged = [_staged(xp, x, inplace) for x in xs]
-    infos = [xp.describe(s) for s, _, _ in staged]
-    dtypes = sorted({i.dtype for i in infos})
+    dtypes = sorted({xp.describe(x).dtype for x in xs})
     if len(dtypes) > 1:
         raise TypeError("grouped_allreduce: all tensors must have one dtype, got %s" % ", ".join(dtypes))
-    wires = [_reduction_wire(i, op, prescale_factor, postscale_factor) for i in infos]
+    plan = _reduction(xp, xs[0], op, prescale_factor, postscale_factor, "allreduce")
+    staged = [_staged(xp, x, inplace, plan) for x in xs]
+    infos = [xp.describe(s) for s, _, _ in staged]
+    wires = [_engine_args(i, plan) for i in infos]
     n = len(xs)
     shapes = [int64_array(shape) for _, shape, _ in wires]
     sends = (ctypes.c_void_p * n)(*[i.ptr for i in infos])
@@ -221,10 +198,11 @@ def reducescatter_async(xp, x, name=None, op=Average, prescale_factor=1.0, posts
     info = xp.describe(x)
     if not info.shape:
         raise ValueError("reducescatter needs an array with at least one dimension, got a scalar")
+    plan = _reduction(xp, x, op, prescale_factor, postscale_factor, "reducescatter")
     out_shape = (_rows_for(info.shape[0], g.size, g.rank),) + info.shape[1:]
-    send, recv, result = _staged(xp, x, False, out_shape)
+    send, recv, result = _staged(xp, x, False, plan, out_shape)
     send_info = xp.describe(send)
-    code, shape, op_code = _reduction_wire(send_info, op, prescale_factor, postscale_factor)
+    code, shape, op_code = _engine_args(send_info, plan)
     return g.submit(lib.kolo_submit_reduce_scatter, g.operation_name("reducescatter", name),
                            send_info.ptr, xp.describe(recv).ptr, *_shape_arg(shape), code, op_code,
                            float(prescale_factor), float(postscale_factor), keep=(x, send, recv, result),

@@ -10,6 +10,8 @@ import os
 import re
 import sys
 
+from kolo._policy import Average, Max, Min, Product, Sum
+
 # kolo_result_t, in the order of kolo.h.
 SUCCESS = 0
 (ERR_INVALID_ARGUMENT, ERR_INVALID_USAGE, ERR_TIMEOUT, ERR_PEER_LOST, ERR_MISMATCH, ERR_TRANSPORT,
@@ -19,6 +21,8 @@ SUCCESS = 0
 DTYPE_CODES = {name: code for code, name in enumerate(
     ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64"])}
 OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_AVG = range(5)
+# The kolo_op_t of each engine op kolo._policy names.
+OP_CODES = {Average: OP_AVG, Sum: OP_SUM, Min: OP_MIN, Max: OP_MAX, Product: OP_PROD}
 # kolo_comm_shrink's flags.
 SHRINK_DEFAULT, SHRINK_ABORT, SHRINK_DROP_UNRESPONSIVE = 0, 1, 2
 

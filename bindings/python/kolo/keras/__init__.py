@@ -19,7 +19,7 @@ import numpy as np
 import kolo
 from kolo._builds import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, mpi_built,  # noqa: F401
                           mpi_enabled, mpi_threads_supported, nccl_built, rocm_built)
-from kolo._collectives import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
+from kolo._policy import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 from kolo._library import KoloError
 from kolo._process_sets import (ProcessSet, add_process_set, global_process_set, init,  # noqa: F401
                                 remove_process_set)

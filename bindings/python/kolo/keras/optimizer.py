@@ -15,7 +15,7 @@ dtype) once Keras has them all.
 """
 import keras
 
-from kolo._collectives import Average
+from kolo._policy import Average
 from kolo._process_sets import global_process_set, group_of
 from kolo.keras import _backend
 from kolo.keras.compression import Compression

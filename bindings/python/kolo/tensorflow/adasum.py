@@ -6,6 +6,7 @@ import sys
 
 import tensorflow as tf
 
+from kolo import _policy
 from kolo._process_sets import group_of
 
 _SQRT_DOUBLE_MIN = sys.float_info.min ** 0.5
@@ -24,11 +25,10 @@ def _combine(a, b):
 def allreduce(tensor, name, prescale_factor, postscale_factor, process_set):
     from kolo.tensorflow.mpi_ops import allgather
     tensor = tf.convert_to_tensor(tensor)
-    if not tensor.dtype.is_floating:
-        raise TypeError("Adasum reduces floating-point tensors, not %s" % tensor.dtype.name)
+    _policy.reduction(tensor.dtype.name, _policy.Adasum, "allreduce",
+                      scaled=prescale_factor != 1.0 or postscale_factor != 1.0)
     n = group_of(process_set).size
-    if n & (n - 1):
-        raise NotImplementedError("Running Adasum with non-power of 2 ranks is not supported yet (%d ranks)" % n)
+    _policy.check_adasum_ranks(n)
 
     @tf.custom_gradient
     def adasum(x):

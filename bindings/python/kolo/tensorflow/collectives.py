@@ -3,8 +3,8 @@ tf.IndexedSlices (allgathered, as Horovod does), grouped forms, and the
 function that reduces a list of gradients for the optimizers and tapes."""
 import tensorflow as tf
 
-from kolo._collectives import Adasum, Average, Sum
 from kolo._elastic import under_driver
+from kolo._policy import Adasum, Average, Sum, resolve_op
 from kolo._process_sets import global_process_set, group_of
 from kolo.tensorflow.compression import Compression
 from kolo.tensorflow.mpi_ops import (_allreduce, _executing_eagerly, _grouped_allreduce, _grouped_reducescatter,
@@ -15,15 +15,6 @@ def variable_key(v):
     """A hashable key for a variable or tensor: TensorFlow's ref(), else
     (a Keras 3 variable has none) the object's identity."""
     return v.ref() if hasattr(v, "ref") else id(v)
-
-
-def resolve_op(op, average):
-    """Horovod's rule: `average` is the deprecated spelling of op."""
-    if op is not None and average is not None:
-        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
-    if average is not None:
-        return Average if average else Sum
-    return Average if op is None else op
 
 
 def _sparse_allreduce(slices, op, prescale_factor, postscale_factor, process_set, ignore_name_scope, gather):

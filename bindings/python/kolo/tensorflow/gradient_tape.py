@@ -2,7 +2,7 @@
 gradients reduced over the process set (horovod.tensorflow's)."""
 import tensorflow as tf
 
-from kolo._collectives import Average
+from kolo._policy import Average
 from kolo._process_sets import global_process_set
 from kolo.tensorflow.collectives import gradient_reducer, variable_key
 from kolo.tensorflow.compression import Compression

@@ -14,9 +14,9 @@ import re
 import tensorflow as tf
 from tensorflow.python.framework import ops as _tf_ops
 
-from kolo import _runtime
+from kolo import _policy, _runtime
 from kolo._compression import wire_of
-from kolo._collectives import Adasum, Average, Max, Min, Product, Sum  # noqa: F401 (re-exported)
+from kolo._policy import Adasum, Average, Max, Min, Product, Sum  # noqa: F401 (re-exported)
 from kolo._process_sets import global_process_set, group_of
 from kolo.tensorflow._op_library import ops as _ops
 
@@ -78,17 +78,28 @@ def _naming(name, prefix):
 
 # ---- dtypes and ops -----------------------------------------------------------------
 
-_REDUCED_DTYPES = (tf.int8, tf.uint8, tf.int32, tf.uint32, tf.int64, tf.uint64, tf.float16, tf.bfloat16, tf.float32,
-                   tf.float64)
-
-
-def _reducible(tensor, what):
-    """tensor, after checking kolo can reduce its dtype (a TypeError on this rank otherwise)."""
-    tensor = tf.convert_to_tensor(tensor)
-    if tensor.dtype not in _REDUCED_DTYPES:
-        raise TypeError("%s: kolo cannot reduce %s tensors; it reduces %s" % (
-            what, tensor.dtype.name, ", ".join(d.name for d in _REDUCED_DTYPES)))
-    return tensor
+def _engine_forms(tensors, op, collective, prescale_factor, postscale_factor):
+    """For each tensor, (the tensor as kolo's kernels reduce it, the
+    engine's op, a function turning a result of that form back into the
+    tensor's dtype); kolo._policy's refusal of any, raised on this rank
+    before any op is built. The kernels reduce the engine's dtypes; the
+    policy's others get there here, in TensorFlow ops (which have their
+    gradients): int16 and uint16 cast wider, bool cast to uint8 (0 and 1),
+    complex numbers as a last dimension of (real, imaginary)."""
+    scaled = prescale_factor != 1.0 or postscale_factor != 1.0
+    forms = []
+    for tensor in tensors:
+        tensor = tf.convert_to_tensor(tensor)
+        plan = _policy.reduction(tensor.dtype.name, op, collective, scaled)
+        if plan.how == _policy.PAIRS:
+            pairs = tf.stack([tf.math.real(tensor), tf.math.imag(tensor)], axis=-1)
+            forms.append((pairs, plan.engine_op, lambda r: tf.complex(r[..., 0], r[..., 1])))
+        elif plan.engine_dtype != tensor.dtype.name:
+            forms.append((tf.cast(tensor, plan.engine_dtype), plan.engine_op,
+                          lambda r, dtype=tensor.dtype: tf.cast(r, dtype)))
+        else:
+            forms.append((tensor, plan.engine_op, lambda r: r))
+    return forms
 
 
 def _movable(tensor, what):
@@ -97,11 +108,6 @@ def _movable(tensor, what):
     if tensor.dtype in (tf.string, tf.resource, tf.variant):
         raise TypeError("%s: kolo moves tensors of fixed-size elements, not %s" % (what, tensor.dtype.name))
     return tensor
-
-
-def _check_reduction_op(op):
-    if op not in (Average, Sum, Min, Max, Product, Adasum):
-        raise ValueError("unknown reduction op %r; use Average, Sum, Adasum, Min, Max or Product" % (op,))
 
 
 def _wire_attrs(compression, tensor_dtype, op):
@@ -117,17 +123,17 @@ def _wire_attrs(compression, tensor_dtype, op):
 def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0, ignore_name_scope=False,
                process_set=global_process_set, compression=None):
     """op over the set's tensors (one dtype and shape on every rank)."""
-    _check_reduction_op(op)
+    _policy.check_op(op, "allreduce")
     if op == Adasum:
         from kolo.tensorflow import adasum
         return adasum.allreduce(tensor, name, prescale_factor, postscale_factor, process_set)
-    tensor = _reducible(tensor, "allreduce")
+    (engine, engine_op, back), = _engine_forms([tensor], op, "allreduce", prescale_factor, postscale_factor)
     node, attr = _naming(name, "KoloAllreduce")
-    wire, feedback = _wire_attrs(compression, tensor.dtype, op)
-    return _ops.kolo_allreduce(tensor, reduce_op=op, prescale_factor=prescale_factor,
-                               postscale_factor=postscale_factor, wire=wire, error_feedback=feedback,
-                               ignore_name_scope=ignore_name_scope, process_set_id=_set_id(process_set),
-                               tensor_name=attr, name=node)
+    wire, feedback = _wire_attrs(compression, engine.dtype, engine_op)
+    return back(_ops.kolo_allreduce(engine, reduce_op=engine_op, prescale_factor=prescale_factor,
+                                    postscale_factor=postscale_factor, wire=wire, error_feedback=feedback,
+                                    ignore_name_scope=ignore_name_scope, process_set_id=_set_id(process_set),
+                                    tensor_name=attr, name=node))
 
 
 @_tf_ops.RegisterGradient("KoloAllreduce")
@@ -144,29 +150,31 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscal
     """The tensors reduced as one engine operation per dtype (a grouped
     operation takes one dtype; with several, each dtype's tensors form an
     operation named NAME.<dtype>)."""
-    _check_reduction_op(op)
-    tensors = [_reducible(t, "grouped_allreduce") for t in tensors]
+    _policy.check_op(op, "allreduce")
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
     if not tensors:
         return []
     if op == Adasum:
         from kolo.tensorflow import adasum
         return [adasum.allreduce(t, None if name is None else "%s.%d" % (name, i), prescale_factor,
                                  postscale_factor, process_set) for i, t in enumerate(tensors)]
+    forms = _engine_forms(tensors, op, "allreduce", prescale_factor, postscale_factor)
     by_dtype = {}
     for i, t in enumerate(tensors):
         by_dtype.setdefault(t.dtype, []).append(i)
     out = [None] * len(tensors)
     for dtype, positions in by_dtype.items():
-        part = [tensors[i] for i in positions]
+        part = [forms[i][0] for i in positions]
+        engine_op = forms[positions[0]][1]
         part_name = name if name is None or len(by_dtype) == 1 else "%s.%s" % (name, dtype.name)
         node, attr = _naming(part_name, "KoloGroupedAllreduce")
-        wire, feedback = _wire_attrs(compression, dtype, op)
-        reduced = _ops.kolo_grouped_allreduce(part, reduce_op=op, prescale_factor=prescale_factor,
+        wire, feedback = _wire_attrs(compression, part[0].dtype, engine_op)
+        reduced = _ops.kolo_grouped_allreduce(part, reduce_op=engine_op, prescale_factor=prescale_factor,
                                               postscale_factor=postscale_factor, wire=wire, error_feedback=feedback,
                                               ignore_name_scope=ignore_name_scope,
                                               process_set_id=_set_id(process_set), tensor_name=attr, name=node)
         for i, r in zip(positions, reduced):
-            out[i] = r
+            out[i] = forms[i][2](r)
     return out
 
 
@@ -299,22 +307,15 @@ def _alltoall_grad(op, grad, _received_grad):
 
 # ---- reducescatter ----------------------------------------------------------------------
 
-def _check_reducescatter_op(op):
-    if op == Adasum:
-        raise NotImplementedError("reducescatter does not take op=Adasum; use Average, Sum, Min, Max or Product")
-    _check_reduction_op(op)
-
-
 def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False, process_set=global_process_set,
                    prescale_factor=1.0, postscale_factor=1.0):
     """op over the set's tensors, cut along the first dimension: rank r of
     the set gets part r (the first shape[0] % size parts have one more row)."""
-    _check_reducescatter_op(op)
-    tensor = _reducible(tensor, "reducescatter")
+    (engine, engine_op, back), = _engine_forms([tensor], op, "reducescatter", prescale_factor, postscale_factor)
     node, attr = _naming(name, "KoloReducescatter")
-    return _ops.kolo_reducescatter(tensor, reduce_op=op, prescale_factor=prescale_factor,
-                                   postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-                                   process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+    return back(_ops.kolo_reducescatter(engine, reduce_op=engine_op, prescale_factor=prescale_factor,
+                                        postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+                                        process_set_id=_set_id(process_set), tensor_name=attr, name=node))
 
 
 def _reducescatter_grad_scale(op, grads):
@@ -334,17 +335,20 @@ def _reducescatter_grad(op, grad):
 
 def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False, process_set=global_process_set,
                            prescale_factor=1.0, postscale_factor=1.0):
-    _check_reducescatter_op(op)
-    tensors = [_reducible(t, "grouped_reducescatter") for t in tensors]
+    _policy.check_op(op, "reducescatter")
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
     if not tensors:
         return []
     dtypes = sorted({t.dtype.name for t in tensors})
     if len(dtypes) > 1:
         raise TypeError("grouped_reducescatter: all tensors must have one dtype, got %s" % ", ".join(dtypes))
+    forms = _engine_forms(tensors, op, "reducescatter", prescale_factor, postscale_factor)
     node, attr = _naming(name, "KoloGroupedReducescatter")
-    return _ops.kolo_grouped_reducescatter(tensors, reduce_op=op, prescale_factor=prescale_factor,
-                                           postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
-                                           process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+    reduced = _ops.kolo_grouped_reducescatter([engine for engine, _, _ in forms], reduce_op=forms[0][1],
+                                              prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                                              ignore_name_scope=ignore_name_scope,
+                                              process_set_id=_set_id(process_set), tensor_name=attr, name=node)
+    return [back(r) for r, (_, _, back) in zip(reduced, forms)]
 
 
 @_tf_ops.RegisterGradient("KoloGroupedReducescatter")

@@ -5,7 +5,7 @@ optimizers are wrapped by kolo.keras's DistributedOptimizer instead (the
 same function dispatches)."""
 import tensorflow as tf
 
-from kolo._collectives import Adasum, Average
+from kolo._policy import Adasum, Average
 from kolo._process_sets import global_process_set, group_of
 from kolo.tensorflow.collectives import allreduce, gradient_reducer, variable_key
 from kolo.tensorflow.compression import Compression

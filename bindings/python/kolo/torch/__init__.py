@@ -6,7 +6,7 @@ changing its import to `import kolo.torch as hvd`.
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
-CPU tensors, every dtype torch has on CPU (see kolo._collectives for how
+CPU tensors, every dtype torch has on CPU (see kolo._policy for how
 int16, bool and complex are carried). Engine failures (ranks disagreeing
 on a tensor, a lost peer, a timeout) raise kolo.KoloError subclasses with
 the engine's message.

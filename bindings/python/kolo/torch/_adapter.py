@@ -4,12 +4,11 @@ import torch
 
 from kolo import _collectives as C
 
-_NAMES = {
-    torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32", torch.int64: "int64",
-    torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float64: "float64",
-    torch.bool: "bool", torch.complex64: "complex64", torch.complex128: "complex128",
-}
-_DTYPES = {name: dtype for dtype, name in _NAMES.items()}
+
+def dtype_name(dtype):
+    """A torch dtype's name as NumPy and kolo._policy spell it ("int16",
+    "bool", "bfloat16", "complex64"): torch's own, less its module."""
+    return str(dtype).rpartition(".")[2]
 
 
 class TorchAdapter(C.Adapter):
@@ -18,14 +17,12 @@ class TorchAdapter(C.Adapter):
             raise TypeError("kolo.torch collectives take torch tensors, not %s" % type(t).__name__)
         if t.device.type not in ("cpu", "cuda"):
             raise TypeError("kolo.torch handles CPU and CUDA tensors; this one is on %s" % t.device)
-        if t.dtype not in _NAMES:
-            raise TypeError("kolo.torch does not handle %s tensors" % t.dtype)
         # A lazily conjugated or negated view's memory is not its value: stage it like a strided one.
         dense = t.is_contiguous() and not t.is_conj() and not t.is_neg()
-        return C.ArrayInfo(t.data_ptr(), tuple(t.shape), _NAMES[t.dtype], t.element_size(), dense)
+        return C.ArrayInfo(t.data_ptr(), tuple(t.shape), dtype_name(t.dtype), t.element_size(), dense)
 
     def empty(self, shape, like, dtype=None):
-        return torch.empty(shape, dtype=_DTYPES[dtype] if dtype else like.dtype, device=like.device)
+        return torch.empty(shape, dtype=getattr(torch, dtype) if dtype else like.dtype, device=like.device)
 
     def assign(self, dst, src):
         # Into a CUDA tensor: enqueued on the current stream, in order with the caller's work.

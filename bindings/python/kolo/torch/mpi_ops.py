@@ -9,14 +9,12 @@ world ranks, as in Horovod. allreduce, grouped_allreduce, allgather,
 grouped_allgather, broadcast, alltoall, reducescatter and
 grouped_reducescatter are differentiable, with Horovod's gradients.
 """
-import warnings
-
 import torch
 
 from kolo import _collectives as C
 from kolo import _runtime
-from kolo._collectives import Adasum, Average, Max, Min, Product, Sum  # noqa: F401 (re-exported)
-from kolo._library import InvalidArgumentError
+from kolo._policy import Adasum, Average, Max, Min, Product, Sum  # noqa: F401 (re-exported)
+from kolo._policy import resolve_op
 from kolo._process_sets import global_process_set, group_of
 from kolo.torch import adasum as _adasum
 from kolo.torch._adapter import adapter as _tx
@@ -24,16 +22,6 @@ from kolo.torch.compression import Compression
 
 poll = _runtime.poll
 synchronize = _runtime.synchronize
-
-
-def _resolve_op(op, average):
-    # horovod's rule: `average` is the deprecated spelling of op.
-    if op is not None and average is not None:
-        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
-    if average is not None:
-        warnings.warn("Parameter `average` has been replaced with `op` and will be removed", DeprecationWarning)
-        return Average if average else Sum
-    return Average if op is None else op
 
 
 # ---- allreduce ---------------------------------------------------------------
@@ -49,13 +37,13 @@ def _allreduce_async(tensor, inplace, name, op, prescale_factor, postscale_facto
 # Compression class (Compression.int8, ...) has the allreduce carry it.
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                     process_set=global_process_set, compression=None):
-    return _allreduce_async(tensor, False, name, _resolve_op(op, average), prescale_factor, postscale_factor,
+    return _allreduce_async(tensor, False, name, resolve_op(op, average), prescale_factor, postscale_factor,
                             process_set, compression)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                      process_set=global_process_set, compression=None):
-    return _allreduce_async(tensor, True, name, _resolve_op(op, average), prescale_factor, postscale_factor,
+    return _allreduce_async(tensor, True, name, resolve_op(op, average), prescale_factor, postscale_factor,
                             process_set, compression)
 
 
@@ -84,7 +72,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
               postscale_factor=1.0, process_set=global_process_set):
     """op over every rank's tensor (Average unless told), as a new tensor."""
     compressed, ctx = compression.compress(tensor)
-    summed = _Allreduce.apply(compressed, name, _resolve_op(op, average), prescale_factor, postscale_factor,
+    summed = _Allreduce.apply(compressed, name, resolve_op(op, average), prescale_factor, postscale_factor,
                               process_set, compression)
     return compression.decompress(summed, ctx)
 
@@ -112,13 +100,13 @@ def _grouped_allreduce_async(tensors, inplace, name, op, prescale_factor, postsc
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                             process_set=global_process_set, compression=None):
-    return _grouped_allreduce_async(tensors, False, name, _resolve_op(op, average), prescale_factor,
+    return _grouped_allreduce_async(tensors, False, name, resolve_op(op, average), prescale_factor,
                                     postscale_factor, process_set, compression)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set, compression=None):
-    return _grouped_allreduce_async(tensors, True, name, _resolve_op(op, average), prescale_factor,
+    return _grouped_allreduce_async(tensors, True, name, resolve_op(op, average), prescale_factor,
                                     postscale_factor, process_set, compression)
 
 
@@ -149,7 +137,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Several tensors of one dtype reduced as one operation; a list of new tensors."""
     compressed = [compression.compress(t) for t in tensors]
-    outputs = _GroupedAllreduce.apply(name, _resolve_op(op, average), prescale_factor, postscale_factor,
+    outputs = _GroupedAllreduce.apply(name, resolve_op(op, average), prescale_factor, postscale_factor,
                                       process_set, compression, *[t for t, _ in compressed])
     return [compression.decompress(t, ctx) for t, (_, ctx) in zip(outputs, compressed)]
 
@@ -307,15 +295,8 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     return output if splits is None else (output, received)
 
 
-def _check_reducescatter_op(op):
-    # Both a ValueError and a RuntimeError (what Horovod raises here).
-    if op == Adasum:
-        raise InvalidArgumentError("reducescatter does not take op=Adasum; use Average, Sum, Min, Max or Product")
-
-
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
                         postscale_factor=1.0):
-    _check_reducescatter_op(op)
     return C.reducescatter_async(_tx, tensor, name, op, prescale_factor, postscale_factor, group_of(process_set))
 
 
@@ -357,7 +338,6 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
                                 prescale_factor=1.0, postscale_factor=1.0):
     """reducescatter of each tensor, as one handle whose result is the list
     of outputs (named NAME.0, NAME.1... within the set)."""
-    _check_reducescatter_op(op)
     group = group_of(process_set)
     return _each_of("grouped_reducescatter", tensors, name, group, lambda t, n: C.reducescatter_async(
         _tx, t, n, op, prescale_factor, postscale_factor, group))

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import torch
 
 from kolo import _runtime
-from kolo._collectives import Adasum, Average
+from kolo._policy import Adasum, Average
 from kolo._elastic import under_driver
 from kolo._process_sets import global_process_set, group_of
 from kolo.torch.compression import Compression

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from kolo._collectives import Sum
+from kolo._policy import Sum
 from kolo._process_sets import global_process_set, group_of
 from kolo.torch.mpi_ops import grouped_allreduce
 

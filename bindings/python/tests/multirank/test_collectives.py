@@ -258,8 +258,8 @@ def test_bad_arguments_raise_before_submitting():
         kolo.allreduce([1, 2, 3])
     with pytest.raises(ValueError, match="unknown reduction op"):
         kolo.allreduce(np.zeros(2), op=17)
-    with pytest.raises(NotImplementedError, match="Adasum"):
-        kolo.allreduce(np.zeros(2), op=kolo.Adasum)
+    with pytest.raises(TypeError, match="int32 tensors with .*, not Adasum"):
+        kolo.allreduce(np.zeros(2, np.int32), op=kolo.Adasum)
 
 def test_a_name_in_flight_cannot_be_submitted_again():
     # Each rank checks while its operation cannot complete: rank 0 submits

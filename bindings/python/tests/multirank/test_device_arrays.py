@@ -68,7 +68,7 @@ def test_allreduce_of_device_arrays(dtype, inplace):
     xp = FakeDeviceAdapter()
     r, n = kolo.rank(), kolo.size()
     x = DeviceArray(local(r, (5, 3), dtype))
-    h = C.allreduce_async(xp, x, inplace, "dev.allreduce.%s.%s" % (dtype, inplace), C.Sum)
+    h = C.allreduce_async(xp, x, inplace, "dev.allreduce.%s.%s" % (dtype, inplace), kolo.Sum)
     out = _runtime.synchronize(h)
     want = sum(local(q, (5, 3), "float64") for q in range(n))
     assert isinstance(out, DeviceArray), "the result of a device array lives on the device"
@@ -81,7 +81,7 @@ def test_reducescatter_allgather_broadcast_alltoall_of_device_arrays():
     xp = FakeDeviceAdapter()
     r, n = kolo.rank(), kolo.size()
     x = DeviceArray(local(r, (2 * n + 1, 2), "float32"))
-    out = _runtime.synchronize(C.reducescatter_async(xp, x, "dev.rs", C.Sum))
+    out = _runtime.synchronize(C.reducescatter_async(xp, x, "dev.rs", kolo.Sum))
     full = sum(local(q, (2 * n + 1, 2), "float64") for q in range(n))
     start = sum(C._rows_for(2 * n + 1, n, q) for q in range(r))
     assert isinstance(out, DeviceArray)

@@ -13,7 +13,7 @@ import torch.distributed as dist
 from kolo._library import KoloTimeoutError
 from kolo.torch._eager import run_eagerly
 from kolo.torch.distributed.coalescing import Coalesced
-from kolo.torch.distributed.tensors import (BYTES, Buffer, check_rank, concatenated, offsets, op_of, pack, reduced,
+from kolo.torch.distributed.tensors import (BYTES, Buffer, Reduction, check_rank, concatenated, offsets, op_of, pack,
                                             same_dtype, same_layout, single, size_array, unpack)
 
 
@@ -23,9 +23,9 @@ class Collectives:
         tensor = single(tensors, "allreduce")
         if tensor.is_sparse:
             return self._sparse_allreduce(tensor, op_of(opts))
-        dtype, op = reduced(tensor, op_of(opts))
-        b = Buffer(tensor)
-        return self._run("allreduce", (b.address, b.address, tensor.numel(), dtype, op), [b], tensors, [b])
+        r = Reduction(tensor.dtype, op_of(opts), "allreduce")
+        b = Buffer(tensor, reduction=r)
+        return self._run("allreduce", (b.address, b.address, b.count, r.dtype, r.op), [b], tensors, [b])
 
     def allreduce_wire(self, tensor, wire, op=dist.ReduceOp.AVG, residuals=None):
         """kolo's addition: allreduce of a contiguous CPU float32, float16
@@ -40,15 +40,15 @@ class Collectives:
             raise ValueError("unknown wire format %r: use %s" % (wire, ", ".join(sorted(WIRE_FORMATS))))
         if tensor.device.type != "cpu" or not tensor.is_contiguous():
             raise RuntimeError("kolo: allreduce_wire takes a contiguous CPU tensor")
-        if residuals is not None and (residuals.dtype != torch.float32 or residuals.numel() != tensor.numel()
+        r = Reduction(tensor.dtype, op, "allreduce")
+        b = Buffer(tensor, reduction=r)
+        if residuals is not None and (residuals.dtype != torch.float32 or residuals.numel() != b.count
                                       or not residuals.is_contiguous()):
-            raise RuntimeError("kolo: residuals must be a contiguous float32 tensor of %d elements" % tensor.numel())
-        dtype, code = reduced(tensor, op)
-        address = tensor.data_ptr()
+            raise RuntimeError("kolo: residuals must be a contiguous float32 tensor of %d elements" % b.count)
         kept = residuals.data_ptr() if residuals is not None else None
-        keep = [tensor] + ([residuals] if residuals is not None else [])
-        return self._run("allreduce_wire", (address, address, tensor.numel(), dtype, code, WIRE_FORMATS[wire], kept),
-                         keep, [tensor])
+        keep = [b] + ([residuals] if residuals is not None else [])
+        return self._run("allreduce_wire", (b.address, b.address, b.count, r.dtype, r.op, WIRE_FORMATS[wire], kept),
+                         keep, [tensor], [b])
 
     def _sparse_allreduce(self, tensor, op):
         """A sparse COO tensor's sum (as gloo's): every rank's indices and
@@ -85,11 +85,10 @@ class Collectives:
         if not tensors:
             return self.barrier()
         same_dtype(tensors, "allreduce_coalesced")
-        dtype, op = reduced(tensors[0], op_of(opts))
-        flat = concatenated(tensors)
-        address = flat.data_ptr()
-        return self._run("allreduce", (address, address, flat.numel(), dtype, op), [flat], tensors,
-                         finish=lambda: unpack(flat.view(torch.uint8), tensors))
+        r = Reduction(tensors[0].dtype, op_of(opts), "allreduce")
+        flat = Buffer(concatenated(tensors), reduction=r)
+        return self._run("allreduce", (flat.address, flat.address, flat.count, r.dtype, r.op), [flat], tensors,
+                         [flat], finish=lambda: unpack(flat.tensor.view(torch.uint8), tensors))
 
     def broadcast(self, tensors, opts=None):
         tensor = single(tensors, "broadcast")
@@ -100,9 +99,9 @@ class Collectives:
     def reduce(self, tensors, opts=None):
         tensor = single(tensors, "reduce")
         root = self._root(opts)
-        dtype, op = reduced(tensor, op_of(opts))
-        b = Buffer(tensor)
-        return self._run("reduce", (b.address, b.address, tensor.numel(), dtype, op, root), [b], tensors, [b])
+        r = Reduction(tensor.dtype, op_of(opts), "reduce")
+        b = Buffer(tensor, reduction=r)
+        return self._run("reduce", (b.address, b.address, b.count, r.dtype, r.op, root), [b], tensors, [b])
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         tensor = single(input_tensors, "allgather")
@@ -175,21 +174,20 @@ class Collectives:
         if inputs[self.rank()].numel() != tensor.numel():
             raise RuntimeError("kolo: reduce_scatter's output has %d elements but this rank's input %d"
                                % (tensor.numel(), inputs[self.rank()].numel()))
-        dtype, op = reduced(tensor, op_of(opts))
-        flat = concatenated(inputs)
-        o = Buffer(tensor)
-        counts = size_array([t.numel() for t in inputs])
-        return self._run("reduce_scatterv", (flat.data_ptr(), o.address, counts, dtype, op), [flat, o],
+        r = Reduction(tensor.dtype, op_of(opts), "reducescatter")
+        flat = Buffer(concatenated(inputs), output=False, reduction=r)
+        o = Buffer(tensor, reduction=r)
+        counts = size_array([r.count(t.numel()) for t in inputs])
+        return self._run("reduce_scatterv", (flat.address, o.address, counts, r.dtype, r.op), [flat, o],
                          output_tensors, [o])
 
     def _reduce_scatter_base(self, output, input, opts=None):
         if input.numel() != self.size() * output.numel() or output.dtype != input.dtype:
             raise RuntimeError("kolo: _reduce_scatter_base needs an input of %d x %d %s elements, got %d %s"
                                % (self.size(), output.numel(), output.dtype, input.numel(), input.dtype))
-        dtype, op = reduced(output, op_of(opts))
-        i, o = Buffer(input, output=False), Buffer(output)
-        return self._run("reduce_scatter", (i.address, o.address, output.numel(), dtype, op), [i, o], [output],
-                         [o])
+        r = Reduction(output.dtype, op_of(opts), "reducescatter")
+        i, o = Buffer(input, output=False, reduction=r), Buffer(output, reduction=r)
+        return self._run("reduce_scatter", (i.address, o.address, o.count, r.dtype, r.op), [i, o], [output], [o])
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         if output.dtype != input.dtype:

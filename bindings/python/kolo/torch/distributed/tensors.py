@@ -1,34 +1,62 @@
-"""How the kolo backend hands torch tensors to kolo's C API: which dtypes
-and reductions kolo has, contiguous buffers (the caller's own memory, or a
-copy written back), tensors packed into one byte buffer and back, and the
-argument checks every operation shares."""
+"""How the kolo backend hands torch tensors to kolo's C API: reductions
+as kolo._policy decides them, contiguous buffers (the caller's own memory,
+or a copy written back), tensors packed into one byte buffer and back, and
+the argument checks every operation shares."""
 import ctypes
 
 import torch
 import torch.distributed as dist
 
-from kolo._library import DTYPE_CODES, OP_AVG, OP_MAX, OP_MIN, OP_PROD, OP_SUM
-from kolo.torch._adapter import _NAMES
+from kolo import _policy
+from kolo._library import DTYPE_CODES, OP_CODES
+from kolo.torch._adapter import dtype_name
 
-# The dtypes kolo reduces (those of kolo_dtype_t); any other dtype is moved
-# as bytes by the operations that only copy.
-REDUCED = {dtype: name for dtype, name in _NAMES.items() if name in DTYPE_CODES}
 BYTES = DTYPE_CODES["uint8"]
-OPS = {dist.ReduceOp.SUM: OP_SUM, dist.ReduceOp.PRODUCT: OP_PROD, dist.ReduceOp.MIN: OP_MIN,
-       dist.ReduceOp.MAX: OP_MAX, dist.ReduceOp.AVG: OP_AVG}
-# bool as uint8 0/1: or for SUM and MAX, and for PRODUCT and MIN (gloo's).
-BOOL_OPS = {OP_SUM: OP_MAX, OP_MAX: OP_MAX, OP_PROD: OP_MIN, OP_MIN: OP_MIN}
+# torch's reductions as kolo's ops; the others (the bitwise ones,
+# PREMUL_SUM) are ops kolo does not know, named for the policy's message
+# (a RedOpType compares equal to its number, which may be one of kolo's).
+OPS = {dist.ReduceOp.SUM: _policy.Sum, dist.ReduceOp.PRODUCT: _policy.Product, dist.ReduceOp.MIN: _policy.Min,
+       dist.ReduceOp.MAX: _policy.Max, dist.ReduceOp.AVG: _policy.Average}
 
 
 def size_array(values):
     return (ctypes.c_size_t * max(len(values), 1))(*values)
 
 
+class Reduction:
+    """How kolo reduces tensors of one dtype with one of torch's ops in
+    `collective` (kolo._policy's Reduction; a refusal raises, naming what
+    kolo does not take): the engine's dtype and op, and each tensor's
+    elements as the engine reads them."""
+
+    def __init__(self, dtype, op, collective):
+        plan = _policy.reduction(dtype_name(dtype), OPS.get(op, getattr(op, "name", str(op))), collective)
+        self.how = plan.how
+        self.dtype = DTYPE_CODES[plan.engine_dtype]
+        self.op = OP_CODES[plan.engine_op]
+        self._engine_dtype = getattr(torch, plan.engine_dtype)
+
+    def engine_form(self, tensor):
+        """A contiguous tensor's elements as the engine reduces them: its
+        own memory, read as uint8 (bool) or as (real, imaginary) pairs; or
+        a widened copy, which write_back narrows into it."""
+        if self.how == _policy.PAIRS:
+            return torch.view_as_real(tensor)
+        if self.how == _policy.WIDENED:
+            return tensor.to(self._engine_dtype)
+        return tensor.view(self._engine_dtype)
+
+    def count(self, numel):
+        """The engine's elements for numel of the tensor's."""
+        return 2 * numel if self.how == _policy.PAIRS else numel
+
+
 class Buffer:
     """A tensor as kolo sees it: a contiguous tensor (the caller's own, or a
-    copy written back by `write_back`) and its address."""
+    copy written back by `write_back`), in the form a reduction's engine
+    takes it when given one, and its address."""
 
-    def __init__(self, tensor, output=True):
+    def __init__(self, tensor, output=True, reduction=None):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError("kolo: expected a torch.Tensor, got %s" % type(tensor).__name__)
         if tensor.device.type not in ("cpu", "cuda"):
@@ -36,39 +64,33 @@ class Buffer:
         if tensor.is_sparse:
             raise RuntimeError("kolo: sparse tensors are not supported by the kolo backend")
         self.user = tensor
-        self.tensor = tensor if tensor.is_contiguous() else tensor.contiguous()
+        # A lazily conjugated or negated view's memory is not its value: copied, like a strided one.
+        dense = tensor.is_contiguous() and not tensor.is_conj() and not tensor.is_neg()
+        self.tensor = tensor if dense else tensor.resolve_conj().resolve_neg().contiguous()
         self.copied = output and self.tensor is not tensor
+        self.engine = reduction.engine_form(self.tensor) if reduction is not None else self.tensor
+        self.widened = reduction is not None and reduction.how == _policy.WIDENED
         if tensor.is_cuda:
             # kolo runs device buffers after the legacy default stream's work:
-            # make the current stream's work (which produced them) done first.
+            # make the current stream's work (which produced them, and the
+            # copies above) done first.
             torch.cuda.current_stream(tensor.device).synchronize()
-        self.address = self.tensor.data_ptr()
+        self.address = self.engine.data_ptr()
+
+    @property
+    def count(self):
+        """The engine's elements."""
+        return self.engine.numel()
 
     @property
     def nbytes(self):
-        return self.tensor.numel() * self.tensor.element_size()
+        return self.engine.numel() * self.engine.element_size()
 
     def write_back(self):
+        if self.widened:
+            self.tensor.copy_(self.engine)  # narrowing wraps, as the sum modulo 2**16 does
         if self.copied:
             self.user.copy_(self.tensor)
-
-
-def reduced(tensor, op):
-    """(kolo dtype, kolo op) for reducing tensor with torch's op, or a
-    RuntimeError naming what kolo cannot reduce."""
-    code = OPS.get(op)
-    if code is None:
-        raise RuntimeError("kolo: ReduceOp %s is not supported by the kolo backend (it has SUM, PRODUCT, MIN, MAX "
-                           "and AVG)" % op)
-    if tensor.dtype == torch.bool:
-        if code == OP_AVG:
-            raise RuntimeError("kolo: ReduceOp AVG of bool tensors is undefined")
-        return DTYPE_CODES["uint8"], BOOL_OPS[code]
-    name = REDUCED.get(tensor.dtype)
-    if name is None:
-        raise RuntimeError("kolo: cannot reduce %s tensors (kolo reduces %s)"
-                           % (tensor.dtype, ", ".join(str(d) for d in REDUCED)))
-    return DTYPE_CODES[name], code
 
 
 def same_layout(tensors, what):
@@ -81,9 +103,8 @@ def same_layout(tensors, what):
 
 def concatenated(tensors):
     """The tensors' elements one after another in one contiguous tensor of
-    their dtype (bool as uint8, as kolo reduces it), for one reduction."""
-    flat = torch.cat([t.contiguous().view(-1) for t in tensors])
-    return flat.view(torch.uint8) if flat.dtype == torch.bool else flat
+    their dtype, for one reduction."""
+    return torch.cat([t.resolve_conj().resolve_neg().contiguous().view(-1) for t in tensors])
 
 
 def pack(tensors):
