@@ -27,15 +27,6 @@ Status bad(const std::string& text, const std::string& part, const char* why) {
 
 }  // namespace
 
-LinkCost default_link_cost(const std::string& c) {
-  // Latency: a one-byte exchange's half round trip; bandwidth: one
-  // direction of a large stream.
-  if (c == "shm") return {2.5e-6, 12e9};
-  if (c == "ib") return {4e-6, 11e9};
-  if (c == "tcp-loopback") return {15e-6, 3e9};
-  return {30e-6, 1.25e9};  // tcp between hosts
-}
-
 Status parse_link_costs(const std::string& text, CostModel* m) {
   if (text.empty()) return Status::ok();
   for (size_t at = 0; at <= text.size();) {

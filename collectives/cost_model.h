@@ -18,20 +18,14 @@
 
 #include "collectives/algorithm.h"
 #include "common/status.h"
+#include "transport/link_cost.h"
 
 namespace kolo {
-
-// One message of b bytes over one link: latency_s + b / bytes_per_s.
-struct LinkCost {
-  double latency_s = 0;    // a message's fixed cost: the wire, wake-ups, system calls
-  double bytes_per_s = 1;  // one direction; between hosts, the host's network link, shared by its ranks
-  double seconds(double bytes) const { return latency_s + bytes / bytes_per_s; }
-};
 
 struct CostModel {
   LinkCost local;   // between ranks of one host
   LinkCost remote;  // between hosts
-  std::string local_class = "shm", remote_class = "tcp";  // for the log line
+  std::string local_class = "shm", remote_class = "tcp";  // the kinds that price them, for the log line
   double reduce_bytes_per_s = 8e9;  // one rank reducing one input into its own
   size_t segment_bytes = 2 << 20;   // KOLO_SEGMENT_BYTES: the pipelined schedules' unit
   int tree_depth = 0;               // double_tree_depth(size), computed once
@@ -41,12 +35,6 @@ struct CostModel {
   // collectives, not as rings (Communicator::open_host_arena).
   bool host_arenas = false;
 };
-
-// What a class of link ("shm", "tcp", "ib", "tcp-loopback" for ranks of one
-// host over TCP) costs when nothing is configured: measured on the
-// machines in docs/performance.md (a remote TCP link is taken to be a
-// 10 Gbit/s Ethernet's).
-LinkCost default_link_cost(const std::string& link_class);
 
 // KOLO_LINK_COSTS: "local=LATENCY_US/GBYTES_PER_S,remote=..." (either or
 // both), over the defaults. Malformed: INVALID_ARGUMENT naming the part.

@@ -15,13 +15,18 @@
 namespace kolo {
 namespace {
 
+// A host's shared memory and a 10 Gbit/s network between hosts, as the shm
+// and tcp kinds price them.
+constexpr LinkCost kSharedMemory{2.5e-6, 12e9};
+constexpr LinkCost kNetwork{30e-6, 1.25e9};
+
 TEST(LinkCosts, ParsesEitherClassOverTheDefaults) {
   CostModel m;
-  m.remote = default_link_cost("tcp");
+  m.remote = kNetwork;
   ASSERT_TRUE(parse_link_costs("local=2/10", &m).is_ok());
   EXPECT_DOUBLE_EQ(m.local.latency_s, 2e-6);
   EXPECT_DOUBLE_EQ(m.local.bytes_per_s, 10e9);
-  EXPECT_DOUBLE_EQ(m.remote.latency_s, default_link_cost("tcp").latency_s);
+  EXPECT_DOUBLE_EQ(m.remote.latency_s, kNetwork.latency_s);
   ASSERT_TRUE(parse_link_costs("remote=50/0.125,local=1.5/8", &m).is_ok());
   EXPECT_DOUBLE_EQ(m.remote.bytes_per_s, 0.125e9);
   EXPECT_DOUBLE_EQ(m.local.latency_s, 1.5e-6);
@@ -161,8 +166,8 @@ TEST(CostModel, HostArenasPriceTheHierarchicalPhasesWithinAHost) {
   // with the hosts' arenas, the phases within a host cost the arena's
   // collectives (less than the rings' 2(L - 1) steps), and the phase across
   // hosts the same as before.
-  Modelled rings(8, 2, default_link_cost("shm"), default_link_cost("tcp"));
-  Modelled arenas(8, 2, default_link_cost("shm"), default_link_cost("tcp"));
+  Modelled rings(8, 2, kSharedMemory, kNetwork);
+  Modelled arenas(8, 2, kSharedMemory, kNetwork);
   arenas.costs.host_arenas = true;
   const size_t b = size_t(64) << 20;
   const Topology& t = arenas.topology;

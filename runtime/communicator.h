@@ -290,13 +290,11 @@ class Communicator {
   Status make_transport(const std::string& store_prefix, std::vector<std::unique_ptr<DirectTransport>> opened_early);
   TransportContext transport_context(const std::string& store_prefix) const;
   // polling_ and segment_bytes_: how this rank waits, and the pipeline's
-  // unit, both by whether every rank on this machine has a core.
+  // unit (tuning.h's choose_pacing).
   void choose_pacing();
-  // Sets hosts_ from world_.facts and config_.algorithm, and costs_.
+  // hosts_, the cost model and the hosts' shape, from world_.facts and the
+  // settings (tuning.h).
   void choose_algorithm();
-  // costs_: the links' classes from the routes every host's ranks take
-  // (the same on every rank), their costs by default or KOLO_LINK_COSTS.
-  void choose_costs();
   // One line: what allreduce runs at each size, and why.
   std::string describe_choices() const;
   // Maps arena_ where every rank is reached over shared memory, else

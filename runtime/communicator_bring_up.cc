@@ -18,6 +18,7 @@
 #include "common/cpu_caches.h"
 #include "common/log.h"
 #include "runtime/communicator.h"
+#include "runtime/tuning.h"
 #include "transport/handshake.h"
 #include "transport/per_peer_transport.h"
 #include "transport/routes.h"
@@ -276,61 +277,13 @@ Status Communicator::exchange_facts(const RankFacts& mine) {
 }
 
 void Communicator::choose_pacing() {
-  // Busy-polling saves the cost of waking a sleeping process (tens of
-  // microseconds in a VM) but steals the core from other ranks when they
-  // outnumber the cores. What counts is how many ranks share this kernel's
-  // cores: several emulated "hosts" (network namespaces, containers) on one
-  // machine share them even if the launcher calls each a host of its own.
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const bool own_core = world_.machine_ranks <= cores;
-  const int spin_us = config_.spin_us >= 0 ? static_cast<int>(config_.spin_us) : own_core ? 2000 : 50;
-  const bool yield = config_.spin_yield >= 0 ? config_.spin_yield != 0 : !own_core;
-  if (transport_) transport_->set_polling(spin_us, yield);
-  polling_ = {spin_us, yield};
-  segment_bytes_ = pipeline_segment_bytes(config_.segment_bytes, own_core, cpu_caches().l2);
-  KOLO_DEBUG("polling: spin " << spin_us << " us, yield " << yield << "; segment " << segment_bytes_ << " bytes ("
-                              << world_.machine_ranks << " rank(s) on " << cores << " core(s))");
-}
-
-void Communicator::choose_costs() {
-  host_count_ = 1;
-  ranks_per_host_ = 1;
-  costs_ = CostModel{};
-  choices_.clear();  // made with the old numbers
-  costs_.segment_bytes = segment_bytes_;
-  costs_.tree_depth = double_tree_depth(world_.size);
-  if (world_.facts.size() < 2) return;
-  std::map<std::string, std::vector<int>> ranks_of_host;
-  for (int r = 0; r < static_cast<int>(world_.facts.size()); ++r) ranks_of_host[world_.facts[r].host].push_back(r);
-  host_count_ = static_cast<int>(ranks_of_host.size());
-  for (const auto& [host, ranks] : ranks_of_host) ranks_per_host_ = std::max(ranks_per_host_, static_cast<int>(ranks.size()));
-  costs_.tree_host_load = double_tree_host_load(world_.size, ranks_per_host_);
-  // Each host's first rank's routes say which kinds carry its ranks'
-  // traffic; of those, the slowest class on every host counts, so every
-  // rank reaches the same model from the same facts.
-  const auto slower = [](const std::string& a, const std::string& b) {
-    return default_link_cost(a).seconds(1 << 20) >= default_link_cost(b).seconds(1 << 20) ? a : b;
-  };
-  std::string local, remote;
-  for (const auto& [host, ranks] : ranks_of_host) {
-    Routes routes;
-    if (!choose_routes(world_.facts, ranks[0], world_.transport, &routes).is_ok()) continue;
-    for (int peer = 0; peer < static_cast<int>(routes.kind.size()); ++peer) {
-      if (peer == ranks[0] || !routes.kind[peer]) continue;
-      const bool same = world_.facts[peer].host == host;
-      std::string c = routes.kind[peer]->name();
-      if (same && c == "tcp") c = "tcp-loopback";
-      std::string& slot = same ? local : remote;
-      slot = slot.empty() ? c : slower(slot, c);
-    }
-  }
-  if (!local.empty()) costs_.local_class = local;
-  costs_.host_arenas = host_count_ > 1 && local == "shm";
-  if (!remote.empty()) costs_.remote_class = remote;
-  costs_.local = default_link_cost(costs_.local_class);
-  costs_.remote = default_link_cost(costs_.remote_class);
-  // Checked when the configuration was read.
-  if (!config_.link_costs.empty()) (void)parse_link_costs(config_.link_costs, &costs_);
+  const Pacing pacing = kolo::choose_pacing(config_, world_.machine_ranks, cores, cpu_caches().l2);
+  if (transport_) transport_->set_polling(pacing.spin_us, pacing.yield);
+  polling_ = {pacing.spin_us, pacing.yield};
+  segment_bytes_ = pacing.segment_bytes;
+  KOLO_DEBUG("polling: spin " << pacing.spin_us << " us, yield " << pacing.yield << "; segment " << segment_bytes_
+                              << " bytes (" << world_.machine_ranks << " rank(s) on " << cores << " core(s))");
 }
 
 std::string Communicator::describe_choices() const {
@@ -349,22 +302,23 @@ std::string Communicator::describe_choices() const {
 }
 
 void Communicator::choose_algorithm() {
-  hosts_.reset();
-  choose_costs();
-  if (config_.algorithm == "ring" || world_.facts.size() < 2) return;
-  auto layout = std::make_unique<HostLayout>();
-  if (!host_layout(layout.get())) {
-    if (config_.algorithm == "hierarchical") {
-      static std::once_flag told;
-      std::call_once(told, [] {
-        KOLO_WARN("KOLO_ALGORITHM=hierarchical needs ranks on several hosts, the same number (two or more) on "
-                  "each; using the others");
-      });
-    }
-    return;
+  choices_.clear();  // made with the old numbers
+  CostShape shape = choose_costs(config_, world_.facts, world_.transport, segment_bytes_);
+  host_count_ = shape.host_count;
+  ranks_per_host_ = shape.ranks_per_host;
+  costs_ = shape.costs;
+  bool hierarchical_refused = false;
+  hosts_ = choose_host_layout(config_, world_.facts, world_.rank, &hierarchical_refused);
+  if (hierarchical_refused) {
+    static std::once_flag told;
+    std::call_once(told, [] {
+      KOLO_WARN("KOLO_ALGORITHM=hierarchical needs ranks on several hosts, the same number (two or more) on "
+                "each; using the others");
+    });
   }
-  hosts_ = std::move(layout);
-  KOLO_DEBUG("hierarchical allreduce: local ranks " << hosts_->local.size() << ", hosts " << hosts_->cross.size());
+  if (hosts_) {
+    KOLO_DEBUG("hierarchical allreduce: local ranks " << hosts_->local.size() << ", hosts " << hosts_->cross.size());
+  }
 }
 
 Status Communicator::open_arena(const std::string& store_prefix) {

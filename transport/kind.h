@@ -13,6 +13,7 @@
 #include "common/setting_values.h"
 #include "common/deadline.h"
 #include "common/status.h"
+#include "transport/link_cost.h"
 #include "transport/shared_arena.h"
 #include "transport/store.h"
 #include "transport/transport.h"
@@ -49,6 +50,15 @@ class TransportKind {
   // Whether the peers it reaches map this rank's memory (the log says
   // "same machine").
   virtual bool shares_memory() const { return false; }
+  // What one of its links costs when KOLO_LINK_COSTS says nothing, between
+  // ranks of one host or of two (the cost model's local and remote links):
+  // a one-byte exchange's half round trip, one direction of a large
+  // stream. A kind that does not say is priced as TCP between hosts, the
+  // slowest kolo knows: it is never chosen for a speed it may not have.
+  virtual LinkCost link_cost(bool same_host) const {
+    (void)same_host;
+    return {30e-6, 1.25e9};
+  }
   // Memory every rank of the communicator maps, for the shared-memory
   // allreduce, when this kind reaches every peer. Collective over the
   // communicator's ranks. UNSUPPORTED where the kind has none, or (on every

@@ -12,6 +12,8 @@ namespace {
 class IbKind final : public TransportKind {
  public:
   const char* name() const override { return "ib"; }
+  // Measured on the machines in docs/performance.md.
+  LinkCost link_cost(bool) const override { return {4e-6, 11e9}; }
   std::vector<std::string> settings() const override {
     return {"KOLO_IB_DEV", "KOLO_IB_PORT", "KOLO_IB_GID_INDEX"};
   }

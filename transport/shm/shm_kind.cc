@@ -17,6 +17,8 @@ class ShmKind final : public TransportKind {
  public:
   const char* name() const override { return "shm"; }
   bool shares_memory() const override { return true; }
+  // Measured on the machines in docs/performance.md.
+  LinkCost link_cost(bool) const override { return {2.5e-6, 12e9}; }
 
   // The bytes free in this rank's /dev/shm.
   Status offer(const TransportContext&, std::string* offer, std::unique_ptr<DirectTransport>*) const override {
