@@ -259,7 +259,8 @@ Status Simulation::run(const std::string& algorithm, size_t bytes, SimulatedRun*
     t.costs = &costs;
     if (make_host_layout(host_names, r, &layouts[r])) t.hosts = &layouts[r];
   }
-  const Estimate estimate = kolo::estimate(TableCollective::kAllreduce, topologies[0], thresholds, bytes, true);
+  Estimate estimate;
+  KOLO_RETURN_IF_ERROR(kolo::estimate("allreduce", topologies[0], thresholds, bytes, true, &estimate));
   out->algorithm = estimate.algorithm;
   out->estimated = estimate.seconds;
 

@@ -7,6 +7,7 @@
 #include "collectives/arena_allreduce.h"
 #include "collectives/arena_collectives.h"
 #include "collectives/choice_memo.h"
+#include "collectives/cost_model.h"
 #include "collectives/hierarchical.h"
 #include "collectives/recursive_doubling.h"
 #include "collectives/tree.h"
@@ -146,31 +147,67 @@ const char* allreduce_algorithm(const Topology& topology, const Thresholds& thre
   return choose("allreduce", allreduce_algorithms(), topology, thresholds, call).name;
 }
 
-Estimate estimate(TableCollective collective, const Topology& topology, const Thresholds& thresholds, size_t bytes,
-                  bool host_memory) {
+namespace {
+
+// One row per collective kolo_comm_estimate names.
+struct NamedEstimate {
+  const char* collective;
+  Estimate (*of)(const Topology& topology, const Thresholds& thresholds, const Call& call);
+};
+
+template <typename Table>
+Estimate chosen(const char* collective, const Table& table, const Topology& t, const Thresholds& th, const Call& call) {
+  const auto& a = choose(collective, table, t, th, call);
+  return {a.name, t.costs ? a.seconds(t, call) : 0};
+}
+
+// A root's chain through every rank (rooted.h): gather and scatter move
+// every block but the root's own through it.
+Estimate chain(const Topology& t, size_t through_root, bool reduces) {
+  return {"chain", t.costs ? chain_seconds(*t.costs, t, through_root, reduces) : 0};
+}
+
+const NamedEstimate kNamedEstimates[] = {
+    {"allreduce", [](const Topology& t, const Thresholds& th, const Call& c) {
+       return chosen("allreduce", allreduce_algorithms(), t, th, c);
+     }},
+    {"allgather", [](const Topology& t, const Thresholds& th, const Call& c) {
+       return chosen("allgather", allgather_algorithms(), t, th, c);
+     }},
+    {"reduce_scatter", [](const Topology& t, const Thresholds& th, const Call& c) {
+       return chosen("reduce_scatter", reduce_scatter_algorithms(), t, th, c);
+     }},
+    {"broadcast", [](const Topology& t, const Thresholds& th, const Call& c) {
+       return chosen("broadcast", broadcast_algorithms(), t, th, c);
+     }},
+    {"reduce", [](const Topology& t, const Thresholds&, const Call& c) { return chain(t, c.bytes, true); }},
+    {"gather", [](const Topology& t, const Thresholds&, const Call& c) {
+       return chain(t, c.bytes / t.size * (t.size - 1), false);
+     }},
+    {"scatter", [](const Topology& t, const Thresholds&, const Call& c) {
+       return chain(t, c.bytes / t.size * (t.size - 1), false);
+     }},
+    {"alltoall", [](const Topology& t, const Thresholds&, const Call& c) {
+       return Estimate{"pairwise", t.costs ? pairwise_alltoall_seconds(*t.costs, t, c.bytes) : 0};
+     }},
+};
+
+}  // namespace
+
+Status estimate(const std::string& collective, const Topology& topology, const Thresholds& thresholds, size_t bytes,
+                bool host_memory, Estimate* out) {
   Call call;
   call.bytes = bytes;
   call.host_memory = host_memory;
-  Estimate e;
-  const auto fill = [&](const auto& a) {
-    e.algorithm = a.name;
-    e.seconds = topology.costs ? a.seconds(topology, call) : 0;
-  };
-  switch (collective) {
-    case TableCollective::kAllreduce:
-      fill(choose("allreduce", allreduce_algorithms(), topology, thresholds, call));
-      break;
-    case TableCollective::kAllgather:
-      fill(choose("allgather", allgather_algorithms(), topology, thresholds, call));
-      break;
-    case TableCollective::kReduceScatter:
-      fill(choose("reduce_scatter", reduce_scatter_algorithms(), topology, thresholds, call));
-      break;
-    case TableCollective::kBroadcast:
-      fill(choose("broadcast", broadcast_algorithms(), topology, thresholds, call));
-      break;
+  std::string names;
+  for (const NamedEstimate& row : kNamedEstimates) {
+    if (collective == row.collective) {
+      *out = row.of(topology, thresholds, call);
+      return Status::ok();
+    }
+    names += std::string(names.empty() ? "" : ", ") + row.collective;
   }
-  return e;
+  return invalid_argument("collective '" + collective + "': use " + names);
 }
 
 std::string allreduce_choices(const Topology& topology, const Thresholds& thresholds) {

@@ -33,15 +33,18 @@ const std::vector<const BroadcastAlgorithm*>& broadcast_algorithms();
 const char* allreduce_algorithm(const Topology& topology, const Thresholds& thresholds, size_t bytes,
                                 bool host_memory);
 
-// What a call of `bytes` would run, and its estimated time (0 with no cost
-// model): kolo_comm_estimate.
-enum class TableCollective { kAllreduce, kAllgather, kReduceScatter, kBroadcast };
+// What a call of `collective` ("allreduce", "allgather", "reduce_scatter",
+// "broadcast": its table's choice; "reduce", "gather", "scatter",
+// "alltoall": the one schedule each has) of `bytes` would run, and its
+// estimated time (0 with no cost model): kolo_comm_estimate. bytes: a
+// rank's buffer (gather and scatter: the root's, every rank's block).
+// INVALID_ARGUMENT for another name, naming those.
 struct Estimate {
   const char* algorithm = "";
   double seconds = 0;
 };
-Estimate estimate(TableCollective collective, const Topology& topology, const Thresholds& thresholds, size_t bytes,
-                  bool host_memory);
+Status estimate(const std::string& collective, const Topology& topology, const Thresholds& thresholds, size_t bytes,
+                bool host_memory, Estimate* out);
 
 // The allreduce's choice over sizes, for the log: "recursive_doubling up
 // to 16K, tree up to 512K, ring above".

@@ -17,16 +17,16 @@ namespace {
 
 // A host's shared memory and a 10 Gbit/s network between hosts, as the shm
 // and tcp kinds price them.
-constexpr LinkCost kSharedMemory{2.5e-6, 12e9};
-constexpr LinkCost kNetwork{30e-6, 1.25e9};
+const LinkCost kShm = {2.5e-6, 12e9};
+const LinkCost kTcp10G = {30e-6, 1.25e9};
 
 TEST(LinkCosts, ParsesEitherClassOverTheDefaults) {
   CostModel m;
-  m.remote = kNetwork;
+  m.remote = kTcp10G;
   ASSERT_TRUE(parse_link_costs("local=2/10", &m).is_ok());
   EXPECT_DOUBLE_EQ(m.local.latency_s, 2e-6);
   EXPECT_DOUBLE_EQ(m.local.bytes_per_s, 10e9);
-  EXPECT_DOUBLE_EQ(m.remote.latency_s, kNetwork.latency_s);
+  EXPECT_DOUBLE_EQ(m.remote.latency_s, kTcp10G.latency_s);
   ASSERT_TRUE(parse_link_costs("remote=50/0.125,local=1.5/8", &m).is_ok());
   EXPECT_DOUBLE_EQ(m.remote.bytes_per_s, 0.125e9);
   EXPECT_DOUBLE_EQ(m.local.latency_s, 1.5e-6);
@@ -66,9 +66,6 @@ struct Modelled {
   }
   std::string allreduce(size_t bytes) const { return allreduce_algorithm(topology, thresholds, bytes, true); }
 };
-
-const LinkCost kShm = {2.5e-6, 12e9};
-const LinkCost kTcp10G = {30e-6, 1.25e9};
 
 TEST(CostModel, LargeRingsApproachTheirBandwidthBound) {
   Modelled m(8, 8, kShm, kTcp10G);
@@ -153,12 +150,25 @@ TEST(CostModel, TheChoiceSaysWhereItChanges) {
 
 TEST(CostModel, EstimatesNameTheirAlgorithm) {
   Modelled m(8, 4, kShm, kTcp10G);
-  const Estimate e = estimate(TableCollective::kAllgather, m.topology, m.thresholds, size_t(8) << 20, true);
+  Estimate e;
+  ASSERT_TRUE(estimate("allgather", m.topology, m.thresholds, size_t(8) << 20, true, &e).is_ok());
   EXPECT_STREQ(e.algorithm, "hierarchical");
   EXPECT_DOUBLE_EQ(e.seconds, hierarchical_allgather_seconds(m.costs, m.topology, size_t(8) << 20));
-  const Estimate small = estimate(TableCollective::kAllreduce, m.topology, m.thresholds, 64, true);
+  Estimate small;
+  ASSERT_TRUE(estimate("allreduce", m.topology, m.thresholds, 64, true, &small).is_ok());
   EXPECT_STREQ(small.algorithm, "recursive_doubling");
   EXPECT_GT(small.seconds, 0);
+  Estimate chain;
+  ASSERT_TRUE(estimate("gather", m.topology, m.thresholds, size_t(8) << 20, true, &chain).is_ok());
+  EXPECT_STREQ(chain.algorithm, "chain");
+  Estimate pairwise;
+  ASSERT_TRUE(estimate("alltoall", m.topology, m.thresholds, size_t(8) << 20, true, &pairwise).is_ok());
+  EXPECT_STREQ(pairwise.algorithm, "pairwise");
+  Status unknown = estimate("allscatter", m.topology, m.thresholds, 64, true, &small);
+  EXPECT_EQ(unknown.code(), Code::kInvalidArgument);
+  EXPECT_NE(unknown.message().find("allreduce, allgather, reduce_scatter, broadcast, reduce, gather, scatter, alltoall"),
+            std::string::npos)
+      << unknown.message();
 }
 
 TEST(CostModel, HostArenasPriceTheHierarchicalPhasesWithinAHost) {
@@ -166,8 +176,8 @@ TEST(CostModel, HostArenasPriceTheHierarchicalPhasesWithinAHost) {
   // with the hosts' arenas, the phases within a host cost the arena's
   // collectives (less than the rings' 2(L - 1) steps), and the phase across
   // hosts the same as before.
-  Modelled rings(8, 2, kSharedMemory, kNetwork);
-  Modelled arenas(8, 2, kSharedMemory, kNetwork);
+  Modelled rings(8, 2, kShm, kTcp10G);
+  Modelled arenas(8, 2, kShm, kTcp10G);
   arenas.costs.host_arenas = true;
   const size_t b = size_t(64) << 20;
   const Topology& t = arenas.topology;

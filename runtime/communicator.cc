@@ -80,25 +80,8 @@ const char* Communicator::allreduce_algorithm(size_t bytes) {
 }
 
 Status Communicator::estimate(const std::string& collective, size_t bytes, double* seconds, const char** algorithm) {
-  const Topology t = topology();
-  const int n = world_.size;
   Estimate e;
-  if (collective == "allreduce") e = kolo::estimate(TableCollective::kAllreduce, t, thresholds(), bytes, true);
-  else if (collective == "allgather") e = kolo::estimate(TableCollective::kAllgather, t, thresholds(), bytes, true);
-  else if (collective == "reduce_scatter") e = kolo::estimate(TableCollective::kReduceScatter, t, thresholds(), bytes, true);
-  else if (collective == "broadcast") e = kolo::estimate(TableCollective::kBroadcast, t, thresholds(), bytes, true);
-  else if (collective == "reduce") {
-    e = {"chain", chain_seconds(costs_, t, bytes, true)};
-  } else if (collective == "gather" || collective == "scatter") {
-    // bytes: the root's whole buffer, N blocks.
-    e = {"chain", chain_seconds(costs_, t, bytes / n * (n - 1), false)};
-  } else if (collective == "alltoall") {
-    e = {"pairwise", pairwise_alltoall_seconds(costs_, t, bytes)};
-  } else {
-    return invalid_argument("collective '" + collective +
-                            "': use allreduce, allgather, reduce_scatter, broadcast, reduce, gather, scatter or "
-                            "alltoall");
-  }
+  KOLO_RETURN_IF_ERROR(kolo::estimate(collective, topology(), thresholds(), bytes, /*host_memory=*/true, &e));
   if (seconds) *seconds = world_.size == 1 ? 0 : e.seconds;
   if (algorithm) *algorithm = e.algorithm;
   return Status::ok();
