@@ -2,8 +2,11 @@
 // memory: ranks of one host that both allow it (KOLO_CUDA_IPC) map each
 // other's GPU buffers. Chosen per peer at the rendezvous like the host
 // transports, so both ends of a pair agree (a rank with KOLO_CUDA_IPC=0
-// makes its peers stage to it too); the GPU context opens it over the
-// host's transport at the first collective on device buffers.
+// makes its peers stage to it too); the GPU context opens it (open_over)
+// over the host's staged transport at the first collective on device
+// buffers.
+#include "gpu/device.h"
+#include "gpu/ipc_transport.h"
 #include "transport/kind.h"
 
 namespace kolo {
@@ -34,7 +37,13 @@ class CudaIpcKind final : public TransportKind {
   }
 
   Status open(const TransportContext&, std::unique_ptr<DirectTransport>*) const override {
-    return unsupported("CUDA IPC is opened by the GPU context, over the host's transport");
+    return unsupported("CUDA IPC opens over the host's transport (open_over)");
+  }
+  Status open_over(Transport* below, void* device, const std::vector<bool>& reached,
+                   std::unique_ptr<Transport>* out) const override {
+    if (!below || !device) return invalid_argument("CUDA IPC opens over a transport, for a device");
+    *out = std::make_unique<IpcTransport>(below, static_cast<Device*>(device), reached);
+    return Status::ok();
   }
 };
 

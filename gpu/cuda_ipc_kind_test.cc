@@ -1,7 +1,8 @@
 // Which peers' GPUs are reached over CUDA IPC: chosen from the rendezvous
 // facts like the host transports, so both ends of a pair agree: ranks of
 // one host that both allow it (KOLO_CUDA_IPC); never another host; and
-// never a host route (KOLO_TRANSPORT cannot name it).
+// never a host route (KOLO_TRANSPORT cannot name it); it opens over another
+// transport (open_over), where the host kinds open on their own.
 #include <gtest/gtest.h>
 
 #include "transport/kind.h"
@@ -52,6 +53,20 @@ TEST(CudaIpcKind, OffersWhatTheSettingAllowsAndIsNoHostRoute) {
   ASSERT_TRUE(choose_routes(facts, 0, "auto", &routes).is_ok());
   EXPECT_EQ(name_of(routes.kind[1]), "tcp");
   EXPECT_EQ(choose_routes(facts, 0, "cuda_ipc", &routes).code(), Code::kInvalidUsage);
+}
+
+TEST(CudaIpcKind, OpensOverAnotherTransportWhereHostKindsOpenAlone) {
+  const TransportKind* ipc = find_transport_kind("cuda_ipc");
+  ASSERT_NE(ipc, nullptr);
+  std::unique_ptr<Transport> out;
+  EXPECT_EQ(ipc->open_over(nullptr, nullptr, {false, true}, &out).code(), Code::kInvalidArgument);
+  EXPECT_EQ(out, nullptr);
+  std::unique_ptr<DirectTransport> direct;
+  EXPECT_EQ(ipc->open(TransportContext{}, &direct).code(), Code::kUnsupported);
+  for (const TransportKind* kind : transport_kinds()) {
+    if (kind->carries() != TransportKind::Carries::kHostMemory) continue;
+    EXPECT_EQ(kind->open_over(nullptr, nullptr, {}, &out).code(), Code::kUnsupported) << kind->name();
+  }
 }
 
 }  // namespace

@@ -377,9 +377,10 @@ class Communicator {
   // The one kind that reaches every other rank of this host, where the
   // ranks span several hosts: it may offer the host's ranks an arena.
   const TransportKind* host_arena_kind_ = nullptr;
-  // Per rank: device buffers move to it directly (CUDA IPC), not staged
-  // through transport_ (transport/routes.h's choose_device_routes).
-  std::vector<bool> device_peers_;
+  // Per rank: the kind that moves device buffers to it directly (CUDA
+  // IPC), or nullptr where they are staged through transport_
+  // (transport/routes.h's choose_device_routes).
+  std::vector<const TransportKind*> device_routes_;
   std::unique_ptr<SharedArena> arena_;
   // Among this host's ranks only (at their index among them), for the
   // hierarchical schedules' phases within a host.

@@ -123,11 +123,8 @@ Status Communicator::init(int local_rank, int local_size) {
 Status Communicator::bring_up(const std::string& store_prefix, bool full_mesh,
                               std::vector<std::unique_ptr<DirectTransport>> opened) {
   KOLO_RETURN_IF_ERROR(make_transport(store_prefix, std::move(opened)));
-  device_peers_.assign(world_.size, false);
-  if (!world_.facts.empty()) {
-    const auto device_routes = choose_device_routes(world_.facts, world_.rank);
-    for (int r = 0; r < world_.size; ++r) device_peers_[r] = device_routes[r] != nullptr;
-  }
+  device_routes_.assign(world_.size, nullptr);
+  if (!world_.facts.empty()) device_routes_ = choose_device_routes(world_.facts, world_.rank);
   choose_pacing();
   choose_algorithm();
   KOLO_RETURN_IF_ERROR(full_mesh ? connect_all() : connect_ring());

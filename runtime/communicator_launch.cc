@@ -123,7 +123,7 @@ Status Communicator::enqueue_async(const CallRecord& call, bool on_device, std::
 Status Communicator::run_on_device(const CallRecord& call, CollectiveRef fn) {
   return run(call, [&](const ScheduleContext& host_ctx) {
     ScheduleContext ctx = host_ctx;
-    KOLO_RETURN_IF_ERROR(gpu()->adapt(&ctx, transport_.get(), device_peers_, config_));
+    KOLO_RETURN_IF_ERROR(gpu()->adapt(&ctx, transport_.get(), device_routes_, config_));
     Device* device = nullptr;
     KOLO_RETURN_IF_ERROR(gpu()->device(&device));
     const Deadline deadline = Deadline::after_seconds(config_.timeout_s);

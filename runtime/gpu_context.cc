@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "common/log.h"
-#include "gpu/ipc_transport.h"
 #include "gpu/open_device.h"
 #include "gpu/staged_transport.h"
 #include "common/gpu_driver.h"
@@ -12,7 +11,7 @@ namespace kolo {
 
 GpuContext::~GpuContext() {
   // Transports first: they hold pinned memory of the device.
-  ipc_.reset();
+  direct_.reset();
   staged_.reset();
   memory_.reset();
   owned_.reset();
@@ -67,8 +66,8 @@ Status GpuContext::classify(BufferList buffers, bool* on_device) {
   return Status::ok();
 }
 
-Status GpuContext::adapt(ScheduleContext* ctx, Transport* host_transport, const std::vector<bool>& ipc_peers,
-                         const Config& config) {
+Status GpuContext::adapt(ScheduleContext* ctx, Transport* host_transport,
+                         const std::vector<const TransportKind*>& device_routes, const Config& config) {
   Device* d = nullptr;
   KOLO_RETURN_IF_ERROR(device(&d));
   if (!memory_) memory_ = std::make_unique<DeviceMemory>(d);
@@ -77,12 +76,24 @@ Status GpuContext::adapt(ScheduleContext* ctx, Transport* host_transport, const 
   if (!staged_) {
     staged_ = std::make_unique<StagedTransport>(host_transport, d, ctx->segment_bytes,
                                                 static_cast<int>(config.pipeline_depth));
-    const bool any = std::find(ipc_peers.begin(), ipc_peers.end(), true) != ipc_peers.end();
-    if (any) ipc_ = std::make_unique<IpcTransport>(staged_.get(), d, ipc_peers);
-    KOLO_INFO("device buffers move over " << (ipc_ ? "CUDA IPC to ranks on this node, " : "")
-                                          << staged_->name() << (ipc_ ? " to the others" : ""));
+    // The one kind that carries device memory (CUDA IPC), to the peers it
+    // reaches; the others' through staging.
+    const TransportKind* kind = nullptr;
+    std::vector<bool> reached(device_routes.size(), false);
+    for (size_t r = 0; r < device_routes.size(); ++r) {
+      if (!device_routes[r]) continue;
+      if (kind && device_routes[r] != kind) {
+        return internal_error("two kinds carry device memory to this rank's peers (" + std::string(kind->name()) + ", " +
+                        device_routes[r]->name() + "): one GPU context opens one");
+      }
+      kind = device_routes[r];
+      reached[r] = true;
+    }
+    if (kind) KOLO_RETURN_IF_ERROR(kind->open_over(staged_.get(), d, reached, &direct_));
+    KOLO_INFO("device buffers move over " << (direct_ ? std::string(direct_->name()) + " to ranks on this node, " : "")
+                                          << staged_->name() << (direct_ ? " to the others" : ""));
   }
-  ctx->transport = ipc_ ? ipc_.get() : staged_.get();
+  ctx->transport = direct_ ? direct_.get() : staged_.get();
   return Status::ok();
 }
 

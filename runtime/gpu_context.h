@@ -14,6 +14,7 @@
 #include "gpu/device.h"
 #include "gpu/device_memory.h"
 #include "runtime/config.h"
+#include "transport/kind.h"
 
 namespace kolo {
 
@@ -68,10 +69,11 @@ class GpuContext {
 
   // Turns the communicator's schedule context into one for device buffers.
   // host_transport: the communicator's transport (nullptr alone in the
-  // world); ipc_peers[r]: rank r's GPU is reached over CUDA IPC (both ends
-  // chose it at the rendezvous), the others' through host staging.
-  Status adapt(ScheduleContext* ctx, Transport* host_transport, const std::vector<bool>& ipc_peers,
-               const Config& config);
+  // world); device_routes[r]: the kind that carries device memory to rank r
+  // (both ends chose it at the rendezvous, transport/routes.h), or nullptr
+  // where rank r's GPU is reached through host staging.
+  Status adapt(ScheduleContext* ctx, Transport* host_transport,
+               const std::vector<const TransportKind*>& device_routes, const Config& config);
 
  private:
   Device* device_;
@@ -81,7 +83,7 @@ class GpuContext {
   const int local_rank_;
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<Transport> staged_;
-  std::unique_ptr<Transport> ipc_;
+  std::unique_ptr<Transport> direct_;  // the device kind's, over staged_, where one reaches a peer
 };
 
 }  // namespace kolo

@@ -44,7 +44,7 @@ class TransportKind {
   // What it carries: the host memory of every collective (the
   // communicator's transports, KOLO_TRANSPORT), or device memory between
   // GPUs, chosen per peer for device buffers before staging them through
-  // the host's transport (CUDA IPC; opened by the GPU context, not here).
+  // the host's transport (CUDA IPC; opened with open_over, not open).
   enum class Carries { kHostMemory, kDeviceMemory };
   virtual Carries carries() const { return Carries::kHostMemory; }
   // Whether the peers it reaches map this rank's memory (the log says
@@ -83,6 +83,15 @@ class TransportKind {
   };
   virtual bool reaches(const Peer& a, const Peer& b, int ranks_on_host, std::string* why_not) const = 0;
   virtual Status open(const TransportContext& context, std::unique_ptr<DirectTransport>* out) const = 0;
+  // A kind that carries device memory: opens over `below` (the device
+  // buffers' transport to the peers it does not reach), for `device` (the
+  // GPU layer's Device, gpu/device.h, which this layer does not name),
+  // reaching rank r where reached[r]. UNSUPPORTED for the others.
+  virtual Status open_over(Transport* below, void* device, const std::vector<bool>& reached,
+                           std::unique_ptr<Transport>* out) const {
+    (void)below, (void)device, (void)reached, (void)out;
+    return unsupported(std::string(name()) + " carries host memory: it opens on its own");
+  }
 };
 
 // Registers a kind when the program starts. preference: lower is tried
