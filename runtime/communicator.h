@@ -45,6 +45,7 @@
 #include "runtime/launch_env.h"
 #include "runtime/op_handle.h"
 #include "runtime/rendezvous.h"
+#include "runtime/sticky_error.h"
 #include "transport/kind.h"
 #include "transport/registered_buffer.h"
 #include "transport/shared_arena.h"
@@ -405,9 +406,7 @@ class Communicator {
   FlightRecorder recorder_;
   uint64_t dump_signal_id_ = 0;  // FlightRecorderRegistry's registration, 0 if none
   std::string sibling_prefix_;   // a sibling's store prefix (the engine's connections); "" otherwise
-  mutable std::mutex error_mutex_;
-  Status sticky_;
-  std::atomic<bool> failed_{false};
+  StickyError sticky_;
   // alltoallv has connected every pair (under call_mutex_).
   bool mesh_connected_ = false;
   AnySourceState any_source_;  // recv_any's, under call_mutex_

@@ -1,59 +1,22 @@
-// A communicator's failures: run() turns a collective's failure sticky;
-// fail() reconciles it with the job's first failure (the store's failure
-// record) and ends the connections so the neighbours learn at once;
-// abort() and async_error() for other threads.
-#include <algorithm>
-
+// A communicator's failures: run() turns a collective's failure sticky
+// (sticky_error.h); fail() reconciles it with the job's first failure and
+// ends the connections so the neighbours learn at once; abort() and
+// async_error() for other threads.
 #include "common/log.h"
 #include "runtime/communicator.h"
-#include "runtime/failure_record.h"
 
 namespace kolo {
 
-Status Communicator::check_healthy() const {
-  if (!failed_.load()) return Status::ok();
-  std::lock_guard<std::mutex> lock(error_mutex_);
-  return Status(sticky_.code(), "communicator failed earlier: " + sticky_.message());
-}
+Status Communicator::check_healthy() const { return sticky_.check(); }
 
-Status Communicator::async_error() const {
-  std::lock_guard<std::mutex> lock(error_mutex_);
-  return sticky_;
-}
-
-namespace {
-
-constexpr char kFailureKey[] = "failure";
-
-}  // namespace
+Status Communicator::async_error() const { return sticky_.get(); }
 
 Status Communicator::fail(Status local) {
   Status final = local;
   if (world_.store && world_.size > 1) {
-    // Bounded: the store may be gone with rank 0.
-    const std::string mine = encode_failure({world_.rank, local.code(), local.message()});
-    std::string first;
-    recorder_.report_started();
-    Status st = world_.store->set_if_absent(kFailureKey, mine, Deadline::after_seconds(std::min(config_.timeout_s, 2.0)),
-                                      &first);
-    FailureRecord root;
-    const bool decoded = st.is_ok() && decode_failure(first, &root).is_ok();
-    recorder_.report_finished(st.is_ok(), decoded ? root.rank : -1);
-    if (st.is_ok() && first != mine && decoded && root.rank != world_.rank) {
-      final = Status(root.code, local.message() + "; the job's first failure was on rank " +
-                                    std::to_string(root.rank) + ": " + root.message);
-    } else if (!st.is_ok() && world_.rank != 0) {
-      final = Status(local.code(), local.message() +
-                                       "; the rendezvous store on rank 0 is unreachable too, so rank 0 has "
-                                       "probably failed or exited");
-    }
+    final = reconcile_with_first_failure(world_.store.get(), world_.rank, local, config_.timeout_s, &recorder_);
   }
-  {
-    std::lock_guard<std::mutex> lock(error_mutex_);
-    if (sticky_.is_ok()) sticky_ = final;
-    final = sticky_;
-  }
-  failed_.store(true);
+  final = sticky_.keep(final);
   if (world_.rendezvous) world_.rendezvous->mark_failed();
   if (transport_) transport_->abort();
   if (arena_) arena_->abort();
@@ -119,7 +82,7 @@ void Communicator::cancel_store_waits(const Status& why) {
 }
 
 void Communicator::abort() {
-  if (failed_.load()) return;
+  if (sticky_.failed()) return;
   // The resulting error is kept as the sticky one; calls report it.
   Status why = aborted("rank " + std::to_string(world_.rank) + " aborted its communicator (kolo_comm_abort)");
   cancel_store_waits(why);
@@ -127,7 +90,7 @@ void Communicator::abort() {
 }
 
 void Communicator::revoke() {
-  if (failed_.load()) return;
+  if (sticky_.failed()) return;
   Status why = revoked("rank " + std::to_string(world_.rank) + " revoked the communicator" + world_.description +
                        " (kolo_comm_revoke)");
   cancel_store_waits(why);
