@@ -292,9 +292,12 @@ def _say(text):
         sys.stderr.flush()
 
 
-def run_fn(func, reset):
+def run_fn(func, reset, lost_worker_error=None):
     """func(state, *args, **kwargs), run until it returns, across resets;
-    reset() leaves the job and joins its next version."""
+    reset() leaves the job and joins its next version. A KoloError says
+    that a worker was lost (is_lost_worker); lost_worker_error(error), where
+    given, finds the KoloError that one of a framework's own errors stands
+    for (TensorFlow's ops raise TensorFlow's), or None."""
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
@@ -307,10 +310,11 @@ def run_fn(func, reset):
             except HostsUpdatedInterrupt as e:
                 _say("hosts changed")
                 skip_sync = e.skip_sync
-            except KoloError as e:
-                if not is_lost_worker(e):
+            except Exception as e:
+                lost = e if is_lost_worker(e) else lost_worker_error(e) if lost_worker_error is not None else None
+                if lost is None:
                     raise
-                _say("lost a worker (%s)" % str(e).split(":")[0])
+                _say("lost a worker (%s)" % str(lost).split(":")[0])
                 state.restore()
                 skip_sync = False
             reset()

@@ -1,6 +1,6 @@
 """The Python package's shape, read from its source (no imports run):
-no module-level import cycle among kolo's modules, no module over 500
-lines, and kolo/runner on the standard library alone (kolorun loads it
+no import cycle among kolo's modules (module level or inside functions),
+no module over 500 lines, and kolo/runner on the standard library alone (kolorun loads it
 without kolo's library or any other package, on hosts that may have
 neither)."""
 import ast
@@ -26,13 +26,21 @@ def _modules():
     return found
 
 
+def _ancestors(name):
+    """The packages that importing `name` runs first: a.b for a.b.c (kolo
+    itself left out: every module is in it)."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(2, len(parts))]
+
+
 def _imports(name, path, modules):
-    """The kolo modules `name` imports at module level (what runs when it
-    is imported): a package's own ancestors left out, since importing a
-    submodule always runs them first."""
+    """The kolo modules `name` imports, at module level or inside a
+    function (an import deferred to a call is still a dependency), with the
+    packages each import runs first; `name`'s own ancestors left out, since
+    importing it has run them already."""
     package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
     found = set()
-    for node in ast.parse(open(path).read()).body:
+    for node in ast.walk(ast.parse(open(path).read())):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -46,6 +54,7 @@ def _imports(name, path, modules):
             targets = submodules if len(submodules) == len(node.names) else [base] + submodules
         else:
             continue
+        targets += [a for t in targets for a in _ancestors(t)]
         found.update(t for t in targets if t in modules and t != name and not name.startswith(t + "."))
     return found
 

@@ -7,7 +7,7 @@ import keras
 import numpy as np
 
 import kolo
-from kolo._elastic import under_driver
+from kolo import _optimizer
 from kolo._process_sets import group_of
 
 
@@ -29,16 +29,13 @@ def gradient_reducer(compression, sparse_as_dense, op, gradient_predivide_factor
         return tf_reducer("DistributedOptimizer", compression, sparse_as_dense, op, gradient_predivide_factor,
                           groups, process_set)
     import kolo.torch as kt
-    prescale, postscale = ((1.0 / gradient_predivide_factor, gradient_predivide_factor)
-                           if op == kolo.Average else (1.0, 1.0))
+    prescale, postscale = _optimizer.scale_factors(op, gradient_predivide_factor)
 
     def reduce(grads, variables, use_generic_names=False):
         del variables, use_generic_names
         grads = list(grads)
         present = [i for i, g in enumerate(grads) if g is not None]
-        # Horovod's rule: a rank outside the set, or a set of one, keeps its
-        # own gradients (not in an elastic job: it may grow).
-        if not present or not process_set.included() or (group_of(process_set).size == 1 and not under_driver()):
+        if not present or not _optimizer.communicates(process_set):
             return grads
         # One grouped operation per dtype (a grouped allreduce takes one).
         by_dtype = {}
@@ -62,7 +59,7 @@ def gradient_reducer(compression, sparse_as_dense, op, gradient_predivide_factor
 
 
 def allreduce_sum(x, process_set):
-    """A differentiable sum over the set of a backend tensor (SyncBatchNormalization)."""
+    """A differentiable sum over the set of a backend tensor (SyncBatchNormalization's statistics)."""
     check_supported()
     if name() == "tensorflow":
         from kolo.tensorflow.mpi_ops import _allreduce

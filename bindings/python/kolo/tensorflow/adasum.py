@@ -1,7 +1,9 @@
 """Adasum (op=hvd.Adasum) for TensorFlow tensors, as kolo.torch computes it
 (see kolo.torch.adasum): an allgather of the set's tensors, then Horovod's
 pairwise tree in float64 on every rank, so every rank ends with the same
-result. Its gradient is the Adasum of the gradients, as Horovod's."""
+result. Its gradient is the Adasum of the gradients, as Horovod's. The
+allgather is kolo.tensorflow.mpi_ops's, passed in: mpi_ops calls this
+module for op=Adasum."""
 import sys
 
 import tensorflow as tf
@@ -22,8 +24,7 @@ def _combine(a, b):
     return tf.cast(acoeff, tf.float64) * a + tf.cast(bcoeff, tf.float64) * b
 
 
-def allreduce(tensor, name, prescale_factor, postscale_factor, process_set):
-    from kolo.tensorflow.mpi_ops import allgather
+def allreduce(tensor, name, prescale_factor, postscale_factor, process_set, allgather):
     tensor = tf.convert_to_tensor(tensor)
     _policy.reduction(tensor.dtype.name, _policy.Adasum, "allreduce",
                       scaled=prescale_factor != 1.0 or postscale_factor != 1.0)
@@ -42,7 +43,7 @@ def allreduce(tensor, name, prescale_factor, postscale_factor, process_set):
         result = tf.reshape(tf.cast(level[0] * postscale_factor, x.dtype), tf.shape(x))
 
         def grad(dy):
-            return allreduce(dy, None, prescale_factor, postscale_factor, process_set)
+            return allreduce(dy, None, prescale_factor, postscale_factor, process_set, allgather)
 
         return result, grad
 

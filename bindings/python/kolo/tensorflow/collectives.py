@@ -3,7 +3,7 @@ tf.IndexedSlices (allgathered, as Horovod does), grouped forms, and the
 function that reduces a list of gradients for the optimizers and tapes."""
 import tensorflow as tf
 
-from kolo._elastic import under_driver
+from kolo import _optimizer
 from kolo._policy import Adasum, Average, Sum, resolve_op
 from kolo._process_sets import global_process_set, group_of
 from kolo.tensorflow.compression import Compression
@@ -107,18 +107,6 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
     return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, compressed)]
 
 
-def _split(items, parts):
-    """items in `parts` contiguous runs of near-equal length."""
-    size, extra = divmod(len(items), parts)
-    runs, start = [], 0
-    for p in range(parts):
-        end = start + size + (1 if p < extra else 0)
-        if end > start:
-            runs.append(items[start:end])
-        start = end
-    return runs
-
-
 _reducers = {}  # arguments -> reducer: a tape wrapped anew each step reuses its traced function
 
 
@@ -141,25 +129,9 @@ def _gradient_reducer(name, compression, sparse_as_dense, op, gradient_predivide
     backward pass; eager calls run the ops together inside one tf.function.
     A set of one rank, or one this rank is not in, leaves the gradients as
     they are (Horovod's rule)."""
-    if op == Average:
-        prescale, postscale = 1.0 / gradient_predivide_factor, gradient_predivide_factor
-    else:
-        prescale, postscale = 1.0, 1.0
-
-    def bundles_of(grads, variables):
-        """The gradients' positions, in the ops that will reduce them."""
-        present = [i for i, g in enumerate(grads) if g is not None]
-        if groups is None:
-            return tuple((i,) for i in present)
-        if isinstance(groups, int):
-            return tuple(tuple(run) for run in _split(present, groups))
-        position = {variable_key(variables[i]): i for i in present}
-        bundles = []
-        for group in groups:
-            bundle = tuple(position.pop(variable_key(v)) for v in group if variable_key(v) in position)
-            if bundle:
-                bundles.append(bundle)
-        return tuple(bundles) + tuple((i,) for i in present if variable_key(variables[i]) in position)
+    prescale, postscale = _optimizer.scale_factors(op, gradient_predivide_factor)
+    if isinstance(groups, list):
+        groups = [[variable_key(v) for v in group] for group in groups]
 
     def reduce(grads, bundles, use_generic_names):
         with tf.name_scope(name + "_Allreduce"):
@@ -181,12 +153,10 @@ def _gradient_reducer(name, compression, sparse_as_dense, op, gradient_predivide
         grads = list(grads)
         if sparse_as_dense:
             grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
-        # Horovod's rule: a rank outside the set, or a set of one, keeps its
-        # own gradients; but not in an elastic job, which may grow while a
-        # function traced at one rank is still in use.
-        if not process_set.included() or (group_of(process_set).size == 1 and not under_driver()):
+        if not _optimizer.communicates(process_set):
             return grads
-        bundles = bundles_of(grads, list(variables))
+        keys = [variable_key(v) for v in variables]
+        bundles = _optimizer.bundles([i for i, g in enumerate(grads) if g is not None], keys, groups)
         if _executing_eagerly():
             return compiled(grads, bundles, use_generic_names)
         return reduce(grads, bundles, use_generic_names)

@@ -1,7 +1,9 @@
 """Horovod's horovod.tensorflow.elastic on kolo: hvd.elastic.run,
 TensorFlowKerasState (a Keras model and its optimizer), TensorFlowState
 (a list of variables, eager or in a TF1 session), ObjectState and
-HostsUpdatedInterrupt (kolo/_elastic.py has the mechanism). Run under
+HostsUpdatedInterrupt (kolo/_elastic.py has the mechanism,
+kolo/_elastic_frameworks.py run and the state of framework objects; this
+module how TensorFlow's variables are kept). Run under
 `kolorun --min-np N --max-np M ...`:
 
     state = hvd.elastic.TensorFlowKerasState(model, optimizer, epoch=0, batch=0)
@@ -19,11 +21,10 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from kolo import _elastic_frameworks
 from kolo._elastic import LOST_WORKER_CODES, HostsUpdatedInterrupt, ObjectState, State, run_fn  # noqa: F401
+from kolo._elastic_frameworks import FrameworkState, Handler
 from kolo._library import KoloError
-from kolo._objects import broadcast_object
-from kolo._process_sets import init
-from kolo._runtime import rank, shutdown
 from kolo.tensorflow.functions import broadcast_variables
 from kolo.tensorflow.mpi_ops import _executing_eagerly
 
@@ -35,6 +36,8 @@ def as_kolo_error(error):
     """A kolo op's TensorFlow error that says a worker was lost (kolo's
     PEER_LOST, TIMEOUT, ABORTED, REVOKED, TRANSPORT) as the KoloError the
     elastic loop resets on; None for any other error."""
+    if not isinstance(error, tf.errors.OpError):
+        return None
     m = _CODE.search(getattr(error, "message", "") or str(error))
     return KoloError(m.string[m.start():], code=LOST_WORKER_CODES[m.group(1)]) if m else None
 
@@ -44,47 +47,43 @@ def run(func):
     survivor restores its last commit, the job resets to its next version
     and rank 0's state goes to everyone; after a change of hosts the same,
     keeping the state."""
-
-    def wrapper(state, *args, **kwargs):
-        try:
-            return func(state, *args, **kwargs)
-        except tf.errors.OpError as e:
-            lost = as_kolo_error(e)
-            if lost is None:
-                raise
-            raise lost from e
-
-    def reset():
-        shutdown()
-        init()
-
-    return run_fn(wrapper, reset)
+    return _elastic_frameworks.run(func, lost_worker_error=as_kolo_error)
 
 
-def _values(variables):
-    return [np.array(v.numpy(), copy=True) for v in variables]
+class _Variables(Handler):
+    """Variables (variables() lists them, the same ones at every call),
+    copied as their values: eager, or in a TF1 session (session, and
+    broadcast_op, the op that gives them rank 0's values there). sync keeps
+    rank 0's values as the copy too, so a worker that fails before its next
+    commit goes back to them, not to its own."""
 
-
-class _VariablesState(ObjectState):
-    """Variables kept beside plain values: commit() copies them (_save),
-    restore() assigns the copies back (_load), sync() sends rank 0's to
-    every worker (_broadcast) and copies what it received."""
+    def __init__(self, variables, session=None, broadcast_op=None):
+        self._variables = variables
+        self._session = session
+        self._broadcast_op = broadcast_op
 
     def save(self):
-        self._save()
-        super().save()
+        if self._session is None:
+            self._saved = [np.array(v.numpy(), copy=True) for v in self._variables()]
+        else:
+            self._saved = self._session.run(self._variables())
 
     def restore(self):
-        self._load()
-        super().restore()
+        for v, value in zip(self._variables(), self._saved):
+            if self._session is None:
+                v.assign(value)
+            else:
+                v.load(value, self._session)
 
     def sync(self):
-        self._broadcast()
-        self._save()
-        super().sync()
+        if self._session is None:
+            broadcast_variables(self._variables(), root_rank=0)
+        else:
+            self._session.run(self._broadcast_op)
+        self.save()
 
 
-class TensorFlowKerasState(_VariablesState):
+class TensorFlowKerasState(FrameworkState):
     """A built Keras model, its optimizer (compiled into the model, or
     given) and plain values: TensorFlowKerasState(model, optimizer,
     epoch=0). commit() copies the weights and the optimizer's variables;
@@ -100,8 +99,7 @@ class TensorFlowKerasState(_VariablesState):
         self.model = model
         self.optimizer = optimizer if optimizer is not None else model.optimizer
         self._build_optimizer()
-        self._save()
-        super().__init__(bcast_object=broadcast_object, get_rank=rank, **kwargs)
+        super().__init__({"variables": _Variables(self._variables)}, **kwargs)
 
     def _build_optimizer(self):
         optimizer = getattr(self.optimizer, "_optimizer", self.optimizer)  # kolo's DistributedOptimizer wraps one
@@ -115,18 +113,8 @@ class TensorFlowKerasState(_VariablesState):
             optimizer_variables = list(found() if callable(found) else found)
         return list(self.model.variables) + optimizer_variables
 
-    def _save(self):
-        self._saved = _values(self._variables())
 
-    def _load(self):
-        for v, value in zip(self._variables(), self._saved):
-            v.assign(value)
-
-    def _broadcast(self):
-        broadcast_variables(self._variables(), root_rank=0)
-
-
-class TensorFlowState(_VariablesState):
+class TensorFlowState(FrameworkState):
     """A list of variables (default: the global variables) and plain
     values; in TF1 graph code, the session that holds the variables
     (default: the default session)."""
@@ -135,25 +123,5 @@ class TensorFlowState(_VariablesState):
         self.variables = list(variables if variables is not None else tf.compat.v1.global_variables())
         self.session = session if session is not None or _executing_eagerly() else \
             tf.compat.v1.get_default_session()
-        self._broadcast_op = None if _executing_eagerly() else broadcast_variables(self.variables, root_rank=0)
-        self._save()
-        super().__init__(bcast_object=broadcast_object, get_rank=rank, **kwargs)
-
-    def _save(self):
-        if self.session is None:
-            self._saved = _values(self.variables)
-        else:
-            self._saved = self.session.run(self.variables)
-
-    def _load(self):
-        for v, value in zip(self.variables, self._saved):
-            if self.session is None:
-                v.assign(value)
-            else:
-                v.load(value, self.session)
-
-    def _broadcast(self):
-        if self.session is None:
-            broadcast_variables(self.variables, root_rank=0)
-        else:
-            self.session.run(self._broadcast_op)
+        broadcast_op = None if _executing_eagerly() else broadcast_variables(self.variables, root_rank=0)
+        super().__init__({"variables": _Variables(lambda: self.variables, self.session, broadcast_op)}, **kwargs)

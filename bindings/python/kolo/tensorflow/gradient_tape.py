@@ -2,6 +2,8 @@
 gradients reduced over the process set (horovod.tensorflow's)."""
 import tensorflow as tf
 
+from kolo import _optimizer
+from kolo._keras import local_layer_variables
 from kolo._policy import Average
 from kolo._process_sets import global_process_set
 from kolo.tensorflow.collectives import gradient_reducer, variable_key
@@ -40,12 +42,8 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="", compres
     eager code all of them inside one tf.function, in a graph each as soon
     as it exists)."""
     del device_dense, device_sparse
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if num_groups and groups is None:
-        groups = num_groups
-    if groups is not None and not (isinstance(groups, list) or (isinstance(groups, int) and groups > 0)):
-        raise ValueError("groups should be a non-negative integer or a list of list of tf.Variable.")
+    _optimizer.check_arguments(op, gradient_predivide_factor, backward_passes_per_step=1)
+    groups = _optimizer.checked_groups(groups, num_groups, "tf.Variable")
     base = type(gradtape)
     cls = type(base.__name__, (base,), {k: v for k, v in _DistributedGradientTape.__dict__.items()
                                         if k not in ("__dict__", "__weakref__")})
@@ -66,7 +64,6 @@ def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="", 
                                    scale_local_gradients=True):
     """DistributedGradientTape whose local_layers' (Keras layers) gradients
     stay local."""
-    from kolo.keras.optimizer import local_layer_variables
     local = local_layer_variables(local_layers)
     tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression, sparse_as_dense, op,
                                    gradient_predivide_factor, num_groups, groups, process_set,

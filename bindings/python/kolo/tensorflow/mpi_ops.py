@@ -18,6 +18,7 @@ from kolo import _policy, _runtime
 from kolo._compression import wire_of
 from kolo._policy import Adasum, Average, Max, Min, Product, Sum  # noqa: F401 (re-exported)
 from kolo._process_sets import global_process_set, group_of
+from kolo.tensorflow import adasum
 from kolo.tensorflow._op_library import ops as _ops
 
 
@@ -125,8 +126,7 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
     """op over the set's tensors (one dtype and shape on every rank)."""
     _policy.check_op(op, "allreduce")
     if op == Adasum:
-        from kolo.tensorflow import adasum
-        return adasum.allreduce(tensor, name, prescale_factor, postscale_factor, process_set)
+        return adasum.allreduce(tensor, name, prescale_factor, postscale_factor, process_set, allgather)
     (engine, engine_op, back), = _engine_forms([tensor], op, "allreduce", prescale_factor, postscale_factor)
     node, attr = _naming(name, "KoloAllreduce")
     wire, feedback = _wire_attrs(compression, engine.dtype, engine_op)
@@ -155,9 +155,8 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscal
     if not tensors:
         return []
     if op == Adasum:
-        from kolo.tensorflow import adasum
         return [adasum.allreduce(t, None if name is None else "%s.%d" % (name, i), prescale_factor,
-                                 postscale_factor, process_set) for i, t in enumerate(tensors)]
+                                 postscale_factor, process_set, allgather) for i, t in enumerate(tensors)]
     forms = _engine_forms(tensors, op, "allreduce", prescale_factor, postscale_factor)
     by_dtype = {}
     for i, t in enumerate(tensors):

@@ -1,39 +1,33 @@
 """DistributedOptimizer for tf.compat.v1.train optimizers (TF1 graph code):
 compute_gradients() returns the gradients reduced over the process set,
 each allreduce starting in the graph as soon as its gradient exists. Keras
-optimizers are wrapped by kolo.keras's DistributedOptimizer instead (the
-same function dispatches)."""
+optimizers are wrapped by kolo._keras's wrapper instead (the same function
+dispatches), over this package's reduction, as kolo.keras wraps them on
+Keras's tensorflow backend."""
+import keras
 import tensorflow as tf
 
+from kolo import _keras, _optimizer
 from kolo._policy import Adasum, Average
-from kolo._process_sets import global_process_set, group_of
+from kolo._process_sets import global_process_set
 from kolo.tensorflow.collectives import allreduce, gradient_reducer, variable_key
 from kolo.tensorflow.compression import Compression
 from kolo.tensorflow.gradient_aggregation import LocalGradientAggregation
 
 
-def _scaled_local(grad, size):
-    """A local variable's gradient divided by the set's size, as Horovod
-    scales local gradients (scale_local_gradients=True)."""
+def _divided(grad, size):
+    """grad / size, for a tensor or a tf.IndexedSlices."""
     if isinstance(grad, tf.IndexedSlices):
         return tf.IndexedSlices(grad.values / float(size), grad.indices, grad.dense_shape)
     return grad / float(size)
 
 
 def reduce_except_local(reducer, grads, variables, local_refs, scale_local, process_set, use_generic_names=False):
-    """The gradients reduced over the set, those of local variables kept
-    (and scaled by 1/size if scale_local)."""
-    shared = [i for i, v in enumerate(variables) if variable_key(v) not in local_refs]
-    reduced = reducer([grads[i] for i in shared], [variables[i] for i in shared], use_generic_names)
-    out = list(grads)
-    for i, g in zip(shared, reduced):
-        out[i] = g
-    if scale_local and local_refs:
-        size = group_of(process_set).size
-        for i, v in enumerate(variables):
-            if variable_key(v) in local_refs and out[i] is not None:
-                out[i] = _scaled_local(out[i], size)
-    return out
+    """The gradients reduced over the set by reducer (collectives.gradient_reducer's),
+    those of local variables kept (kolo._optimizer.reduce_except_local)."""
+    return _optimizer.reduce_except_local(
+        lambda shared, positions: reducer(shared, [variables[i] for i in positions], use_generic_names), grads,
+        [variable_key(v) for v in variables], local_refs, scale_local, process_set, _divided)
 
 
 class _DistributedOptimizer(tf.compat.v1.train.Optimizer):
@@ -148,16 +142,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     kolo.keras.DistributedOptimizer. op=Adasum makes Horovod's delta
     optimizer (tf.compat.v1 optimizers, the global set only)."""
     del device_dense, device_sparse
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if op == Adasum and average_aggregated_gradients:
-        raise ValueError("Adasum does not support average_aggregated_gradients == True")
-    if backward_passes_per_step < 1:
-        raise ValueError("backward_passes_per_step must be at least 1, got %r" % (backward_passes_per_step,))
-    if num_groups and groups is None:
-        groups = num_groups
-    if groups is not None and not (isinstance(groups, list) or (isinstance(groups, int) and groups > 0)):
-        raise ValueError("groups should be a non-negative integer or a list of list of tf.Variable.")
+    _optimizer.check_arguments(op, gradient_predivide_factor, backward_passes_per_step, average_aggregated_gradients)
+    groups = _optimizer.checked_groups(groups, num_groups, "tf.Variable")
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
         if op == Adasum:
             if process_set.process_set_id != 0:
@@ -168,9 +154,10 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                                      average_aggregated_gradients, groups, process_set, scale_local_gradients)
     if op == Adasum:
         raise ValueError("op == Adasum is not supported yet with Keras")
-    from kolo import keras as kolo_keras
-    return kolo_keras.DistributedOptimizer(
-        optimizer, name=name, compression=compression, sparse_as_dense=sparse_as_dense,
-        gradient_predivide_factor=gradient_predivide_factor, backward_passes_per_step=backward_passes_per_step,
-        average_aggregated_gradients=average_aggregated_gradients, groups=groups, process_set=process_set,
-        scale_local_gradients=scale_local_gradients)
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError("kolo.tensorflow.DistributedOptimizer wraps Keras optimizers on Keras's tensorflow "
+                         "backend, not %r: use kolo.keras.DistributedOptimizer" % keras.backend.backend())
+    reduce = gradient_reducer("DistributedOptimizer", compression, sparse_as_dense, op, gradient_predivide_factor,
+                              groups, process_set)
+    return _keras.distributed_optimizer(optimizer, reduce, name, backward_passes_per_step,
+                                        average_aggregated_gradients, scale_local_gradients, process_set)

@@ -1,6 +1,8 @@
 """Horovod's horovod.torch.elastic on kolo: hvd.elastic.run, TorchState,
 ObjectState, ElasticSampler, HostsUpdatedInterrupt (kolo/_elastic.py has
-the mechanism). Run under `kolorun --min-np N --max-np M ...`:
+the mechanism, kolo/_elastic_frameworks.py run and the state of framework
+objects; this module how torch's objects are kept). Run under
+`kolorun --min-np N --max-np M ...`:
 
     state = hvd.elastic.TorchState(model, optimizer, epoch=0, batch=0)
 
@@ -18,66 +20,37 @@ import math
 import torch
 
 from kolo._elastic import HostsUpdatedInterrupt, ObjectState, State, run_fn  # noqa: F401
+from kolo._elastic_frameworks import FrameworkState, Handler, run  # noqa: F401 (hvd.elastic.run)
 from kolo._objects import allgather_object, broadcast_object
-from kolo._process_sets import init
-from kolo._runtime import rank, shutdown, size
+from kolo._runtime import rank, size
 from kolo.torch.functions import broadcast_optimizer_state, broadcast_parameters
 
 
-def run(func):
-    """Runs func(state, ...) until it returns: after a lost worker every
-    survivor restores its last commit, the job resets to its next version
-    and rank 0's state goes to everyone; after a change of hosts the same,
-    keeping the state."""
-
-    def reset():
-        shutdown()
-        init()
-
-    return run_fn(func, reset)
-
-
-class _Handler:
-    """How TorchState keeps one torch object: save, restore, sync."""
+class _StateDictHandler(Handler):
+    """A torch object with state_dict() and load_state_dict(): a model, an
+    optimizer (kolo's DistributedOptimizer or any), an ElasticSampler."""
 
     def __init__(self, value):
         self.value = value
-        self.save()
 
-    def set_value(self, value):
-        self.value = value
-        self.save()
-
-
-class _ModelHandler(_Handler):
     def save(self):
         self._saved = copy.deepcopy(self.value.state_dict())
 
     def restore(self):
         self.value.load_state_dict(self._saved)
 
+
+class _ModelHandler(_StateDictHandler):
     def sync(self):
         broadcast_parameters(self.value.state_dict(), root_rank=0)
 
 
-class _OptimizerHandler(_Handler):
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
+class _OptimizerHandler(_StateDictHandler):
     def sync(self):
         broadcast_optimizer_state(self.value, root_rank=0)
 
 
-class _SamplerHandler(_Handler):
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
+class _SamplerHandler(_StateDictHandler):
     def sync(self):
         # Every worker's processed samples, so none is seen twice this
         # epoch; and rank 0's epoch (a new worker's sampler is at 0).
@@ -97,11 +70,12 @@ def _handler_for(value):
     return None
 
 
-class TorchState(ObjectState):
+class TorchState(FrameworkState):
     """A model, an optimizer (kolo's DistributedOptimizer or any), samplers
     and plain values: TorchState(model, optimizer, epoch=0, batch=0).
     commit() copies their state; restore() loads it back; sync() sends rank
-    0's to every worker."""
+    0's to every worker. Assigning a new model, optimizer or sampler to its
+    attribute keeps that one instead."""
 
     def __init__(self, model=None, optimizer=None, **kwargs):
         kwargs.update(model=model, optimizer=optimizer)
@@ -112,31 +86,16 @@ class TorchState(ObjectState):
                 handlers[name] = handler
             elif value is not None or name not in ("model", "optimizer"):
                 plain[name] = value
-        self.__dict__["_handlers"] = handlers
         for name, handler in handlers.items():
             self.__dict__[name] = handler.value
-        super().__init__(bcast_object=broadcast_object, get_rank=rank, **plain)
+        super().__init__(handlers, **plain)
 
     def __setattr__(self, name, value):
         handlers = self.__dict__.get("_handlers", {})
         if name in handlers:
-            handlers[name].set_value(value)
+            handlers[name].value = value
+            handlers[name].save()
         super().__setattr__(name, value)
-
-    def save(self):
-        for handler in self._handlers.values():
-            handler.save()
-        super().save()
-
-    def restore(self):
-        for handler in self._handlers.values():
-            handler.restore()
-        super().restore()
-
-    def sync(self):
-        for handler in self._handlers.values():
-            handler.sync()
-        super().sync()
 
 
 class ElasticSampler(torch.utils.data.Sampler):

@@ -16,10 +16,9 @@ from contextlib import contextmanager
 
 import torch
 
-from kolo import _runtime
+from kolo import _optimizer, _runtime
 from kolo._policy import Adasum, Average
-from kolo._elastic import under_driver
-from kolo._process_sets import global_process_set, group_of
+from kolo._process_sets import global_process_set
 from kolo.torch.compression import Compression
 from kolo.torch.mpi_ops import allreduce_async_, sparse_allreduce_async, synchronize
 
@@ -92,9 +91,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).__init__(params)
         self._compression = compression
         self._parameter_names = _checked_names(self.param_groups, named_parameters)
-        if backward_passes_per_step < 1:
-            raise ValueError("backward_passes_per_step must be at least 1, got %r" % (backward_passes_per_step,))
-
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {p: backward_passes_per_step for p in self._parameter_names}
         self.op = op
@@ -107,9 +103,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
-        # A job of one rank needs no allreduce, unless it is elastic: it may
-        # grow, and a worker that joins later allreduces from its first step.
-        if process_set.included() is not False and (group_of(process_set).size > 1 or under_driver()):
+        if _optimizer.communicates(process_set):
             self._register_hooks()
 
     def _register_hooks(self):
@@ -135,10 +129,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 return sparse_allreduce_async(tensor, name=self._parameter_names[p], op=self.op,
                                               process_set=self.process_set), None
             tensor = tensor.to_dense()
-        if self.op == Average:
-            prescale, postscale = 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
-        else:
-            prescale = postscale = 1.0
+        prescale, postscale = _optimizer.scale_factors(self.op, self.gradient_predivide_factor)
         compressed, ctx = self._compression.compress(tensor)
         handle = allreduce_async_(compressed, name=self._parameter_names[p], op=self.op,
                                   prescale_factor=prescale, postscale_factor=postscale,
@@ -283,11 +274,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     the averaging into a division before and after the sum; sparse_as_dense
     allreduces sparse gradients as dense ones. op=Adasum combines the ranks'
     steps with Adasum (Horovod's delta optimizer). num_groups and groups are
-    accepted for compatibility: kolo's engine fuses whatever gradients are
-    ready, up to KOLO_FUSION_THRESHOLD, on its own."""
-    del num_groups, groups
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor is only supported with op=Average")
+    checked as Horovod checks them, then left to kolo's engine, which fuses
+    whatever gradients are ready, up to KOLO_FUSION_THRESHOLD, on its own."""
+    _optimizer.check_arguments(op, gradient_predivide_factor, backward_passes_per_step)
+    _optimizer.checked_groups(groups, num_groups, "torch.Tensor", lambda p: isinstance(p, torch.Tensor))
     if op == Adasum:
         cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedAdasumOptimizer.__dict__))
         return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, process_set)

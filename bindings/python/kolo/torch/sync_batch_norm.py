@@ -2,8 +2,9 @@
 (of a process set), as horovod.torch's, for CPU and CUDA tensors.
 
 In training, each rank sums its input per channel (count, sum, sum of
-squares, in float64) and one grouped allreduce makes them global: every
-rank then normalizes with the mean and variance of the combined batch, and
+squares, in float64) and one allreduce makes them global
+(kolo._sync_batch_norm): every rank then normalizes with the mean and
+variance of the combined batch, and
 the running statistics advance as one BatchNorm over that batch would
 (unbiased variance). Backward allreduces the two per-channel sums the input
 gradient needs; the weight and bias gradients stay local, for the
@@ -14,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from kolo import _sync_batch_norm
 from kolo._policy import Sum
 from kolo._process_sets import global_process_set, group_of
 from kolo.torch.mpi_ops import grouped_allreduce
@@ -29,18 +31,24 @@ def _per_channel(t, x):
     return t.view((1, -1) + (1,) * (x.dim() - 2))
 
 
+class _TorchOps(_sync_batch_norm.Ops):
+    stack = staticmethod(torch.stack)
+
+    @staticmethod
+    def at_least(x, floor):
+        return x.clamp(min=floor)
+
+
 class _SyncBatchNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, weight, bias, running_mean, running_var, eps, momentum, process_set):
         x = _channels_last(input).to(torch.float64)
-        local = torch.stack([torch.full((x.shape[0],), float(x.shape[1]), dtype=torch.float64),
-                             x.sum(dim=1), (x * x).sum(dim=1)])
-        count, total, squares = grouped_allreduce([local], op=Sum, name=None, process_set=process_set)[0]
+        count, mean, var = _sync_batch_norm.global_moments(
+            _TorchOps, torch.full((x.shape[0],), float(x.shape[1]), dtype=torch.float64), x.sum(dim=1),
+            (x * x).sum(dim=1), lambda stacked: grouped_allreduce([stacked], op=Sum, process_set=process_set)[0])
         n = count[0].item()
         if n <= 1:
             raise ValueError("SyncBatchNorm expects more than 1 value per channel in training, got %d" % n)
-        mean = total / n
-        var = (squares / n - mean * mean).clamp_(min=0)
         if running_mean is not None:
             with torch.no_grad():
                 running_mean.mul_(1 - momentum).add_(momentum * mean.to(running_mean.dtype))
