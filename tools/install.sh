@@ -103,7 +103,7 @@ install -m 0755 "$ROOT/tools/kolo-doctor" "$DEST$PREFIX/bin/kolo-doctor"
 # device backend) and kolo.h for them, plus the version it cannot read from
 # version.bzl once installed.
 rm -rf "$DEST$SITE/kolo"
-(cd "$ROOT/bindings/python" && find kolo -name '*.py' -o -name '*.cc' -o -name '*.cpp') | while read -r f; do
+(cd "$ROOT/bindings/python" && find kolo -name '*.py' -o -name '*.cc' -o -name '*.h' -o -name '*.cpp') | while read -r f; do
   install -D -m 0644 "$ROOT/bindings/python/$f" "$DEST$SITE/$f"
 done
 install -D -m 0644 "$ROOT/bindings/c/kolo.h" "$DEST$SITE/kolo/include/kolo.h"
