@@ -36,8 +36,7 @@ Communicator::Communicator(const Config& config)
 
 Communicator::~Communicator() {
   if (dump_signal_id_) FlightRecorderRegistry::remove(dump_signal_id_);
-  stream_queue_->stop();  // runs what callers enqueued (bounded by their deadlines)
-  stream_queue_.reset();
+  launcher_.reset();  // runs what callers enqueued (bounded by their deadlines)
   if (transport_) transport_->abort();
   arena_.reset();
   host_arena_.reset();
@@ -87,6 +86,8 @@ Status Communicator::estimate(const std::string& collective, size_t bytes, doubl
   return Status::ok();
 }
 
+
+Status Communicator::gpu_ordinal(int* ordinal) { return launcher_->gpu_ordinal(ordinal); }
 
 Status Communicator::register_memory(const void* data, size_t bytes) {
   if (data == nullptr && bytes > 0) return invalid_argument("buf is NULL with bytes = " + std::to_string(bytes));
@@ -142,7 +143,7 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
     // their own dtype (the communicator's default gives way; a format
     // asked for this call is refused).
     bool on_device = false;
-    KOLO_RETURN_IF_ERROR(gpu()->classify(buffers, &on_device));
+    KOLO_RETURN_IF_ERROR(launcher_->classify(buffers, &on_device));
     if (on_device && wire) {
       return unsupported(std::string("wire format ") + wire_format_name(format) +
                          " needs host buffers: device buffers reduce in their own dtype");
@@ -532,9 +533,8 @@ Status Communicator::recv_any(void* buf, size_t count, DataType dtype, int* sour
   {
     // Device memory: the GPU transports decide how each message crosses
     // (CUDA IPC is receiver-driven too), so they cannot be looked into.
-    std::lock_guard<std::mutex> order(stream_mutex_);
     bool on_device = false;
-    KOLO_RETURN_IF_ERROR(gpu()->classify({{buf, bytes, "receive buffer"}}, &on_device));
+    KOLO_RETURN_IF_ERROR(launcher_->classify({{buf, bytes, "receive buffer"}}, &on_device));
     if (on_device) return unsupported("a receive from any rank takes host buffers; recvbuf is device memory");
   }
   return dispatch(CallRecord("recv_any", dtype, count), {{buf, bytes, "receive buffer"}}, std::move(launch),

@@ -12,11 +12,14 @@
 // connections; its neighbours then fail in turn, and every rank reports the
 // root cause (the dead rank's name, or MISMATCH) with its own view.
 //
-// The class is written in parts, one concern each: communicator.cc (the
+// The class is written in files, one concern each: communicator.cc (the
 // collectives and point-to-point, checked and handed to the algorithm
 // tables), communicator_bring_up.cc (rendezvous, transports, connections),
-// communicator_launch.cc (blocking, stream and asynchronous launches),
-// communicator_failure.cc (sticky errors, the job's first failure, abort).
+// communicator_failure.cc (abort, revoke, flight records), and
+// communicator_resize.cc (shrink, grow); over parts with interfaces and
+// tests of their own: call_launcher.h (blocking, stream and asynchronous
+// launches), sticky_error.h (the kept failure and the job's first one),
+// tuning.h (pacing, costs, the hosts' layout), membership.h, rendezvous.h.
 #pragma once
 
 #include <atomic>
@@ -37,6 +40,7 @@
 #include "collectives/wire_format.h"
 #include "common/function_ref.h"
 #include "common/status.h"
+#include "runtime/call_launcher.h"
 #include "runtime/config.h"
 #include "runtime/flight_recorder.h"
 #include "runtime/gpu_context.h"
@@ -53,24 +57,6 @@
 #include "transport/transport.h"
 
 namespace kolo {
-
-// How a collective of the public API is launched: blocking (the default);
-// enqueued on a caller's CUDA stream (on_stream; stream nullptr is the
-// legacy default stream); or asynchronously (done not empty): queued on the
-// communicator's thread in call order, completing every handle in `done`
-// with its result.
-struct Launch {
-  bool on_stream = false;
-  void* stream = nullptr;
-  std::vector<std::shared_ptr<OpHandle>> done;
-
-  static Launch on(void* stream) {
-    Launch launch;
-    launch.on_stream = true;
-    launch.stream = stream;
-    return launch;
-  }
-};
 
 class Communicator {
  public:
@@ -318,31 +304,18 @@ class Communicator {
   // (communicator_failure.cc).
   // The flight recorder keeps the call (flight_recorder.h).
   Status run(const CallRecord& call, CollectiveRef fn);
-  // The same on device buffers: through the GPU's memory and transports,
-  // and done once the GPU's work for it has run.
-  Status run_on_device(const CallRecord& call, CollectiveRef fn);
-  // A collective of the public API: tells host from device buffers, and
-  // runs it now or enqueues it (on a stream, or asynchronously). Only an
-  // enqueued one is copied into a Collective: a blocking call, the common
-  // one, allocates nothing for its schedule.
+  // A collective of the public API, launched as `launch` says
+  // (call_launcher.h), each kind ending in run().
   template <typename Fn>
   Status dispatch(const CallRecord& call, BufferList buffers, Launch launch, Fn&& fn) {
-    if (launch.on_stream || !launch.done.empty()) {
-      return dispatch_later(call, buffers, std::move(launch), Collective(std::forward<Fn>(fn)));
-    }
-    return dispatch_now(call, buffers, fn);
+    return launcher_->launch(call, buffers, std::move(launch), std::forward<Fn>(fn));
   }
-  Status dispatch_now(const CallRecord& call, BufferList buffers, CollectiveRef fn);
-  Status dispatch_later(const CallRecord& call, BufferList buffers, Launch launch, Collective fn);
-  Status enqueue_on_stream(const CallRecord& call, bool on_device, void* stream, Collective fn);
-  Status enqueue_async(const CallRecord& call, bool on_device, std::vector<std::shared_ptr<OpHandle>> done, Collective fn);
   FlightRecorder::Identity identity() const;
   // Dumps into KOLO_FLIGHT_RECORDER_DIR, when set (a failure, SIGUSR1).
   void dump_if_asked(const std::string& reason);
   // Dumps on SIGUSR1 from now on, when KOLO_FLIGHT_RECORDER_DIR is set
   // (the end of bring_up: the identity is known).
   void listen_for_dump_signal();
-  GpuContext* gpu();
   Status check_healthy() const;
   // Makes `local` the sticky error, reconciled with the job's first failure:
   // announces it in the store unless another rank's came first (then that
@@ -393,13 +366,10 @@ class Communicator {
   // KOLO_SEGMENT_BYTES, or what choose_pacing made of its 0 (automatic).
   size_t segment_bytes_ = size_t{2} << 20;
   HostMemory host_memory_;
-  std::unique_ptr<GpuContext> gpu_;  // created at the first call (gpu())
-  std::mutex stream_mutex_;          // orders calls between the caller's threads and the stream queue
-  uint64_t stream_ops_ = 0;          // collectives enqueued on streams so far
-  // Stopped first thing in the destructor: its jobs use everything else.
-  // Shared with the handles of what it runs (their waits on its own
-  // thread run it forward: OpHandle::set_helper).
-  std::shared_ptr<StreamQueue> stream_queue_ = std::make_shared<StreamQueue>();
+  // How calls are launched, made by bring_up (the GPU is this rank's
+  // then); destroyed first thing in the destructor: its queued jobs use
+  // everything else.
+  std::unique_ptr<CallLauncher> launcher_;
 
   std::chrono::steady_clock::time_point* rs_mark_ = nullptr;
   std::mutex call_mutex_;  // one collective at a time

@@ -122,6 +122,14 @@ Status Communicator::init(int local_rank, int local_size) {
 
 Status Communicator::bring_up(const std::string& store_prefix, bool full_mesh,
                               std::vector<std::unique_ptr<DirectTransport>> opened) {
+  CallLauncher::Hooks hooks;
+  hooks.run = [this](const CallRecord& call, CallLauncher::CollectiveRef fn) { return run(call, fn); };
+  hooks.healthy = [this] { return check_healthy(); };
+  hooks.adapt = [this](GpuContext* gpu, ScheduleContext* ctx) {
+    return gpu->adapt(ctx, transport_.get(), device_routes_, config_);
+  };
+  launcher_ = std::make_unique<CallLauncher>(config_.device, world_.device_local_rank, config_.timeout_s,
+                                             std::move(hooks));
   KOLO_RETURN_IF_ERROR(make_transport(store_prefix, std::move(opened)));
   device_routes_.assign(world_.size, nullptr);
   if (!world_.facts.empty()) device_routes_ = choose_device_routes(world_.facts, world_.rank);

@@ -1,0 +1,149 @@
+// How calls are launched, alone (call_launcher.h), over a fake `run` and
+// an emulated GPU: queued calls run in call order and a blocking call after
+// them; asynchronous handles complete with their call's result; a call on
+// a caller's stream holds the stream until it has run and releases it even
+// when it fails; nothing is enqueued after a failure; device buffers are
+// told from host ones, and a call mixing them is refused naming both.
+#include "runtime/call_launcher.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/emulated_device.h"
+
+namespace kolo {
+namespace {
+
+struct Fixture {
+  EmulatedDevice device;
+  std::mutex mutex;
+  std::vector<std::string> ran;  // the calls run, in order
+  Status result;                 // what every run returns
+  Status health;                 // what healthy() says
+  CallLauncher launcher;
+
+  Fixture() : launcher(&device, 0, 10, hooks()) {}
+
+  CallLauncher::Hooks hooks() {
+    CallLauncher::Hooks h;
+    h.run = [this](const CallRecord& call, CallLauncher::CollectiveRef fn) {
+      ScheduleContext ctx;
+      Status s = fn(ctx);
+      std::lock_guard<std::mutex> lock(mutex);
+      ran.push_back(call.what);
+      return s.is_ok() ? result : s;
+    };
+    h.healthy = [this] { return health; };
+    h.adapt = [](GpuContext*, ScheduleContext*) { return Status::ok(); };
+    return h;
+  }
+  std::vector<std::string> calls() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return ran;
+  }
+};
+
+// A collective that takes a while, so that a queue that did not keep order
+// would show it.
+const auto slow = [](const ScheduleContext&) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return Status::ok();
+};
+
+TEST(CallLauncher, QueuedCallsRunInOrderAndABlockingCallAfterThem) {
+  Fixture f;
+  std::vector<float> host(4);
+  std::vector<std::shared_ptr<OpHandle>> handles;
+  for (const char* what : {"first", "second", "third"}) {
+    Launch later;
+    later.done.push_back(std::make_shared<OpHandle>());
+    handles.push_back(later.done.back());
+    ASSERT_TRUE(f.launcher.launch(what, {{host.data(), 16, "buf"}}, later, slow).is_ok());
+  }
+  ASSERT_TRUE(f.launcher.launch("blocking", {{host.data(), 16, "buf"}}, Launch{}, slow).is_ok());
+  EXPECT_EQ(f.calls(), (std::vector<std::string>{"first", "second", "third", "blocking"}));
+  for (const auto& h : handles) EXPECT_TRUE(h->wait(Deadline::after_seconds(5)).is_ok());
+}
+
+TEST(CallLauncher, AHandleCompletesWithItsCallsResult) {
+  Fixture f;
+  f.result = peer_lost("rank 1 left");
+  std::vector<float> host(4);
+  auto handle = std::make_shared<OpHandle>();
+  Launch later;
+  later.done.push_back(handle);
+  ASSERT_TRUE(f.launcher.launch("allreduce", {{host.data(), 16, "buf"}}, later, slow).is_ok());
+  Status s = handle->wait(Deadline::after_seconds(5));
+  EXPECT_EQ(s.code(), Code::kPeerLost) << s.to_string();
+  EXPECT_EQ(f.calls(), std::vector<std::string>{"allreduce"});
+}
+
+TEST(CallLauncher, AStreamIsHeldUntilTheCallRanAndReleasedWhenItFails) {
+  for (bool fails : {false, true}) {
+    SCOPED_TRACE(fails ? "failing" : "succeeding");
+    Fixture f;
+    if (fails) f.result = timeout_error("a peer never came");
+    void* stream = f.device.create_stream();
+    std::vector<float> host(4);
+    std::atomic<bool> ran{false};
+    ASSERT_TRUE(f.launcher
+                    .launch("allreduce", {{host.data(), 16, "buf"}}, Launch::on(stream),
+                            [&](const ScheduleContext&) {
+                              std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                              ran = true;
+                              return Status::ok();
+                            })
+                    .is_ok());
+    // The caller's next work on the stream runs after the call, whatever
+    // its result: the stream is never left waiting.
+    std::atomic<bool> after_call{false};
+    f.device.run_on(stream, [&] { after_call = ran.load(); });
+    ASSERT_TRUE(f.device.synchronize_stream(stream, Deadline::after_seconds(5)));
+    EXPECT_TRUE(after_call.load());
+  }
+}
+
+TEST(CallLauncher, NothingIsEnqueuedAfterAFailure) {
+  Fixture f;
+  f.health = aborted("rank 0 aborted its communicator");
+  std::vector<float> host(4);
+  Launch later;
+  later.done.push_back(std::make_shared<OpHandle>());
+  EXPECT_EQ(f.launcher.launch("allreduce", {{host.data(), 16, "buf"}}, later, slow).code(), Code::kAborted);
+  EXPECT_EQ(f.launcher.launch("allreduce", {{host.data(), 16, "buf"}}, Launch::on(f.device.create_stream()), slow)
+                .code(),
+            Code::kAborted);
+  EXPECT_TRUE(f.calls().empty());
+}
+
+TEST(CallLauncher, DeviceBuffersAreToldFromHostOnesAndNotMixed) {
+  Fixture f;
+  std::vector<float> host(4);
+  void* on_gpu = f.device.allocate(16);
+  bool on_device = false;
+  ASSERT_TRUE(f.launcher.classify({{on_gpu, 16, "sendbuf"}}, &on_device).is_ok());
+  EXPECT_TRUE(on_device);
+  ASSERT_TRUE(f.launcher.classify({{host.data(), 16, "sendbuf"}}, &on_device).is_ok());
+  EXPECT_FALSE(on_device);
+  Status mixed = f.launcher.launch("allreduce", {{on_gpu, 16, "sendbuf"}, {host.data(), 16, "recvbuf"}}, Launch{}, slow);
+  EXPECT_EQ(mixed.code(), Code::kInvalidArgument);
+  EXPECT_NE(mixed.message().find("sendbuf"), std::string::npos) << mixed.message();
+  EXPECT_NE(mixed.message().find("recvbuf"), std::string::npos) << mixed.message();
+  // A blocking call on device buffers runs after the work on the default
+  // stream, through the device path.
+  ASSERT_TRUE(f.launcher.launch("broadcast", {{on_gpu, 16, "buf"}}, Launch{}, slow).is_ok());
+  EXPECT_EQ(f.calls(), std::vector<std::string>{"broadcast"});
+  int ordinal = -1;
+  ASSERT_TRUE(f.launcher.gpu_ordinal(&ordinal).is_ok());
+  EXPECT_EQ(ordinal, 0);
+  f.device.release(on_gpu);
+}
+
+}  // namespace
+}  // namespace kolo
