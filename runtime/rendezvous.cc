@@ -84,7 +84,8 @@ Status Rendezvous::open(const LaunchInfo& info, const Config& config, uint64_t j
     }
     if (r->server_) port = r->server_->port();
     KOLO_RETURN_IF_ERROR(
-        StoreClient::connect(info.master_addr, port, job_id, info.rank, config.secret, deadline, &r->client_));
+        StoreClient::connect(info.master_addr, port, job_id, info.rank, config.secret, config.timeout_s, deadline,
+                             &r->client_));
     r->store_ = r->client_.get();
     r->local_address_ = r->client_->local_address();
     r->location_ = Location{info.master_addr, port, job_id, config.secret};
@@ -97,7 +98,8 @@ Status Rendezvous::join(const Location& location, double timeout_s, std::shared_
   std::shared_ptr<Rendezvous> r(new Rendezvous());
   r->linger_s_ = timeout_s;
   KOLO_RETURN_IF_ERROR(StoreClient::connect(location.host, location.port, location.job_id, /*rank=*/-1,
-                                            location.secret, Deadline::after_seconds(timeout_s), &r->client_));
+                                            location.secret, timeout_s, Deadline::after_seconds(timeout_s),
+                                            &r->client_));
   r->store_ = r->client_.get();
   r->local_address_ = r->client_->local_address();
   r->location_ = location;

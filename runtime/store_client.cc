@@ -42,12 +42,13 @@ StoreClient::~StoreClient() {
 }
 
 Status StoreClient::connect(const std::string& host, int port, uint64_t job_id, int rank, const std::string& secret,
-                            Deadline deadline, std::unique_ptr<StoreClient>* out) {
+                            double request_timeout_s, Deadline deadline, std::unique_ptr<StoreClient>* out) {
   bool saw_other_run = false;
   for (int backoff_ms = 5;; backoff_ms = std::min(backoff_ms * 2, 100)) {
     bool other_job = false;
     Status s = connect_once(host, port, job_id, rank, secret, deadline, &other_job, out);
     saw_other_run = saw_other_run || other_job;
+    if (s.is_ok()) (*out)->request_timeout_s_ = request_timeout_s;
     if (s.is_ok() || (!other_job && !(saw_other_run && s.code() == Code::kTimeout))) return s;
     if (deadline.expired()) {
       return timeout_error("the rendezvous store at " + host + ":" + std::to_string(port) +
@@ -140,15 +141,25 @@ std::string StoreClient::local_address() const {
 }
 
 Status StoreClient::round_trip(const std::string& request, Deadline deadline, std::string* reply) {
+  if (!broken_.is_ok()) return broken_;
   const std::string what = "talking to the rendezvous store at " + server_;
-  KOLO_RETURN_IF_ERROR(write_fully(*socket_, request.data(), request.size(), deadline, what));
+  // Once a request is on its way, a reply not read whole leaves the
+  // connection out of step: nothing more is sent on it.
+  const auto out_of_step = [&](const Status& s) {
+    broken_ = Status(s.code(), s.message() + " (the connection to the store is unusable since)");
+    return s;
+  };
+  Status s = write_fully(*socket_, request.data(), request.size(), deadline, what);
+  if (!s.is_ok()) return out_of_step(s);
   unsigned char len_buf[4];
-  KOLO_RETURN_IF_ERROR(read_fully(*socket_, len_buf, 4, deadline, what));
+  s = read_fully(*socket_, len_buf, 4, deadline, what);
+  if (!s.is_ok()) return out_of_step(s);
   uint32_t n = 0;
   for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(len_buf[i]) << (8 * i);
-  if (n == 0 || n > kStoreMaxMessage) return transport_error("malformed reply " + what);
+  if (n == 0 || n > kStoreMaxMessage) return out_of_step(transport_error("malformed reply " + what));
   reply->resize(n);
-  KOLO_RETURN_IF_ERROR(read_fully(*socket_, &(*reply)[0], n, deadline, what));
+  s = read_fully(*socket_, &(*reply)[0], n, deadline, what);
+  if (!s.is_ok()) return out_of_step(s);
   uint8_t code = 0;
   MessageReader r(reply->data(), reply->size());
   if (!r.u8(&code)) return transport_error("malformed reply " + what);
@@ -176,7 +187,7 @@ std::string key_value_request(StoreOp op, const std::string& key, const std::str
 Status StoreClient::set(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string reply;
-  return round_trip(key_value_request(StoreOp::kSet, key, value), Deadline::after_seconds(timeout_s_), &reply);
+  return round_trip(key_value_request(StoreOp::kSet, key, value), Deadline::after_seconds(request_timeout_s_), &reply);
 }
 
 Status StoreClient::set_if_absent(const std::string& key, const std::string& value, Deadline deadline,
@@ -217,12 +228,16 @@ Status StoreClient::get_within(const std::vector<std::string>& keys, Deadline de
   std::lock_guard<std::mutex> lock(mutex_);
   MessageWriter w;
   w.u8(static_cast<uint8_t>(StoreOp::kGet));
-  w.u32(static_cast<uint32_t>(deadline.remaining_ms()));
+  const int wait_ms = deadline.remaining_ms();
+  w.u32(static_cast<uint32_t>(wait_ms));
   w.u32(static_cast<uint32_t>(keys.size()));
   for (const auto& k : keys) w.str(k);
   std::string reply;
-  // The server answers by the deadline itself; allow a little for the trip.
-  Deadline io_deadline = Deadline::after(deadline.time_point() - Deadline::Clock::now() + std::chrono::seconds(5));
+  // The server answers once it has waited wait_ms (the slice's, never more
+  // than what is left of the caller's deadline); a second more for the
+  // answer's trip. A store that does not answer costs the caller's
+  // deadline and that second, never more.
+  const Deadline io_deadline = Deadline::after(std::chrono::milliseconds(wait_ms) + std::chrono::seconds(1));
   KOLO_RETURN_IF_ERROR(round_trip(w.finish(), io_deadline, &reply));
   MessageReader r(reply.data(), reply.size());
   uint8_t code = 0;

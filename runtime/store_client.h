@@ -35,10 +35,17 @@ class StoreClient : public Store {
 
   // Connects to host:port (retrying while rank 0 is still starting, or
   // while the port still serves an earlier run of the job) and introduces
-  // itself, all within the deadline.
+  // itself, all within the deadline. request_timeout_s bounds each later
+  // request that takes no deadline of its own (set): KOLO_TIMEOUT_S.
   static Status connect(const std::string& host, int port, uint64_t job_id, int rank, const std::string& secret,
-                        Deadline deadline, std::unique_ptr<StoreClient>* out);
+                        double request_timeout_s, Deadline deadline, std::unique_ptr<StoreClient>* out);
 
+  // Every request ends by its deadline (set: request_timeout_s; a get's
+  // answer is awaited a second more, its trip), whether the store answers
+  // or not; one the store left unanswered leaves the
+  // connection out of step, and every later request fails at once with
+  // that failure (an answer that came late must never be read as the next
+  // request's).
   Status set(const std::string& key, const std::string& value) override;
   Status set_if_absent(const std::string& key, const std::string& value, Deadline deadline,
                        std::string* current) override;
@@ -63,7 +70,8 @@ class StoreClient : public Store {
   std::unique_ptr<boost::asio::ip::tcp::socket> socket_;
   std::string server_;
   std::string endpoint_;  // this end's address:port, once connected
-  double timeout_s_ = 30;
+  double request_timeout_s_ = 30;
+  Status broken_;  // why the connection is out of step, once it is
 };
 
 }  // namespace kolo

@@ -6,9 +6,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -26,7 +30,7 @@ const char kSecret[] = "store secret";
 struct Served {
   Served() : server(kJob, 4, kSecret) { EXPECT_TRUE(server.start("127.0.0.1", 0).is_ok()); }
   Status client(int rank, const std::string& secret, std::unique_ptr<StoreClient>* out, uint64_t job = kJob) {
-    return StoreClient::connect("127.0.0.1", server.port(), job, rank, secret, Deadline::after_seconds(5), out);
+    return StoreClient::connect("127.0.0.1", server.port(), job, rank, secret, 30, Deadline::after_seconds(5), out);
   }
   StoreServer server;
 };
@@ -75,7 +79,7 @@ TEST(Store, RejectsWrongSecretJobAndRank) {
   // Another job with the same secret: waited for (it may be an earlier run
   // of this job about to go), until the deadline.
   Status other =
-      StoreClient::connect("127.0.0.1", s.server.port(), kJob + 1, 0, kSecret, Deadline::after_seconds(0.3), &c);
+      StoreClient::connect("127.0.0.1", s.server.port(), kJob + 1, 0, kSecret, 30, Deadline::after_seconds(0.3), &c);
   EXPECT_EQ(other.code(), Code::kTimeout);
   EXPECT_NE(other.message().find("another run of this job"), std::string::npos) << other.message();
 }
@@ -90,7 +94,7 @@ TEST(Store, ClientWaitsForItsRunWhenThePortStillServesThePrevious) {
   std::unique_ptr<StoreClient> c;
   Status connected;
   std::thread next_run([&] {
-    connected = StoreClient::connect("127.0.0.1", port, kJob + 1, 1, kSecret, Deadline::after_seconds(10), &c);
+    connected = StoreClient::connect("127.0.0.1", port, kJob + 1, 1, kSecret, 30, Deadline::after_seconds(10), &c);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   previous.reset();
@@ -105,7 +109,7 @@ TEST(Store, ClientRefusesAServerWithoutTheSecret) {
   StoreServer impostor(kJob, 4, "impostor");
   ASSERT_TRUE(impostor.start("127.0.0.1", 0).is_ok());
   std::unique_ptr<StoreClient> c;
-  Status st = StoreClient::connect("127.0.0.1", impostor.port(), kJob, 0, kSecret, Deadline::after_seconds(5), &c);
+  Status st = StoreClient::connect("127.0.0.1", impostor.port(), kJob, 0, kSecret, 30, Deadline::after_seconds(5), &c);
   EXPECT_EQ(st.code(), Code::kAuth);
 }
 
@@ -182,7 +186,8 @@ TEST(Store, SplitViewsWaitApartAndEndWhenCancelled) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_TRUE(other.set("k", "v").is_ok());
   std::string value;
-  ASSERT_TRUE(other.get_one("k", Deadline::after_seconds(2), &value).is_ok());  // not behind the stuck get
+  Status got = other.get_one("k", Deadline::after_seconds(2), &value);
+  ASSERT_TRUE(got.is_ok()) << got.to_string();  // not behind the stuck get
   EXPECT_EQ(value, "v");
   stuck.cancel(Status(Code::kAborted, "the split was aborted"));
   waiter.join();
@@ -196,8 +201,8 @@ TEST(Store, OutlivesItsOwnerWhileOtherRanksAreConnected) {
   ASSERT_TRUE(server->start("127.0.0.1", 0).is_ok());
   const int port = server->port();
   std::unique_ptr<StoreClient> own, other;
-  ASSERT_TRUE(StoreClient::connect("127.0.0.1", port, kJob, 0, kSecret, Deadline::after_seconds(5), &own).is_ok());
-  ASSERT_TRUE(StoreClient::connect("127.0.0.1", port, kJob, 1, kSecret, Deadline::after_seconds(5), &other).is_ok());
+  ASSERT_TRUE(StoreClient::connect("127.0.0.1", port, kJob, 0, kSecret, 30, Deadline::after_seconds(5), &own).is_ok());
+  ASSERT_TRUE(StoreClient::connect("127.0.0.1", port, kJob, 1, kSecret, 30, Deadline::after_seconds(5), &other).is_ok());
   ASSERT_TRUE(own->set("x", "1").is_ok());
   ASSERT_EQ(server->clients().size(), 2u);
   for (const StoreServer::Client& c : server->clients()) {
@@ -224,13 +229,131 @@ TEST(Store, EndsPromptlyAfterItStopsAccepting) {
   {
     std::unique_ptr<StoreClient> c;
     ASSERT_TRUE(
-        StoreClient::connect("127.0.0.1", server->port(), kJob, 1, kSecret, Deadline::after_seconds(5), &c).is_ok());
+        StoreClient::connect("127.0.0.1", server->port(), kJob, 1, kSecret, 30, Deadline::after_seconds(5), &c).is_ok());
   }
   server->stop_accepting();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the client's close is seen
   const auto start = std::chrono::steady_clock::now();
   server.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+}
+
+// A TCP relay in front of the store that passes bytes both ways until it
+// is frozen: then it keeps both connections open and passes nothing, as a
+// store host that hangs (SIGSTOP, a dead NIC) would.
+class FreezingRelay {
+ public:
+  explicit FreezingRelay(int store_port) : store_port_(store_port) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    EXPECT_EQ(::listen(listener_, 4), 0);
+    socklen_t len = sizeof(sa);
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&sa), &len);
+    port_ = ntohs(sa.sin_port);
+    thread_ = std::thread([this] { relay(); });
+  }
+  ~FreezingRelay() {
+    stop_ = true;
+    thread_.join();
+    for (int fd : {listener_, client_, store_}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  int port() const { return port_; }
+  void freeze() { frozen_ = true; }
+
+ private:
+  void relay() {
+    struct pollfd accept_poll {listener_, POLLIN, 0};
+    while (!stop_ && ::poll(&accept_poll, 1, 50) <= 0) {
+    }
+    if (stop_) return;
+    client_ = ::accept(listener_, nullptr, nullptr);
+    store_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(store_port_));
+    ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (::connect(store_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) return;
+    char buf[4096];
+    while (!stop_) {
+      struct pollfd fds[2] = {{client_, POLLIN, 0}, {store_, POLLIN, 0}};
+      if (frozen_ || ::poll(fds, 2, 50) <= 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      for (int i = 0; i < 2; ++i) {
+        if (!(fds[i].revents & POLLIN)) continue;
+        const ssize_t n = ::recv(fds[i].fd, buf, sizeof(buf), 0);
+        if (n <= 0) return;
+        ::send(i == 0 ? store_ : client_, buf, static_cast<size_t>(n), MSG_NOSIGNAL);
+      }
+    }
+  }
+
+  const int store_port_;
+  int listener_ = -1, client_ = -1, store_ = -1;
+  int port_ = 0;
+  std::atomic<bool> frozen_{false}, stop_{false};
+  std::thread thread_;
+};
+
+// Every request to a store that stops answering ends by its deadline (set:
+// the client's request timeout), and the connection, out of step since,
+// refuses the next at once rather than read a late answer as its own.
+TEST(Store, EveryRequestEndsByItsDeadlineWhenTheStoreStopsAnswering) {
+  Served s;
+  FreezingRelay relay(s.server.port());
+  std::unique_ptr<StoreClient> c;
+  ASSERT_TRUE(StoreClient::connect("127.0.0.1", relay.port(), kJob, 0, kSecret, /*request_timeout_s=*/0.4,
+                                   Deadline::after_seconds(5), &c)
+                  .is_ok());
+  ASSERT_TRUE(c->set("warm", "1").is_ok());
+  relay.freeze();
+  const auto took = [](const std::function<Status()>& call, Code* code) {
+    const auto start = std::chrono::steady_clock::now();
+    *code = call().code();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  Code code;
+  EXPECT_LT(took([&] { return c->set("a", "1"); }, &code), 1.5);
+  EXPECT_EQ(code, Code::kTimeout);
+  // Out of step now: the next request fails at once, whatever its deadline.
+  std::string current;
+  EXPECT_LT(took([&] { return c->set_if_absent("b", "1", Deadline::after_seconds(30), &current); }, &code), 0.1);
+  EXPECT_EQ(code, Code::kTimeout);
+  // A fresh connection through a frozen relay: each call ends by its own deadline.
+  FreezingRelay second(s.server.port());
+  std::unique_ptr<StoreClient> d;
+  ASSERT_TRUE(StoreClient::connect("127.0.0.1", second.port(), kJob, 1, kSecret, 30, Deadline::after_seconds(5), &d)
+                  .is_ok());
+  second.freeze();
+  std::vector<std::string> values;
+  // (Its answer is awaited a second past the deadline: a store's trip.)
+  EXPECT_LT(took([&] { return d->get({"never"}, Deadline::after_seconds(0.5), &values); }, &code), 2.5);
+  EXPECT_EQ(code, Code::kTimeout);
+  FreezingRelay third(s.server.port());
+  std::unique_ptr<StoreClient> e;
+  ASSERT_TRUE(StoreClient::connect("127.0.0.1", third.port(), kJob, 2, kSecret, 30, Deadline::after_seconds(5), &e)
+                  .is_ok());
+  third.freeze();
+  EXPECT_LT(took([&] { return e->set_if_absent("c", "1", Deadline::after_seconds(0.5), &current); }, &code), 1.5);
+  EXPECT_EQ(code, Code::kTimeout);
+}
+
+// A store that accepts and never says a word: connecting ends by its deadline.
+TEST(Store, ConnectingToAStoreThatNeverAnswersEndsByItsDeadline) {
+  Served s;
+  FreezingRelay relay(s.server.port());
+  relay.freeze();
+  std::unique_ptr<StoreClient> c;
+  const auto start = std::chrono::steady_clock::now();
+  Status st = StoreClient::connect("127.0.0.1", relay.port(), kJob, 0, kSecret, 30, Deadline::after_seconds(0.5), &c);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.5);
+  EXPECT_EQ(st.code(), Code::kTimeout) << st.to_string();
 }
 
 }  // namespace
