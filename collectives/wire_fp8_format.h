@@ -11,10 +11,10 @@
 namespace kolo {
 namespace wire {
 
+// An OCP fp8 format with `M` mantissa bits and exponent bias `B`; codes
 // above kMaxCode (in magnitude) are kInfCode and NaN.
 template <int M, int B, uint8_t MaxCode, uint8_t InfCode, uint8_t NanCode>
-struct Fp8Format {
-  static constexpr bool kScaled = true;
+struct Fp8Format : BlockScaled<Fp8Format<M, B, MaxCode, InfCode, NanCode>, uint8_t> {
   static constexpr uint8_t kMaxCode = MaxCode;
   static constexpr uint8_t kInfCode = InfCode;
   static constexpr uint8_t kNanCode = NanCode;
@@ -57,18 +57,8 @@ struct Fp8Format {
     return static_cast<uint8_t>(std::min<uint32_t>(code, MaxCode));
   }
 
-  static void encode(const float* v, size_t n, unsigned char* out) {
-    const float qmax = max_value();
-    const BlockScale s = block_scale(finite_amax(v, n), qmax);
-    std::memcpy(out, &s.scale, 4);
-    uint8_t* q = out + 4;
-    size_t i = 0;
-#if KOLO_WIRE_X86
-    if (!s.wide) {
-      i = vector_head([&] { return encode_avx512(v, n, s.factor, qmax, q); },
-                      [&] { return encode_avx2(v, n, s.factor, qmax, q); });
-    }
-#endif
+  static void encode_tail(const float* v, size_t i, size_t n, BlockScale s, uint8_t* q) {
+    const float qmax = s.qmax;
     for (; i < n; ++i) {
       const float x = s.wide ? static_cast<float>(std::fabs(static_cast<double>(v[i])) * s.factor_wide)
                              : std::fabs(v[i]) * s.factor;
@@ -81,14 +71,7 @@ struct Fp8Format {
       q[i] = static_cast<uint8_t>(m | sign);
     }
   }
-  static void decode(const unsigned char* in, size_t n, float* v) {
-    float scale;
-    std::memcpy(&scale, in, 4);
-    const uint8_t* q = in + 4;
-    size_t i = 0;
-#if KOLO_WIRE_X86
-    i = vector_head([&] { return decode_avx512(q, n, scale, v); }, [&] { return decode_avx2(q, n, scale, v); });
-#endif
+  static void decode_tail(const uint8_t* q, size_t i, size_t n, float scale, float* v) {
     const float* value = table().value;
     for (; i < n; ++i) {
       const float m = value[q[i]];
@@ -97,9 +80,9 @@ struct Fp8Format {
   }
 #if KOLO_WIRE_X86
   // round_magnitude eight lanes at a time, in integer and float SIMD.
-  KOLO_AVX2 static size_t encode_avx2(const float* v, size_t n, float factor, float qmax, uint8_t* q) {
+  KOLO_AVX2 static size_t encode_avx2(const float* v, size_t n, const BlockScale& s, uint8_t* q) {
     constexpr int kShift = 23 - M;
-    const __m256 f = _mm256_set1_ps(factor), top = _mm256_set1_ps(qmax);
+    const __m256 f = _mm256_set1_ps(s.factor), top = _mm256_set1_ps(s.qmax);
     const __m256 abs_ps = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 min_normal = _mm256_set1_ps(1.0f / (1 << (B - 1)));
     const __m256 subnormal_steps = _mm256_set1_ps(float(1 << (B - 1 + M)));
@@ -160,9 +143,9 @@ struct Fp8Format {
     return i;
   }
   // The AVX2 kernels with masks, sixteen lanes at a time.
-  KOLO_AVX512 static size_t encode_avx512(const float* v, size_t n, float factor, float qmax, uint8_t* q) {
+  KOLO_AVX512 static size_t encode_avx512(const float* v, size_t n, const BlockScale& s, uint8_t* q) {
     constexpr int kShift = 23 - M;
-    const __m512 f = _mm512_set1_ps(factor), top = _mm512_set1_ps(qmax);
+    const __m512 f = _mm512_set1_ps(s.factor), top = _mm512_set1_ps(s.qmax);
     const __m512 min_normal = _mm512_set1_ps(1.0f / (1 << (B - 1)));
     const __m512 subnormal_steps = _mm512_set1_ps(float(1 << (B - 1 + M)));
     const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), infinity = _mm512_set1_epi32(0x7f800000);

@@ -13,24 +13,9 @@
 namespace kolo {
 namespace wire {
 
-struct Bf16Format {
-  static constexpr bool kScaled = false;
-  static void encode(const float* v, size_t n, unsigned char* out) {
-    uint16_t* o = reinterpret_cast<uint16_t*>(out);
-    size_t i = 0;
-#if KOLO_WIRE_X86
-    i = vector_head([&] { return encode_avx512(v, n, o); }, [&] { return encode_avx2(v, n, o); });
-#endif
-    for (; i < n; ++i) o[i] = float_to_bf16(v[i]);
-  }
-  static void decode(const unsigned char* in, size_t n, float* v) {
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(in);
-    size_t i = 0;
-#if KOLO_WIRE_X86
-    i = vector_head([&] { return decode_avx512(h, n, v); }, [&] { return decode_avx2(h, n, v); });
-#endif
-    for (; i < n; ++i) v[i] = bf16_to_float(h[i]);
-  }
+struct Bf16Format : Unscaled<Bf16Format> {
+  static uint16_t to_code(float x) { return float_to_bf16(x); }
+  static float from_code(uint16_t c) { return bf16_to_float(c); }
 #if KOLO_WIRE_X86
   KOLO_AVX2 static size_t encode_avx2(const float* v, size_t n, uint16_t* o) {
     size_t i = 0;
@@ -76,24 +61,9 @@ struct Bf16Format {
 #endif
 };
 
-struct Fp16Format {
-  static constexpr bool kScaled = false;
-  static void encode(const float* v, size_t n, unsigned char* out) {
-    uint16_t* o = reinterpret_cast<uint16_t*>(out);
-    size_t i = 0;
-#if KOLO_WIRE_X86
-    i = vector_head([&] { return encode_avx512(v, n, o); }, [&] { return encode_avx2(v, n, o); });
-#endif
-    for (; i < n; ++i) o[i] = float_to_fp16(v[i]);
-  }
-  static void decode(const unsigned char* in, size_t n, float* v) {
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(in);
-    size_t i = 0;
-#if KOLO_WIRE_X86
-    i = vector_head([&] { return decode_avx512(h, n, v); }, [&] { return decode_avx2(h, n, v); });
-#endif
-    for (; i < n; ++i) v[i] = fp16_to_float(h[i]);
-  }
+struct Fp16Format : Unscaled<Fp16Format> {
+  static uint16_t to_code(float x) { return float_to_fp16(x); }
+  static float from_code(uint16_t c) { return fp16_to_float(c); }
 #if KOLO_WIRE_X86
   // F16C: round to nearest even, as the _Float16 conversions.
   KOLO_AVX2 static size_t encode_avx2(const float* v, size_t n, uint16_t* o) {

@@ -11,19 +11,10 @@
 namespace kolo {
 namespace wire {
 
-struct Int8Format {
-  static constexpr bool kScaled = true;
+struct Int8Format : BlockScaled<Int8Format, int8_t> {
   static constexpr float kMax = 126;
-  static void encode(const float* v, size_t n, unsigned char* out) {
-    const BlockScale s = block_scale(finite_amax(v, n), kMax);
-    std::memcpy(out, &s.scale, 4);
-    int8_t* q = reinterpret_cast<int8_t*>(out + 4);
-    size_t i = 0;
-#if KOLO_WIRE_X86
-    if (!s.wide) {
-      i = vector_head([&] { return encode_avx512(v, n, s.factor, q); }, [&] { return encode_avx2(v, n, s.factor, q); });
-    }
-#endif
+  static float max_value() { return kMax; }
+  static void encode_tail(const float* v, size_t i, size_t n, BlockScale s, int8_t* q) {
     for (; i < n; ++i) {
       const float x = s.wide ? static_cast<float>(static_cast<double>(v[i]) * s.factor_wide) : v[i] * s.factor;
       const uint32_t b = bits_of(v[i]);
@@ -34,14 +25,7 @@ struct Int8Format {
       q[i] = (nan || inf) ? special : static_cast<int8_t>(r);
     }
   }
-  static void decode(const unsigned char* in, size_t n, float* v) {
-    float scale;
-    std::memcpy(&scale, in, 4);
-    const int8_t* q = reinterpret_cast<const int8_t*>(in + 4);
-    size_t i = 0;
-#if KOLO_WIRE_X86
-    i = vector_head([&] { return decode_avx512(q, n, scale, v); }, [&] { return decode_avx2(q, n, scale, v); });
-#endif
+  static void decode_tail(const int8_t* q, size_t i, size_t n, float scale, float* v) {
     for (; i < n; ++i) {
       const int c = q[i];
       const float special = c == 127 ? INFINITY : (c == -127 ? -INFINITY : NAN);
@@ -49,8 +33,8 @@ struct Int8Format {
     }
   }
 #if KOLO_WIRE_X86
-  KOLO_AVX2 static size_t encode_avx2(const float* v, size_t n, float factor, int8_t* q) {
-    const __m256 f = _mm256_set1_ps(factor), hi = _mm256_set1_ps(kMax), lo = _mm256_set1_ps(-kMax);
+  KOLO_AVX2 static size_t encode_avx2(const float* v, size_t n, const BlockScale& s, int8_t* q) {
+    const __m256 f = _mm256_set1_ps(s.factor), hi = _mm256_set1_ps(kMax), lo = _mm256_set1_ps(-kMax);
     const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), infinity = _mm256_set1_epi32(0x7f800000);
     const __m256i plus_inf = _mm256_set1_epi32(127), minus_inf = _mm256_set1_epi32(-127);
     const __m256i nan_code = _mm256_set1_epi32(-128);
@@ -90,8 +74,8 @@ struct Int8Format {
     return i;
   }
   // encode_avx2 with masks, sixteen lanes narrowed to bytes at once.
-  KOLO_AVX512 static size_t encode_avx512(const float* v, size_t n, float factor, int8_t* q) {
-    const __m512 f = _mm512_set1_ps(factor), hi = _mm512_set1_ps(kMax), lo = _mm512_set1_ps(-kMax);
+  KOLO_AVX512 static size_t encode_avx512(const float* v, size_t n, const BlockScale& s, int8_t* q) {
+    const __m512 f = _mm512_set1_ps(s.factor), hi = _mm512_set1_ps(kMax), lo = _mm512_set1_ps(-kMax);
     const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), infinity = _mm512_set1_epi32(0x7f800000);
     const __m512i plus_inf = _mm512_set1_epi32(127), minus_inf = _mm512_set1_epi32(-127);
     const __m512i nan_code = _mm512_set1_epi32(-128);

@@ -124,9 +124,10 @@ struct BlockScale {
   float factor;    // code value = x * factor
   double factor_wide;
   bool wide;
+  float qmax;      // the format's largest code value
 };
 inline BlockScale block_scale(float amax, float qmax) {
-  BlockScale s{0, 0, 0, false};
+  BlockScale s{0, 0, 0, false, qmax};
   if (amax == 0) return s;
   s.scale = amax / qmax;
   s.factor = qmax / amax;
@@ -136,6 +137,69 @@ inline BlockScale block_scale(float amax, float qmax) {
   }
   return s;
 }
+
+// ---- The frames: what every format does around its own conversions. ----
+
+// The formats without a scale (bf16, fp16): 16 bits per element. F gives
+// its hand-written kernels for the head of a block (encode_avx512/avx2(v, n,
+// out), decode_avx512/avx2(in, n, v): how many elements they did) and its
+// scalar conversion for the rest (to_code, from_code).
+template <typename F>
+struct Unscaled {
+  static constexpr bool kScaled = false;
+  static void encode(const float* v, size_t n, unsigned char* out) {
+    uint16_t* o = reinterpret_cast<uint16_t*>(out);
+    size_t i = 0;
+#if KOLO_WIRE_X86
+    i = vector_head([&] { return F::encode_avx512(v, n, o); }, [&] { return F::encode_avx2(v, n, o); });
+#endif
+    for (; i < n; ++i) o[i] = F::to_code(v[i]);
+  }
+  static void decode(const unsigned char* in, size_t n, float* v) {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(in);
+    size_t i = 0;
+#if KOLO_WIRE_X86
+    i = vector_head([&] { return F::decode_avx512(h, n, v); }, [&] { return F::decode_avx2(h, n, v); });
+#endif
+    for (; i < n; ++i) v[i] = F::from_code(h[i]);
+  }
+};
+
+// The block-scaled formats (int8, fp8): the block's float scale (4 bytes),
+// then one Code per element. F gives its largest code value (max_value),
+// its hand-written kernels for the head of a block (encode_avx512/avx2(v,
+// n, scale, q), decode_avx512/avx2(q, n, scale, v)) and its scalar code for
+// the rest (encode_tail(v, from, n, scale, q), decode_tail(q, from, n,
+// scale, v)). encode_tail takes the scale by value: the codes it stores
+// are bytes, which may alias anything the loop reads through a reference.
+template <typename F, typename Code>
+struct BlockScaled {
+  static constexpr bool kScaled = true;
+  static void encode(const float* v, size_t n, unsigned char* out) {
+    const BlockScale s = block_scale(finite_amax(v, n), F::max_value());
+    std::memcpy(out, &s.scale, 4);
+    Code* q = reinterpret_cast<Code*>(out + 4);
+    size_t i = 0;
+#if KOLO_WIRE_X86
+    // The kernels multiply in float: a block that needs double (wide) is
+    // the scalar code's.
+    if (!s.wide) {
+      i = vector_head([&] { return F::encode_avx512(v, n, s, q); }, [&] { return F::encode_avx2(v, n, s, q); });
+    }
+#endif
+    F::encode_tail(v, i, n, s, q);
+  }
+  static void decode(const unsigned char* in, size_t n, float* v) {
+    float scale;
+    std::memcpy(&scale, in, 4);
+    const Code* q = reinterpret_cast<const Code*>(in + 4);
+    size_t i = 0;
+#if KOLO_WIRE_X86
+    i = vector_head([&] { return F::decode_avx512(q, n, scale, v); }, [&] { return F::decode_avx2(q, n, scale, v); });
+#endif
+    F::decode_tail(q, i, n, scale, v);
+  }
+};
 
 }  // namespace wire
 }  // namespace kolo
