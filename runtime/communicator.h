@@ -22,7 +22,6 @@
 // tuning.h (pacing, costs, the hosts' layout), membership.h, rendezvous.h.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -44,7 +43,6 @@
 #include "runtime/config.h"
 #include "runtime/flight_recorder.h"
 #include "runtime/gpu_context.h"
-#include "runtime/stream_queue.h"
 #include "runtime/membership.h"
 #include "runtime/launch_env.h"
 #include "runtime/op_handle.h"
@@ -296,10 +294,8 @@ class Communicator {
   // This rank's place among the hosts (make_host_layout over the facts);
   // false where the hierarchical schedules do not apply.
   bool host_layout(HostLayout* out) const;
-  // A collective's schedule: kept (Collective) where it runs later, seen
-  // in place (CollectiveRef) where it runs within the call.
-  using Collective = std::function<Status(const ScheduleContext&)>;
-  using CollectiveRef = FunctionRef<Status(const ScheduleContext&)>;
+  // A collective's schedule, seen in place while it runs.
+  using CollectiveRef = CallLauncher::CollectiveRef;
   // Runs a collective under the call lock, turning its failure sticky
   // (communicator_failure.cc).
   // The flight recorder keeps the call (flight_recorder.h).
