@@ -113,15 +113,28 @@ TEST(Store, ClientRefusesAServerWithoutTheSecret) {
   EXPECT_EQ(st.code(), Code::kAuth);
 }
 
-// A raw connection to the store that sends `bytes` and waits until the
-// server closes it; returns true if it was closed within 3 s.
-bool stranger_is_dropped(int port, const std::string& bytes) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+sockaddr_in loopback(int port) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<uint16_t>(port));
   ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) return false;
+  return sa;
+}
+
+// A raw TCP connection to 127.0.0.1:port, or -1.
+int connect_loopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa = loopback(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) return fd;
+  ::close(fd);
+  return -1;
+}
+
+// A raw connection to the store that sends `bytes` and waits until the
+// server closes it; returns true if it was closed within 3 s.
+bool stranger_is_dropped(int port, const std::string& bytes) {
+  const int fd = connect_loopback(port);
+  if (fd < 0) return false;
   if (!bytes.empty()) ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   bool closed = false;
   char buf[256];
@@ -151,12 +164,8 @@ TEST(Store, StrangersAreDroppedWithoutDisturbingMembers) {
   // A first message larger than any hello.
   EXPECT_TRUE(stranger_is_dropped(s.server.port(), std::string("\x00\x10\x00\x00", 4) + std::string(4096, 'g')));
   // Meanwhile a silent stranger holds a connection open; members carry on.
-  int silent = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(s.server.port()));
-  ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  ASSERT_EQ(::connect(silent, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  const int silent = connect_loopback(s.server.port());
+  ASSERT_GE(silent, 0);
   ASSERT_TRUE(member->set("still", "working").is_ok());
   std::unique_ptr<StoreClient> late;
   ASSERT_TRUE(s.client(2, kSecret, &late).is_ok());
@@ -245,9 +254,7 @@ class FreezingRelay {
  public:
   explicit FreezingRelay(int store_port) : store_port_(store_port) {
     listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    sockaddr_in sa = loopback(0);
     EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
     EXPECT_EQ(::listen(listener_, 4), 0);
     socklen_t len = sizeof(sa);
@@ -272,12 +279,8 @@ class FreezingRelay {
     }
     if (stop_) return;
     client_ = ::accept(listener_, nullptr, nullptr);
-    store_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(static_cast<uint16_t>(store_port_));
-    ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    if (::connect(store_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) return;
+    store_ = connect_loopback(store_port_);
+    if (store_ < 0) return;
     char buf[4096];
     while (!stop_) {
       struct pollfd fds[2] = {{client_, POLLIN, 0}, {store_, POLLIN, 0}};
