@@ -88,11 +88,6 @@ def _spoken(ops):
     return names[0] if len(names) == 1 else "%s or %s" % (", ".join(names[:-1]), names[-1])
 
 
-def op_name(op):
-    """op as kolo's messages name it: its name, else what the caller gave."""
-    return OP_NAMES.get(op, str(op))
-
-
 def check_op(op, collective):
     """Raises OpRefusedError unless `collective` takes `op`."""
     taken = COLLECTIVE_OPS[collective]
