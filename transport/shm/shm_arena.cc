@@ -1,27 +1,19 @@
 #include "transport/shm/shm_arena.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <random>
 #include <sstream>
 
-#include "common/log.h"
 #include "transport/shm/futex.h"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 
 namespace kolo {
 
@@ -90,7 +82,7 @@ std::string arena_name(uint64_t job_id) {
 }  // namespace
 
 ShmArena::ShmArena(int rank, int size, const ShmArenaOptions& options)
-    : rank_(rank), size_(size), slot_bytes_(options.slot_bytes), options_(options), pidfds_(size, -1), ended_(size, false) {}
+    : rank_(rank), size_(size), slot_bytes_(options.slot_bytes), options_(options), processes_(size) {}
 
 ShmArena::Member& ShmArena::member(int r) const {
   return reinterpret_cast<Member*>(reinterpret_cast<unsigned char*>(header_) + members_at())[r];
@@ -205,21 +197,7 @@ Status ShmArena::create(Store* store, int rank, int size, const ShmArenaOptions&
   a->name_.clear();
   for (int r = 0; r < size; ++r) {
     const int pid = a->member(r).pid;
-    if (pid == ::getpid()) continue;
-    a->pidfds_[r] = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    // A rank that mapped the arena and exited at once (a split whose other
-    // members had nothing to do) fails the exchanges that need it, not
-    // the bring-up.
-    if (a->pidfds_[r] < 0 && errno == ESRCH) {
-      a->ended_[r] = true;
-    } else if (a->pidfds_[r] < 0) {
-      static std::once_flag told;
-      const int err = errno;
-      std::call_once(told, [&] {
-        KOLO_WARN("pidfd_open failed (" << std::strerror(err) << "): a rank of this host killed outright is noticed "
-                  "only at KOLO_TIMEOUT_S in the shared-memory allreduce");
-      });
-    }
+    if (pid != ::getpid()) a->processes_[r] = ProcessWatch(pid);
   }
   *out = std::move(a);
   return Status::ok();
@@ -235,9 +213,6 @@ ShmArena::~ShmArena() {
     ::munmap(header_, mapped_bytes_);
   }
   if (!name_.empty()) ::shm_unlink(name_.c_str());
-  for (int fd : pidfds_) {
-    if (fd >= 0) ::close(fd);
-  }
 }
 
 void ShmArena::abort() {
@@ -257,12 +232,7 @@ Status ShmArena::check_peers() {
       return peer_lost("rank " + std::to_string(r) +
                        " (shared memory) closed its end: its communicator closed or failed");
     }
-    bool ended = ended_[r];
-    if (!ended && pidfds_[r] >= 0) {
-      pollfd fd{pidfds_[r], POLLIN, 0};
-      ended = ::poll(&fd, 1, 0) > 0;
-    }
-    if (ended) return peer_lost("rank " + std::to_string(r) + " (shared memory): its process has ended");
+    if (processes_[r].ended()) return peer_lost("rank " + std::to_string(r) + " (shared memory): its process has ended");
   }
   return Status::ok();
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "transport/shared_arena.h"
+#include "transport/shm/process_watch.h"
 #include "transport/store.h"
 
 namespace kolo {
@@ -74,8 +75,7 @@ class ShmArena final : public SharedArena {
   std::string name_;  // rank 0's, until unlinked
   Header* header_ = nullptr;
   size_t mapped_bytes_ = 0;
-  std::vector<int> pidfds_;  // per rank; -1 for this process's own ranks
-  std::vector<bool> ended_;  // per rank: its process had ended when the arena opened
+  std::vector<ProcessWatch> processes_;  // per rank; none for this process's own ranks
   std::atomic<bool> aborted_{false};
   Status failed_;
   uint64_t exchanged_parity_ = 0;  // the mailboxes of the last exchange

@@ -1,7 +1,5 @@
 #include "transport/shm/shm_transport.h"
 
-#include <poll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,10 +14,6 @@
 namespace kolo {
 
 namespace {
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 
 // How often a sleeping progress() looks at the peers it waits on.
 constexpr int kLivenessMs = 100;
@@ -50,9 +44,6 @@ Status ShmTransport::create(Store* store, int rank, int size, const ShmOptions& 
 
 ShmTransport::~ShmTransport() {
   close_all(kShmGone);  // the peers learn at once
-  for (auto& p : peers_) {
-    if (p && p->pidfd >= 0) ::close(p->pidfd);
-  }
 }
 
 std::string ShmTransport::ring_key(int from, int to) const {
@@ -95,14 +86,7 @@ Status ShmTransport::connect(int peer, Deadline deadline) {
   // name) when it connects in turn, which may be after this rank's next
   // connection (a cycle of ranks connecting must not wait on itself).
   const int pid = p->in.header()->sender_pid;
-  if (pid != ::getpid()) {
-    p->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    // A peer may finish (its part of the bring-up done, its ring written)
-    // and exit before this rank looks: that is news for the receives that
-    // wait on it, not a failed connection (a split whose other members
-    // leave at once must still come up).
-    if (p->pidfd < 0 && errno == ESRCH) p->ended = true;
-  }
+  if (pid != ::getpid()) p->process = ProcessWatch(pid);
   std::lock_guard<std::mutex> lock(peers_mutex_);
   active_.push_back(p.get());
   peers_[peer] = std::move(p);
@@ -214,12 +198,7 @@ Status ShmTransport::pump(Pumped* pumped) {
   return Status::ok();
 }
 
-bool ShmTransport::process_ended(const Peer& p) {
-  if (p.ended) return true;
-  if (p.pidfd < 0) return false;
-  pollfd fd{p.pidfd, POLLIN, 0};
-  return ::poll(&fd, 1, 0) > 0;
-}
+bool ShmTransport::process_ended(const Peer& p) { return p.ended || p.process.ended(); }
 
 Arrival ShmTransport::next_of(Peer* p, bool check_process) {
   Arrival next;

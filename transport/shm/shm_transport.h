@@ -19,11 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "transport/any_source.h"
 #include "transport/fifo.h"
 #include "transport/progress_loop.h"
+#include "transport/shm/process_watch.h"
 #include "transport/shm/ring.h"
 #include "transport/store.h"
-#include "transport/any_source.h"
 #include "transport/transport.h"
 
 namespace kolo {
@@ -85,7 +86,7 @@ class ShmTransport final : public DirectTransport, public AnySource {
     ShmRing out;  // this rank -> peer, created here
     ShmRing in;   // peer -> this rank, created there
     Fifo<Message> sends, recvs;  // posted, oldest first
-    int pidfd = -1;                   // the peer's process, when it is another one
+    ProcessWatch process;             // the peer's, when it is another process
     uint64_t sent = 0, received = 0;  // messages, for errors
     bool ended = false;               // its process has ended (seen by a watch)
   };
