@@ -230,6 +230,7 @@ Status Communicator::offer(RankFacts* mine, std::vector<std::unique_ptr<DirectTr
   // then be usable. A kind that opened itself to find out keeps that
   // transport for the world.
   mine->host = local_host(config_.host_name);
+  if (world_.rendezvous) mine->standby_store = world_.rendezvous->standby_address();
   const TransportContext context = transport_context("");
   const auto& kinds = transport_kinds();
   opened->resize(kinds.size());

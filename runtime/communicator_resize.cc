@@ -13,6 +13,45 @@
 #include "runtime/store_server.h"
 
 namespace kolo {
+namespace {
+
+// Where the survivors of a shrink agree: the job's store, unless its host
+// is excluded or does not answer a short look (it died, or is stuck), and
+// then the standby store of the lowest surviving rank (rendezvous.h). The
+// survivors decide alike: by the caller's list, which they share, and by
+// the host's state, which they all see (a dead host's connections are
+// closed to all of them; a stuck one answers none). A host found lost is
+// excluded too: it cannot be a member of what the survivors make.
+Status choose_agreement_store(const Membership& m, std::vector<bool>* excluded, double look_s, Deadline deadline,
+                              std::shared_ptr<Rendezvous>* out) {
+  *out = m.rendezvous;
+  if (!m.rendezvous || m.rendezvous->host_rank() < 0) return Status::ok();  // no rank serves the store
+  const int host = m.rank_of_world_rank(m.rendezvous->host_rank());
+  const std::string host_named = host >= 0 ? "rank " + std::to_string(host)
+                                           : "world rank " + std::to_string(m.rendezvous->host_rank());
+  std::string why;
+  if (host >= 0 && (*excluded)[host]) {
+    why = host_named + ", which serves the rendezvous store, is excluded";
+  } else {
+    Status up = m.rendezvous->check_store(Deadline::after_seconds(look_s));
+    if (up.is_ok()) return Status::ok();
+    why = "the rendezvous store's host (" + host_named + ") is lost: " + up.message();
+    if (host >= 0 && host != m.rank) (*excluded)[host] = true;
+  }
+  int successor = 0;
+  while ((*excluded)[successor]) ++successor;  // this rank is not excluded: there is one
+  const std::string address = m.facts.empty() ? "" : m.facts[successor].standby_store;
+  if (address.empty()) {
+    return peer_lost(why + "; rank " + std::to_string(successor) + ", the first survivor, has no standby store");
+  }
+  KOLO_INFO(why << "; the survivors agree on rank " << successor << "'s standby store at " << address);
+  Status s = m.rendezvous->fail_over(m.world_rank(successor), address, m.world_rank(m.rank), deadline, out);
+  return s.is_ok() ? s
+                   : s.with_context(why + "; reaching rank " + std::to_string(successor) +
+                                    "'s standby store, which the survivors move to");
+}
+
+}  // namespace
 
 Status Communicator::shrink(const std::vector<int>& exclude, int flags, std::unique_ptr<Communicator>* out) {
   *out = nullptr;
@@ -35,27 +74,32 @@ Status Communicator::shrink(const std::vector<int>& exclude, int flags, std::uni
   }
   if (flags & kShrinkAbort) revoke();
   const std::string name = "shrink" + std::to_string(shrinks_++) + "/";
+  const std::string context = "shrink on rank " + std::to_string(world_.rank) + world_.description;
+  const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
+  std::shared_ptr<Rendezvous> rendezvous;
+  Status s = choose_agreement_store(world_, &excluded, std::min(1.0, config_.timeout_s / 4), deadline, &rendezvous);
+  if (!s.is_ok()) return s.with_context(context);
   ShrinkRequest request;
   request.rank = world_.rank;
   request.size = world_.size;
   request.excluded = excluded;
   request.drop_unresponsive = (flags & kShrinkDropUnresponsive) != 0;
-  request.deadline = Deadline::after_seconds(config_.timeout_s);
+  request.deadline = deadline;
   request.store_timeout_s = config_.timeout_s;
   // The store's server marks a world rank whose connection closed.
-  std::shared_ptr<Store> base(world_.rendezvous, world_.rendezvous->store());
+  std::shared_ptr<Store> base(rendezvous, rendezvous->store());
   request.departed = [this, base](int r) {
-    const int world_rank = world_.world_ranks.empty() ? r : world_.world_ranks[r];
+    const int world_rank = world_.world_rank(r);
     std::string unused;
     return world_rank >= 0 && base->get_one(departed_key(world_rank), Deadline::after_seconds(0), &unused).is_ok();
   };
   std::vector<int> members;
-  Status s = agree_on_members(world_.store_under(name).get(), request, &members);
-  if (!s.is_ok()) {
-    return s.with_context("shrink on rank " + std::to_string(world_.rank) + world_.description);
-  }
+  s = agree_on_members(std::make_shared<PrefixStore>(base, world_.store_path + name).get(), request, &members);
+  if (!s.is_ok()) return s.with_context(context);
   std::unique_ptr<Communicator> c(new Communicator(config_));
   c->world_ = world_.subset(members, name);
+  c->world_.rendezvous = rendezvous;  // the store may have moved (choose_agreement_store)
+  c->world_.store = c->world_.store_under("");
   KOLO_RETURN_IF_ERROR(c->bring_up("", /*full_mesh=*/false, {}));
   std::vector<int> gone;
   for (int r = 0; r < world_.size; ++r) {

@@ -49,6 +49,14 @@ Membership Membership::subset(const std::vector<int>& members, const std::string
   return m;
 }
 
+int Membership::rank_of_world_rank(int world_rank_wanted) const {
+  if (world_rank_wanted < 0) return -1;
+  for (int r = 0; r < size; ++r) {
+    if (world_rank(r) == world_rank_wanted) return r;
+  }
+  return -1;
+}
+
 std::shared_ptr<Store> Membership::store_under(const std::string& name) const {
   return std::make_shared<PrefixStore>(std::shared_ptr<Store>(rendezvous, rendezvous->store()), store_path + name);
 }

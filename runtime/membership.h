@@ -49,6 +49,9 @@ struct Membership {
   // own named `name` ("split0.3/"): its store keys under that prefix. The
   // machine's ranks and the GPU stay this one's. This rank must be a member.
   Membership subset(const std::vector<int>& members, const std::string& name) const;
+  // The rank here of world rank `world_rank` (world_ranks), or -1.
+  int rank_of_world_rank(int world_rank) const;
+  int world_rank(int r) const { return world_ranks.empty() ? r : world_ranks[r]; }
   // The rendezvous store's keys under store_path + name.
   std::shared_ptr<Store> store_under(const std::string& name) const;
 };

@@ -23,10 +23,14 @@ Status malformed(const std::string& text, const char* why) {
 
 // "<length of host>:<host>" then ";<kind>=<offer>" per kind: the host is
 // free text (KOLO_HOSTNAME), the kinds' names and offers are the kinds'
-// own and hold no ';'.
+// own and hold no ';'. The standby store's address comes as one more
+// entry, under a name no kind has (kinds' names hold no '.').
+constexpr char kStandbyEntry[] = "store.standby";
+
 std::string encode_rank_facts(const RankFacts& f) {
   std::string text = std::to_string(f.host.size()) + ":" + f.host;
   for (const auto& [kind, offer] : f.offers) text += ";" + kind + "=" + offer;
+  if (!f.standby_store.empty()) text += std::string(";") + kStandbyEntry + "=" + f.standby_store;
   return text;
 }
 
@@ -41,6 +45,7 @@ Status decode_rank_facts(const std::string& text, RankFacts* f) {
   if (length > text.size() - i) return malformed(text, "host longer than the record");
   f->host = text.substr(i, length);
   f->offers.clear();
+  f->standby_store.clear();
   i += length;
   while (i < text.size()) {
     if (text[i] != ';') return malformed(text, "no ';' before a transport");
@@ -52,6 +57,11 @@ Status decode_rank_facts(const std::string& text, RankFacts* f) {
       return malformed(text, "a transport twice");
     }
     i = end;
+  }
+  auto standby = f->offers.find(kStandbyEntry);
+  if (standby != f->offers.end()) {
+    f->standby_store = standby->second;
+    f->offers.erase(standby);
   }
   return Status::ok();
 }

@@ -18,9 +18,12 @@ TEST(RankFacts, SurviveTheStore) {
   ASSERT_TRUE(decode_rank_facts(encode_rank_facts(f), &g).is_ok());
   EXPECT_EQ(g.host, f.host);
   EXPECT_EQ(g.offers, f.offers);
+  EXPECT_EQ(g.standby_store, "");
   f.offers.clear();
+  f.standby_store = "10.0.0.7:41234";
   ASSERT_TRUE(decode_rank_facts(encode_rank_facts(f), &g).is_ok());
-  EXPECT_TRUE(g.offers.empty());
+  EXPECT_TRUE(g.offers.empty());  // the standby store is no transport
+  EXPECT_EQ(g.standby_store, f.standby_store);
 }
 
 TEST(RankFacts, DamagedRecordsAreRefusedNamingThem) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -77,8 +78,9 @@ Status Rendezvous::open(const LaunchInfo& info, const Config& config, uint64_t j
     r->local_address_ = r->agent_store_->local_address();
   } else {
     int port = info.master_port;
-    if (info.rank == 0 && info.master_port != 0) r->server_ = take_reserved(info.master_port, job_id);
-    if (info.rank == 0 && !r->server_) {
+    const bool serves = info.rank == 0 && !info.store_served;
+    if (serves && info.master_port != 0) r->server_ = take_reserved(info.master_port, job_id);
+    if (serves && !r->server_) {
       r->server_ = std::make_unique<StoreServer>(job_id, info.world_size, config.secret);
       KOLO_RETURN_IF_ERROR(r->server_->start(info.master_addr, info.master_port));
     }
@@ -89,7 +91,62 @@ Status Rendezvous::open(const LaunchInfo& info, const Config& config, uint64_t j
     r->store_ = r->client_.get();
     r->local_address_ = r->client_->local_address();
     r->location_ = Location{info.master_addr, port, job_id, config.secret};
+    if (!info.store_served && info.world_size > 1) {
+      r->host_rank_ = 0;
+      r->open_standby(job_id, config.secret);
+    }
   }
+  *out = std::move(r);
+  return Status::ok();
+}
+
+void Rendezvous::open_standby(uint64_t job_id, const std::string& secret) {
+  // Any rank of the world may come to it (none but the survivors will).
+  auto* server = new StoreServer(job_id, std::numeric_limits<int>::max(), secret);
+  const double linger_s = linger_s_;
+  std::shared_ptr<StoreServer> standby(server, [linger_s](StoreServer* s) {
+    std::unique_ptr<StoreServer> owned(s);
+    if (owned->serving()) serve_until_clients_leave(std::move(owned), Deadline::after_seconds(linger_s));
+  });
+  // Where the store's client reached the master: the others reach here.
+  Status s = standby->listen(local_address_, 0);
+  if (!s.is_ok()) {
+    KOLO_WARN("no standby store (this rank cannot take over the store should its host be lost): " << s.message());
+    return;
+  }
+  standby_ = std::move(standby);
+}
+
+std::string Rendezvous::standby_address() const {
+  return standby_ ? local_address_ + ":" + std::to_string(standby_->port()) : "";
+}
+
+Status Rendezvous::check_store(Deadline deadline) const {
+  return client_ ? client_->ping(deadline) : Status::ok();
+}
+
+Status Rendezvous::fail_over(int successor, const std::string& address, int rank, Deadline deadline,
+                             std::shared_ptr<Rendezvous>* out) const {
+  const size_t colon = address.rfind(':');
+  const int port = colon == std::string::npos ? 0 : std::atoi(address.c_str() + colon + 1);
+  if (port <= 0 || port > 65535) {
+    return internal_error("rank " + std::to_string(successor) + "'s standby store address '" + address +
+                          "' is malformed");
+  }
+  std::shared_ptr<Rendezvous> r(new Rendezvous());
+  r->linger_s_ = linger_s_;
+  r->standby_ = standby_;
+  r->host_rank_ = successor;
+  if (successor == rank) {
+    if (!standby_) return internal_error("rank " + std::to_string(rank) + " succeeds the store's host without a standby store");
+    standby_->serve();
+  }
+  const std::string host = address.substr(0, colon);
+  KOLO_RETURN_IF_ERROR(StoreClient::connect(host, port, location_.job_id, rank, location_.secret, linger_s_, deadline,
+                                            &r->client_));
+  r->store_ = r->client_.get();
+  r->local_address_ = r->client_->local_address();
+  r->location_ = Location{host, port, location_.job_id, location_.secret};
   *out = std::move(r);
   return Status::ok();
 }

@@ -3,6 +3,16 @@
 // store torchrun's agent serves. Shared by a world communicator, its
 // siblings and every communicator split from it: whichever is destroyed
 // last closes it, so they may be destroyed in any order.
+//
+// Where a rank's process serves the store (rank 0's, by default), losing
+// that rank would lose the store, and with it every agreement the
+// survivors need (a shrink's members, the first failure). So every rank
+// of such a job also holds a standby store: a listening socket, bound at
+// the rendezvous and told to the others with its facts, that serves only
+// once its rank is chosen to succeed the lost host (fail_over). A shrink
+// that excludes the store's host, or finds it gone or stuck, moves the
+// survivors to the lowest surviving rank's standby; the old store is never
+// waited on past a short look.
 #pragma once
 
 #include <atomic>
@@ -51,6 +61,26 @@ class Rendezvous {
   // nullptr where kolo does not serve the store (a borrowed one, torchrun's).
   const Location* location() const { return location_.port != 0 ? &location_ : nullptr; }
 
+  // The world rank whose process serves the store: 0 where kolo serves it
+  // in rank 0 (a launch by environment variables, kolo_get_unique_id), a
+  // successor's after a fail-over; -1 where no rank's process does
+  // (torchrun's agent, kolorun's launcher, a borrowed store, a rank that
+  // joined by grow and was never told), so that losing a rank never loses
+  // the store.
+  int host_rank() const { return host_rank_; }
+  // Where this process would serve the store in its host's place
+  // ("address:port"), or "" where it would not (host_rank() < 0).
+  std::string standby_address() const;
+  // Whether the store answers a round trip by `deadline`: the connection's
+  // failure, or a TIMEOUT naming a stuck host.
+  Status check_store(Deadline deadline) const;
+  // A rendezvous over the store that world rank `successor` serves from
+  // its standby at `address`, for the survivors of this one's host.
+  // `rank` is this process's world rank; when it is the successor, its own
+  // standby starts serving. Connecting is bounded by `deadline`.
+  Status fail_over(int successor, const std::string& address, int rank, Deadline deadline,
+                   std::shared_ptr<Rendezvous>* out) const;
+
   Store* store() const { return store_; }
   // The local address that reached the master ("" for a borrowed store).
   const std::string& local_address() const { return local_address_; }
@@ -62,8 +92,15 @@ class Rendezvous {
 
  private:
   Rendezvous() = default;
+  // Binds this process's standby store (no thread until it serves).
+  void open_standby(uint64_t job_id, const std::string& secret);
 
   std::unique_ptr<StoreServer> server_;  // rank 0, when kolo serves the store
+  // This process's standby (listening, serving once it succeeds a lost
+  // host); shared with the rendezvous of a fail-over, and kept serving for
+  // its clients (lingering_store.h) after the last of them is destroyed.
+  std::shared_ptr<StoreServer> standby_;
+  int host_rank_ = -1;
   std::unique_ptr<StoreClient> client_;
   std::unique_ptr<TorchStoreClient> agent_store_;  // instead of both, under torchrun's agent store
   Store* store_ = nullptr;

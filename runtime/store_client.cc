@@ -219,6 +219,16 @@ Status get_in_slices(Deadline deadline, const std::function<Status(Deadline)>& g
   }
 }
 
+Status StoreClient::ping(Deadline deadline) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  MessageWriter w;
+  w.u8(static_cast<uint8_t>(StoreOp::kGet));
+  w.u32(0);  // no wait
+  w.u32(0);  // no key: answered at once, with no values
+  std::string reply;
+  return round_trip(w.finish(), deadline, &reply);
+}
+
 Status StoreClient::get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) {
   return get_in_slices(deadline, [&](Deadline slice) { return get_within(keys, slice, values); });
 }

@@ -51,6 +51,11 @@ class StoreClient : public Store {
                        std::string* current) override;
   Status get(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values) override;
 
+  // One round trip the store answers at once (a get of no key that waits
+  // for nothing): ok while the store serves; the connection's failure, or
+  // a TIMEOUT when no answer comes by the deadline (its host is stuck).
+  Status ping(Deadline deadline);
+
   // This end's address: the interface that routes to the master, which is
   // where peers can reach this rank too.
   std::string local_address() const;

@@ -193,6 +193,12 @@ void StoreServer::stop_accepting() {
 }
 
 Status StoreServer::start(const std::string& host, int port) {
+  KOLO_RETURN_IF_ERROR(listen(host, port));
+  serve();
+  return Status::ok();
+}
+
+Status StoreServer::listen(const std::string& host, int port) {
   tcp::endpoint ep;
   KOLO_RETURN_IF_ERROR(resolve_endpoint(host, port, &ep));
   boost::system::error_code ec;
@@ -202,13 +208,17 @@ Status StoreServer::start(const std::string& host, int port) {
   if (!ec) acceptor_->bind(ep, ec);
   if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    return transport_error("rank 0 cannot serve the rendezvous store on " + format_endpoint(ep) + ": " +
-                           ec.message() + " (is the port taken, or the address not this host's?)");
+    return transport_error("cannot serve the rendezvous store on " + format_endpoint(ep) + ": " + ec.message() +
+                           " (is the port taken, or the address not this host's?)");
   }
   port_ = acceptor_->local_endpoint(ec).port();
+  return Status::ok();
+}
+
+void StoreServer::serve() {
+  if (thread_.joinable()) return;
   accept_next();
   thread_ = std::thread([this] { io_.run(); });
-  return Status::ok();
 }
 
 void StoreServer::accept_next() {

@@ -37,6 +37,12 @@ class StoreServer {
 
   // Binds host:port (port 0 = ephemeral) and starts serving.
   Status start(const std::string& host, int port);
+  // The two halves of start. Between them the port is taken and clients'
+  // connections wait in its backlog, but no thread runs: a rank's standby
+  // store (rendezvous.h) costs one socket until it must serve.
+  Status listen(const std::string& host, int port);
+  void serve();
+  bool serving() const { return thread_.joinable(); }
   int port() const { return port_; }
 
   // Closes the listening socket (its port is free at once); the clients

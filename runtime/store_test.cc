@@ -359,5 +359,49 @@ TEST(Store, ConnectingToAStoreThatNeverAnswersEndsByItsDeadline) {
   EXPECT_EQ(st.code(), Code::kTimeout) << st.to_string();
 }
 
+// The look a shrink takes at the store before trusting it: answered at
+// once by a store that serves, ended by its deadline by one that is stuck,
+// refused at once by one whose process has gone.
+TEST(Store, PingTellsAServingStoreFromAStuckOrLostOne) {
+  auto s = std::make_unique<Served>();
+  std::unique_ptr<StoreClient> live;
+  ASSERT_TRUE(s->client(0, kSecret, &live).is_ok());
+  EXPECT_TRUE(live->ping(Deadline::after_seconds(1)).is_ok());
+  FreezingRelay relay(s->server.port());
+  std::unique_ptr<StoreClient> stuck;
+  ASSERT_TRUE(StoreClient::connect("127.0.0.1", relay.port(), kJob, 1, kSecret, 30, Deadline::after_seconds(5), &stuck)
+                  .is_ok());
+  EXPECT_TRUE(stuck->ping(Deadline::after_seconds(1)).is_ok());
+  relay.freeze();
+  const auto start = std::chrono::steady_clock::now();
+  Status st = stuck->ping(Deadline::after_seconds(0.3));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  EXPECT_EQ(st.code(), Code::kTimeout) << st.to_string();
+  s.reset();  // the store's process ends: its connections close
+  st = live->ping(Deadline::after_seconds(5));
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.code(), Code::kTimeout) << "a closed store is told at once, not by the deadline: " << st.to_string();
+}
+
+// A standby store holds its port from listen() on: a client that comes
+// before it serves waits in the backlog and is served once it does.
+TEST(Store, AStandbyServesTheClientsThatCameBeforeItDid) {
+  StoreServer standby(kJob, 1 << 20, kSecret);
+  ASSERT_TRUE(standby.listen("127.0.0.1", 0).is_ok());
+  EXPECT_FALSE(standby.serving());
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    standby.serve();
+  });
+  std::unique_ptr<StoreClient> c;
+  Status st = StoreClient::connect("127.0.0.1", standby.port(), kJob, 1000, kSecret, 30, Deadline::after_seconds(5), &c);
+  later.join();
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_TRUE(standby.serving());
+  std::string current;
+  ASSERT_TRUE(c->set_if_absent("members", "1,2,3", Deadline::after_seconds(1), &current).is_ok());
+  EXPECT_EQ(current, "1,2,3");
+}
+
 }  // namespace
 }  // namespace kolo

@@ -7,6 +7,10 @@
 # Then rank 2 stops itself (SIGSTOP) instead: alive and stuck, holding its
 # connections; the others time out (KOLO_TIMEOUT_S=4) and shrink around it
 # within their deadline.
+# Then the same two faults strike rank 0, whose process serves the
+# rendezvous store: the survivors move to rank 1's standby store. Killed,
+# it is named by the survivors (exclude {0}, no flags), who then grow back
+# over the new store; stopped, nobody names it.
 set -uo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$TEST_SRCDIR/$TEST_WORKSPACE/tests/lib/common.sh"
@@ -69,22 +73,54 @@ for transport in shm tcp; do
   echo "-- $transport: $(seconds_since "$started" 1) s in all"
 done
 
-echo "== a stuck rank, over shm"
-rm -f "$OUT".*
-common=(KOLO_MASTER_ADDR=127.0.0.1 KOLO_MASTER_PORT="$(free_port)" KOLO_TIMEOUT_S=4 KOLO_SECRET=resize-test)
-start_ranks stop
-started=$(date +%s.%N)
-await_survivors "stuck rank" "failed\|shrank"
-took=$(seconds_since "$started" 1)
-echo "-- the survivors went on and finished after ${took} s (deadline 4 s to notice, 4 s to shrink)"
-# Woken, the stuck rank finds itself left out: it fails, it does not hang.
-kill -CONT "${pids[$victim]}" 2>/dev/null
+# stuck_rank LABEL ARGS...: the victim stops itself; the survivors must
+# go on, and the victim, woken, must fail rather than hang.
+stuck_rank() {
+  local label=$1 started took rc
+  shift
+  echo "== $label"
+  rm -f "$OUT".*
+  common=(KOLO_MASTER_ADDR=127.0.0.1 KOLO_MASTER_PORT="$(free_port)" KOLO_TIMEOUT_S=4 KOLO_SECRET=resize-test)
+  start_ranks stop "$@"
+  started=$(date +%s.%N)
+  await_survivors "$label" "failed\|shrank"
+  took=$(seconds_since "$started" 1)
+  echo "-- the survivors went on and finished after ${took} s (deadline 4 s to notice, 4 s to shrink)"
+  # Woken, the stuck rank finds itself left out: it fails, it does not hang.
+  kill -CONT "${pids[$victim]}" 2>/dev/null
+  wait "${pids[$victim]}"
+  rc=$?
+  if [ "$rc" -eq 0 ]; then
+    fail "$label: the stuck rank, woken, exited 0"
+  else
+    echo "-- the stuck rank, woken, exited $rc: $(grep 'failed' "$OUT.$victim" | tail -1 | cut -c1-200)"
+  fi
+}
+
+stuck_rank "a stuck rank, over shm"
+
+victim=0
+echo "== rank 0, the store's host, killed; over tcp, named by the survivors, who grow back over the new store"
+id_file="${TEST_TMPDIR:-/tmp}/grow_id.rank0"
+rm -f "$id_file" "$OUT".*
+common=(KOLO_MASTER_ADDR=127.0.0.1 KOLO_MASTER_PORT="$(free_port)" KOLO_TIMEOUT_S=4 KOLO_TRANSPORT=tcp
+  KOLO_SECRET=resize-test GROW_ID_FILE="$id_file" KOLO_LOG_LEVEL=info)
+start_ranks kill named
+env "${common[@]}" "$WORKER" join "$n" >"$OUT.join" 2>&1 &
+joiner=$!
+await_survivors "rank 0 killed" "shrank\|grown\|standby store"
 wait "${pids[$victim]}"
 rc=$?
-if [ "$rc" -eq 0 ]; then
-  fail "the stuck rank, woken, exited 0"
+[ "$rc" -eq 137 ] || fail "rank 0 killed: it exited $rc, not by its SIGKILL"
+wait "$joiner"
+rc=$?
+if [ "$rc" -ne 0 ] || ! grep -q "rank 3 of 4 in the grown communicator" "$OUT.join"; then
+  fail "rank 0 killed: the replacement exited $rc"
+  cat "$OUT.join"
 else
-  echo "-- the stuck rank, woken, exited $rc: $(grep 'failed' "$OUT.$victim" | tail -1 | cut -c1-200)"
+  grep "replacement" "$OUT.join"
 fi
+
+stuck_rank "rank 0, the store's host, stuck; over shm, nobody names it"
 
 finish resize_process_test

@@ -11,6 +11,11 @@
  *                   the same, but rank VICTIM stops itself (SIGSTOP): alive
  *                   and stuck, it holds its connections open; the others
  *                   time out and shrink around it within their deadline.
+ *   survive VICTIM kill|stop named
+ *                   the survivors name the victim (exclude {VICTIM}, no
+ *                   flags), as a program that knows whom it lost does.
+ * With VICTIM 0 the rendezvous store's host is the one lost: the survivors
+ * agree on rank 1's standby store instead (runtime/rendezvous.h).
  *   join N          the replacement: reads the id from GROW_ID_FILE and
  *                   joins the grow as rank N - 1 of N.
  * Every allreduce's result is checked against the sum it must have. Exits
@@ -96,6 +101,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "join") == 0) return join(argc > 2 ? atoi(argv[2]) : 0);
   const int victim = argc > 2 ? atoi(argv[2]) : 1;
   const int stop = argc > 3 && strcmp(argv[3], "stop") == 0;
+  const int named = argc > 4 && strcmp(argv[4], "named") == 0;
   kolo_comm_t world;
   kolo_result_t r = kolo_comm_init_from_env(&world);
   if (r != KOLO_SUCCESS) return fail("init", r);
@@ -124,7 +130,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   kolo_comm_t shrunk;
-  r = kolo_comm_shrink(world, NULL, 0, NULL, KOLO_SHRINK_ABORT | KOLO_SHRINK_DROP_UNRESPONSIVE, &shrunk);
+  if (named) {
+    int exclude[1] = {victim};
+    r = kolo_comm_shrink(world, exclude, 1, NULL, KOLO_SHRINK_DEFAULT, &shrunk);
+  } else {
+    r = kolo_comm_shrink(world, NULL, 0, NULL, KOLO_SHRINK_ABORT | KOLO_SHRINK_DROP_UNRESPONSIVE, &shrunk);
+  }
   if (r != KOLO_SUCCESS) return fail("shrink", r);
   const double shrunk_at = now_s();
   int new_rank = -1, new_size = 0;

@@ -24,6 +24,9 @@ struct RankFacts {
   // Per kind of transport this rank can use: what it offered
   // (TransportKind::offer). A kind absent cannot be used here.
   std::map<std::string, std::string> offers;
+  // Where this rank's process would serve the rendezvous store should its
+  // host be lost ("address:port"; runtime/rendezvous.h), or "".
+  std::string standby_store;
 };
 
 struct Routes {

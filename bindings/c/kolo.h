@@ -237,9 +237,16 @@ kolo_result_t kolo_comm_split(kolo_comm_t comm, int color, int key, kolo_comm_t*
  * failed communicator (or find it failed already), shrink it, and carry on
  * with the new one; a replacement joins later by growing it. None of these
  * waits for a peer past KOLO_TIMEOUT_S, whatever the lost rank does. They
- * meet through the job's rendezvous store: it must outlive the lost ranks
- * (rank 0 serves it under kolorun and kolo_comm_init; losing rank 0 loses
- * the store, and a shrink then fails saying so).
+ * meet through the job's rendezvous store. Where a rank serves it (rank 0,
+ * under kolo_comm_init_from_env with KOLO_MASTER_ADDR, and
+ * kolo_get_unique_id), every rank also holds a standby store (one
+ * listening socket): a shrink that excludes the store's rank, or finds
+ * the store gone or stuck (it takes a look of at most 1 s), moves the
+ * survivors to the standby of the first of them, which serves the new
+ * communicator from then on. So any single rank, rank 0 too, may be lost.
+ * Two lost at once, the store's rank and the first survivor, fail the
+ * shrink by its deadline, naming the latter. Under torchrun's agent store
+ * and kolorun (KOLO_STORE_SERVED) no rank serves the store.
  * ------------------------------------------------------------------------ */
 
 /* Revokes comm: an operation in progress on it, in any thread, and every
