@@ -48,10 +48,11 @@ def test_torchs_shrink_tests(tmp_path, scenario, size):
     assert codes == [0] * size and all(lines.get(r, "").startswith("ok") for r in range(size)), out
 
 
-def test_a_dead_rank_is_shrunk_away_and_training_goes_on(tmp_path):
-    lines, codes, out = finish(start_job(tmp_path, "kolo", 4, "dead"))
-    assert codes[1] == -signal.SIGKILL, out
-    for r in (0, 2, 3):
+@pytest.mark.parametrize("victim", [1, 0])  # 0: the rank whose process serves kolo's store
+def test_a_dead_rank_is_shrunk_away_and_training_goes_on(tmp_path, victim):
+    lines, codes, out = finish(start_job(tmp_path, "kolo", 4, "dead" if victim else "dead0"))
+    assert codes[victim] == -signal.SIGKILL, out
+    for r in set(range(4)) - {victim}:
         assert codes[r] == 0 and lines[r].startswith("ok"), out
         f = facts(lines[r])
         # Found by the connection's loss, not the 20 s timeout; the shrink
@@ -59,17 +60,18 @@ def test_a_dead_rank_is_shrunk_away_and_training_goes_on(tmp_path):
         assert float(f["detect_s"]) < 10 and float(f["reconfigure_s"]) < 10, out
 
 
-def test_a_stopped_rank_is_shrunk_away_and_fails_when_woken(tmp_path):
-    procs = start_job(tmp_path, "kolo", 3, "stuck", SHRINK_JOB_TIMEOUT_S="3")
-    survivors = [procs[0], procs[2]]
+@pytest.mark.parametrize("victim", [1, 0])
+def test_a_stopped_rank_is_shrunk_away_and_fails_when_woken(tmp_path, victim):
+    procs = start_job(tmp_path, "kolo", 3, "stuck" if victim else "stuck0", SHRINK_JOB_TIMEOUT_S="3")
+    survivors = [p for r, p in enumerate(procs) if r != victim]
     deadline = time.monotonic() + 90
     while any(p.poll() is None for p in survivors) and time.monotonic() < deadline:
         time.sleep(0.1)
-    os.kill(procs[1].pid, signal.SIGCONT)
+    os.kill(procs[victim].pid, signal.SIGCONT)
     lines, codes, out = finish(procs)
     assert codes == [0, 0, 0], out
-    assert facts(lines[1])["woken"] == "failed", out
-    for r in (0, 2):
+    assert facts(lines[victim])["woken"] == "failed", out
+    for r in set(range(3)) - {victim}:
         assert 2 < float(facts(lines[r])["detect_s"]) < 15, out  # its 3 s deadline
 
 

@@ -233,6 +233,10 @@ SCENARIOS = {
     "vs_reinit": vs_reinit,
     "dead": lambda: train_through("dead"),
     "stuck": lambda: train_through("stuck"),
+    # Rank 0, whose process serves kolo's rendezvous store: the survivors
+    # shrink over rank 1's standby store.
+    "dead0": lambda: train_through("dead", victim=0),
+    "stuck0": lambda: train_through("stuck", victim=0),
 }
 
 try:
