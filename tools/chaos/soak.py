@@ -4,7 +4,8 @@
 injects faults at random steps, then says how the job took each one.
 
     tools/chaos/soak.py [--hosts h0:2,h1:2] [--netns] [--faults 100]
-                        [--kinds kill,stop,slow,shm,link] [--seed 1] [--timeout 3]
+                        [--kinds kill,stop,slow,shm,link,kill0,stop0,link0] [--seed 1]
+                        [--timeout 3]
                         [--report FILE.md]
 
 Hosts are emulated by name (each worker's KOLO_HOSTNAME): workers of one
@@ -25,6 +26,9 @@ steps:
   link   (--netns) takes the worker's host's link down for longer than the
          deadline, then up: both sides time out, reset, and the host's
          workers rejoin once they reach rank 0's rendezvous again
+  kill0, stop0, link0
+         the same, aimed at rank 0 (the worker that prints the committed
+         steps), whose process serves the version's rendezvous store
 For each fault it records: the detection time (injection to the survivors'
 failed collective), the time until the survivors train again (their first
 committed step after the reset), the replacement's time from its start to
@@ -65,6 +69,7 @@ class Job:
         self.resets = []     # (worker, time)
         self.restarts = []   # (worker, time seen)
         self.finals = []     # (worker, rank, size, step, digest)
+        self.rank0 = None    # the worker that printed the last committed step
         self.log = []
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
@@ -78,9 +83,10 @@ class Job:
                 m = re.search(r"worker (\S+) pid (\d+)", line)
                 if m:
                     self.pids[m.group(1)] = int(m.group(2))
-                m = re.search(r"\] step (\d+) size (\d+) at ([\d.]+)", line)
+                m = re.search(r"^\[(\S+)\] step (\d+) size (\d+) at ([\d.]+)", line)
                 if m:
-                    self.steps.append((int(m.group(1)), int(m.group(2)), float(m.group(3))))
+                    self.rank0 = m.group(1)
+                    self.steps.append((int(m.group(2)), int(m.group(3)), float(m.group(4))))
                 m = re.search(r"^\[(\S+)\] kolo elastic: lost a worker .* at ([\d.]+)", line)
                 if m:
                     self.lost.append((m.group(1), float(m.group(2))))
@@ -166,7 +172,7 @@ def main():
     opts = ap.parse_args()
     size = sum(int(h.split(":")[1]) for h in opts.hosts.split(","))
     kinds = opts.kinds.split(",")
-    if "link" in kinds and not opts.netns:
+    if ("link" in kinds or "link0" in kinds) and not opts.netns:
         ap.error("the link fault needs --netns")
     rng = random.Random(opts.seed)
     work = tempfile.mkdtemp(prefix="kolo-chaos-")
@@ -198,6 +204,10 @@ def main():
             with job.lock:
                 workers = sorted(job.pids)
                 victim = rng.choice(workers)
+                if kind.endswith("0"):
+                    victim, kind_done = job.rank0, kind[:-1]
+                else:
+                    kind_done = kind
                 pid = job.pids[victim]
                 workers_pids = list(job.pids.values())
                 n_lost, n_resets, n_restarts = len(job.lost), len(job.resets), len(job.restarts)
@@ -205,15 +215,15 @@ def main():
             t0 = time.time()
             removed = None
             try:
-                if kind == "kill":
+                if kind_done == "kill":
                     os.kill(pid, signal.SIGKILL)
-                elif kind in ("stop", "slow"):
+                elif kind_done in ("stop", "slow"):
                     os.kill(pid, signal.SIGSTOP)
-                    time.sleep(opts.timeout + 1.5 if kind == "stop" else opts.timeout * 0.5)
+                    time.sleep(opts.timeout + 1.5 if kind_done == "stop" else opts.timeout * 0.5)
                     os.kill(pid, signal.SIGCONT)
-                elif kind == "shm":
+                elif kind_done == "shm":
                     removed = remove_segments(workers_pids)
-                elif kind == "link":
+                elif kind_done == "link":
                     host = emulated.index(victim.rpartition(":")[0])
                     netns(env, "link-down", host)
                     time.sleep(opts.timeout + 1.5)
