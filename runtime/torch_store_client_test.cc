@@ -1,6 +1,7 @@
-// TorchStoreClient against a real c10d TCPStore: Debian's /usr/bin/python3
-// with python3-torch serves one on an ephemeral port and answers commands
-// on stdin ("get KEY", "set KEY VALUE"), so the test checks both directions.
+// TorchStoreClient against a real c10d TCPStore: the project's Python
+// environment (tools/python_env.sh, with torch) serves one on an ephemeral
+// port and answers commands on stdin ("get KEY", "set KEY VALUE"), so the
+// test checks both directions.
 #include "runtime/torch_store_client.h"
 
 #include <signal.h>
@@ -30,10 +31,27 @@ for line in sys.stdin:
     elif w[0] == "set": s.set(w[1], w[2]); print("ok", flush=True)
 )";
 
+// The project's interpreter, found as every test finds it: by sourcing
+// python_env.sh from the runfiles. "" when the environment is not made.
+std::string project_python() {
+  const char* src = getenv("TEST_SRCDIR");
+  const char* workspace = getenv("TEST_WORKSPACE");
+  if (!src || !workspace) return "";
+  const std::string command = std::string("bash -c '. \"") + src + "/" + workspace +
+                              "/tools/python_env.sh\" && [ -f \"$KOLO_VENV_DONE\" ] && printf %s \"$KOLO_PYTHON\"'";
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return "";
+  char buf[4096] = {0};
+  const size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+  pclose(p);
+  return std::string(buf, n);
+}
+
 class TorchStore : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+    const std::string interpreter = project_python();
+    ASSERT_FALSE(interpreter.empty()) << "the project's Python environment is not made: run tools/setup.sh";
     int to_child[2], from_child[2];
     ASSERT_EQ(pipe(to_child), 0);
     ASSERT_EQ(pipe(from_child), 0);
@@ -46,7 +64,8 @@ class TorchStore : public ::testing::Test {
       close(from_child[0]);
       // Python is not built with the sanitizers: keep their runtime out.
       unsetenv("LD_PRELOAD");
-      execl("/usr/bin/python3", "python3", "-c", kServer, static_cast<char*>(nullptr));
+      // argv[0] the whole path: a virtual environment finds itself from it.
+      execl(interpreter.c_str(), interpreter.c_str(), "-c", kServer, static_cast<char*>(nullptr));
       _exit(127);
     }
     close(to_child[0]);
@@ -54,7 +73,7 @@ class TorchStore : public ::testing::Test {
     in_ = fdopen(to_child[1], "w");
     out_ = fdopen(from_child[0], "r");
     std::string first = line();
-    if (first.rfind("NOTORCH", 0) == 0) GTEST_SKIP() << "/usr/bin/python3 cannot import torch: " << first;
+    ASSERT_NE(first.rfind("NOTORCH", 0), 0u) << interpreter << " cannot import torch: " << first;
     port_ = std::atoi(first.c_str());
     ASSERT_GT(port_, 0) << "python said: " << first;
   }
