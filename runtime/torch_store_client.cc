@@ -132,7 +132,9 @@ Status TorchStoreClient::wait_keys(const std::vector<std::string>& keys, Deadlin
   Status s = request(TorchQuery::kWait, torch_wait_request(full), "torchrun's store at " + server_, deadline, &reply);
   if (s.code() != Code::kTimeout) return s;
   std::string missing;
-  Deadline probe = Deadline::after_seconds(2);
+  // A second to tell which keys are missing (a store's trip, as kolo's own
+  // client allows): a stuck store costs the caller's deadline and that.
+  Deadline probe = Deadline::after_seconds(1);
   for (size_t i = 0; i < keys.size(); ++i) {
     TorchReply r;
     if (!request(TorchQuery::kCheck, torch_check_request({full[i]}), server_, probe, &r).is_ok()) break;
@@ -147,10 +149,10 @@ Status TorchStoreClient::get(const std::vector<std::string>& keys, Deadline dead
   std::lock_guard<std::mutex> lock(mutex_);
   KOLO_RETURN_IF_ERROR(wait_keys(keys, deadline));
   std::vector<std::string> out(keys.size());
-  // The keys exist now; the GETs themselves get a few seconds past a deadline
-  // the wait may have nearly used up.
-  Deadline io = Deadline::after(std::max(deadline.time_point() - Deadline::Clock::now(),
-                                         Deadline::Clock::duration(std::chrono::seconds(5))));
+  // The keys exist now; the GETs get what is left of the deadline, which
+  // the wait may have nearly used up, and a second more: a store's trip.
+  Deadline io = Deadline::after(std::max(deadline.time_point() - Deadline::Clock::now(), Deadline::Clock::duration(0)) +
+                                std::chrono::seconds(1));
   for (size_t i = 0; i < keys.size(); ++i) {
     TorchReply reply;
     KOLO_RETURN_IF_ERROR(request(TorchQuery::kGet, torch_get_request(prefix_ + keys[i]), where(keys[i]), io, &reply));

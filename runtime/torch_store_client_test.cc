@@ -4,12 +4,16 @@
 // test checks both directions.
 #include "runtime/torch_store_client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -192,6 +196,38 @@ TEST(TorchStoreUnreachable, ConnectFailsByTheDeadlineNamingTheAddress) {
   Status s = TorchStoreClient::connect("127.0.0.1", 1, "/p/", 1, Deadline::after_seconds(0.3), &c);
   EXPECT_EQ(s.code(), Code::kTimeout);
   EXPECT_NE(s.message().find("127.0.0.1:1"), std::string::npos) << s.message();
+}
+
+// A store host that is stuck: its kernel takes the connection and the
+// requests, and nothing ever answers. Every call ends by its deadline and
+// at most a second more (a store's trip), as kolo's own store client does.
+TEST(TorchStoreStuck, EveryCallEndsByItsDeadlineAndATrip) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);  // never accepted: the backlog holds the connections
+  socklen_t len = sizeof(sa);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len);
+  const int port = ntohs(sa.sin_port);
+  std::unique_ptr<TorchStoreClient> c;
+  ASSERT_TRUE(TorchStoreClient::connect("127.0.0.1", port, "/p/", 0.3, Deadline::after_seconds(1), &c).is_ok());
+  const auto took = [](const std::function<Status()>& call) {
+    const auto start = std::chrono::steady_clock::now();
+    const Status s = call();
+    EXPECT_EQ(s.code(), Code::kTimeout) << s.to_string();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  std::string current;
+  EXPECT_LT(took([&] { return c->set_if_absent("a", "1", Deadline::after_seconds(0.3), &current); }), 1.3);
+  int64_t sum = 0;
+  EXPECT_LT(took([&] { return c->add("n", 1, Deadline::after_seconds(0.3), &sum); }), 1.3);
+  bool all_set = false;
+  EXPECT_LT(took([&] { return c->check({"a"}, Deadline::after_seconds(0.3), &all_set); }), 1.3);
+  std::vector<std::string> values;
+  EXPECT_LT(took([&] { return c->get({"a", "b"}, Deadline::after_seconds(0.3), &values); }), 1.3 + 0.3);
+  ::close(listener);
 }
 
 }  // namespace
