@@ -119,6 +119,12 @@ def main():
     text = diagnose(ring, set(), hosts={0: "a", 1: "a", 2: "b", 3: "b"},
                     store={0: "reached", 1: "reached", 2: "unreachable", 3: "unreachable"})
     ok &= expect("partition, 2 x 2 hosts", text, "culprit: ranks 2, 3: partition (world)", ["on host b were cut off"])
+    # Rank 0, whose process serves the store, stopped: the others time out
+    # on it, and their failure reports never reach its store either.
+    text = diagnose({1: (timeout % 0, 2.0), 2: (closed % 1, 2.01), 3: (closed % 2, 2.01)}, {0},
+                    store={1: "unreachable", 2: "unreachable", 3: "pending"})
+    ok &= expect("rank 0 stuck with the store", text, "culprit: rank 0: hung (world)",
+                 ["rank 0 left no flight record", "the store's host is lost with it"])
     # Every report answered: timeouts with no one cut off are not a partition.
     text = diagnose(ring, set(), store={r: "reached" for r in range(N)})
     ok &= expect("timeouts, every report through", text,
