@@ -173,8 +173,6 @@ Status read_launch_env(LaunchInfo* info) {
   if (!found && li.source == "SLURM_PROCID") KOLO_RETURN_IF_ERROR(slurm_local_size(&li));
 
   KOLO_RETURN_IF_ERROR(read_master(&li));
-  const auto served = env_string("KOLO_STORE_SERVED");
-  li.store_served = served && *served == "1" && !li.torch_agent_store;
   *info = li;
   return Status::ok();
 }

@@ -1,7 +1,6 @@
 // Who this process is in the job, from the launcher's environment. kolo's
 // own variables come first; where they are absent, torchrun's, Open MPI's
 // and Slurm's are accepted, so a job starts under any of them without MPI.
-// KOLO_STORE_SERVED=1 says the launcher serves the store itself.
 // Where the launcher names no master:
 //   torchrun  MASTER_ADDR/MASTER_PORT, where its agent already serves a c10d
 //             TCPStore (TORCHELASTIC_USE_AGENT_STORE): kolo joins it.
@@ -31,10 +30,6 @@ struct LaunchInfo {
   // it as a client, with every key under torch_store_prefix.
   bool torch_agent_store = false;
   std::string torch_store_prefix;
-  // KOLO_STORE_SERVED=1: the launcher serves kolo's store at
-  // master_addr:master_port from a process of its own (kolorun does), so
-  // rank 0 joins it as a client and no rank's loss takes it along.
-  bool store_served = false;
 };
 
 // Reads the variables; errors name the variable that is missing or malformed.

@@ -78,9 +78,8 @@ Status Rendezvous::open(const LaunchInfo& info, const Config& config, uint64_t j
     r->local_address_ = r->agent_store_->local_address();
   } else {
     int port = info.master_port;
-    const bool serves = info.rank == 0 && !info.store_served;
-    if (serves && info.master_port != 0) r->server_ = take_reserved(info.master_port, job_id);
-    if (serves && !r->server_) {
+    if (info.rank == 0 && info.master_port != 0) r->server_ = take_reserved(info.master_port, job_id);
+    if (info.rank == 0 && !r->server_) {
       r->server_ = std::make_unique<StoreServer>(job_id, info.world_size, config.secret);
       KOLO_RETURN_IF_ERROR(r->server_->start(info.master_addr, info.master_port));
     }
@@ -91,7 +90,7 @@ Status Rendezvous::open(const LaunchInfo& info, const Config& config, uint64_t j
     r->store_ = r->client_.get();
     r->local_address_ = r->client_->local_address();
     r->location_ = Location{info.master_addr, port, job_id, config.secret};
-    if (!info.store_served && info.world_size > 1) {
+    if (info.world_size > 1) {
       r->host_rank_ = 0;
       r->open_standby(job_id, config.secret);
     }

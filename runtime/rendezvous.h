@@ -64,9 +64,8 @@ class Rendezvous {
   // The world rank whose process serves the store: 0 where kolo serves it
   // in rank 0 (a launch by environment variables, kolo_get_unique_id), a
   // successor's after a fail-over; -1 where no rank's process does
-  // (torchrun's agent, kolorun's launcher, a borrowed store, a rank that
-  // joined by grow and was never told), so that losing a rank never loses
-  // the store.
+  // (torchrun's agent, a borrowed store) and losing a rank never loses the
+  // store, or where this rank cannot tell (it joined by grow).
   int host_rank() const { return host_rank_; }
   // Where this process would serve the store in its host's place
   // ("address:port"), or "" where it would not (host_rank() < 0).
