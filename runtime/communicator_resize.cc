@@ -4,6 +4,7 @@
 // store keys (under the rendezvous store's own, never the old
 // communicator's, which an abort cancels), connections and failure record.
 #include <algorithm>
+#include <sstream>
 
 #include "collectives/fingerprint.h"
 #include "common/log.h"
@@ -118,7 +119,42 @@ Communicator::GrowPlace Communicator::next_grow() const {
 
 namespace {
 
-constexpr char kShapeKey[] = "shape";  // "<new size> <old size>", as the ranks already there see it
+// "<new size> <old size> <store's world rank> <world ranks>", as the ranks
+// already there see it: a joining rank learns the shape it must fit, and
+// what a shrink needs to follow the store should its rank be lost (which
+// world rank serves it, and each rank's world rank, for its departure).
+constexpr char kShapeKey[] = "shape";
+
+struct GrowShape {
+  int new_size = 0;
+  int old_size = 0;
+  int store_host = -1;
+  std::vector<int> world_ranks;  // the old ranks'
+};
+
+std::string encode_shape(const GrowShape& g) {
+  std::string text = std::to_string(g.new_size) + " " + std::to_string(g.old_size) + " " +
+                     std::to_string(g.store_host) + " ";
+  for (size_t i = 0; i < g.world_ranks.size(); ++i) text += (i ? "," : "") + std::to_string(g.world_ranks[i]);
+  return text;
+}
+
+Status decode_shape(const std::string& text, GrowShape* g) {
+  std::istringstream in(text);
+  std::string list;
+  if (!(in >> g->new_size >> g->old_size >> g->store_host >> list) || g->old_size < 1 ||
+      g->new_size <= g->old_size) {
+    return internal_error("the grow's shape '" + text.substr(0, 64) + "' in the store is damaged");
+  }
+  g->world_ranks.clear();
+  std::istringstream ranks(list);
+  std::string one;
+  while (std::getline(ranks, one, ',')) g->world_ranks.push_back(std::atoi(one.c_str()));
+  if (static_cast<int>(g->world_ranks.size()) != g->old_size) {
+    return internal_error("the grow's shape '" + text.substr(0, 64) + "' in the store is damaged");
+  }
+  return Status::ok();
+}
 
 }  // namespace
 
@@ -142,7 +178,12 @@ Status Communicator::grow(int new_size, std::unique_ptr<Communicator>* out) {
   m.world_ranks.resize(world_.size);
   for (int r = 0; r < world_.size; ++r) m.world_ranks[r] = world_.world_ranks.empty() ? r : world_.world_ranks[r];
   m.world_ranks.resize(new_size, -1);
-  const std::string shape = std::to_string(new_size) + " " + std::to_string(world_.size);
+  GrowShape grow_shape;
+  grow_shape.new_size = new_size;
+  grow_shape.old_size = world_.size;
+  grow_shape.store_host = world_.rendezvous ? world_.rendezvous->host_rank() : -1;
+  for (int r = 0; r < world_.size; ++r) grow_shape.world_ranks.push_back(world_.world_rank(r));
+  const std::string shape = encode_shape(grow_shape);
   std::string agreed;
   KOLO_RETURN_IF_ERROR(m.store->set_if_absent(kShapeKey, shape, Deadline::after_seconds(config_.timeout_s), &agreed));
   if (agreed != shape) {
@@ -195,8 +236,10 @@ Status Communicator::join_grown(std::shared_ptr<Rendezvous> rendezvous, const Gr
                          "grow within KOLO_TIMEOUT_S=" + std::to_string(config.timeout_s) + " s");
   }
   KOLO_RETURN_IF_ERROR(s);
-  const int new_size = std::atoi(shape.c_str());
-  const int old_size = std::atoi(shape.c_str() + std::min(shape.size(), shape.find(' ') + 1));
+  GrowShape grown;
+  KOLO_RETURN_IF_ERROR(decode_shape(shape, &grown));
+  const int new_size = grown.new_size;
+  const int old_size = grown.old_size;
   if (new_size != size) {
     return mismatch("rank " + std::to_string(rank) + " joins a grow to " + std::to_string(size) +
                     " ranks, but the communicator's ranks grow it to " + std::to_string(new_size));
@@ -206,10 +249,11 @@ Status Communicator::join_grown(std::shared_ptr<Rendezvous> rendezvous, const Gr
                             std::to_string(old_size - 1) + ", so joining ranks are " + std::to_string(old_size) +
                             "-" + std::to_string(size - 1));
   }
-  // The world numbers of the ranks already there are theirs to know: a
-  // shrink here learns of no departure, and waits for unresponsive ranks
-  // until its deadline.
-  m.world_ranks.assign(size, -1);
+  // The ranks already there keep their world numbers (for what the store
+  // knows of their processes); joining ranks have none (-1).
+  m.world_ranks = grown.world_ranks;
+  m.world_ranks.resize(size, -1);
+  rendezvous->learn_store_host(grown.store_host);
   RankFacts mine;
   std::vector<std::unique_ptr<DirectTransport>> opened;
   KOLO_RETURN_IF_ERROR(c->offer(&mine, &opened));

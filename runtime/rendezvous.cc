@@ -159,6 +159,7 @@ Status Rendezvous::join(const Location& location, double timeout_s, std::shared_
   r->store_ = r->client_.get();
   r->local_address_ = r->client_->local_address();
   r->location_ = location;
+  r->open_standby(location.job_id, location.secret);  // a rank's store: this rank may succeed its host too
   *out = std::move(r);
   return Status::ok();
 }

@@ -65,8 +65,11 @@ class Rendezvous {
   // in rank 0 (a launch by environment variables, kolo_get_unique_id), a
   // successor's after a fail-over; -1 where no rank's process does
   // (torchrun's agent, a borrowed store) and losing a rank never loses the
-  // store, or where this rank cannot tell (it joined by grow).
+  // store.
   int host_rank() const { return host_rank_; }
+  // A rank that joined by grow (join) is told the store's rank by the
+  // ranks already there.
+  void learn_store_host(int world_rank) { host_rank_ = world_rank; }
   // Where this process would serve the store in its host's place
   // ("address:port"), or "" where it would not (host_rank() < 0).
   std::string standby_address() const;

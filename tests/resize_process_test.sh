@@ -10,7 +10,8 @@
 # Then the same two faults strike rank 0, whose process serves the
 # rendezvous store: the survivors move to rank 1's standby store. Killed,
 # it is named by the survivors (exclude {0}, no flags), who then grow back
-# over the new store; stopped, nobody names it.
+# over the new store and lose the grown communicator's rank 0 in turn (the
+# replacement follows the store too); stopped, nobody names it.
 set -uo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$TEST_SRCDIR/$TEST_WORKSPACE/tests/lib/common.sh"
@@ -104,21 +105,35 @@ echo "== rank 0, the store's host, killed; over tcp, named by the survivors, who
 id_file="${TEST_TMPDIR:-/tmp}/grow_id.rank0"
 rm -f "$id_file" "$OUT".*
 common=(KOLO_MASTER_ADDR=127.0.0.1 KOLO_MASTER_PORT="$(free_port)" KOLO_TIMEOUT_S=4 KOLO_TRANSPORT=tcp
-  KOLO_SECRET=resize-test GROW_ID_FILE="$id_file" KOLO_LOG_LEVEL=info)
+  KOLO_SECRET=resize-test GROW_ID_FILE="$id_file" KOLO_LOG_LEVEL=info LOSE_GROWN_RANK_0=1)
 start_ranks kill named
 env "${common[@]}" "$WORKER" join "$n" >"$OUT.join" 2>&1 &
 joiner=$!
-await_survivors "rank 0 killed" "shrank\|grown\|standby store"
+# The grown communicator's rank 0 (world rank 1, the store's host since the
+# first shrink) then kills itself too: the others fail over a second time.
+for ((r = 0; r < n; r++)); do
+  [ "$r" -eq "$victim" ] && continue
+  wait "${pids[$r]}"
+  rc=$?
+  if [ "$r" -eq 1 ]; then
+    [ "$rc" -eq 137 ] || { fail "world rank 1 exited $rc, not by its SIGKILL"; cat "$OUT.$r"; }
+  elif [ "$rc" -ne 0 ] || ! grep -q "rank $r survived" "$OUT.$r"; then
+    fail "rank 0 killed: rank $r exited $rc"
+    cat "$OUT.$r"
+  else
+    grep "shrank\|grown\|standby store\|losing" "$OUT.$r"
+  fi
+done
 wait "${pids[$victim]}"
 rc=$?
 [ "$rc" -eq 137 ] || fail "rank 0 killed: it exited $rc, not by its SIGKILL"
 wait "$joiner"
 rc=$?
-if [ "$rc" -ne 0 ] || ! grep -q "rank 3 of 4 in the grown communicator" "$OUT.join"; then
+if [ "$rc" -ne 0 ] || ! grep -q "rank 2 of 3 after losing" "$OUT.join"; then
   fail "rank 0 killed: the replacement exited $rc"
   cat "$OUT.join"
 else
-  grep "replacement" "$OUT.join"
+  grep "replacement\|standby store" "$OUT.join"
 fi
 
 stuck_rank "rank 0, the store's host, stuck; over shm, nobody names it"

@@ -15,7 +15,10 @@
  *                   the survivors name the victim (exclude {VICTIM}, no
  *                   flags), as a program that knows whom it lost does.
  * With VICTIM 0 the rendezvous store's host is the one lost: the survivors
- * agree on rank 1's standby store instead (runtime/rendezvous.h).
+ * agree on rank 1's standby store instead (runtime/rendezvous.h). With
+ * LOSE_GROWN_RANK_0 set too, the grown communicator then loses its rank 0
+ * (rank 1's process, the store's host since): a second fail-over, the
+ * replacement among the survivors.
  *   join N          the replacement: reads the id from GROW_ID_FILE and
  *                   joins the grow as rank N - 1 of N.
  * Every allreduce's result is checked against the sum it must have. Exits
@@ -63,6 +66,35 @@ static int allreduce_checked(kolo_comm_t comm, int64_t mine, int64_t want, int s
   return 0;
 }
 
+/* With LOSE_GROWN_RANK_0 set, the grown communicator's rank 0 (whose
+ * process serves its store now) kills itself, and the others, the
+ * replacement among them, shrink it away by name. */
+static int lose_grown_rank_0(kolo_comm_t grown, const char* who) {
+  int rank = -1, n = 0;
+  kolo_comm_rank(grown, &rank);
+  kolo_comm_size(grown, &n);
+  if (rank == 0) {
+    printf("%s: rank 0 of the grown communicator kills itself\n", who);
+    fflush(stdout);
+    raise(SIGKILL);
+  }
+  int64_t buf = 1;
+  kolo_result_t r = kolo_allreduce(grown, &buf, &buf, 1, KOLO_INT64, KOLO_SUM);
+  if (r == KOLO_SUCCESS) {
+    printf("%s: an allreduce without rank 0 succeeded\n", who);
+    return 1;
+  }
+  int exclude[1] = {0};
+  kolo_comm_t shrunk;
+  if ((r = kolo_comm_shrink(grown, exclude, 1, NULL, KOLO_SHRINK_DEFAULT, &shrunk))) return fail("second shrink", r);
+  int rc = allreduce_checked(shrunk, rank, (int64_t)n * (n - 1) / 2, 20, "allreduce after the second shrink");
+  if (rc) return rc;
+  printf("%s: rank %d of %d after losing the grown communicator's rank 0\n", who, rank - 1, n - 1);
+  fflush(stdout);
+  kolo_comm_destroy(shrunk);
+  return 0;
+}
+
 static int grow_checked(kolo_comm_t grown, const char* who) {
   int rank = -1, n = 0;
   kolo_comm_rank(grown, &rank);
@@ -71,6 +103,7 @@ static int grow_checked(kolo_comm_t grown, const char* who) {
   if (rc) return rc;
   printf("%s: rank %d of %d in the grown communicator\n", who, rank, n);
   fflush(stdout);
+  if (getenv("LOSE_GROWN_RANK_0") && (rc = lose_grown_rank_0(grown, who))) return rc;
   kolo_comm_destroy(grown);
   return 0;
 }

@@ -246,9 +246,8 @@ kolo_result_t kolo_comm_split(kolo_comm_t comm, int color, int key, kolo_comm_t*
  * communicator from then on. So any single rank, rank 0 too, may be lost.
  * Two lost at once, the store's rank and the first survivor, fail the
  * shrink by its deadline, naming the latter. Under torchrun's agent store
- * no rank serves the store. Not yet: a rank that joined by kolo_comm_grow
- * is not told which rank serves the store, so a communicator that has such
- * ranks cannot survive losing that one (its shrink fails).
+ * no rank serves the store. Ranks that joined by kolo_comm_grow hold a
+ * standby too, and learn which rank serves the store from the others.
  * ------------------------------------------------------------------------ */
 
 /* Revokes comm: an operation in progress on it, in any thread, and every
