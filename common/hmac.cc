@@ -1,112 +1,30 @@
 #include "common/hmac.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/random.h>
 
-#include <cstring>
-#include <vector>
-
 namespace kolo {
-namespace {
 
-constexpr uint32_t kK[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-void compress(uint32_t h[8], const uint8_t block[64]) {
-  uint32_t w[64];
-  for (int i = 0; i < 16; ++i) {
-    w[i] = static_cast<uint32_t>(block[4 * i]) << 24 | static_cast<uint32_t>(block[4 * i + 1]) << 16 |
-           static_cast<uint32_t>(block[4 * i + 2]) << 8 | block[4 * i + 3];
-  }
-  for (int i = 16; i < 64; ++i) {
-    uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
-  for (int i = 0; i < 64; ++i) {
-    uint32_t t1 = hh + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kK[i] + w[i];
-    uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    hh = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  h[0] += a;
-  h[1] += b;
-  h[2] += c;
-  h[3] += d;
-  h[4] += e;
-  h[5] += f;
-  h[6] += g;
-  h[7] += hh;
-}
-
-}  // namespace
-
+// OpenSSL's: kolo writes no cryptography of its own.
 Digest sha256(const void* data, size_t bytes) {
-  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  size_t left = bytes;
-  while (left >= 64) {
-    compress(h, p);
-    p += 64;
-    left -= 64;
-  }
-  // Padding: a 1 bit, zeros, and the length in bits, big-endian.
-  uint8_t tail[128] = {0};
-  if (left) std::memcpy(tail, p, left);
-  tail[left] = 0x80;
-  const size_t tail_len = left + 9 <= 64 ? 64 : 128;
-  const uint64_t bits = static_cast<uint64_t>(bytes) * 8;
-  for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<uint8_t>(bits >> (8 * i));
-  compress(h, tail);
-  if (tail_len == 128) compress(h, tail + 64);
-  Digest out;
-  for (int i = 0; i < 8; ++i) {
-    out[4 * i] = static_cast<uint8_t>(h[i] >> 24);
-    out[4 * i + 1] = static_cast<uint8_t>(h[i] >> 16);
-    out[4 * i + 2] = static_cast<uint8_t>(h[i] >> 8);
-    out[4 * i + 3] = static_cast<uint8_t>(h[i]);
-  }
+  Digest out{};
+  unsigned int length = 0;
+  EVP_Digest(data, bytes, out.data(), &length, EVP_sha256(), nullptr);
   return out;
 }
 
 Digest hmac_sha256(const std::string& key, const void* data, size_t bytes) {
-  uint8_t k[64] = {0};
-  if (key.size() > 64) {
-    Digest kd = sha256(key.data(), key.size());
-    std::memcpy(k, kd.data(), kd.size());
-  } else if (!key.empty()) {
-    std::memcpy(k, key.data(), key.size());
-  }
-  std::vector<uint8_t> inner(64 + bytes);
-  for (int i = 0; i < 64; ++i) inner[i] = k[i] ^ 0x36;
-  if (bytes) std::memcpy(inner.data() + 64, data, bytes);
-  Digest ih = sha256(inner.data(), inner.size());
-  uint8_t outer[64 + 32];
-  for (int i = 0; i < 64; ++i) outer[i] = k[i] ^ 0x5c;
-  std::memcpy(outer + 64, ih.data(), 32);
-  return sha256(outer, sizeof(outer));
+  Digest out{};
+  unsigned int length = 0;
+  static const unsigned char kNothing = 0;  // HMAC wants a non-null pointer for an empty message
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       bytes ? static_cast<const unsigned char*>(data) : &kNothing, bytes, out.data(), &length);
+  return out;
 }
 
-bool digests_equal(const Digest& a, const Digest& b) {
-  uint8_t diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
-}
+bool digests_equal(const Digest& a, const Digest& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
 
 std::string random_bytes(size_t n) {
   std::string out(n, '\0');

@@ -1,6 +1,6 @@
 // SHA-256 and HMAC-SHA256, for authenticating connections with the job
-// secret (KOLO_SECRET). Small and dependency-free; checked against the
-// FIPS 180-2 and RFC 4231 test vectors.
+// secret (KOLO_SECRET): OpenSSL's, checked against the FIPS 180-2 and
+// RFC 4231 test vectors.
 #pragma once
 
 #include <array>

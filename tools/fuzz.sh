@@ -13,7 +13,7 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/kolo-fuzz.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 CXX="${CXX_FUZZ:-clang++}"
 FLAGS=(-std=c++17 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I.)
-LINK_FLAGS=(-fsanitize=fuzzer,address,undefined -pthread -ldl)
+LINK_FLAGS=(-fsanitize=fuzzer,address,undefined -pthread -ldl -lcrypto)
 TARGETS=(store_request handshake frame torch_reply hostlist op_request rank_facts failure_record)
 
 # in_parallel FUNCTION ARG...: FUNCTION ARG for each ARG, as many at once as

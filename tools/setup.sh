@@ -8,6 +8,7 @@ PACKAGES=(
   bazel-bootstrap          # the build (Bazel 4.2.3, works offline)
   g++ libboost-dev         # compiler, Boost.Asio (header-only)
   libgtest-dev libgmock-dev libbenchmark-dev
+  libssl-dev               # OpenSSL's libcrypto: the handshake's HMAC, and KOLO_ENCRYPT's HKDF and AES-GCM
   libibverbs-dev           # the RDMA verbs transport (rdma-core)
   libgloo-dev              # peer for the comparison benchmark
   openmpi-bin libopenmpi-dev  # peer for the latency comparison
@@ -18,6 +19,7 @@ PACKAGES=(
   clang libclang-rt-14-dev # libFuzzer targets (tools/fuzz.sh)
   gnuplot-nox              # kolo_bench --plot
   iproute2 procps iptables # emulated hosts (tools/netns.sh)
+  tcpdump                  # what an encrypted job puts on the wire (tests/encrypt_test.sh)
   openssh-server           # each emulated host's sshd, for kolorun -H across hosts (tests/launchers/ssh_test.sh)
   slurm-wlm munge          # a one-host Slurm cluster for the srun launcher test (tests/launchers/srun_test.sh)
 )
