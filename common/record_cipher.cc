@@ -9,6 +9,7 @@ namespace kolo {
 
 struct RecordCipher::Context {
   EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  int keyed_for = -1;  // 1: encrypting, 0: decrypting, -1: no key yet (the key schedule is made once)
   ~Context() { EVP_CIPHER_CTX_free(ctx); }
 };
 
@@ -47,17 +48,25 @@ bool RecordCipher::crypt(bool encrypt, const void* in, size_t bytes, const void*
   std::memcpy(nonce, key_.salt.data(), 4);
   for (int i = 0; i < 8; ++i) nonce[4 + i] = static_cast<uint8_t>(counter_ >> (56 - 8 * i));
   EVP_CIPHER_CTX* c = context_->ctx;
+  // The key once per direction of use; each record then sets only its nonce.
+  const uint8_t* key = nullptr;
+  const EVP_CIPHER* cipher = nullptr;
+  if (context_->keyed_for != static_cast<int>(encrypt)) {
+    key = key_.key.data();
+    cipher = EVP_aes_256_gcm();
+    context_->keyed_for = static_cast<int>(encrypt);
+  }
   int n = 0;
   const auto* from = static_cast<const unsigned char*>(in);
   auto* to = static_cast<unsigned char*>(out);
   if (encrypt) {
-    return EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), nullptr, key_.key.data(), nonce) > 0 &&
+    return EVP_EncryptInit_ex(c, cipher, nullptr, key, nonce) > 0 &&
            EVP_EncryptUpdate(c, nullptr, &n, static_cast<const unsigned char*>(aad), static_cast<int>(aad_bytes)) > 0 &&
            (bytes == 0 || EVP_EncryptUpdate(c, to, &n, from, static_cast<int>(bytes)) > 0) &&
            EVP_EncryptFinal_ex(c, to + bytes, &n) > 0 &&
            EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, kSealTagBytes, tag) > 0;
   }
-  return EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), nullptr, key_.key.data(), nonce) > 0 &&
+  return EVP_DecryptInit_ex(c, cipher, nullptr, key, nonce) > 0 &&
          EVP_DecryptUpdate(c, nullptr, &n, static_cast<const unsigned char*>(aad), static_cast<int>(aad_bytes)) > 0 &&
          (bytes == 0 || EVP_DecryptUpdate(c, to, &n, from, static_cast<int>(bytes)) > 0) &&
          EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, kSealTagBytes, tag) > 0 &&

@@ -49,11 +49,12 @@ std::unique_ptr<StoreServer> take_reserved(int port, uint64_t job_id) {
 
 }  // namespace
 
-Status Rendezvous::reserve_server(const std::string& host, uint64_t job_id, const std::string& secret, int* port) {
+Status Rendezvous::reserve_server(const std::string& host, uint64_t job_id, const std::string& secret, bool encrypt,
+                                  int* port) {
   static CloseReservedAtExit close_at_exit;
   // The world size is not known yet: the server takes any rank (the
   // communicator checks ranks against its own size).
-  auto server = std::make_unique<StoreServer>(job_id, std::numeric_limits<int>::max(), secret);
+  auto server = std::make_unique<StoreServer>(job_id, std::numeric_limits<int>::max(), secret, encrypt);
   KOLO_RETURN_IF_ERROR(server->start(host, 0));
   *port = server->port();
   std::lock_guard<std::mutex> lock(reserved().mu);
@@ -66,6 +67,11 @@ Status Rendezvous::open(const LaunchInfo& info, const Config& config, uint64_t j
   std::shared_ptr<Rendezvous> r(new Rendezvous());
   r->linger_s_ = config.timeout_s;
   const Deadline deadline = Deadline::after_seconds(config.timeout_s);
+  if (info.torch_agent_store && config.encrypt) {
+    return unsupported("KOLO_ENCRYPT=1 under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE): its protocol "
+                       "cannot be encrypted; set KOLO_MASTER_ADDR and KOLO_MASTER_PORT so that kolo serves its own "
+                       "store, which can");
+  }
   if (info.torch_agent_store) {
     // torchrun's agent already serves a store on the master port: join it.
     if (!config.secret.empty() && info.rank == 0) {
@@ -79,29 +85,33 @@ Status Rendezvous::open(const LaunchInfo& info, const Config& config, uint64_t j
   } else {
     int port = info.master_port;
     if (info.rank == 0 && info.master_port != 0) r->server_ = take_reserved(info.master_port, job_id);
+    if (r->server_ && r->server_->encrypt() != config.encrypt) {
+      return invalid_argument(std::string("KOLO_ENCRYPT is ") + (config.encrypt ? "1" : "0") +
+                              " here but was " + (config.encrypt ? "0" : "1") + " where kolo_get_unique_id ran");
+    }
     if (info.rank == 0 && !r->server_) {
-      r->server_ = std::make_unique<StoreServer>(job_id, info.world_size, config.secret);
+      r->server_ = std::make_unique<StoreServer>(job_id, info.world_size, config.secret, config.encrypt);
       KOLO_RETURN_IF_ERROR(r->server_->start(info.master_addr, info.master_port));
     }
     if (r->server_) port = r->server_->port();
     KOLO_RETURN_IF_ERROR(
         StoreClient::connect(info.master_addr, port, job_id, info.rank, config.secret, config.timeout_s, deadline,
-                             &r->client_));
+                             &r->client_, config.encrypt));
     r->store_ = r->client_.get();
     r->local_address_ = r->client_->local_address();
-    r->location_ = Location{info.master_addr, port, job_id, config.secret};
+    r->location_ = Location{info.master_addr, port, job_id, config.secret, config.encrypt};
     if (info.world_size > 1) {
       r->host_rank_ = 0;
-      r->open_standby(job_id, config.secret);
+      r->open_standby(job_id, config.secret, config.encrypt);
     }
   }
   *out = std::move(r);
   return Status::ok();
 }
 
-void Rendezvous::open_standby(uint64_t job_id, const std::string& secret) {
+void Rendezvous::open_standby(uint64_t job_id, const std::string& secret, bool encrypt) {
   // Any rank of the world may come to it (none but the survivors will).
-  auto* server = new StoreServer(job_id, std::numeric_limits<int>::max(), secret);
+  auto* server = new StoreServer(job_id, std::numeric_limits<int>::max(), secret, encrypt);
   const double linger_s = linger_s_;
   std::shared_ptr<StoreServer> standby(server, [linger_s](StoreServer* s) {
     std::unique_ptr<StoreServer> owned(s);
@@ -142,10 +152,10 @@ Status Rendezvous::fail_over(int successor, const std::string& address, int rank
   }
   const std::string host = address.substr(0, colon);
   KOLO_RETURN_IF_ERROR(StoreClient::connect(host, port, location_.job_id, rank, location_.secret, linger_s_, deadline,
-                                            &r->client_));
+                                            &r->client_, location_.encrypt));
   r->store_ = r->client_.get();
   r->local_address_ = r->client_->local_address();
-  r->location_ = Location{host, port, location_.job_id, location_.secret};
+  r->location_ = Location{host, port, location_.job_id, location_.secret, location_.encrypt};
   *out = std::move(r);
   return Status::ok();
 }
@@ -155,11 +165,11 @@ Status Rendezvous::join(const Location& location, double timeout_s, std::shared_
   r->linger_s_ = timeout_s;
   KOLO_RETURN_IF_ERROR(StoreClient::connect(location.host, location.port, location.job_id, /*rank=*/-1,
                                             location.secret, timeout_s, Deadline::after_seconds(timeout_s),
-                                            &r->client_));
+                                            &r->client_, location.encrypt));
   r->store_ = r->client_.get();
   r->local_address_ = r->client_->local_address();
   r->location_ = location;
-  r->open_standby(location.job_id, location.secret);  // a rank's store: this rank may succeed its host too
+  r->open_standby(location.job_id, location.secret, location.encrypt);  // this rank may succeed the store's host too
   *out = std::move(r);
   return Status::ok();
 }

@@ -44,7 +44,8 @@ class Rendezvous {
   // server waits in a process-wide registry until rank 0 of that job (same
   // port and job id) opens the rendezvous and takes it over; one never
   // taken is closed at process exit.
-  static Status reserve_server(const std::string& host, uint64_t job_id, const std::string& secret, int* port);
+  static Status reserve_server(const std::string& host, uint64_t job_id, const std::string& secret, bool encrypt,
+                               int* port);
   // Where a process that is not a rank yet finds this store: for the ranks
   // that a grow adds (Communicator::join_grown).
   struct Location {
@@ -52,6 +53,7 @@ class Rendezvous {
     int port = 0;
     uint64_t job_id = 0;
     std::string secret;
+    bool encrypt = false;  // KOLO_ENCRYPT: the store seals its messages
   };
   // Joins the store at `location` as a rank that a grow adds: it introduces
   // itself as rank -1 (no rank of the world the store was made for).
@@ -95,7 +97,7 @@ class Rendezvous {
  private:
   Rendezvous() = default;
   // Binds this process's standby store (no thread until it serves).
-  void open_standby(uint64_t job_id, const std::string& secret);
+  void open_standby(uint64_t job_id, const std::string& secret, bool encrypt);
 
   std::unique_ptr<StoreServer> server_;  // rank 0, when kolo serves the store
   // This process's standby (listening, serving once it succeeds a lost

@@ -92,4 +92,8 @@
   X(wire_format, WireFormat, "KOLO_WIRE_FORMAT", "native", 0, 0, "native",                                         \
     "allreduce: what float32/float16/bfloat16 sums and averages above `KOLO_SMALL_ALLREDUCE_BYTES` carry on the " \
     "wire: `native` (the elements), `bf16`, `fp16`, `fp8_e4m3`, `fp8_e5m2` or `int8` (block-scaled), summed in " \
-    "float32 at every hop, bit-identical on every rank (docs/compression.md); the same on every rank")
+    "float32 at every hop, bit-identical on every rank (docs/compression.md); the same on every rank")         \
+  /* KOLO_CONFIG_VERSION 6 */                                                                                     \
+  X(encrypt, Bool, "KOLO_ENCRYPT", 0, 0, 1, "0",                                                                  \
+    "1: every TCP connection of the job (data and rendezvous store) encrypted and authenticated, AES-256-GCM "    \
+    "with keys derived from `KOLO_SECRET` (docs/transports.md); RDMA refuses; the same on every rank")

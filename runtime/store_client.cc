@@ -42,11 +42,12 @@ StoreClient::~StoreClient() {
 }
 
 Status StoreClient::connect(const std::string& host, int port, uint64_t job_id, int rank, const std::string& secret,
-                            double request_timeout_s, Deadline deadline, std::unique_ptr<StoreClient>* out) {
+                            double request_timeout_s, Deadline deadline, std::unique_ptr<StoreClient>* out,
+                            bool encrypt) {
   bool saw_other_run = false;
   for (int backoff_ms = 5;; backoff_ms = std::min(backoff_ms * 2, 100)) {
     bool other_job = false;
-    Status s = connect_once(host, port, job_id, rank, secret, deadline, &other_job, out);
+    Status s = connect_once(host, port, job_id, rank, secret, encrypt, deadline, &other_job, out);
     saw_other_run = saw_other_run || other_job;
     if (s.is_ok()) (*out)->request_timeout_s_ = request_timeout_s;
     if (s.is_ok() || (!other_job && !(saw_other_run && s.code() == Code::kTimeout))) return s;
@@ -60,7 +61,7 @@ Status StoreClient::connect(const std::string& host, int port, uint64_t job_id, 
 }
 
 Status StoreClient::connect_once(const std::string& host, int port, uint64_t job_id, int rank,
-                                 const std::string& secret, Deadline deadline, bool* other_job,
+                                 const std::string& secret, bool encrypt, Deadline deadline, bool* other_job,
                                  std::unique_ptr<StoreClient>* out) {
   std::unique_ptr<StoreClient> c(new StoreClient());
   c->server_ = host + ":" + std::to_string(port);
@@ -101,8 +102,9 @@ Status StoreClient::connect_once(const std::string& host, int port, uint64_t job
   hello.u32(kStoreMagic);
   hello.u64(job_id);
   hello.u32(static_cast<uint32_t>(rank));
+  hello.u8(encrypt ? 1 : 0);
   hello.str(client_nonce);
-  hello.str(store_hello_mac(secret, server_nonce, job_id, static_cast<uint32_t>(rank), client_nonce));
+  hello.str(store_hello_mac(secret, server_nonce, job_id, static_cast<uint32_t>(rank), client_nonce, encrypt ? 1 : 0));
   std::string reply;
   Status s = c->round_trip(hello.finish(), deadline, &reply);
   if (!s.is_ok() && !reply.empty() && static_cast<uint8_t>(reply[0]) == static_cast<uint8_t>(StoreReply::kOtherJob)) {
@@ -123,6 +125,7 @@ Status StoreClient::connect_once(const std::string& host, int port, uint64_t job
   if (!store_macs_equal(store_ack_mac(secret, server_nonce, client_nonce), server_mac)) {
     return auth_error("the rendezvous store at " + c->server_ + " does not know this job's secret (KOLO_SECRET)");
   }
+  if (encrypt) KOLO_RETURN_IF_ERROR(StoreSeal::create(secret, server_nonce, client_nonce, /*server_side=*/false, &c->seal_));
   boost::system::error_code ec;
   const tcp::endpoint local = c->socket_->local_endpoint(ec);
   if (!ec) {
@@ -149,7 +152,9 @@ Status StoreClient::round_trip(const std::string& request, Deadline deadline, st
     broken_ = Status(s.code(), s.message() + " (the connection to the store is unusable since)");
     return s;
   };
-  Status s = write_fully(*socket_, request.data(), request.size(), deadline, what);
+  const std::string sealed = seal_ ? seal_->seal(request) : std::string();
+  const std::string& wire = seal_ ? sealed : request;
+  Status s = write_fully(*socket_, wire.data(), wire.size(), deadline, what);
   if (!s.is_ok()) return out_of_step(s);
   unsigned char len_buf[4];
   s = read_fully(*socket_, len_buf, 4, deadline, what);
@@ -160,6 +165,10 @@ Status StoreClient::round_trip(const std::string& request, Deadline deadline, st
   reply->resize(n);
   s = read_fully(*socket_, &(*reply)[0], n, deadline, what);
   if (!s.is_ok()) return out_of_step(s);
+  if (seal_ && !seal_->open(len_buf, reply)) {
+    return out_of_step(transport_error("tampered or corrupt reply " + what +
+                                       ": it failed to authenticate (KOLO_ENCRYPT); the connection is ended"));
+  }
   uint8_t code = 0;
   MessageReader r(reply->data(), reply->size());
   if (!r.u8(&code)) return transport_error("malformed reply " + what);

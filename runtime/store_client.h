@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "runtime/store_protocol.h"
 #include "transport/store.h"
 
 namespace kolo {
@@ -37,8 +38,11 @@ class StoreClient : public Store {
   // while the port still serves an earlier run of the job) and introduces
   // itself, all within the deadline. request_timeout_s bounds each later
   // request that takes no deadline of its own (set): KOLO_TIMEOUT_S.
+  // `encrypt` (KOLO_ENCRYPT): every message after the handshake sealed
+  // (StoreSeal, store_protocol.h); the store must seal too.
   static Status connect(const std::string& host, int port, uint64_t job_id, int rank, const std::string& secret,
-                        double request_timeout_s, Deadline deadline, std::unique_ptr<StoreClient>* out);
+                        double request_timeout_s, Deadline deadline, std::unique_ptr<StoreClient>* out,
+                        bool encrypt = false);
 
   // Every request ends by its deadline (set: request_timeout_s; a get's
   // answer is awaited a second more, its trip), whether the store answers
@@ -65,7 +69,7 @@ class StoreClient : public Store {
   // One connection and hello; *other_job says to try again: the store
   // serves another job, or closed before its challenge.
   static Status connect_once(const std::string& host, int port, uint64_t job_id, int rank, const std::string& secret,
-                             Deadline deadline, bool* other_job, std::unique_ptr<StoreClient>* out);
+                             bool encrypt, Deadline deadline, bool* other_job, std::unique_ptr<StoreClient>* out);
   Status round_trip(const std::string& request, Deadline deadline, std::string* reply);
   // One get, the connection held until the keys are there or the deadline.
   Status get_within(const std::vector<std::string>& keys, Deadline deadline, std::vector<std::string>* values);
@@ -77,6 +81,7 @@ class StoreClient : public Store {
   std::string endpoint_;  // this end's address:port, once connected
   double request_timeout_s_ = 30;
   Status broken_;  // why the connection is out of step, once it is
+  std::unique_ptr<StoreSeal> seal_;  // after the handshake, with KOLO_ENCRYPT=1
 };
 
 }  // namespace kolo

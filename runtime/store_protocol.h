@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "common/record_cipher.h"
 #include "common/status.h"
 
 namespace kolo {
@@ -25,10 +27,10 @@ enum class StoreReply : uint8_t { kOk = 0, kTimeout = 1, kRejected = 2, kOtherJo
 
 // The store's handshake mirrors the peers' (transport/handshake.h): the
 // server opens with a random nonce; the client's hello carries its own nonce
-// and an HMAC over both, its job and its rank, keyed with KOLO_SECRET; the
-// server's OK carries an HMAC over both nonces.
+// and an HMAC over both, its job, its rank and whether it seals, keyed with
+// KOLO_SECRET; the server's OK carries an HMAC over both nonces.
 std::string store_hello_mac(const std::string& secret, const std::string& server_nonce, uint64_t job,
-                            uint32_t rank, const std::string& client_nonce);
+                            uint32_t rank, const std::string& client_nonce, uint8_t sealed);
 std::string store_ack_mac(const std::string& secret, const std::string& server_nonce,
                           const std::string& client_nonce);
 // Compares two MACs in time independent of their contents; false unless
@@ -44,6 +46,7 @@ struct StoreRequest {
   uint32_t magic = 0;
   uint64_t job = 0;
   uint32_t rank = 0;
+  uint8_t sealed = 0;  // the client seals its messages after the handshake (KOLO_ENCRYPT)
   std::string nonce, mac;
   // kSet, kSetIfAbsent
   std::string key, value;
@@ -54,6 +57,27 @@ struct StoreRequest {
 
 // Parses a message body; an error names what was malformed.
 Status parse_store_request(const std::string& body, StoreRequest* out);
+
+// A job with KOLO_ENCRYPT=1 seals every store message after the handshake:
+// its body becomes [ciphertext][16-byte tag] (AES-256-GCM,
+// common/record_cipher.h), under keys derived from the job's secret and
+// both nonces, one per direction, with the message's length as AAD. A
+// message altered, replayed or reordered fails to open, and the
+// connection ends.
+class StoreSeal {
+ public:
+  static Status create(const std::string& secret, const std::string& server_nonce, const std::string& client_nonce,
+                       bool server_side, std::unique_ptr<StoreSeal>* out);
+  // A whole message (length and body) sealed.
+  std::string seal(const std::string& message);
+  // A sealed body as read after its `length`, opened in place; false when
+  // it fails to authenticate.
+  bool open(const unsigned char length[4], std::string* body);
+
+ private:
+  StoreSeal(const SealKey& send, const SealKey& recv) : send_(send), recv_(recv) {}
+  RecordCipher send_, recv_;
+};
 
 class MessageWriter {
  public:

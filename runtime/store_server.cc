@@ -59,7 +59,7 @@ class StoreServer::Session : public std::enable_shared_from_this<Session> {
 
   void reply(const std::string& message) {
     auto self = shared_from_this();
-    out_ = message;
+    out_ = seal_ ? seal_->seal(message) : message;
     asio::async_write(socket_, asio::buffer(out_), [self](const boost::system::error_code& ec, size_t) {
       if (ec) return self->close();
       self->read_length();
@@ -79,11 +79,12 @@ class StoreServer::Session : public std::enable_shared_from_this<Session> {
   // For shutdown: a final reply, written synchronously (it is small), then close.
   void reply_and_close(const std::string& message) {
     boost::system::error_code ec;
-    asio::write(socket_, asio::buffer(message), ec);
+    asio::write(socket_, asio::buffer(seal_ ? seal_->seal(message) : message), ec);
     close();
   }
 
   bool introduced_ = false;
+  std::unique_ptr<StoreSeal> seal_;  // after the handshake of a job with KOLO_ENCRYPT=1
   const std::string& remote() const { return remote_; }
 
  private:
@@ -105,6 +106,11 @@ class StoreServer::Session : public std::enable_shared_from_this<Session> {
       self->body_.resize(n);
       asio::async_read(self->socket_, asio::buffer(self->body_), [self](const boost::system::error_code& rec, size_t) {
         if (rec) return self->close();
+        if (self->seal_ && !self->seal_->open(self->len_buf_, &self->body_)) {
+          KOLO_WARN("rendezvous store dropped " << self->remote_
+                                                << ": a sealed message failed to authenticate (tampered on the way?)");
+          return self->close();
+        }
         self->server_->handle(self, self->body_);
       });
     });
@@ -127,8 +133,8 @@ struct StoreServer::Waiter {
   asio::steady_timer timer;
 };
 
-StoreServer::StoreServer(uint64_t job_id, int world_size, std::string secret)
-    : job_id_(job_id), world_size_(world_size), secret_(std::move(secret)) {}
+StoreServer::StoreServer(uint64_t job_id, int world_size, std::string secret, bool encrypt)
+    : job_id_(job_id), world_size_(world_size), secret_(std::move(secret)), encrypt_(encrypt) {}
 
 StoreServer::~StoreServer() {
   // Ranks still waiting on keys get their timeout answer (naming the keys
@@ -241,7 +247,7 @@ void StoreServer::handle(const std::shared_ptr<Session>& session, const std::str
       KOLO_WARN("rendezvous store dropped " << session->remote() << ": not a kolo client");
       return session->close();
     }
-    if (!store_macs_equal(store_hello_mac(secret_, session->nonce_, q.job, q.rank, q.nonce), q.mac)) {
+    if (!store_macs_equal(store_hello_mac(secret_, session->nonce_, q.job, q.rank, q.nonce, q.sealed), q.mac)) {
       KOLO_WARN("rendezvous store rejected " << session->remote()
                                              << ": authentication failed (it does not know KOLO_SECRET)");
       // Said, not just closed: a client takes a silent close for a store going away.
@@ -254,12 +260,27 @@ void StoreServer::handle(const std::shared_ptr<Session>& session, const std::str
           simple_reply(StoreReply::kRejected,
                        "rank " + std::to_string(q.rank) + " is beyond the world size " + std::to_string(world_size_)));
     }
+    if ((q.sealed != 0) != encrypt_) {
+      KOLO_WARN("rendezvous store rejected " << session->remote() << ": KOLO_ENCRYPT differs");
+      return session->reply_and_close(simple_reply(
+          StoreReply::kRejected, std::string("this job's store ") + (encrypt_ ? "encrypts" : "does not encrypt") +
+                                     " (KOLO_ENCRYPT=" + (encrypt_ ? "1" : "0") +
+                                     "); set KOLO_ENCRYPT alike on every rank"));
+    }
+    std::unique_ptr<StoreSeal> seal;
+    if (encrypt_) {
+      Status sealed = StoreSeal::create(secret_, session->nonce_, q.nonce, /*server_side=*/true, &seal);
+      if (!sealed.is_ok()) return session->reply_and_close(simple_reply(StoreReply::kRejected, sealed.message()));
+    }
     session->introduced_ = true;
     {
       std::lock_guard<std::mutex> lock(clients_mu_);
       clients_[session.get()] = Client{static_cast<int>(q.rank), session->remote()};
     }
-    return session->reply(simple_reply(StoreReply::kOk, store_ack_mac(secret_, session->nonce_, q.nonce)));
+    // The OK goes in the clear; everything after it is sealed.
+    session->reply(simple_reply(StoreReply::kOk, store_ack_mac(secret_, session->nonce_, q.nonce)));
+    session->seal_ = std::move(seal);
+    return;
   }
   switch (q.op) {
     case StoreOp::kSet:

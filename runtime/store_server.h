@@ -28,8 +28,10 @@ inline std::string departed_key(int rank) { return "departed/" + std::to_string(
 
 class StoreServer {
  public:
-  // `secret` (KOLO_SECRET, may be empty) authenticates every client.
-  StoreServer(uint64_t job_id, int world_size, std::string secret);
+  // `secret` (KOLO_SECRET, may be empty) authenticates every client;
+  // `encrypt` (KOLO_ENCRYPT) seals every message after the handshake
+  // (StoreSeal, store_protocol.h), and takes only clients that seal too.
+  StoreServer(uint64_t job_id, int world_size, std::string secret, bool encrypt = false);
   ~StoreServer();
 
   StoreServer(const StoreServer&) = delete;
@@ -44,6 +46,7 @@ class StoreServer {
   void serve();
   bool serving() const { return thread_.joinable(); }
   int port() const { return port_; }
+  bool encrypt() const { return encrypt_; }
 
   // Closes the listening socket (its port is free at once); the clients
   // already connected are still served.
@@ -67,6 +70,7 @@ class StoreServer {
   uint64_t job_id_;
   int world_size_;
   std::string secret_;  // never logged
+  bool encrypt_;
   boost::asio::io_context io_;
   // Keeps io_.run() going with no session and the acceptor closed (after
   // stop_accepting), so that the destructor's last words still run.

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -271,6 +272,13 @@ class FreezingRelay {
   }
   int port() const { return port_; }
   void freeze() { frozen_ = true; }
+  // Flips the byte at this offset of what the store sends the client.
+  void flip_reply_byte(long at) { flip_at_ = at; }
+  // Everything the client sent the store so far.
+  std::string client_bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sent_;
+  }
 
  private:
   void relay() {
@@ -292,6 +300,14 @@ class FreezingRelay {
         if (!(fds[i].revents & POLLIN)) continue;
         const ssize_t n = ::recv(fds[i].fd, buf, sizeof(buf), 0);
         if (n <= 0) return;
+        if (i == 0) {
+          std::lock_guard<std::mutex> lock(mu_);
+          sent_.append(buf, static_cast<size_t>(n));
+        } else {
+          const long at = flip_at_.load();
+          if (at >= replied_ && at < replied_ + n) buf[at - replied_] ^= 0x01;
+          replied_ += n;
+        }
         ::send(i == 0 ? store_ : client_, buf, static_cast<size_t>(n), MSG_NOSIGNAL);
       }
     }
@@ -301,6 +317,10 @@ class FreezingRelay {
   int listener_ = -1, client_ = -1, store_ = -1;
   int port_ = 0;
   std::atomic<bool> frozen_{false}, stop_{false};
+  std::atomic<long> flip_at_{-1};
+  long replied_ = 0;
+  std::mutex mu_;
+  std::string sent_;
   std::thread thread_;
 };
 
@@ -381,6 +401,46 @@ TEST(Store, PingTellsAServingStoreFromAStuckOrLostOne) {
   st = live->ping(Deadline::after_seconds(5));
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.code(), Code::kTimeout) << "a closed store is told at once, not by the deadline: " << st.to_string();
+}
+
+// KOLO_ENCRYPT=1: after the handshake every message is sealed. Nothing a
+// client stores shows on the wire; a client that does not seal is refused
+// naming the setting; a reply altered on the way fails the request.
+TEST(Store, SealedMessagesHideTheirKeysAndRefuseTampering) {
+  StoreServer server(kJob, 4, kSecret, /*encrypt=*/true);
+  ASSERT_TRUE(server.start("127.0.0.1", 0).is_ok());
+  FreezingRelay relay(server.port());
+  std::unique_ptr<StoreClient> c;
+  ASSERT_TRUE(StoreClient::connect("127.0.0.1", relay.port(), kJob, 0, kSecret, 30, Deadline::after_seconds(5), &c,
+                                   /*encrypt=*/true)
+                  .is_ok());
+  ASSERT_TRUE(c->set("host/0", "visible-host-name").is_ok());
+  std::vector<std::string> values;
+  ASSERT_TRUE(c->get({"host/0"}, Deadline::after_seconds(1), &values).is_ok());
+  EXPECT_EQ(values[0], "visible-host-name");
+  std::string current;
+  ASSERT_TRUE(c->set_if_absent("first", "rank 0", Deadline::after_seconds(1), &current).is_ok());
+  EXPECT_EQ(current, "rank 0");
+  EXPECT_EQ(relay.client_bytes().find("visible-host"), std::string::npos) << "a stored value on the wire";
+  EXPECT_EQ(relay.client_bytes().find("host/0"), std::string::npos) << "a key on the wire";
+
+  std::unique_ptr<StoreClient> plain;
+  Status refused = StoreClient::connect("127.0.0.1", server.port(), kJob, 1, kSecret, 30, Deadline::after_seconds(5),
+                                        &plain, /*encrypt=*/false);
+  EXPECT_EQ(refused.code(), Code::kAuth) << refused.to_string();
+  EXPECT_NE(refused.message().find("KOLO_ENCRYPT"), std::string::npos) << refused.message();
+
+  FreezingRelay tampering(server.port());
+  std::unique_ptr<StoreClient> d;
+  ASSERT_TRUE(StoreClient::connect("127.0.0.1", tampering.port(), kJob, 2, kSecret, 30, Deadline::after_seconds(5), &d,
+                                   /*encrypt=*/true)
+                  .is_ok());
+  // The challenge (28 bytes) and the handshake's OK (41) came in the
+  // clear; the next reply is sealed: one of its bytes is flipped.
+  tampering.flip_reply_byte(28 + 41 + 6);
+  Status s = d->set("x", "1");
+  EXPECT_EQ(s.code(), Code::kTransport) << s.to_string();
+  EXPECT_NE(s.message().find("tampered or corrupt reply"), std::string::npos) << s.message();
 }
 
 // A standby store holds its port from listen() on: a client that comes

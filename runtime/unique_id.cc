@@ -103,7 +103,8 @@ Status make_unique_id(const Config& config, char* out) {
   const std::string secret = hex(random_bytes(19));
   std::memcpy(id.secret, secret.data(), secret.size());
   int port = 0;
-  KOLO_RETURN_IF_ERROR(Rendezvous::reserve_server(address, job_id_from_name(job_name(id)), secret, &port));
+  KOLO_RETURN_IF_ERROR(
+      Rendezvous::reserve_server(address, job_id_from_name(job_name(id)), secret, config.encrypt, &port));
   id.port = static_cast<uint16_t>(port);
   std::memcpy(out, &id, sizeof(id));
   return Status::ok();
@@ -175,6 +176,7 @@ Status join_grow_id(const char* bytes, int rank, int nranks, Config config, std:
   where.port = id.port;
   where.job_id = std::strtoull(std::string(id.job, sizeof(id.job)).c_str(), nullptr, 16);
   where.secret = id.secret;
+  where.encrypt = config.encrypt;
   std::shared_ptr<Rendezvous> rendezvous;
   KOLO_RETURN_IF_ERROR(Rendezvous::join(where, config.timeout_s, &rendezvous));
   std::string place_text;

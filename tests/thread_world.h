@@ -95,6 +95,10 @@ inline Config test_config(int64_t segment_bytes = 4096, int64_t small_allreduce_
   // KOLO_TRANSPORT picks the transport under test (the RDMA suite runs these
   // tests in a soft-RoCE VM with KOLO_TRANSPORT=ib); else auto, as users get.
   if (const char* t = std::getenv("KOLO_TRANSPORT")) c.transport = t;
+  // KOLO_ENCRYPT=1 seals every TCP connection (over_transport.sh tcp+encrypt),
+  // with the job's secret from KOLO_SECRET.
+  if (const char* e = std::getenv("KOLO_ENCRYPT")) c.encrypt = std::string(e) == "1";
+  if (const char* s = std::getenv("KOLO_SECRET")) c.secret = s;
   return c;
 }
 

@@ -51,15 +51,26 @@ Status check_hello(const Hello& h, const HelloExpectation& e) {
     return mismatch("peer uses " + std::to_string(h.stream_count) + " sockets per peer, this rank " +
                     std::to_string(e.stream_count) + " (set KOLO_SOCKETS_PER_PEER alike on every rank)");
   }
-  if (h.flags != e.flags) {
+  if ((h.flags ^ e.flags) & kHelloFlagChecksum) {
     return mismatch(std::string("peer ") + ((h.flags & kHelloFlagChecksum) ? "checksums" : "does not checksum") +
                     " frame payloads and this rank " + ((e.flags & kHelloFlagChecksum) ? "does" : "does not") +
                     " (set KOLO_CHECKSUM alike on every rank)");
   }
+  if ((h.flags ^ e.flags) & kHelloFlagEncrypt) {
+    return mismatch(std::string("peer ") + ((h.flags & kHelloFlagEncrypt) ? "encrypts" : "does not encrypt") +
+                    " its connections and this rank " + ((e.flags & kHelloFlagEncrypt) ? "does" : "does not") +
+                    " (set KOLO_ENCRYPT alike on every rank)");
+  }
+  if (h.flags != e.flags) return mismatch("peer's handshake flags " + std::to_string(h.flags) + " are unknown here");
   if (h.stream_index < 0 || h.stream_index >= h.stream_count) {
     return invalid_usage("bad socket index " + std::to_string(h.stream_index));
   }
   return Status::ok();
+}
+
+std::string link_salt(const Challenge& challenge, const HelloMessage& message) {
+  return std::string(reinterpret_cast<const char*>(challenge.nonce), kNonceBytes) +
+         std::string(reinterpret_cast<const char*>(message.nonce), kNonceBytes);
 }
 
 uint64_t job_id_from_name(const std::string& name) {
@@ -151,8 +162,12 @@ Status check_ack(const HelloAck& ack, const HelloMessage& m, const Challenge& ch
   if (ack.code != static_cast<int32_t>(Code::kOk)) {
     Code code = ack.code > 0 && ack.code <= static_cast<int32_t>(kLastCode) ? static_cast<Code>(ack.code)
                                                                                    : Code::kInternal;
-    return Status(code, who + " rejected this rank's connection: " + code_name(code) +
-                            " (see that rank's log for the reason)");
+    // A mismatch is a setting both ends must share (check_hello).
+    const std::string hint = code == Code::kMismatch
+                                 ? ": a setting both ends must share differs (KOLO_SOCKETS_PER_PEER, KOLO_CHECKSUM or "
+                                   "KOLO_ENCRYPT; that rank's log says which)"
+                                 : " (see that rank's log for the reason)";
+    return Status(code, who + " rejected this rank's connection: " + code_name(code) + hint);
   }
   Digest want = ack_mac(ack.code, m, challenge, secret), got;
   std::memcpy(got.data(), ack.mac, got.size());

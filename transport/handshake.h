@@ -44,6 +44,7 @@ struct Hello {
 };
 
 constexpr uint32_t kHelloFlagChecksum = 1;  // frame payloads carry a CRC-32C
+constexpr uint32_t kHelloFlagEncrypt = 2;   // everything after the handshake is sealed (KOLO_ENCRYPT)
 static_assert(sizeof(Hello) == 40, "Hello is a wire format");
 
 struct HelloMessage {
@@ -99,6 +100,10 @@ HelloAck make_ack(Code verdict, const HelloMessage& message, const Challenge& ch
 // Checks the verdict and, when accepted, that the acceptor knows the secret.
 Status check_ack(const HelloAck& ack, const HelloMessage& message, const Challenge& challenge,
                  const std::string& secret, const std::string& who);
+
+// What a connection's keys are derived from besides the job's secret
+// (KOLO_ENCRYPT): both sides' nonces, fresh for every connection.
+std::string link_salt(const Challenge& challenge, const HelloMessage& message);
 
 // Stable 64-bit identity of a job from its name (FNV-1a).
 uint64_t job_id_from_name(const std::string& name);

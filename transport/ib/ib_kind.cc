@@ -15,7 +15,7 @@ class IbKind final : public TransportKind {
   // Measured on the machines in docs/performance.md.
   LinkCost link_cost(bool) const override { return {4e-6, 11e9}; }
   std::vector<std::string> settings() const override {
-    return {"KOLO_IB_DEV", "KOLO_IB_PORT", "KOLO_IB_GID_INDEX"};
+    return {"KOLO_IB_DEV", "KOLO_IB_PORT", "KOLO_IB_GID_INDEX", "KOLO_ENCRYPT"};
   }
 
   Status offer(const TransportContext& c, std::string* offer, std::unique_ptr<DirectTransport>* opened) const override {
@@ -31,6 +31,12 @@ class IbKind final : public TransportKind {
   }
 
   Status open(const TransportContext& c, std::unique_ptr<DirectTransport>* out) const override {
+    // The NIC writes into the peer's memory itself: nothing of the host
+    // sees the bytes to seal them. Under KOLO_TRANSPORT=auto TCP then
+    // carries what crosses hosts.
+    if (c.settings.flag("KOLO_ENCRYPT", false)) {
+      return unsupported("RDMA verbs cannot encrypt (KOLO_ENCRYPT=1): the NIC moves the bytes without the host");
+    }
     IbOptions options;
     options.store_prefix = c.store_prefix + "ib/";
     options.job_id = job_id_from_name(c.job_name);

@@ -17,14 +17,16 @@ namespace kolo {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
-Status TcpEndpoint::take(int from_rank, int stream_index, Deadline deadline, std::unique_ptr<tcp::socket>* out) {
+Status TcpEndpoint::take(int from_rank, int stream_index, Deadline deadline, std::unique_ptr<tcp::socket>* out,
+                         std::string* salt) {
   std::unique_lock<std::mutex> lock(mutex_);
   std::pair<int, int> key{from_rank, stream_index};
   for (;;) {
     if (aborted_) return aborted("communicator aborted while waiting for rank " + std::to_string(from_rank));
     auto it = accepted_.find(key);
     if (it != accepted_.end()) {
-      *out = std::move(it->second);
+      *out = std::move(it->second.socket);
+      *salt = std::move(it->second.salt);
       accepted_.erase(it);
       claimed_.insert(key);
       return Status::ok();
@@ -59,10 +61,10 @@ Status TcpEndpoint::check_new_link(const std::pair<int, int>& key) {
   return Status::ok();
 }
 
-void TcpEndpoint::park(const std::pair<int, int>& key, std::unique_ptr<tcp::socket> socket) {
+void TcpEndpoint::park(const std::pair<int, int>& key, std::unique_ptr<tcp::socket> socket, std::string salt) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    accepted_[key] = std::move(socket);
+    accepted_[key] = Accepted{std::move(socket), std::move(salt)};
   }
   cv_.notify_all();
 }
@@ -254,7 +256,8 @@ void TcpListener::on_hello(const std::shared_ptr<Pending>& pending) {
                                                      << wec.message());
                         return;
                       }
-                      endpoint->park(key, std::make_unique<tcp::socket>(std::move(pending->socket)));
+                      endpoint->park(key, std::make_unique<tcp::socket>(std::move(pending->socket)),
+                                     link_salt(pending->challenge, pending->hello));
                     });
 }
 

@@ -48,8 +48,10 @@ class TcpEndpoint {
   TcpEndpoint(const TcpEndpoint&) = delete;
   TcpEndpoint& operator=(const TcpEndpoint&) = delete;
 
-  // Waits for the accepted socket of (from_rank, stream_index).
-  Status take(int from_rank, int stream_index, Deadline deadline, std::unique_ptr<boost::asio::ip::tcp::socket>* out);
+  // Waits for the accepted socket of (from_rank, stream_index), and gives
+  // its handshake's link_salt (handshake.h) for its keys.
+  Status take(int from_rank, int stream_index, Deadline deadline, std::unique_ptr<boost::asio::ip::tcp::socket>* out,
+              std::string* salt);
   // Whether streams 0..streams-1 of from_rank are all accepted and not yet
   // taken: take() then waits for none of them.
   bool has_all(int from_rank, int streams);
@@ -62,7 +64,7 @@ class TcpEndpoint {
   // A verdict on a link before its socket is parked: a second connection
   // for a link already parked or in use is refused.
   Status check_new_link(const std::pair<int, int>& key);
-  void park(const std::pair<int, int>& key, std::unique_ptr<boost::asio::ip::tcp::socket> socket);
+  void park(const std::pair<int, int>& key, std::unique_ptr<boost::asio::ip::tcp::socket> socket, std::string salt);
 
   const HelloExpectation expectation_;
   const std::string secret_;  // the job secret; never logged
@@ -70,7 +72,11 @@ class TcpEndpoint {
 
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::map<std::pair<int, int>, std::unique_ptr<boost::asio::ip::tcp::socket>> accepted_;
+  struct Accepted {
+    std::unique_ptr<boost::asio::ip::tcp::socket> socket;
+    std::string salt;
+  };
+  std::map<std::pair<int, int>, Accepted> accepted_;
   std::set<std::pair<int, int>> claimed_;  // links already handed to the data path
   bool aborted_ = false;
 };

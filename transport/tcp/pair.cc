@@ -48,7 +48,7 @@ ssize_t move_bytes(int fd, bool send, iovec* iov, int iovcnt, int* error) {
 }  // namespace
 
 TcpPair::TcpPair(int peer_rank, std::string peer_address, std::vector<std::unique_ptr<tcp::socket>> sockets,
-                 bool checksum, int socket_buffer_bytes)
+                 bool checksum, int socket_buffer_bytes, std::vector<std::unique_ptr<SealedStream>> sealed)
     : peer_(peer_rank),
       peer_address_(std::move(peer_address)),
       checksum_(checksum),
@@ -65,6 +65,7 @@ TcpPair::TcpPair(int peer_rank, std::string peer_address, std::vector<std::uniqu
     // Asio refuses only where its reactor cannot give a descriptor back
     // (not Linux's epoll); a duplicate then serves the same.
     if (ec) streams_[i].fd = ::dup(sockets[i]->native_handle());
+    if (i < sealed.size()) streams_[i].sealed = std::move(sealed[i]);
   }
 }
 
@@ -108,6 +109,7 @@ Status TcpPair::lost(const std::string& doing, int error) const {
 }
 
 Status TcpPair::pump_sends(Stream& s, int* completed, bool* moved) {
+  if (s.sealed) return pump_sealed_sends(s, completed, moved);
   while (!s.sends.empty()) {
     Message& m = s.sends.front();
     Request* r = m.request;
@@ -134,15 +136,30 @@ Status TcpPair::pump_sends(Stream& s, int* completed, bool* moved) {
     *moved = true;
     m.moved += static_cast<size_t>(n);
     if (m.moved < total) return Status::ok();  // socket buffer full
-    r->done = true;
-    s.sends.pop_front();
-    --pending_;
-    ++*completed;
+    complete(s.sends, completed);
+  }
+  return Status::ok();
+}
+
+void TcpPair::complete(Fifo<Message>& queue, int* completed) {
+  queue.front().request->done = true;
+  queue.pop_front();
+  --pending_;
+  ++*completed;
+}
+
+Status TcpPair::check_payload(const Message& m) const {
+  const Request* r = m.request;
+  if (checksum_ && crc32c(0, r->data, r->bytes) != m.header.checksum) {
+    return transport_error("corrupt frame from " + name() + ": payload checksum mismatch on message " +
+                           std::to_string(m.seq) + " (" + std::to_string(r->bytes) + " bytes, " +
+                           describe_tag(r->tag) + "); the data was not used");
   }
   return Status::ok();
 }
 
 Status TcpPair::pump_recvs(Stream& s, int* completed, bool* moved) {
+  if (s.sealed) return pump_sealed_recvs(s, completed, moved);
   while (!s.recvs.empty()) {
     Message& m = s.recvs.front();
     Request* r = m.request;
@@ -179,15 +196,52 @@ Status TcpPair::pump_recvs(Stream& s, int* completed, bool* moved) {
       if (in_header && m.moved >= kHeaderBytes) continue;  // header done: go on with the payload
       return Status::ok();
     }
-    if (checksum_ && crc32c(0, r->data, r->bytes) != m.header.checksum) {
-      return transport_error("corrupt frame from " + name() + ": payload checksum mismatch on message " +
-                             std::to_string(seq) + " (" + std::to_string(r->bytes) + " bytes, " +
-                             describe_tag(r->tag) + "); the data was not used");
+    KOLO_RETURN_IF_ERROR(check_payload(m));
+    complete(s.recvs, completed);
+  }
+  return Status::ok();
+}
+
+Status TcpPair::pump_sealed_sends(Stream& s, int* completed, bool* moved) {
+  while (!s.sends.empty()) {
+    Message& m = s.sends.front();
+    Request* r = m.request;
+    int error = 0;
+    const SealedStream::Step step = s.sealed->send(s.fd, m.header, r->data, r->bytes, moved, &error);
+    if (step == SealedStream::Step::kBlocked) return Status::ok();
+    if (step == SealedStream::Step::kFailed) {
+      return lost("sending message " + std::to_string(m.seq) + " (" + std::to_string(r->bytes) + " bytes, " +
+                      describe_tag(r->tag) + ", encrypted)",
+                  error);
     }
-    r->done = true;
-    s.recvs.pop_front();
-    --pending_;
-    ++*completed;
+    m.moved = kHeaderBytes + r->bytes;
+    complete(s.sends, completed);
+  }
+  return Status::ok();
+}
+
+Status TcpPair::pump_sealed_recvs(Stream& s, int* completed, bool* moved) {
+  while (!s.recvs.empty()) {
+    Message& m = s.recvs.front();
+    Request* r = m.request;
+    int error = 0;
+    std::string broken;
+    const SealedStream::Step step = s.sealed->recv(s.fd, &m.header, r->data, r->bytes, moved, &error, &broken);
+    const std::string what = "message " + std::to_string(m.seq) + " (" + std::to_string(r->bytes) + " bytes, " +
+                             describe_tag(r->tag) + ", encrypted)";
+    if (step == SealedStream::Step::kBlocked) return Status::ok();
+    if (step == SealedStream::Step::kFailed) {
+      if (broken.empty()) return lost("receiving " + what, error);
+      return transport_error("tampered or corrupt data from " + name() + " in " + what + ": " + broken +
+                             "; the connection is ended and the data was not used");
+    }
+    if (step == SealedStream::Step::kHeader) {
+      m.moved = kHeaderBytes;
+      KOLO_RETURN_IF_ERROR(check_frame_header(m.header, m.seq, r->bytes, r->tag, name()));
+      continue;
+    }
+    KOLO_RETURN_IF_ERROR(check_payload(m));
+    complete(s.recvs, completed);
   }
   return Status::ok();
 }
@@ -220,7 +274,10 @@ void TcpPair::collect_pollfds(std::vector<struct pollfd>* fds) {
       // when it is all there, or max_wakeup_bytes_ of it.
       const Message& m = s.recvs.front();
       int want = 1;
-      if (m.moved >= kHeaderBytes) {
+      if (s.sealed) {
+        // A record is opened whole: wake when the one under way is in.
+        want = static_cast<int>(std::min<size_t>(s.sealed->recv_wanted(m.request->bytes), max_wakeup_bytes_));
+      } else if (m.moved >= kHeaderBytes) {
         const size_t left = kHeaderBytes + m.request->bytes - m.moved;
         want = static_cast<int>(std::min<size_t>(left, max_wakeup_bytes_));
       }
@@ -244,10 +301,21 @@ Status TcpPair::peek(Arrival* next) {
   Stream& s = streams_[next_recv_seq_ % streams_.size()];
   FrameHeader h{};
   ssize_t n;
-  do {
-    n = ::recv(s.fd, &h, kHeaderBytes, MSG_PEEK | MSG_DONTWAIT);
-  } while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(kHeaderBytes)) {
+  bool whole = false;
+  if (s.sealed) {
+    std::string broken;
+    whole = s.sealed->peek_header(s.fd, &h, &broken, &n);
+    if (!broken.empty()) {
+      return transport_error("tampered or corrupt data from " + name() + ": " + broken +
+                             "; the connection is ended and the data was not used");
+    }
+  } else {
+    do {
+      n = ::recv(s.fd, &h, kHeaderBytes, MSG_PEEK | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    whole = n == static_cast<ssize_t>(kHeaderBytes);
+  }
+  if (whole) {
     // The same check a receive makes first, but for size and tag, which
     // the caller weighs itself (and its receive checks again).
     KOLO_RETURN_IF_ERROR(check_frame_header(h, next_recv_seq_, h.bytes, h.tag, name()));
@@ -264,7 +332,7 @@ Status TcpPair::peek(Arrival* next) {
 
 void TcpPair::collect_watch_pollfd(std::vector<struct pollfd>* fds) {
   Stream& s = streams_[next_recv_seq_ % streams_.size()];
-  set_wakeup_threshold(s, static_cast<int>(kHeaderBytes));
+  set_wakeup_threshold(s, static_cast<int>(s.sealed ? SealedStream::header_record_bytes() : kHeaderBytes));
   struct pollfd p {};
   p.fd = s.fd;
   p.events = POLLIN | POLLRDHUP;

@@ -21,6 +21,7 @@
 #include "transport/frame.h"
 #include "transport/fifo.h"
 #include "transport/any_source.h"
+#include "transport/tcp/sealed_stream.h"
 #include "transport/transport.h"
 
 namespace kolo {
@@ -30,8 +31,10 @@ class TcpPair {
   // With `checksum`, every payload carries a CRC-32C that the receiver
   // verifies before it reports the message done. `socket_buffer_bytes` is
   // the fixed SO_RCVBUF the streams were given, 0 when the kernel sizes it.
+  // `sealed`: one per stream when the connection is encrypted
+  // (KOLO_ENCRYPT), else empty.
   TcpPair(int peer_rank, std::string peer_address, std::vector<std::unique_ptr<boost::asio::ip::tcp::socket>> streams,
-          bool checksum, int socket_buffer_bytes);
+          bool checksum, int socket_buffer_bytes, std::vector<std::unique_ptr<SealedStream>> sealed = {});
   ~TcpPair();
   TcpPair(const TcpPair&) = delete;
   TcpPair& operator=(const TcpPair&) = delete;
@@ -92,12 +95,18 @@ class TcpPair {
     Fifo<Message> sends;
     Fifo<Message> recvs;
     int rcvlowat = 1;  // SO_RCVLOWAT currently set on the socket
+    std::unique_ptr<SealedStream> sealed;  // KOLO_ENCRYPT: its records' keys and progress
   };
 
   void set_wakeup_threshold(Stream& s, int bytes);
 
   Status pump_sends(Stream& s, int* completed, bool* moved);
   Status pump_recvs(Stream& s, int* completed, bool* moved);
+  Status pump_sealed_sends(Stream& s, int* completed, bool* moved);
+  Status pump_sealed_recvs(Stream& s, int* completed, bool* moved);
+  // The payload's checksum (KOLO_CHECKSUM), once the whole message is in.
+  Status check_payload(const Message& m) const;
+  void complete(Fifo<Message>& queue, int* completed);
   // `error` is an errno value, 0 when the peer closed the connection.
   Status lost(const std::string& doing, int error) const;
 

@@ -34,6 +34,10 @@ Status TcpTransport::create(Store* store, int rank, int size, const TcpOptions& 
   if (options.streams_per_peer < 1 || options.streams_per_peer > 64) {
     return invalid_argument("sockets per peer must be in [1, 64], got " + std::to_string(options.streams_per_peer));
   }
+  if (options.encrypt && options.secret.empty()) {
+    return invalid_argument("KOLO_ENCRYPT=1 needs the job's secret (KOLO_SECRET; kolorun and kolo_get_unique_id "
+                            "make one): the connections' keys are derived from it");
+  }
   std::unique_ptr<TcpTransport> t(new TcpTransport(store, rank, size, options));
   KOLO_RETURN_IF_ERROR(t->start());
   *out = std::move(t);
@@ -43,18 +47,21 @@ Status TcpTransport::create(Store* store, int rank, int size, const TcpOptions& 
 Status TcpTransport::start() {
   KOLO_RETURN_IF_ERROR(loop_.open());
   KOLO_RETURN_IF_ERROR(TcpListener::get(options_.bind_address, &listener_));
-  HelloExpectation expect{options_.job_id, rank_, size_, options_.streams_per_peer,
-                          options_.checksum ? kHelloFlagChecksum : 0u};
+  HelloExpectation expect{options_.job_id, rank_, size_, options_.streams_per_peer, hello_flags()};
   listener_->listen(expect, options_.secret, options_.handshake_timeout_s, &endpoint_);
   KOLO_RETURN_IF_ERROR(store_->set(options_.store_prefix + std::to_string(rank_), listen_address()));
   KOLO_DEBUG("tcp transport listening on " << listen_address());
   return Status::ok();
 }
 
+uint32_t TcpTransport::hello_flags() const {
+  return (options_.checksum ? kHelloFlagChecksum : 0u) | (options_.encrypt ? kHelloFlagEncrypt : 0u);
+}
+
 std::string TcpTransport::listen_address() const { return format_endpoint(listener_->endpoint()); }
 
 Status TcpTransport::connect_stream(int peer, const std::string& address, int stream_index, Deadline deadline,
-                                    std::unique_ptr<tcp::socket>* out) {
+                                    std::unique_ptr<tcp::socket>* out, std::string* salt) {
   const std::string who = "rank " + std::to_string(peer) + " (" + address + ")";
   std::string host;
   int port = 0;
@@ -94,13 +101,14 @@ Status TcpTransport::connect_stream(int peer, const std::string& address, int st
         read_fully(*socket, &challenge, sizeof(challenge), deadline, "waiting for the handshake challenge from " + who));
     KOLO_RETURN_IF_ERROR(check_challenge(challenge).with_context(who));
     Hello hello = make_hello(options_.job_id, rank_, peer, size_, stream_index, options_.streams_per_peer,
-                             options_.checksum ? kHelloFlagChecksum : 0u);
+                             hello_flags());
     HelloMessage message = make_hello_message(hello, challenge, options_.secret);
     KOLO_RETURN_IF_ERROR(write_fully(*socket, &message, sizeof(message), deadline, "sending handshake to " + who));
     HelloAck ack{};
     KOLO_RETURN_IF_ERROR(read_fully(*socket, &ack, sizeof(ack), deadline, "waiting for handshake reply from " + who));
     KOLO_RETURN_IF_ERROR(check_ack(ack, message, challenge, options_.secret, who));
     *out = std::move(socket);
+    *salt = link_salt(challenge, message);
     return Status::ok();
   }
 }
@@ -120,20 +128,26 @@ Status TcpTransport::connect(int peer, Deadline deadline) {
   // One side dials, the other accepts: the lower rank dials, so both agree
   // without talking and no pair is ever connected twice.
   std::vector<std::unique_ptr<tcp::socket>> sockets(options_.streams_per_peer);
+  std::vector<std::unique_ptr<SealedStream>> sealed;
   for (int i = 0; i < options_.streams_per_peer; ++i) {
+    std::string salt;
     if (rank_ < peer) {
-      KOLO_RETURN_IF_ERROR(connect_stream(peer, address, i, deadline, &sockets[i]));
+      KOLO_RETURN_IF_ERROR(connect_stream(peer, address, i, deadline, &sockets[i], &salt));
     } else {
-      Status taken = endpoint_->take(peer, i, deadline, &sockets[i]);
+      Status taken = endpoint_->take(peer, i, deadline, &sockets[i], &salt);
       if (taken.code() == Code::kTimeout) {
         return timeout_error("rank " + std::to_string(peer) + " (" + address + ") did not connect to this rank in time");
       }
       KOLO_RETURN_IF_ERROR(taken);
       KOLO_RETURN_IF_ERROR(configure_data_socket(*sockets[i], options_.socket_buffer_bytes));
     }
+    if (options_.encrypt) {
+      sealed.emplace_back();
+      KOLO_RETURN_IF_ERROR(SealedStream::create(options_.secret, salt, rank_ < peer, &sealed.back()));
+    }
   }
   auto pair = std::make_unique<TcpPair>(peer, address, std::move(sockets), options_.checksum,
-                                        options_.socket_buffer_bytes);
+                                        options_.socket_buffer_bytes, std::move(sealed));
   TcpPair* added = pair.get();
   KOLO_RETURN_IF_ERROR(pairs_.add(peer, std::move(pair), [&](TcpPair& p) {
     if (!loop_.aborted()) return Status::ok();

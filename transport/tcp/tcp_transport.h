@@ -34,6 +34,7 @@ struct TcpOptions {
   int socket_buffer_bytes = 0;             // SO_SNDBUF/SO_RCVBUF; 0 keeps kernel autotuning
   double handshake_timeout_s = 10;
   bool checksum = false;                   // CRC-32C on every payload (KOLO_CHECKSUM)
+  bool encrypt = false;                    // every stream sealed (KOLO_ENCRYPT; sealed_stream.h)
   std::string secret;                      // job secret for the handshake (KOLO_SECRET); may be empty
 };
 
@@ -85,8 +86,10 @@ class TcpTransport final : public DirectTransport, public AnySource {
  private:
   TcpTransport(Store* store, int rank, int size, const TcpOptions& options);
   Status start();
+  // Dials one stream and does its handshake; *salt: its link_salt.
   Status connect_stream(int peer, const std::string& address, int stream_index, Deadline deadline,
-                        std::unique_ptr<boost::asio::ip::tcp::socket>* out);
+                        std::unique_ptr<boost::asio::ip::tcp::socket>* out, std::string* salt);
+  uint32_t hello_flags() const;
 
   Store* store_;
   int rank_;
