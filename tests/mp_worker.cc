@@ -3,9 +3,13 @@
 //   init     only create the communicator (for rendezvous failure tests)
 //   long     allreduce 64 MiB over and over for up to a minute (for fault
 //            tests that kill a rank midway)
+//   text     rank 0 broadcasts TEXT_TO_SEND (an environment variable),
+//            repeated to 1 MiB, and every rank checks it arrived (what an
+//            encrypted job must not show on the wire: tests/encrypt_test.sh)
 // Exits 0 on success; on failure prints kolo_last_error() and exits with
 // 10 + the kolo_result_t, so scripts can tell timeouts from other errors.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -48,6 +52,18 @@ int main(int argc, char** argv) {
         return code;
       }
     }
+  }
+  if (mode == "text") {
+    const char* text = std::getenv("TEXT_TO_SEND");
+    std::string want;
+    while (text && *text && want.size() < (1u << 20)) want += text;
+    std::string got = rank == 0 ? want : std::string(want.size(), '\0');
+    if ((r = kolo_broadcast(comm, &got[0], got.size(), KOLO_UINT8, 0))) return fail("broadcast", r);
+    if (got != want) {
+      std::printf("rank %d: the broadcast text arrived altered\n", rank);
+      return 1;
+    }
+    std::printf("rank %d: the text arrived\n", rank);
   }
   if (mode == "check") {
     for (size_t count : {size_t{1}, size_t{1000}, size_t{300000}}) {

@@ -7,7 +7,7 @@
 set -euo pipefail
 export KOLO_TRANSPORT=${1%+encrypt}
 if [ "$1" != "$KOLO_TRANSPORT" ]; then
-  export KOLO_ENCRYPT=1 KOLO_SECRET=${KOLO_SECRET:-over-transport-secret}
+  export KOLO_ENCRYPT=1 KOLO_SECRET=${KOLO_SECRET:-over-transport-secret-of-32-characters-or-more}
 fi
 shift
 exec "$@"
