@@ -11,7 +11,8 @@
 # rendezvous store: the survivors move to rank 1's standby store. Killed,
 # it is named by the survivors (exclude {0}, no flags), who then grow back
 # over the new store and lose the grown communicator's rank 0 in turn (the
-# replacement follows the store too); stopped, nobody names it.
+# replacement follows the store too); stopped, nobody names it. Last, rank
+# 0 killed under kolorun --enable-recovery: the job goes on and succeeds.
 set -uo pipefail
 # shellcheck source=tests/lib/common.sh
 . "$TEST_SRCDIR/$TEST_WORKSPACE/tests/lib/common.sh"
@@ -137,5 +138,22 @@ else
 fi
 
 stuck_rank "rank 0, the store's host, stuck; over shm, nobody names it"
+
+echo "== rank 0 killed under kolorun --enable-recovery: the job goes on and succeeds"
+KOLORUN="$ROOT/tools/kolorun"
+timeout 120 "$KOLORUN" -np 4 --enable-recovery env KOLO_TIMEOUT_S=4 "$WORKER" survive 0 kill named >"$OUT.kolorun" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] || [ "$(grep -c "survived" "$OUT.kolorun")" -ne 3 ] ||
+  ! grep -q "rank 0 on host .* killed by SIGKILL; the others go on" "$OUT.kolorun" ||
+  ! grep -q "the job went on after 1 failure" "$OUT.kolorun"; then
+  fail "kolorun --enable-recovery: exited $rc"
+  cat "$OUT.kolorun"
+else
+  grep "shrank\|go on\|went on" "$OUT.kolorun"
+fi
+# Without it, the same job ends at the first failure, as before.
+timeout 120 "$KOLORUN" -np 4 env KOLO_TIMEOUT_S=4 "$WORKER" survive 0 kill named >"$OUT.kolorun" 2>&1
+rc=$?
+[ "$rc" -eq 137 ] || { fail "kolorun without --enable-recovery: exited $rc, not 137 (rank 0's SIGKILL)"; cat "$OUT.kolorun"; }
 
 finish resize_process_test

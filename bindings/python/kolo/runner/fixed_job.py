@@ -15,6 +15,10 @@ host's network namespace, or over ssh. In four steps, each within
      to stop, ends its ranks (SIGTERM, then SIGKILL) and says so, and
      kolorun exits with the failing rank's status (1 for a host's failure,
      124 for --timeout, 128+N for signal N), naming host and rank.
+     With --enable-recovery a failing rank is said and the others go on
+     (a program that shrinks its communicator around lost ranks, rank 0
+     too: kolo_comm_shrink); the job ends when every rank has exited, and
+     succeeds when some rank exited 0.
 """
 import os
 import queue
@@ -52,6 +56,8 @@ class FixedJob:
         self.last_beat = 0.0
         self.status = 0
         self.failure = None  # what ended the job early, for kolorun's last line
+        self.recovered = []  # --enable-recovery: the failures the job went on after, in order
+        self.succeeded = 0   # ranks that exited 0
         self.done = set()  # hosts whose ranks have all exited 0 (a quick host's, even while others start)
 
     def next_event(self):
@@ -160,14 +166,21 @@ class FixedJob:
         self.wait_all("started", deadline, "start its ranks")
 
     # -- running --------------------------------------------------------------
-    def rank_exited(self, value):
-        rank, status, error = value["rank"], value["status"], value.get("error")
-        status = status if status is None or status >= 0 else 128 - status
+    def rank_exited(self, value, stopping=False):
+        rank, raw, error = value["rank"], value["status"], value.get("error")
+        status = raw if raw is None or raw >= 0 else 128 - raw
+        if status == 0:
+            self.succeeded += 1
         if status and self.failure is None:
             host = self.placements[rank].host
+            what = "rank %d on host %s %s" % (rank, host, error or (
+                ended(raw) if raw is not None and raw < 0 else "exited with status %d" % status))
+            if getattr(self.opts, "enable_recovery", False) and not stopping:
+                self.say(what + "; the others go on (--enable-recovery)")
+                self.recovered.append((what, status))
+                return
             self.status = status
-            self.failure = "rank %d on host %s %s" % (
-                rank, host, error or "exited with status %d" % status)
+            self.failure = what
 
     def run_until_done(self):
         begun = time.monotonic()
@@ -217,7 +230,7 @@ class FixedJob:
                 continue
             _, event, value = got_event
             if event == "exit":
-                self.rank_exited(value)  # the first failure, if nothing failed before
+                self.rank_exited(value, stopping=True)  # the first failure, if nothing failed before
         for s in self.sessions:
             s.close()
             s.kill()
@@ -230,6 +243,13 @@ class FixedJob:
             choices = self.choose_network(ready, deadline)
             self.start(ready, choices, deadline)
             self.run_until_done()
+            if self.recovered and not self.failure:
+                if self.succeeded:
+                    self.say("the job went on after %d failure(s) (--enable-recovery): %s" % (
+                        len(self.recovered), "; ".join(what for what, _ in self.recovered)))
+                else:
+                    self.status, self.failure = self.recovered[0][1], "no rank exited 0 (--enable-recovery); " \
+                        "the first failure: " + self.recovered[0][0]
         except JobError as e:
             self.status, self.failure = self.status or 1, str(e)
         if self.failure:
