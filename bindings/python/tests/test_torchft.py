@@ -3,10 +3,11 @@
 replica groups (torchrun, one process each) under torchft's lighthouse;
 replica group 1 kill -9s itself inside its gradient allreduce; group 0
 drops that step and trains on alone; group 1, started again, heals from
-group 0 and both finish in step with bit-identical parameters. The same
-job on torchft's own gloo group is the reference. Each prints how long
-group 0 took from the fault to training alone and to training with the
-healed group again (pytest -s)."""
+group 0 and both finish in step with bit-identical parameters. On kolo,
+also the other way round: group 0, rank 0 of the process group, is the one
+killed. The same job on torchft's own gloo group is the reference. Each
+prints how long the survivor took from the fault to training alone and to
+training with the healed group again (pytest -s)."""
 import os
 import re
 import socket
@@ -88,14 +89,15 @@ def start_lighthouse():
     raise AssertionError("torchft's lighthouse did not start listening on any of 5 ports")
 
 
-@pytest.mark.parametrize("pg", ["kolo", "gloo"])
-def test_a_replica_group_killed_mid_step_heals_and_rejoins(tmp_path, pg):
+@pytest.mark.parametrize("pg,lost", [("kolo", 1), ("kolo", 0), ("gloo", 1)])
+def test_a_replica_group_killed_mid_step_heals_and_rejoins(tmp_path, pg, lost):
     lighthouse, port = start_lighthouse()
     address = "http://127.0.0.1:%d" % port
     groups = []
+    kept = 1 - lost
     try:
-        groups.append(Group(tmp_path, 0, "group0", address, pg))
-        groups.append(Group(tmp_path, 1, "group1", address, pg, fault_at=FAULT_AT))
+        groups.append(Group(tmp_path, kept, "group%d" % kept, address, pg))
+        groups.append(Group(tmp_path, lost, "group%d" % lost, address, pg, fault_at=FAULT_AT))
         first, victim = groups
         # The fault comes once both train together (a late group 1 heals
         # first; its step count then comes from group 0).
@@ -104,7 +106,7 @@ def test_a_replica_group_killed_mid_step_heals_and_rejoins(tmp_path, pg):
         killed = time.monotonic()
         assert first.wait_for(lambda g: any(p == 1 for s, p, _ in g.steps() if s >= FAULT_AT), 60), first.text()
         alone = time.monotonic() - killed
-        groups.append(Group(tmp_path, 1, "group1_again", address, pg))
+        groups.append(Group(tmp_path, lost, "group%d_again" % lost, address, pg))
         again = groups[-1]
         for g in (first, again):
             assert g.wait_for(lambda g: g.proc.poll() is not None, 150), g.text()
@@ -112,11 +114,11 @@ def test_a_replica_group_killed_mid_step_heals_and_rejoins(tmp_path, pg):
         rejoined = [s for s, p, _ in first.steps() if s > FAULT_AT and p == 2]
         assert rejoined, first.text()
 
-        # Group 0 never lost a committed step: its step count only goes on,
+        # The survivor never lost a committed step: its step count only goes on,
         # by one each commit; the fault's step was done again, not skipped.
         counts = [s for s, _, _ in first.steps()]
         assert all(b - a in (0, 1) for a, b in zip(counts, counts[1:])) and counts[-1] == STEPS, first.text()
-        # Group 1 healed: it did not start over from step 0 alone.
+        # The lost group healed: it did not start over from step 0 alone.
         restart = again.steps()
         assert restart[0][0] > FAULT_AT and restart[-1][0] == STEPS, again.text()
         # Each step both trained together, their parameters are the same bits.
@@ -125,10 +127,10 @@ def test_a_replica_group_killed_mid_step_heals_and_rejoins(tmp_path, pg):
         shared = sorted(set(mine) & set(theirs))
         assert shared and shared[-1] == STEPS and all(mine[s] == theirs[s] for s in shared), (mine, theirs)
         if pg == "kolo":  # the Manager was told why, at the failed step
-            assert re.search(r"step %d\] got exception waiting for work PEER_LOST: .*rank 1 .*process has ended"
-                             % FAULT_AT, first.text()), first.text()
-        print("%s: group 0 trained alone %.1f s after the fault; group 1 rejoined at step %d (healed from %d)"
-              % (pg, alone, rejoined[0], restart[0][0]))
+            assert re.search(r"step %d\] got exception waiting for work PEER_LOST: .*rank %d .*process has ended"
+                             % (FAULT_AT, lost), first.text()), first.text()
+        print("%s: group %d trained alone %.1f s after the fault; group %d rejoined at step %d (healed from %d)"
+              % (pg, kept, alone, lost, rejoined[0], restart[0][0]))
     finally:
         for g in groups:
             g.end()
