@@ -9,7 +9,7 @@
 # then the RDMA conformance suite over soft-RoCE in a VM (tools/rdma_suite.sh,
 # about 4 minutes in the optimized pass's build; its VM image, made once, is
 # made in the background while the optimized pass compiles). A fresh 2-core
-# machine ran all of it in 2005 s on 2026-12-03 (docs/testing.md).
+# machine ran all of it in 1622 s on 2026-12-06 (CI; docs/testing.md).
 #
 #   tools/test.sh [--extended] [BAZEL_TEST_ARGS...]
 #

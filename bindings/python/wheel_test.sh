@@ -40,9 +40,12 @@ PIP_DISABLE_PIP_VERSION_CHECK=1 "$env/bin/python" -m pip install -q --no-deps --
 lib=$(ls "$env"/lib/python3.11/site-packages/kolo/libkolo.so.* 2>/dev/null)
 [ -n "$lib" ] || fail "pip installed no kolo/libkolo.so.*"
 ldd "$lib" | grep -q "not found" && fail "the installed library misses: $(ldd "$lib" | grep 'not found')"
-# What a fresh Debian machine has: the C and C++ runtimes (RDMA's
-# libibverbs is opened only when RDMA is used).
-extra=$(ldd "$lib" | awk '{print $1}' | grep -vE '^(linux-vdso\.so|/lib64/ld-linux-x86-64\.so|lib(c|m|stdc\+\+|gcc_s|dl|pthread|rt)\.so)')
+# What a fresh Debian machine has: the C and C++ runtimes, and OpenSSL's
+# libcrypto wherever Python is (Debian's libpython3.11-minimal depends on
+# libssl3: the wheel's every user has it). RDMA's libibverbs is opened only
+# when RDMA is used.
+extra=$(ldd "$lib" | awk '{print $1}' |
+  grep -vE '^(linux-vdso\.so|/lib64/ld-linux-x86-64\.so|lib(c|m|stdc\+\+|gcc_s|dl|pthread|rt|crypto)\.so)')
 [ -z "$extra" ] || fail "the installed library needs more than a fresh Debian machine has: $extra"
 echo "links against: $(ldd "$lib" | awk '{print $1}' | tr '\n' ' ')"
 

@@ -170,3 +170,27 @@ def test_the_elastic_driver_answers_only_its_workers():
     finally:
         for server in driver.servers.values():
             server.shutdown()
+
+
+def test_a_driver_that_never_answers_costs_its_timeout_not_a_hang(monkeypatch):
+    """A worker's call to the elastic driver is bounded (KOLO_ELASTIC_TIMEOUT_S):
+    a driver whose host takes the connection and never answers costs that,
+    then an error, never a hang."""
+    import socket
+    import time
+
+    from kolo import _elastic
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(4)  # never accepted: the kernel takes the connection, nobody answers
+    try:
+        monkeypatch.setenv("KOLO_ELASTIC_DRIVER", "127.0.0.1:%d" % silent.getsockname()[1])
+        monkeypatch.setenv("KOLO_ELASTIC_TIMEOUT_S", "0.5")
+        monkeypatch.delenv("KOLO_SECRET", raising=False)
+        start = time.monotonic()
+        with pytest.raises(OSError):  # socket.timeout is a TimeoutError, an OSError
+            _elastic._ask("/assignment?worker=h0:0&after=0")
+        assert time.monotonic() - start < 2
+    finally:
+        silent.close()

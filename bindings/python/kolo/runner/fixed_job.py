@@ -173,8 +173,7 @@ class FixedJob:
             self.succeeded += 1
         if status and self.failure is None:
             host = self.placements[rank].host
-            what = "rank %d on host %s %s" % (rank, host, error or (
-                ended(raw) if raw is not None and raw < 0 else "exited with status %d" % status))
+            what = "rank %d on host %s %s" % (rank, host, error or "exited with status %d" % status)
             if getattr(self.opts, "enable_recovery", False) and not stopping:
                 self.say(what + "; the others go on (--enable-recovery)")
                 self.recovered.append((what, status))
