@@ -227,10 +227,10 @@ Status TcpPair::pump_sealed_recvs(Stream& s, int* completed, bool* moved) {
     int error = 0;
     std::string broken;
     const SealedStream::Step step = s.sealed->recv(s.fd, &m.header, r->data, r->bytes, moved, &error, &broken);
-    const std::string what = "message " + std::to_string(m.seq) + " (" + std::to_string(r->bytes) + " bytes, " +
-                             describe_tag(r->tag) + ", encrypted)";
     if (step == SealedStream::Step::kBlocked) return Status::ok();
     if (step == SealedStream::Step::kFailed) {
+      const std::string what = "message " + std::to_string(m.seq) + " (" + std::to_string(r->bytes) + " bytes, " +
+                               describe_tag(r->tag) + ", encrypted)";
       if (broken.empty()) return lost("receiving " + what, error);
       return transport_error("tampered or corrupt data from " + name() + " in " + what + ": " + broken +
                              "; the connection is ended and the data was not used");
