@@ -40,12 +40,13 @@ PIP_DISABLE_PIP_VERSION_CHECK=1 "$env/bin/python" -m pip install -q --no-deps --
 lib=$(ls "$env"/lib/python3.11/site-packages/kolo/libkolo.so.* 2>/dev/null)
 [ -n "$lib" ] || fail "pip installed no kolo/libkolo.so.*"
 ldd "$lib" | grep -q "not found" && fail "the installed library misses: $(ldd "$lib" | grep 'not found')"
-# What a fresh Debian machine has: the C and C++ runtimes, and OpenSSL's
-# libcrypto wherever Python is (Debian's libpython3.11-minimal depends on
-# libssl3: the wheel's every user has it). RDMA's libibverbs is opened only
-# when RDMA is used.
-extra=$(ldd "$lib" | awk '{print $1}' |
-  grep -vE '^(linux-vdso\.so|/lib64/ld-linux-x86-64\.so|lib(c|m|stdc\+\+|gcc_s|dl|pthread|rt|crypto)\.so)')
+# What a fresh Debian machine has: the C and C++ runtimes (OpenSSL's
+# libcrypto is linked in; RDMA's libibverbs is opened only when RDMA is
+# used).
+extra=$(ldd "$lib" | awk '{print $1}' | grep -vE '^(linux-vdso\.so|/lib64/ld-linux-x86-64\.so|lib(c|m|stdc\+\+|gcc_s|dl|pthread|rt)\.so)')
+# ... and nothing of OpenSSL is looked up at run time: TensorFlow's BoringSSL,
+# loaded first, would answer under the same names.
+nm -D --undefined-only "$lib" | grep -qE ' (EVP_|HMAC|CRYPTO_)' && fail "the library takes OpenSSL's symbols from the process"
 [ -z "$extra" ] || fail "the installed library needs more than a fresh Debian machine has: $extra"
 echo "links against: $(ldd "$lib" | awk '{print $1}' | tr '\n' ' ')"
 
