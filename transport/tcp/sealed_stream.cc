@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transport/tcp/stream_io.h"
+
 namespace kolo {
 namespace {
 
@@ -28,25 +30,6 @@ uint32_t get_length(const uint8_t* in) {
   for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(in[i]) << (8 * i);
   return n;
 }
-
-ssize_t move(int fd, bool send, iovec* iov, int iovcnt, int* error) {
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = static_cast<size_t>(iovcnt);
-  for (;;) {
-    const ssize_t n = send ? ::sendmsg(fd, &msg, MSG_NOSIGNAL) : ::recvmsg(fd, &msg, 0);
-    if (n > 0) return n;
-    if (n == 0) {
-      *error = 0;
-      return -1;
-    }
-    if (errno == EINTR) continue;
-    *error = errno;
-    return -1;
-  }
-}
-
-bool would_block(int error) { return error == EAGAIN || error == EWOULDBLOCK; }
 
 }  // namespace
 
@@ -104,7 +87,7 @@ SealedStream::Step SealedStream::send(int fd, const FrameHeader& header, const v
       }
     }
     iovec iov{out_.data() + out_sent_, out_.size() - out_sent_};
-    const ssize_t n = move(fd, true, &iov, 1, error);
+    const ssize_t n = move_bytes(fd, true, &iov, 1, error);
     if (n < 0) return would_block(*error) ? Step::kBlocked : Step::kFailed;
     *moved = true;
     out_sent_ += static_cast<size_t>(n);
@@ -142,7 +125,7 @@ SealedStream::Step SealedStream::recv(int fd, FrameHeader* header, void* payload
       at = kLengthBytes + plain;
     }
     iov[iovcnt++] = {tag_ + (at - kLengthBytes - plain), kOverhead + plain - at};
-    const ssize_t n = move(fd, false, iov, iovcnt, error);
+    const ssize_t n = move_bytes(fd, false, iov, iovcnt, error);
     if (n < 0) return would_block(*error) ? Step::kBlocked : Step::kFailed;
     *moved = true;
     const bool had_length = record_got_ >= kLengthBytes;
