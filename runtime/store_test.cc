@@ -21,6 +21,7 @@
 #include "runtime/rendezvous.h"
 #include "runtime/store_client.h"
 #include "runtime/store_server.h"
+#include "transport/test_relay.h"
 
 namespace kolo {
 namespace {
@@ -248,88 +249,12 @@ TEST(Store, EndsPromptlyAfterItStopsAccepting) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
 }
 
-// A TCP relay in front of the store that passes bytes both ways until it
-// is frozen: then it keeps both connections open and passes nothing, as a
-// store host that hangs (SIGSTOP, a dead NIC) would.
-class FreezingRelay {
- public:
-  explicit FreezingRelay(int store_port) : store_port_(store_port) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa = loopback(0);
-    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-    EXPECT_EQ(::listen(listener_, 4), 0);
-    socklen_t len = sizeof(sa);
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&sa), &len);
-    port_ = ntohs(sa.sin_port);
-    thread_ = std::thread([this] { relay(); });
-  }
-  ~FreezingRelay() {
-    stop_ = true;
-    thread_.join();
-    for (int fd : {listener_, client_, store_}) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
-  int port() const { return port_; }
-  void freeze() { frozen_ = true; }
-  // Flips the byte at this offset of what the store sends the client.
-  void flip_reply_byte(long at) { flip_at_ = at; }
-  // Everything the client sent the store so far.
-  std::string client_bytes() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return sent_;
-  }
-
- private:
-  void relay() {
-    struct pollfd accept_poll {listener_, POLLIN, 0};
-    while (!stop_ && ::poll(&accept_poll, 1, 50) <= 0) {
-    }
-    if (stop_) return;
-    client_ = ::accept(listener_, nullptr, nullptr);
-    store_ = connect_loopback(store_port_);
-    if (store_ < 0) return;
-    char buf[4096];
-    while (!stop_) {
-      struct pollfd fds[2] = {{client_, POLLIN, 0}, {store_, POLLIN, 0}};
-      if (frozen_ || ::poll(fds, 2, 50) <= 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        continue;
-      }
-      for (int i = 0; i < 2; ++i) {
-        if (!(fds[i].revents & POLLIN)) continue;
-        const ssize_t n = ::recv(fds[i].fd, buf, sizeof(buf), 0);
-        if (n <= 0) return;
-        if (i == 0) {
-          std::lock_guard<std::mutex> lock(mu_);
-          sent_.append(buf, static_cast<size_t>(n));
-        } else {
-          const long at = flip_at_.load();
-          if (at >= replied_ && at < replied_ + n) buf[at - replied_] ^= 0x01;
-          replied_ += n;
-        }
-        ::send(i == 0 ? store_ : client_, buf, static_cast<size_t>(n), MSG_NOSIGNAL);
-      }
-    }
-  }
-
-  const int store_port_;
-  int listener_ = -1, client_ = -1, store_ = -1;
-  int port_ = 0;
-  std::atomic<bool> frozen_{false}, stop_{false};
-  std::atomic<long> flip_at_{-1};
-  long replied_ = 0;
-  std::mutex mu_;
-  std::string sent_;
-  std::thread thread_;
-};
-
 // Every request to a store that stops answering ends by its deadline (set:
 // the client's request timeout), and the connection, out of step since,
 // refuses the next at once rather than read a late answer as its own.
 TEST(Store, EveryRequestEndsByItsDeadlineWhenTheStoreStopsAnswering) {
   Served s;
-  FreezingRelay relay(s.server.port());
+  TcpRelay relay(s.server.port());
   std::unique_ptr<StoreClient> c;
   ASSERT_TRUE(StoreClient::connect("127.0.0.1", relay.port(), kJob, 0, kSecret, /*request_timeout_s=*/0.4,
                                    Deadline::after_seconds(5), &c)
@@ -349,7 +274,7 @@ TEST(Store, EveryRequestEndsByItsDeadlineWhenTheStoreStopsAnswering) {
   EXPECT_LT(took([&] { return c->set_if_absent("b", "1", Deadline::after_seconds(30), &current); }, &code), 0.1);
   EXPECT_EQ(code, Code::kTimeout);
   // A fresh connection through a frozen relay: each call ends by its own deadline.
-  FreezingRelay second(s.server.port());
+  TcpRelay second(s.server.port());
   std::unique_ptr<StoreClient> d;
   ASSERT_TRUE(StoreClient::connect("127.0.0.1", second.port(), kJob, 1, kSecret, 30, Deadline::after_seconds(5), &d)
                   .is_ok());
@@ -358,7 +283,7 @@ TEST(Store, EveryRequestEndsByItsDeadlineWhenTheStoreStopsAnswering) {
   // (Its answer is awaited a second past the deadline: a store's trip.)
   EXPECT_LT(took([&] { return d->get({"never"}, Deadline::after_seconds(0.5), &values); }, &code), 2.5);
   EXPECT_EQ(code, Code::kTimeout);
-  FreezingRelay third(s.server.port());
+  TcpRelay third(s.server.port());
   std::unique_ptr<StoreClient> e;
   ASSERT_TRUE(StoreClient::connect("127.0.0.1", third.port(), kJob, 2, kSecret, 30, Deadline::after_seconds(5), &e)
                   .is_ok());
@@ -370,7 +295,7 @@ TEST(Store, EveryRequestEndsByItsDeadlineWhenTheStoreStopsAnswering) {
 // A store that accepts and never says a word: connecting ends by its deadline.
 TEST(Store, ConnectingToAStoreThatNeverAnswersEndsByItsDeadline) {
   Served s;
-  FreezingRelay relay(s.server.port());
+  TcpRelay relay(s.server.port());
   relay.freeze();
   std::unique_ptr<StoreClient> c;
   const auto start = std::chrono::steady_clock::now();
@@ -387,7 +312,7 @@ TEST(Store, PingTellsAServingStoreFromAStuckOrLostOne) {
   std::unique_ptr<StoreClient> live;
   ASSERT_TRUE(s->client(0, kSecret, &live).is_ok());
   EXPECT_TRUE(live->ping(Deadline::after_seconds(1)).is_ok());
-  FreezingRelay relay(s->server.port());
+  TcpRelay relay(s->server.port());
   std::unique_ptr<StoreClient> stuck;
   ASSERT_TRUE(StoreClient::connect("127.0.0.1", relay.port(), kJob, 1, kSecret, 30, Deadline::after_seconds(5), &stuck)
                   .is_ok());
@@ -409,7 +334,7 @@ TEST(Store, PingTellsAServingStoreFromAStuckOrLostOne) {
 TEST(Store, SealedMessagesHideTheirKeysAndRefuseTampering) {
   StoreServer server(kJob, 4, kSecret, /*encrypt=*/true);
   ASSERT_TRUE(server.start("127.0.0.1", 0).is_ok());
-  FreezingRelay relay(server.port());
+  TcpRelay relay(server.port());
   std::unique_ptr<StoreClient> c;
   ASSERT_TRUE(StoreClient::connect("127.0.0.1", relay.port(), kJob, 0, kSecret, 30, Deadline::after_seconds(5), &c,
                                    /*encrypt=*/true)
@@ -421,8 +346,8 @@ TEST(Store, SealedMessagesHideTheirKeysAndRefuseTampering) {
   std::string current;
   ASSERT_TRUE(c->set_if_absent("first", "rank 0", Deadline::after_seconds(1), &current).is_ok());
   EXPECT_EQ(current, "rank 0");
-  EXPECT_EQ(relay.client_bytes().find("visible-host"), std::string::npos) << "a stored value on the wire";
-  EXPECT_EQ(relay.client_bytes().find("host/0"), std::string::npos) << "a key on the wire";
+  EXPECT_EQ(relay.forwarded(TcpRelay::kToTarget).find("visible-host"), std::string::npos) << "a stored value on the wire";
+  EXPECT_EQ(relay.forwarded(TcpRelay::kToTarget).find("host/0"), std::string::npos) << "a key on the wire";
 
   std::unique_ptr<StoreClient> plain;
   Status refused = StoreClient::connect("127.0.0.1", server.port(), kJob, 1, kSecret, 30, Deadline::after_seconds(5),
@@ -430,14 +355,14 @@ TEST(Store, SealedMessagesHideTheirKeysAndRefuseTampering) {
   EXPECT_EQ(refused.code(), Code::kAuth) << refused.to_string();
   EXPECT_NE(refused.message().find("KOLO_ENCRYPT"), std::string::npos) << refused.message();
 
-  FreezingRelay tampering(server.port());
+  TcpRelay tampering(server.port());
   std::unique_ptr<StoreClient> d;
   ASSERT_TRUE(StoreClient::connect("127.0.0.1", tampering.port(), kJob, 2, kSecret, 30, Deadline::after_seconds(5), &d,
                                    /*encrypt=*/true)
                   .is_ok());
   // The challenge (28 bytes) and the handshake's OK (41) came in the
   // clear; the next reply is sealed: one of its bytes is flipped.
-  tampering.flip_reply_byte(28 + 41 + 6);
+  tampering.flip_byte(TcpRelay::kFromTarget, 28 + 41 + 6);
   Status s = d->set("x", "1");
   EXPECT_EQ(s.code(), Code::kTransport) << s.to_string();
   EXPECT_NE(s.message().find("tampered or corrupt reply"), std::string::npos) << s.message();

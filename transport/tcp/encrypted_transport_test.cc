@@ -8,16 +8,8 @@
 //    peer and the tampering, never with wrong data reported done;
 //  - an end that encrypts and one that does not refuse each other at the
 //    handshake, naming KOLO_ENCRYPT; so does a job with no secret.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cstring>
+#include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,88 +18,17 @@
 
 #include "transport/memory_store.h"
 #include "transport/tcp/tcp_transport.h"
+#include "transport/test_relay.h"
 
 namespace kolo {
 namespace {
 
 const char kSecret[] = "encrypted transport test";
 
-// Forwards one connection to 127.0.0.1:target, recording what passes from
-// the dialer to the acceptor; flips the byte at offset `flip_at` of that
-// direction (counted from the first byte) when asked.
-class Relay {
- public:
-  Relay(int target, long flip_at) : target_(target), flip_at_(flip_at) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-    EXPECT_EQ(::listen(listener_, 4), 0);
-    socklen_t len = sizeof(sa);
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&sa), &len);
-    port_ = ntohs(sa.sin_port);
-    thread_ = std::thread([this] { run(); });
-  }
-  ~Relay() {
-    stop_ = true;
-    thread_.join();
-    for (int fd : {listener_, a_, b_}) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
-  int port() const { return port_; }
-  std::string forward_bytes() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return seen_;
-  }
-
- private:
-  void run() {
-    pollfd p{listener_, POLLIN, 0};
-    while (!stop_ && ::poll(&p, 1, 50) <= 0) {
-    }
-    if (stop_) return;
-    a_ = ::accept(listener_, nullptr, nullptr);
-    b_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    sa.sin_port = htons(static_cast<uint16_t>(target_));
-    if (::connect(b_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) return;
-    char buf[65536];
-    long forwarded = 0;
-    while (!stop_) {
-      pollfd fds[2] = {{a_, POLLIN, 0}, {b_, POLLIN, 0}};
-      if (::poll(fds, 2, 50) <= 0) continue;
-      for (int i = 0; i < 2; ++i) {
-        if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
-        const ssize_t n = ::recv(fds[i].fd, buf, sizeof(buf), 0);
-        if (n <= 0) return;
-        if (i == 0) {
-          if (flip_at_ >= forwarded && flip_at_ < forwarded + n) buf[flip_at_ - forwarded] ^= 0x20;
-          forwarded += n;
-          std::lock_guard<std::mutex> lock(mu_);
-          seen_.append(buf, static_cast<size_t>(n));
-        }
-        ::send(i == 0 ? b_ : a_, buf, static_cast<size_t>(n), MSG_NOSIGNAL);
-      }
-    }
-  }
-
-  const int target_;
-  const long flip_at_;
-  int listener_ = -1, a_ = -1, b_ = -1, port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-  std::mutex mu_;
-  std::string seen_;
-};
-
 struct Pair {
   MemoryStore store;
   std::unique_ptr<TcpTransport> t[2];
-  std::unique_ptr<Relay> relay;
+  std::unique_ptr<TcpRelay> relay;
   Status connected[2];
 };
 
@@ -129,7 +50,8 @@ void open_pair(Pair* p, const TcpOptions& o0, const TcpOptions& o1, long flip_at
   if (relayed) {
     std::string address;
     ASSERT_TRUE(p->store.get_one(o1.store_prefix + "1", Deadline::after_seconds(1), &address).is_ok());
-    p->relay = std::make_unique<Relay>(std::atoi(address.substr(address.rfind(':') + 1).c_str()), flip_at);
+    p->relay = std::make_unique<TcpRelay>(std::atoi(address.substr(address.rfind(':') + 1).c_str()));
+    if (flip_at >= 0) p->relay->flip_byte(TcpRelay::kToTarget, flip_at);
     ASSERT_TRUE(p->store.set(o1.store_prefix + "1", "127.0.0.1:" + std::to_string(p->relay->port())).is_ok());
   }
   std::thread other([&] { p->connected[1] = p->t[1]->connect(0, Deadline::after_seconds(relayed ? 5 : 1)); });
@@ -181,7 +103,7 @@ TEST(EncryptedTcp, EverySizeArrivesWholeBothWaysAndNoTextShowsOnTheWire) {
       }
     }
     if (p.relay) {
-      const std::string wire = p.relay->forward_bytes();
+      const std::string wire = p.relay->forwarded(TcpRelay::kToTarget);
       EXPECT_GT(wire.size(), size_t{3 << 20});
       EXPECT_EQ(wire.find("gradients of layer"), std::string::npos) << "plain text on the wire";
     }
@@ -194,7 +116,7 @@ TEST(EncryptedTcp, WithoutEncryptionTheTextShowsOnTheWire) {  // the relay sees 
   ASSERT_TRUE(p.connected[0].is_ok() && p.connected[1].is_ok());
   std::string got;
   ASSERT_TRUE(exchange(&p, 0, text_of(4096), &got).is_ok());
-  EXPECT_NE(p.relay->forward_bytes().find("gradients of layer"), std::string::npos);
+  EXPECT_NE(p.relay->forwarded(TcpRelay::kToTarget).find("gradients of layer"), std::string::npos);
 }
 
 TEST(EncryptedTcp, AByteFlippedOnTheWireFailsTheReceiveNamingThePeer) {
