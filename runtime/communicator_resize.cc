@@ -175,14 +175,13 @@ Status Communicator::grow(int new_size, std::unique_ptr<Communicator>* out) {
   m.store_path = place.store_path;
   m.job_name = place.job_name;
   m.description = " of " + name.substr(0, name.size() - 1) + " (grown from " + std::to_string(world_.size) + " ranks)";
-  m.world_ranks.resize(world_.size);
-  for (int r = 0; r < world_.size; ++r) m.world_ranks[r] = world_.world_ranks.empty() ? r : world_.world_ranks[r];
-  m.world_ranks.resize(new_size, -1);
   GrowShape grow_shape;
   grow_shape.new_size = new_size;
   grow_shape.old_size = world_.size;
   grow_shape.store_host = world_.rendezvous ? world_.rendezvous->host_rank() : -1;
   for (int r = 0; r < world_.size; ++r) grow_shape.world_ranks.push_back(world_.world_rank(r));
+  m.world_ranks = grow_shape.world_ranks;  // the joining ranks have none
+  m.world_ranks.resize(new_size, -1);
   const std::string shape = encode_shape(grow_shape);
   std::string agreed;
   KOLO_RETURN_IF_ERROR(m.store->set_if_absent(kShapeKey, shape, Deadline::after_seconds(config_.timeout_s), &agreed));

@@ -40,7 +40,7 @@ Membership Membership::subset(const std::vector<int>& members, const std::string
   m.place(-1, -1);
   m.machine_ranks = machine;  // the cores are shared with the whole machine, whatever the split
   m.world_ranks.clear();
-  for (int member : members) m.world_ranks.push_back(world_ranks.empty() ? member : world_ranks[member]);
+  for (int member : members) m.world_ranks.push_back(world_rank(member));
   m.store = store_under(name);
   m.store_path = store_path + name;
   m.job_name = job_name + "/" + name;

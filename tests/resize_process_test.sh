@@ -33,15 +33,18 @@ start_ranks() {
   done
 }
 
-# await_survivors LABEL SHOWN: every rank but the victim must exit 0 and
-# say it survived; prints its lines matching SHOWN.
+# await_survivors LABEL SHOWN [KILLED]: every rank but the victim must exit
+# 0 and say it survived, but rank KILLED, which must end by its SIGKILL;
+# prints the survivors' lines matching SHOWN.
 await_survivors() {
   local r rc
   for ((r = 0; r < n; r++)); do
     [ "$r" -eq "$victim" ] && continue
     wait "${pids[$r]}"
     rc=$?
-    if [ "$rc" -ne 0 ] || ! grep -q "rank $r survived" "$OUT.$r"; then
+    if [ "$r" = "${3:-}" ]; then
+      [ "$rc" -eq 137 ] || { fail "$1: rank $r exited $rc, not by its SIGKILL"; cat "$OUT.$r"; }
+    elif [ "$rc" -ne 0 ] || ! grep -q "rank $r survived" "$OUT.$r"; then
       fail "$1: rank $r exited $rc"
       cat "$OUT.$r"
     else
@@ -112,19 +115,7 @@ env "${common[@]}" "$WORKER" join "$n" >"$OUT.join" 2>&1 &
 joiner=$!
 # The grown communicator's rank 0 (world rank 1, the store's host since the
 # first shrink) then kills itself too: the others fail over a second time.
-for ((r = 0; r < n; r++)); do
-  [ "$r" -eq "$victim" ] && continue
-  wait "${pids[$r]}"
-  rc=$?
-  if [ "$r" -eq 1 ]; then
-    [ "$rc" -eq 137 ] || { fail "world rank 1 exited $rc, not by its SIGKILL"; cat "$OUT.$r"; }
-  elif [ "$rc" -ne 0 ] || ! grep -q "rank $r survived" "$OUT.$r"; then
-    fail "rank 0 killed: rank $r exited $rc"
-    cat "$OUT.$r"
-  else
-    grep "shrank\|grown\|standby store\|losing" "$OUT.$r"
-  fi
-done
+await_survivors "rank 0 killed" "shrank\|grown\|standby store\|losing" 1
 wait "${pids[$victim]}"
 rc=$?
 [ "$rc" -eq 137 ] || fail "rank 0 killed: it exited $rc, not by its SIGKILL"
