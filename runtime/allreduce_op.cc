@@ -39,9 +39,9 @@ class RingTrace {
   RingTrace(const OpResources& res, const std::vector<const OpRequest*>& specs) : res_(res) {
     if (!res.timeline->active()) return;
     for (const OpRequest* s : specs) names_.push_back(s->name);
-    res_.comm->set_reduce_scatter_mark(&rs_done_);
+    res_.link->set_reduce_scatter_mark(&rs_done_);
   }
-  ~RingTrace() { res_.comm->set_reduce_scatter_mark(nullptr); }
+  ~RingTrace() { res_.link->set_reduce_scatter_mark(nullptr); }
   bool active() const { return !names_.empty(); }
   void ring(Clock::time_point begin, Clock::time_point end) {
     for (const auto& n : names_) {
@@ -70,7 +70,7 @@ class RingTrace {
 // programs compress every gradient, biases too).
 std::optional<WireFormat> wire_of(const OpResources& res, const OpRequest& spec, size_t bytes) {
   if (spec.wire < 0) return std::nullopt;
-  if (bytes <= static_cast<size_t>(res.comm->config().small_allreduce_bytes)) return WireFormat::kNative;
+  if (bytes <= res.small_allreduce_bytes) return WireFormat::kNative;
   return static_cast<WireFormat>(spec.wire);
 }
 
@@ -99,10 +99,10 @@ Status run_single_tensor(const OpResources& res, const OpRequest& spec, Particip
   const auto begin = Clock::now();
   if (spec.error_feedback) {
     const std::vector<float*> residuals = {res.residuals->get(residual_key(spec, 0), count)};
-    KOLO_RETURN_IF_ERROR(res.comm->allreduce_spans({Span{send, recv, count}}, spec.data_type(), spec.reduce_op(),
+    KOLO_RETURN_IF_ERROR(res.link->allreduce_spans({Span{send, recv, count}}, spec.data_type(), spec.reduce_op(),
                                                    wire_of(res, spec, count * dtype_size(dtype)), &residuals));
   } else {
-    KOLO_RETURN_IF_ERROR(res.comm->allreduce(send, recv, count, spec.data_type(), spec.reduce_op(),
+    KOLO_RETURN_IF_ERROR(res.link->allreduce(send, recv, count, spec.data_type(), spec.reduce_op(),
                                              wire_of(res, spec, count * dtype_size(dtype)), nullptr));
   }
   if (trace->active()) trace->ring(begin, Clock::now());
@@ -188,7 +188,7 @@ Status run_allreduce_batch(const OpResources& res, const std::vector<const OpReq
   const auto copied_in = Clock::now();
   size_t batch_elements = 0;
   for (const Span& s : spans) batch_elements += s.count;
-  KOLO_RETURN_IF_ERROR(res.comm->allreduce_spans(spans, first.data_type(), first.reduce_op(),
+  KOLO_RETURN_IF_ERROR(res.link->allreduce_spans(spans, first.data_type(), first.reduce_op(),
                                                  wire_of(res, first, batch_elements * elem),
                                                  fused_residuals ? &span_residuals : nullptr));
   const auto reduced = Clock::now();

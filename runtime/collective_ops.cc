@@ -14,18 +14,18 @@ namespace {
 Status broadcast(const OpResources& res, const OpRequest& q, Participation part) {
   const size_t count = static_cast<size_t>(element_count(q.shapes[0]));
   void* buf = part.sub ? part.sub->recvs[0] : res.scratch->get(count * dtype_size(static_cast<DataType>(q.dtype)));
-  return res.comm->broadcast(buf, count, q.data_type(), q.root);
+  return res.link->broadcast(buf, count, q.data_type(), q.root);
 }
 
 Status allgather(const OpResources& res, const OpResponse& r, Participation part) {
   const OpRequest& q = r.spec;
-  const int size = res.comm->size();
+  const int size = res.size;
   const size_t row = static_cast<size_t>(row_elements(q.shapes[0]));
   std::vector<size_t> counts(size);
   size_t total = 0;
   for (int p = 0; p < size; ++p) total += counts[p] = static_cast<size_t>(r.rows[p]) * row;
   std::vector<unsigned char> out(total * dtype_size(static_cast<DataType>(q.dtype)));
-  KOLO_RETURN_IF_ERROR(res.comm->allgather_v(part.sub ? part.sub->sends[0] : nullptr, out.data(), counts, q.data_type()));
+  KOLO_RETURN_IF_ERROR(res.link->allgather_v(part.sub ? part.sub->sends[0] : nullptr, out.data(), counts, q.data_type()));
   if (part.handle) {
     part.handle->output = std::move(out);
     part.handle->output_rows = r.rows;
@@ -34,7 +34,7 @@ Status allgather(const OpResources& res, const OpResponse& r, Participation part
 }
 
 Status reduce_scatter(const OpResources& res, const OpRequest& q, Participation part) {
-  const int size = res.comm->size(), rank = res.comm->rank();
+  const int size = res.size, rank = res.rank;
   const auto dtype = static_cast<DataType>(q.dtype);
   const auto op = static_cast<ReduceOp>(q.op);
   const size_t elem = dtype_size(dtype);
@@ -61,14 +61,14 @@ Status reduce_scatter(const OpResources& res, const OpRequest& q, Participation 
   }
   alignas(8) static unsigned char nowhere[8];
   if (!recv) recv = nowhere;  // nothing lands here (this rank's part has no rows)
-  KOLO_RETURN_IF_ERROR(res.comm->reduce_scatter_v(send, recv, counts, q.data_type(), q.reduce_op()));
+  KOLO_RETURN_IF_ERROR(res.link->reduce_scatter_v(send, recv, counts, q.data_type(), q.reduce_op()));
   if (part.sub && q.postscale != 1) scale_copy(dtype, recv, recv, counts[rank], q.postscale);
   return Status::ok();
 }
 
 Status alltoall(const OpResources& res, const OpResponse& r, Participation part) {
   const OpRequest& q = r.spec;
-  const int size = res.comm->size(), rank = res.comm->rank();
+  const int size = res.size, rank = res.rank;
   const size_t row = static_cast<size_t>(row_elements(q.shapes[0]));
   std::vector<size_t> send_counts(size), recv_counts(size);
   std::vector<int64_t> recv_rows(size);
@@ -79,7 +79,7 @@ Status alltoall(const OpResources& res, const OpResponse& r, Participation part)
     total += recv_counts[p] = static_cast<size_t>(recv_rows[p]) * row;
   }
   std::vector<unsigned char> out(total * dtype_size(static_cast<DataType>(q.dtype)));
-  KOLO_RETURN_IF_ERROR(res.comm->alltoall(part.sub ? part.sub->sends[0] : nullptr, send_counts, out.data(),
+  KOLO_RETURN_IF_ERROR(res.link->alltoall(part.sub ? part.sub->sends[0] : nullptr, send_counts, out.data(),
                                           recv_counts, q.data_type()));
   if (part.handle) {
     part.handle->output = std::move(out);
@@ -98,7 +98,7 @@ Status run_collective(const OpResources& res, const OpResponse& agreed, Particip
   switch (q.kind) {
     case OpKind::kBarrier:
       phase = "BARRIER";
-      s = res.comm->barrier();
+      s = res.link->barrier();
       break;
     case OpKind::kBroadcast:
       phase = "BROADCAST";

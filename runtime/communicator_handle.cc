@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "runtime/sibling_engine_link.h"
+
 namespace kolo {
 
 CommunicatorHandle::CommunicatorHandle(std::unique_ptr<Communicator> comm) : comm_(std::move(comm)) {}
@@ -13,7 +15,7 @@ CommunicatorHandle::~CommunicatorHandle() {
 
 Engine* CommunicatorHandle::engine() {
   std::lock_guard<std::mutex> lock(engine_mutex_);
-  if (!engine_) engine_ = std::make_unique<Engine>(comm_.get());
+  if (!engine_) engine_ = make_sibling_engine(comm_.get());
   return engine_.get();
 }
 

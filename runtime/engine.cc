@@ -2,34 +2,27 @@
 
 #include <algorithm>
 
-#include "collectives/fingerprint.h"
 #include "common/log.h"
 #include "runtime/fusion_plan.h"
 
 namespace kolo {
-namespace {
 
-// The token that starts a round: an empty message with its own tag.
-const uint64_t kRoundTag = fingerprint(CollectiveKind::kBarrier, DataType::kUint8, ReduceOp::kMin, 0xfffff, 0);
-
-}  // namespace
-
-Engine::Engine(Communicator* parent)
-    : parent_(parent),
-      config_(parent->config()),
-      rank_(parent->rank()),
-      size_(parent->size()),
+Engine::Engine(const Config& config, int rank, int size, EngineConnector connector)
+    : config_(config),
+      connector_(std::move(connector)),
+      rank_(rank),
+      size_(size),
       stalls_(config_.stall_warning_s, config_.stall_shutdown_s) {}
 
 Engine::~Engine() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_requested_ = true;
-    if (comm_) {
-      comm_->interrupt();
+    if (link_) {
+      link_->interrupt();
     } else if (started_) {
       // Still connecting (a peer may never start its engine): stop waiting for it.
-      parent_->cancel_store_waits(aborted("the communicator was destroyed while its engine was connecting"));
+      connector_.cancel(aborted("the communicator was destroyed while its engine was connecting"));
     }
   }
   wake_.notify_all();
@@ -54,7 +47,7 @@ Status Engine::submit(Submission submission, std::shared_ptr<OpHandle>* out) {
     }
     queue_.push_back(Queued{std::move(submission), handle, now, false});
     start_locked();
-    if (comm_) comm_->interrupt();
+    if (link_) link_->interrupt();
   }
   wake_.notify_all();
   *out = std::move(handle);
@@ -77,7 +70,7 @@ Status Engine::join(std::shared_ptr<OpHandle>* out) {
     Queued q{Submission{}, handle, Clock::now(), true};
     queue_.push_back(std::move(q));
     start_locked();
-    if (comm_) comm_->interrupt();
+    if (link_) link_->interrupt();
   }
   wake_.notify_all();
   *out = std::move(handle);
@@ -98,7 +91,11 @@ void Engine::abort() {
   std::lock_guard<std::mutex> lock(mu_);
   stop_requested_ = true;
   aborted_ = true;
-  if (comm_) comm_->abort();
+  if (link_) {
+    link_->abort();
+  } else if (started_) {
+    connector_.cancel(aborted("the engine was aborted while connecting"));
+  }
   wake_.notify_all();
 }
 
@@ -107,7 +104,11 @@ void Engine::revoke() {
   stop_requested_ = true;
   aborted_ = true;
   revoked_ = true;
-  if (comm_) comm_->revoke();
+  if (link_) {
+    link_->revoke();
+  } else if (started_) {
+    connector_.cancel(revoked("the communicator was revoked while its engine was connecting"));
+  }
   wake_.notify_all();
 }
 
@@ -127,20 +128,20 @@ std::string Engine::last_stall_report() const {
 }
 
 void Engine::thread_main() {
-  std::unique_ptr<Communicator> comm;
-  Status s = Communicator::create_sibling(parent_, "engine/", /*full_mesh=*/true, &comm);
+  std::unique_ptr<EngineLink> link;
+  Status s = connector_.connect(&link);
   if (s.is_ok()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      comm_ = std::move(comm);
+      link_ = std::move(link);
       if (revoked_) {  // an abort or revoke that came while connecting
-        comm_->revoke();
+        link_->revoke();
       } else if (aborted_) {
-        comm_->abort();
+        link_->abort();
       }
     }
-    comm_->attach(&fusion_);
-    comm_->attach(&scratch_);
+    link_->attach(&fusion_);
+    link_->attach(&scratch_);
     negotiator_ = std::make_unique<Negotiator>(rank_, size_, static_cast<size_t>(config_.cache_capacity));
     if (!config_.timeline_path.empty() && rank_ == 0) {
       Status t = timeline_.start(config_.timeline_path, rank_);
@@ -216,21 +217,11 @@ Status Engine::wait_for_round() {
     const bool news = negotiator_->has_news();
     const auto gate = last_round_start_ + cycle;
     if (news && now >= gate) return Status::ok();
-    if (token_posted_ && token_in_.done) return Status::ok();  // a peer started a round
+    if (peer_started_round_) return Status::ok();
     auto until = std::min(stall_due, now + std::chrono::seconds(3600));
     if (news) until = std::min(until, gate);
     KOLO_RETURN_IF_ERROR(idle_wait(until));
   }
-}
-
-Status Engine::post_token_recv(const ScheduleContext& ctx) {
-  // Posted once per round, by whichever comes first: the idle wait (so a
-  // peer's round wakes this rank) or this rank starting the round itself.
-  if (token_posted_) return Status::ok();
-  token_in_ = Request();
-  KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(ctx.left, nullptr, 0, kRoundTag, &token_in_));
-  token_posted_ = true;
-  return Status::ok();
 }
 
 Status Engine::idle_wait(Clock::time_point until) {
@@ -239,26 +230,19 @@ Status Engine::idle_wait(Clock::time_point until) {
     wake_.wait_until(lock, until, [&] { return !queue_.empty() || (stop_requested_ && !shutdown_sent_); });
     return Status::ok();
   }
-  const Deadline deadline = Deadline::after(until - Clock::now());
-  return comm_->run_custom("engine (waiting for work)", [&](const ScheduleContext& ctx) {
-    KOLO_RETURN_IF_ERROR(post_token_recv(ctx));
-    Status s = ctx.transport->progress(deadline);
-    // Waiting for work is not a failure, however long it takes.
-    if (s.code() == Code::kTimeout && deadline.expired()) return Status::ok();
-    return s;
-  });
+  return link_->await_round(Deadline::after(until - Clock::now()), &peer_started_round_);
 }
 
 Status Engine::exchange_messages(const std::string& mine, std::vector<std::string>* all) {
   std::vector<uint64_t> lengths(size_);
   const uint64_t my_length = mine.size();
-  KOLO_RETURN_IF_ERROR(comm_->allgather(&my_length, lengths.data(), 1, DataType::kUint64));
+  KOLO_RETURN_IF_ERROR(link_->allgather(&my_length, lengths.data(), 1, DataType::kUint64));
   const uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
   std::string padded = mine;
   padded.resize(longest);
   std::string gathered(longest * size_, '\0');
   KOLO_RETURN_IF_ERROR(
-      comm_->allgather(padded.data(), &gathered[0], longest, DataType::kUint8));
+      link_->allgather(padded.data(), &gathered[0], longest, DataType::kUint8));
   all->resize(size_);
   for (int q = 0; q < size_; ++q) (*all)[q] = gathered.substr(q * longest, lengths[q]);
   return Status::ok();
@@ -270,16 +254,8 @@ Status Engine::run_round() {
   if (size_ > 1) {
     // Pass the token on and wait for it from the left: after this, every
     // rank is in the round.
-    KOLO_RETURN_IF_ERROR(comm_->run_custom("engine round start", [&](const ScheduleContext& ctx) {
-      KOLO_RETURN_IF_ERROR(post_token_recv(ctx));
-      token_out_ = Request();
-      KOLO_RETURN_IF_ERROR(ctx.transport->post_send(ctx.right, nullptr, 0, kRoundTag, &token_out_));
-      while (!token_in_.done || !token_out_.done) {
-        KOLO_RETURN_IF_ERROR(ctx.transport->progress(Deadline::after_seconds(config_.timeout_s)));
-      }
-      return Status::ok();
-    }));
-    token_posted_ = false;
+    KOLO_RETURN_IF_ERROR(link_->start_round());
+    peer_started_round_ = false;
   }
   drain_queue();
   RoundContribution mine = negotiator_->begin_round();
@@ -287,8 +263,8 @@ Status Engine::run_round() {
     if (entry.second.negotiation_start == Clock::time_point{}) entry.second.negotiation_start = start;
   }
   std::vector<uint8_t> reduced(mine.control.size());
-  KOLO_RETURN_IF_ERROR(comm_->allreduce(mine.control.data(), reduced.data(), mine.control.size(),
-                                        DataType::kUint8, ReduceOp::kMin));
+  KOLO_RETURN_IF_ERROR(link_->allreduce(mine.control.data(), reduced.data(), mine.control.size(),
+                                        DataType::kUint8, ReduceOp::kMin, WireFormat::kNative, nullptr));
   std::vector<std::string> messages;
   if (reduced[0] == 0) KOLO_RETURN_IF_ERROR(exchange_messages(mine.message, &messages));
   const auto negotiated = Clock::now();
@@ -369,7 +345,16 @@ void Engine::finish_op(const std::string& name, Status status) {
 }
 
 Status Engine::execute(const std::vector<OpResponse>& ready) {
-  const OpResources res{comm_.get(), &fusion_, &scratch_, &identity_, &timeline_, &residuals_};
+  OpResources res;
+  res.link = link_.get();
+  res.rank = rank_;
+  res.size = size_;
+  res.small_allreduce_bytes = static_cast<size_t>(config_.small_allreduce_bytes);
+  res.fusion = &fusion_;
+  res.scratch = &scratch_;
+  res.identity = &identity_;
+  res.timeline = &timeline_;
+  res.residuals = &residuals_;
   for (const std::vector<size_t>& group : plan_fusion(ready, static_cast<size_t>(config_.fusion_threshold_bytes))) {
     const OpResponse& first = ready[group[0]];
     if (!first.error.is_ok()) {

@@ -2,9 +2,11 @@
 // fused, the way Horovod's background loop works, with no fixed tick.
 //
 // Threads: callers submit from any thread; one background thread per engine
-// negotiates and runs everything, on a communicator of its own (a sibling of
-// the caller's, made by the first submission on each rank, so synchronous
-// collectives on the parent never interleave with the engine's traffic).
+// negotiates and runs everything, over a link of its own (engine_link.h),
+// connected by the first submission on each rank. In a job the link is a
+// sibling of the caller's communicator (sibling_engine_link.h), so
+// synchronous collectives on the parent never interleave with the engine's
+// traffic; the engine itself knows only the link's interface.
 //
 // Rounds: the thread idles until this rank has news (a submission, a join,
 // a stall timer) or a peer starts a round. A round starts with a token passed
@@ -36,7 +38,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/communicator.h"
+#include "runtime/config.h"
+#include "runtime/engine_link.h"
 #include "runtime/negotiator.h"
 #include "runtime/op_handle.h"
 #include "runtime/op_request.h"
@@ -58,7 +61,9 @@ struct EngineStats {
 
 class Engine {
  public:
-  explicit Engine(Communicator* parent);
+  // An engine for `rank` of `size` ranks; `connector` makes its link at the
+  // first submission (engine_link.h).
+  Engine(const Config& config, int rank, int size, EngineConnector connector);
   // Announces this rank's shutdown to the others (their pending operations
   // fail), stops the thread and fails what is still pending here.
   ~Engine();
@@ -112,7 +117,6 @@ class Engine {
   Status run();
   void drain_queue();
   Status wait_for_round();
-  Status post_token_recv(const ScheduleContext& ctx);
   Status idle_wait(Clock::time_point until);
   Status run_round();
   Status exchange_messages(const std::string& mine, std::vector<std::string>* all);
@@ -123,8 +127,8 @@ class Engine {
   void report_stalls(Clock::time_point now);
   void stop_all(Status status);
 
-  Communicator* parent_;
-  Config config_;
+  const Config config_;
+  EngineConnector connector_;
   bool ended_by_shutdown_ = false;  // a rank shut down its engine (the engine thread's own)
   int rank_;
   int size_;
@@ -142,7 +146,7 @@ class Engine {
   bool stopped_ = false;
   bool stopped_by_shutdown_ = false;
   Status stop_status_;
-  std::unique_ptr<Communicator> comm_;  // set by the engine thread once connected
+  std::unique_ptr<EngineLink> link_;  // set by the engine thread once connected
   EngineStats stats_;
   std::string last_stall_report_;
   std::thread thread_;
@@ -152,11 +156,10 @@ class Engine {
   std::map<std::string, LocalOp> ops_;
   std::shared_ptr<OpHandle> join_handle_;
   bool shutdown_sent_ = false;
-  Request token_in_, token_out_;
-  bool token_posted_ = false;
+  bool peer_started_round_ = false;  // a peer's round token is here (await_round)
   Clock::time_point last_round_start_{};
   StallInspector stalls_;
-  // Declared to comm_'s transport. Members after comm_, so they are
+  // Declared to link_'s transport. Members after link_, so they are
   // destroyed (and undeclared) while its transport still lives.
   RegisteredBuffer fusion_, scratch_;
   std::vector<unsigned char> identity_;

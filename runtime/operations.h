@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "runtime/communicator.h"
+#include "runtime/engine_link.h"
 #include "runtime/negotiator.h"
 #include "runtime/op_handle.h"
 #include "runtime/residual_store.h"
@@ -17,15 +17,20 @@
 
 namespace kolo {
 
-// What an operation needs of the engine. The buffers are declared to
-// comm's transport.
+// What an operation needs of the engine. The buffers are declared to the
+// link's transport.
 struct OpResources {
-  Communicator* comm;
-  RegisteredBuffer* fusion;               // packed small tensors of a fused allreduce
-  RegisteredBuffer* scratch;              // what a joined rank receives and drops, scaled copies
-  std::vector<unsigned char>* identity;   // a joined rank's contribution
-  Timeline* timeline;
-  ResidualStore* residuals;               // error feedback's, per tensor name
+  EngineLink* link = nullptr;
+  int rank = 0;
+  int size = 1;
+  // Allreduces up to this size run exact whatever their request's wire
+  // format (KOLO_SMALL_ALLREDUCE_BYTES).
+  size_t small_allreduce_bytes = 0;
+  RegisteredBuffer* fusion = nullptr;              // packed small tensors of a fused allreduce
+  RegisteredBuffer* scratch = nullptr;             // what a joined rank receives and drops, scaled copies
+  std::vector<unsigned char>* identity = nullptr;  // a joined rank's contribution
+  Timeline* timeline = nullptr;
+  ResidualStore* residuals = nullptr;              // error feedback's, per tensor name
 };
 
 // This rank's part in an agreed operation: its submission and the handle

@@ -16,6 +16,7 @@
 
 #include "collectives/ring_schedule.h"
 #include "runtime/engine.h"
+#include "runtime/sibling_engine_link.h"
 #include "tests/submissions.h"
 #include "tests/thread_world.h"
 
@@ -29,7 +30,7 @@ constexpr int kSum = static_cast<int>(ReduceOp::kSum);
 // A world whose ranks each have an engine.
 struct EngineWorld {
   EngineWorld(int n, Config config) : world(n, config) {
-    for (int r = 0; r < n; ++r) engines.push_back(std::make_unique<Engine>(&world.comm(r)));
+    for (int r = 0; r < n; ++r) engines.push_back(make_sibling_engine(&world.comm(r)));
   }
   ~EngineWorld() {
     // Shut down concurrently, as separate processes would.
@@ -704,7 +705,7 @@ TEST(Engine, ShutdownOfOneRankFailsOthersPendingOperations) {
   Status submitted = w.engine(0).submit(allreduce_submission("late", in.data(), out.data(), 8), &late);
   if (submitted.is_ok()) submitted = wait(late);
   EXPECT_EQ(submitted.code(), Code::kPeerLost) << submitted.to_string();
-  w.engines[1] = std::make_unique<Engine>(&w.world.comm(1));  // for the destructor
+  w.engines[1] = make_sibling_engine(&w.world.comm(1));  // for the destructor
 }
 
 TEST(Engine, TimelineRecordsEveryPhase) {

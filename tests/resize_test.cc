@@ -17,6 +17,7 @@
 
 #include "runtime/communicator_handle.h"
 #include "runtime/engine.h"
+#include "runtime/sibling_engine_link.h"
 #include "runtime/shrink_agreement.h"
 #include "tests/reference.h"
 #include "tests/submissions.h"
@@ -275,7 +276,7 @@ TEST(Shrink, ASplitShrinksAndItsEngineRunsNamedOperations) {
   expect_collectives_work(shrunk);
   std::vector<std::unique_ptr<Engine>> engines(shrunk.size());
   for (size_t i = 0; i < shrunk.size(); ++i) {
-    if (shrunk[i]) engines[i] = std::make_unique<Engine>(shrunk[i].get());
+    if (shrunk[i]) engines[i] = make_sibling_engine(shrunk[i].get());
   }
   run_on(shrunk, [&](int i, Communicator& c) {
     std::vector<float> in(4096, static_cast<float>(c.rank() + 1)), out(4096, 0);

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/engine.h"
+#include "runtime/sibling_engine_link.h"
 #include "tests/reference.h"
 #include "tests/submissions.h"
 #include "tests/thread_world.h"
@@ -168,7 +169,7 @@ TEST(Split, EngineNamedOperationsOnASplit) {
   ThreadWorld w(n, test_config(64 << 10, 4096));
   Comms subs = split_world(w, [](int r) { return r % 2; });
   std::vector<std::unique_ptr<Engine>> engines(n);
-  for (int r = 0; r < n; ++r) engines[r] = std::make_unique<Engine>(subs[r].get());
+  for (int r = 0; r < n; ++r) engines[r] = make_sibling_engine(subs[r].get());
   run_on(subs, [&](int r, Communicator& c) {
     std::vector<float> in(4096, static_cast<float>(c.rank() + 1)), out(4096, 0);
     std::shared_ptr<OpHandle> h;

@@ -1,0 +1,117 @@
+#include "runtime/sibling_engine_link.h"
+
+#include <utility>
+
+#include "collectives/fingerprint.h"
+
+namespace kolo {
+namespace {
+
+// The token that starts a round: an empty message with its own tag.
+const uint64_t kRoundTag = fingerprint(CollectiveKind::kBarrier, DataType::kUint8, ReduceOp::kMin, 0xfffff, 0);
+
+class SiblingEngineLink : public EngineLink {
+ public:
+  explicit SiblingEngineLink(std::unique_ptr<Communicator> comm) : comm_(std::move(comm)) {}
+
+  void interrupt() override { comm_->interrupt(); }
+  void abort() override { comm_->abort(); }
+  void revoke() override { comm_->revoke(); }
+  void attach(RegisteredBuffer* buffer) override { comm_->attach(buffer); }
+
+  Status await_round(Deadline until, bool* peer_started) override {
+    *peer_started = false;
+    return comm_->run_custom("engine (waiting for work)", [&](const ScheduleContext& ctx) {
+      KOLO_RETURN_IF_ERROR(post_token_recv(ctx));
+      if (!token_in_.done) {
+        Status s = ctx.transport->progress(until);
+        // Waiting for work is not a failure, however long it takes.
+        if (!(s.code() == Code::kTimeout && until.expired())) KOLO_RETURN_IF_ERROR(s);
+      }
+      *peer_started = token_in_.done;
+      return Status::ok();
+    });
+  }
+
+  Status start_round() override {
+    KOLO_RETURN_IF_ERROR(comm_->run_custom("engine round start", [&](const ScheduleContext& ctx) {
+      KOLO_RETURN_IF_ERROR(post_token_recv(ctx));
+      token_out_ = Request();
+      KOLO_RETURN_IF_ERROR(ctx.transport->post_send(ctx.right, nullptr, 0, kRoundTag, &token_out_));
+      while (!token_in_.done || !token_out_.done) {
+        KOLO_RETURN_IF_ERROR(ctx.transport->progress(Deadline::after_seconds(comm_->config().timeout_s)));
+      }
+      return Status::ok();
+    }));
+    token_posted_ = false;
+    return Status::ok();
+  }
+
+  Status allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                   std::optional<WireFormat> wire, float* residuals) override {
+    return comm_->allreduce(send, recv, count, dtype, op, wire, residuals);
+  }
+  Status allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op, std::optional<WireFormat> wire,
+                         const std::vector<float*>* residuals) override {
+    return comm_->allreduce_spans(spans, dtype, op, wire, residuals);
+  }
+  Status allgather(const void* send, void* recv, size_t send_count, DataType dtype) override {
+    return comm_->allgather(send, recv, send_count, dtype);
+  }
+  Status allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype) override {
+    return comm_->allgather_v(send, recv, counts, dtype);
+  }
+  Status reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype,
+                          ReduceOp op) override {
+    return comm_->reduce_scatter_v(send, recv, counts, dtype, op);
+  }
+  Status broadcast(void* buf, size_t count, DataType dtype, int root) override {
+    return comm_->broadcast(buf, count, dtype, root);
+  }
+  Status alltoall(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                  const std::vector<size_t>& recv_counts, DataType dtype) override {
+    return comm_->alltoall(send, send_counts, recv, recv_counts, dtype);
+  }
+  Status barrier() override { return comm_->barrier(); }
+  void set_reduce_scatter_mark(std::chrono::steady_clock::time_point* mark) override {
+    comm_->set_reduce_scatter_mark(mark);
+  }
+
+ private:
+  // Posted once per round, by whichever comes first: the idle wait (so a
+  // peer's round wakes this rank) or this rank starting the round itself.
+  Status post_token_recv(const ScheduleContext& ctx) {
+    if (token_posted_) return Status::ok();
+    token_in_ = Request();
+    KOLO_RETURN_IF_ERROR(ctx.transport->post_recv(ctx.left, nullptr, 0, kRoundTag, &token_in_));
+    token_posted_ = true;
+    return Status::ok();
+  }
+
+  std::unique_ptr<Communicator> comm_;
+  Request token_in_, token_out_;
+  bool token_posted_ = false;
+};
+
+}  // namespace
+
+EngineConnector sibling_engine_connector(Communicator* parent) {
+  EngineConnector c;
+  c.connect = [parent](std::unique_ptr<EngineLink>* out) {
+    std::unique_ptr<Communicator> comm;
+    KOLO_RETURN_IF_ERROR(Communicator::create_sibling(parent, "engine/", /*full_mesh=*/true, &comm));
+    *out = std::make_unique<SiblingEngineLink>(std::move(comm));
+    return Status::ok();
+  };
+  // A split's store is its own view of the world's: cancelling it stops
+  // the engine's rendezvous without touching the world's (the world's own
+  // ignores this).
+  c.cancel = [parent](const Status& why) { parent->cancel_store_waits(why); };
+  return c;
+}
+
+std::unique_ptr<Engine> make_sibling_engine(Communicator* parent) {
+  return std::make_unique<Engine>(parent->config(), parent->rank(), parent->size(), sibling_engine_connector(parent));
+}
+
+}  // namespace kolo
