@@ -18,17 +18,6 @@
 
 namespace kolo {
 
-namespace {
-
-Thresholds thresholds_of(const Config& config) {
-  Thresholds th;
-  th.small_bytes = static_cast<size_t>(config.small_allreduce_bytes);
-  th.forced = config.algorithm == "auto" ? nullptr : config.algorithm.c_str();
-  return th;
-}
-
-}  // namespace
-
 Communicator::Communicator(const Config& config)
     : config_(config),
       thresholds_(thresholds_of(config_)),
@@ -37,22 +26,22 @@ Communicator::Communicator(const Config& config)
 Communicator::~Communicator() {
   if (dump_signal_id_) FlightRecorderRegistry::remove(dump_signal_id_);
   launcher_.reset();  // runs what callers enqueued (bounded by their deadlines)
-  if (transport_) transport_->abort();
-  arena_.reset();
-  host_arena_.reset();
+  if (wiring_.transport) wiring_.transport->abort();
+  wiring_.arena.reset();
+  wiring_.host_arena.reset();
   host_memory_.attach(nullptr);  // deregisters it while the transport lives
-  transport_.reset();
+  wiring_.transport.reset();
 }
 
 
 ScheduleContext Communicator::schedule_context() {
   ScheduleContext ctx;
-  ctx.transport = transport_.get();
+  ctx.transport = wiring_.transport.get();
   ctx.rank = world_.rank;
   ctx.size = world_.size;
   ctx.left = (world_.rank + world_.size - 1) % world_.size;
   ctx.right = (world_.rank + 1) % world_.size;
-  ctx.segment_bytes = segment_bytes_;
+  ctx.segment_bytes = wiring_.pacing.segment_bytes;
   ctx.pipeline.staging_slots = static_cast<size_t>(config_.pipeline_depth);
   ctx.pipeline.timeout_s = config_.timeout_s;
   ctx.memory = &host_memory_;
@@ -60,19 +49,7 @@ ScheduleContext Communicator::schedule_context() {
   return ctx;
 }
 
-Topology Communicator::topology() const {
-  Topology t;
-  t.rank = world_.rank;
-  t.size = world_.size;
-  t.hosts = hosts_.get();  // none for KOLO_ALGORITHM=ring (choose_algorithm)
-  t.arena = is_forced(thresholds_, "ring") ? nullptr : arena_.get();
-  t.host_arena = host_arena_.get();
-  t.host_count = host_count_;
-  t.ranks_per_host = ranks_per_host_;
-  t.costs = &costs_;
-  t.choices = &choices_;
-  return t;
-}
+Topology Communicator::topology() const { return topology_of(wiring_, world_, thresholds_, &choices_); }
 
 const char* Communicator::allreduce_algorithm(size_t bytes) {
   return kolo::allreduce_algorithm(topology(), thresholds(), bytes, /*host_memory=*/true);
@@ -93,14 +70,14 @@ Status Communicator::register_memory(const void* data, size_t bytes) {
   if (data == nullptr && bytes > 0) return invalid_argument("buf is NULL with bytes = " + std::to_string(bytes));
   std::lock_guard<std::mutex> lock(call_mutex_);
   KOLO_RETURN_IF_ERROR(check_healthy());
-  if (!transport_ || bytes == 0) return Status::ok();
-  return transport_->register_memory(data, bytes);
+  if (!wiring_.transport || bytes == 0) return Status::ok();
+  return wiring_.transport->register_memory(data, bytes);
 }
 
 Status Communicator::deregister_memory(const void* data, size_t bytes) {
   if (data == nullptr && bytes > 0) return invalid_argument("buf is NULL with bytes = " + std::to_string(bytes));
   std::lock_guard<std::mutex> lock(call_mutex_);
-  if (transport_ && bytes > 0) transport_->deregister_memory(data, bytes);
+  if (wiring_.transport && bytes > 0) wiring_.transport->deregister_memory(data, bytes);
   return Status::ok();
 }
 
@@ -456,11 +433,11 @@ Status Communicator::alltoallv(const void* send, const std::vector<size_t>& send
 // already connected peers (a full-mesh sibling's) are no-ops. Lazily and
 // not at creation, because a full mesh costs N-1 connections per rank
 // (sockets or queue pairs) that jobs without alltoall never use. Bounded by
-// KOLO_TIMEOUT_S like connect_ring; a failure is sticky like any other.
+// KOLO_TIMEOUT_S like bring-up's; a failure is sticky like any other.
 // Under call_mutex_.
 Status Communicator::connect_mesh_once() {
   if (mesh_connected_) return Status::ok();
-  KOLO_RETURN_IF_ERROR(connect_all());
+  KOLO_RETURN_IF_ERROR(connect_every_pair(config_, world_, wiring_.transport.get()));
   mesh_connected_ = true;
   return Status::ok();
 }
@@ -501,9 +478,9 @@ Status Communicator::point_to_point(const std::vector<PointToPoint>& ops, Launch
     // order of the peers does not matter. Through the host transport, which
     // the GPU transports send through.
     if (!peers.empty()) {
-      KOLO_RETURN_IF_ERROR(transport_->prepare(peers));
+      KOLO_RETURN_IF_ERROR(wiring_.transport->prepare(peers));
       const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
-      for (int peer : peers) KOLO_RETURN_IF_ERROR(transport_->connect(peer, deadline));
+      for (int peer : peers) KOLO_RETURN_IF_ERROR(wiring_.transport->connect(peer, deadline));
     }
     return run_point_to_point(ctx, ops);
   });
@@ -519,14 +496,14 @@ Status Communicator::recv_any(void* buf, size_t count, DataType dtype, int* sour
                             "(messages to itself are not taken)");
   }
   std::vector<int> cannot;
-  AnySource* any = transport_->any_source();
+  AnySource* any = wiring_.transport->any_source();
   for (int peer = 0; peer < world_.size; ++peer) {
     if (peer != world_.rank && !(any && any->can_peek(peer))) cannot.push_back(peer);
   }
   if (!cannot.empty()) {
     return unsupported("a receive from any rank must see a message before receiving it, which the transport to "
                        "rank(s) " + rank_list(cannot, 16) + " cannot (this communicator's transports: " +
-                       transport_->name() + "; RDMA moves nothing before the receiver names the buffer, TCP and "
+                       wiring_.transport->name() + "; RDMA moves nothing before the receiver names the buffer, TCP and "
                        "shared memory can: KOLO_TRANSPORT=tcp)");
   }
   const size_t bytes = count * dtype_size(dtype);

@@ -14,12 +14,14 @@
 //
 // The class is written in files, one concern each: communicator.cc (the
 // collectives and point-to-point, checked and handed to the algorithm
-// tables), communicator_bring_up.cc (rendezvous, transports, connections),
+// tables), communicator_bring_up.cc (the ways one is made),
 // communicator_failure.cc (abort, revoke, flight records), and
 // communicator_resize.cc (shrink, grow); over parts with interfaces and
-// tests of their own: call_launcher.h (blocking, stream and asynchronous
-// launches), sticky_error.h (the kept failure and the job's first one),
-// tuning.h (pacing, costs, the hosts' layout), membership.h, rendezvous.h.
+// tests of their own: bring_up.h (meeting the others; transports,
+// connections, arenas: the Wiring), call_launcher.h (blocking, stream and
+// asynchronous launches), sticky_error.h (the kept failure and the job's
+// first one), tuning.h (pacing, costs, the hosts' layout), membership.h,
+// rendezvous.h.
 #pragma once
 
 #include <functional>
@@ -39,6 +41,7 @@
 #include "collectives/wire_format.h"
 #include "common/function_ref.h"
 #include "common/status.h"
+#include "runtime/bring_up.h"
 #include "runtime/call_launcher.h"
 #include "runtime/config.h"
 #include "runtime/flight_recorder.h"
@@ -112,10 +115,10 @@ class Communicator {
 
   // The transports this communicator's peers are reached by: "shm", "ib",
   // "tcp" or several joined by '+' ("none" alone in the world).
-  const char* transport_name() const { return transport_ ? transport_->name() : "none"; }
+  const char* transport_name() const { return wiring_.transport ? wiring_.transport->name() : "none"; }
   // Whether this host's ranks share an arena, through which the
   // hierarchical schedules' phases within a host go (open_host_arena).
-  bool has_host_arena() const { return host_arena_ != nullptr; }
+  bool has_host_arena() const { return wiring_.host_arena != nullptr; }
   // The allreduce schedule for a host buffer of `bytes`: "ring",
   // "recursive_doubling", "hierarchical" or "shared_memory".
   const char* allreduce_algorithm(size_t bytes);
@@ -183,7 +186,7 @@ class Communicator {
   Status deregister_memory(const void* data, size_t bytes);
   // Declares a kolo-owned buffer (the engine's fusion buffer) to this
   // communicator's transport. From the thread that runs its collectives.
-  void attach(RegisteredBuffer* buffer) { buffer->attach(transport_.get()); }
+  void attach(RegisteredBuffer* buffer) { buffer->attach(wiring_.transport.get()); }
   // Wakes a progress() wait in another thread (see Transport::interrupt).
   void interrupt();
   // Where the next allreduces record the end of their reduce-scatter phase
@@ -254,46 +257,11 @@ class Communicator {
   explicit Communicator(const Config& config);
   // A world communicator's: meet the others, then bring_up.
   Status init(int local_rank, int local_size);
-  // The rendezvous proper: tells the others where this rank runs and what
-  // each kind of transport offers here (RankFacts), learns theirs into
-  // world_.facts, and places the ranks on hosts. *opened: per kind (in
-  // transport_kinds() order), what its offer opened.
-  Status meet(int given_local_rank, int given_local_size, std::vector<std::unique_ptr<DirectTransport>>* opened);
-  // meet's halves: what each kind of transport offers here; and telling
-  // the others this rank's facts and learning theirs (world_.facts).
-  Status offer(RankFacts* mine, std::vector<std::unique_ptr<DirectTransport>>* opened);
-  Status exchange_facts(const RankFacts& mine);
   // Everything after the membership is settled, for every way a
-  // communicator is made (world, sibling, split): transports, polling,
-  // algorithms, connections, the shared arena.
+  // communicator is made (world, sibling, split, shrink, grow):
+  // bring_up.h's bring_up into wiring_, then the launcher and the logs.
   Status bring_up(const std::string& store_prefix, bool full_mesh,
                   std::vector<std::unique_ptr<DirectTransport>> opened);
-  Status connect_ring();
-  Status connect_all();
-  // The transport to each peer (transport/routes.h): one of them, or a
-  // PerPeerTransport over several. opened_early: see meet.
-  Status make_transport(const std::string& store_prefix, std::vector<std::unique_ptr<DirectTransport>> opened_early);
-  TransportContext transport_context(const std::string& store_prefix) const;
-  // polling_ and segment_bytes_: how this rank waits, and the pipeline's
-  // unit (tuning.h's choose_pacing).
-  void choose_pacing();
-  // hosts_, the cost model and the hosts' shape, from world_.facts and the
-  // settings (tuning.h).
-  void choose_algorithm();
-  // One line: what allreduce runs at each size, and why.
-  std::string describe_choices() const;
-  // Maps arena_ where every rank is reached over shared memory, else
-  // host_arena_ where this host's ranks are (collective).
-  Status open_arena(const std::string& store_prefix);
-  Status open_host_arena(const std::string& store_prefix);
-  // An arena of `kind` among `context`'s ranks. UNSUPPORTED (no room in
-  // /dev/shm, ...) is no failure: the arena's ranks learn it alike, keep
-  // what they would use `instead`, *out stays empty, and `told` warns once.
-  Status open_arena_of(const TransportKind* kind, const TransportContext& context, std::once_flag& told,
-                       const char* instead, std::unique_ptr<SharedArena>* out);
-  // This rank's place among the hosts (make_host_layout over the facts);
-  // false where the hierarchical schedules do not apply.
-  bool host_layout(HostLayout* out) const;
   // A collective's schedule, seen in place while it runs.
   using CollectiveRef = CallLauncher::CollectiveRef;
   // Runs a collective under the call lock, turning its failure sticky
@@ -329,38 +297,12 @@ class Communicator {
   uint64_t splits_ = 0;  // split() calls so far: the same on every rank, since splits are collective
   uint64_t shrinks_ = 0;  // shrink() calls so far: the same on every survivor
   uint64_t grows_ = 0;    // grow() calls so far
-  std::unique_ptr<Transport> transport_;
-  // Where the ranks run, when the hierarchical allreduce can use it and
-  // KOLO_ALGORITHM allows it (see choose_algorithm).
-  std::unique_ptr<HostLayout> hosts_;
-  // How many hosts the ranks run on, the most ranks on one, and what the
-  // links cost: what the algorithm tables estimate with (choose_algorithm).
-  int host_count_ = 1;
-  int ranks_per_host_ = 1;
-  CostModel costs_;
+  // The transport, arenas, hosts' layout, costs and pacing bring_up made
+  // (bring_up.h); read-only after it, but for ending the connections.
+  Wiring wiring_;
   // The collectives' recent choices (choice_memo.h): used under
   // call_mutex_ only, through the topology the collectives run with.
   mutable ChoiceMemo choices_;
-  // The one kind of transport that reaches every peer, if one does: it may
-  // offer memory every rank maps (open_arena).
-  const TransportKind* arena_kind_ = nullptr;
-  // The one kind that reaches every other rank of this host, where the
-  // ranks span several hosts: it may offer the host's ranks an arena.
-  const TransportKind* host_arena_kind_ = nullptr;
-  // Per rank: the kind that moves device buffers to it directly (CUDA
-  // IPC), or nullptr where they are staged through transport_
-  // (transport/routes.h's choose_device_routes).
-  std::vector<const TransportKind*> device_routes_;
-  std::unique_ptr<SharedArena> arena_;
-  // Among this host's ranks only (at their index among them), for the
-  // hierarchical schedules' phases within a host.
-  std::unique_ptr<SharedArena> host_arena_;
-  struct Polling {
-    int spin_us = 50;
-    bool yield = true;
-  } polling_;  // as choose_pacing set it
-  // KOLO_SEGMENT_BYTES, or what choose_pacing made of its 0 (automatic).
-  size_t segment_bytes_ = size_t{2} << 20;
   HostMemory host_memory_;
   // How calls are launched, made by bring_up (the GPU is this rank's
   // then); destroyed first thing in the destructor: its queued jobs use

@@ -18,9 +18,9 @@ Status Communicator::fail(Status local) {
   }
   final = sticky_.keep(final);
   if (world_.rendezvous) world_.rendezvous->mark_failed();
-  if (transport_) transport_->abort();
-  if (arena_) arena_->abort();
-  if (host_arena_) host_arena_->abort();
+  if (wiring_.transport) wiring_.transport->abort();
+  if (wiring_.arena) wiring_.arena->abort();
+  if (wiring_.host_arena) wiring_.host_arena->abort();
   if (!config_.flight_recorder_dir.empty()) {
     // Every communicator of this process, then this one with its reason.
     FlightRecorderRegistry::dump_all("another communicator of this process failed: " + final.to_string());
@@ -74,7 +74,7 @@ Status Communicator::run(const CallRecord& call, CollectiveRef fn) {
 
 
 void Communicator::interrupt() {
-  if (transport_) transport_->interrupt();
+  if (wiring_.transport) wiring_.transport->interrupt();
 }
 
 void Communicator::cancel_store_waits(const Status& why) {

@@ -194,9 +194,9 @@ Status Communicator::grow(int new_size, std::unique_ptr<Communicator>* out) {
     mine = world_.facts[world_.rank];
   } else {  // a world of one never met anyone: what its transports offer
     std::vector<std::unique_ptr<DirectTransport>> unused;
-    KOLO_RETURN_IF_ERROR(c->offer(&mine, &unused));
+    KOLO_RETURN_IF_ERROR(offer(config_, m, &mine, &unused));
   }
-  KOLO_RETURN_IF_ERROR(c->exchange_facts(mine));
+  KOLO_RETURN_IF_ERROR(exchange_facts(config_, mine, &m));
   const int machine_ranks = m.machine_ranks;
   m.place(-1, -1);
   m.machine_ranks = std::max(machine_ranks, m.machine_ranks);
@@ -253,12 +253,8 @@ Status Communicator::join_grown(std::shared_ptr<Rendezvous> rendezvous, const Gr
   m.world_ranks = grown.world_ranks;
   m.world_ranks.resize(size, -1);
   rendezvous->learn_store_host(grown.store_host);
-  RankFacts mine;
   std::vector<std::unique_ptr<DirectTransport>> opened;
-  KOLO_RETURN_IF_ERROR(c->offer(&mine, &opened));
-  KOLO_RETURN_IF_ERROR(c->exchange_facts(mine));
-  m.place(-1, -1);
-  m.device_local_rank = m.local_rank;
+  KOLO_RETURN_IF_ERROR(meet(config, -1, -1, &m, &opened));
   KOLO_RETURN_IF_ERROR(c->bring_up("", /*full_mesh=*/false, std::move(opened)));
   KOLO_INFO("joined a grown communicator: rank " << rank << " of " << size);
   *out = std::move(c);
