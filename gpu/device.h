@@ -90,6 +90,35 @@ class Device {
   // allocation and cached while this Device lives).
   virtual Status export_memory(const void* p, IpcHandle* handle) = 0;
   virtual Status import_memory(const IpcHandle& handle, void** p) = 0;
+
+  // Loads every kernel now, with what its launches need (occupancy): CUDA
+  // loads modules lazily (the default since 12.2), and a first load waits
+  // for the whole device, so one made while a caller's stream is held
+  // (hold()) would wait for a stream that waits for kolo.
+  virtual Status load_kernels() = 0;
+  // The CUDA call ("cudaFree", ...) the thread that releases the holds
+  // (ReleasingHoldsScope, below) is in right now, or nullptr; *number
+  // counts the calls it started, so that one long call is told from many
+  // short ones. From any thread: what a watchdog names.
+  virtual const char* call_in_progress(uint64_t* number) const = 0;
+};
+
+// Marks the calling thread, for a scope, as the one that runs the work
+// callers' streams are held for (hold() .. signal()). A call there that
+// waits for the whole device (an allocation, a free, an IPC import, a
+// kernel's first load) waits for a held stream, which waits for this
+// thread: the emulated device's strict mode fails such calls at once.
+class ReleasingHoldsScope {
+ public:
+  ReleasingHoldsScope() : was_(active) { active = true; }
+  ~ReleasingHoldsScope() { active = was_; }
+  ReleasingHoldsScope(const ReleasingHoldsScope&) = delete;
+  ReleasingHoldsScope& operator=(const ReleasingHoldsScope&) = delete;
+  static bool on_this_thread() { return active; }
+
+ private:
+  static inline thread_local bool active = false;
+  const bool was_;
 };
 
 }  // namespace kolo

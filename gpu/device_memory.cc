@@ -3,6 +3,7 @@
 namespace kolo {
 
 DeviceMemory::~DeviceMemory() {
+  release_retired();
   if (staging_.data) device_->release(staging_.data);
   if (scratch_.data) device_->release(scratch_.data);
   if (packing_.data) device_->release(packing_.data);
@@ -21,12 +22,29 @@ void DeviceMemory::finalize(DataType dtype, ReduceOp op, void* buf, size_t count
 }
 
 void* DeviceMemory::grow(Buffer* buffer, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
   if (bytes <= buffer->bytes) return buffer->data;
-  // Device::release waits for work still using the old buffer.
-  if (buffer->data) device_->release(buffer->data);
+  // A collective still running may hold the old buffer (a reserve() from
+  // another thread grew it): it goes when nothing runs.
+  if (buffer->data) retired_.push_back(buffer->data);
   buffer->data = device_->allocate(bytes);
   buffer->bytes = buffer->data ? bytes : 0;
   return buffer->data;
+}
+
+void DeviceMemory::reserve(size_t staging_bytes, size_t scratch_bytes) {
+  if (staging_bytes) grow(&staging_, staging_bytes);
+  if (scratch_bytes) grow(&scratch_, scratch_bytes);
+}
+
+void DeviceMemory::release_retired() {
+  std::vector<void*> retired;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    retired.swap(retired_);
+  }
+  // Device::release waits for work still using them.
+  for (void* p : retired) device_->release(p);
 }
 
 }  // namespace kolo

@@ -1,9 +1,16 @@
 // A GPU's memory as the collectives see it (collectives/memory.h): copies
 // and reductions are enqueued on the Device's stream, and the scratch
 // buffers are device memory, grown on demand and kept for later calls.
+// Growing allocates, and freeing waits for the whole device: neither may
+// happen on kolo's thread while a caller's stream is held (device.h's
+// ReleasingHoldsScope), so a call on a stream reserves what it needs first,
+// from the caller's thread, and a replaced buffer is only retired, freed
+// when no stream is held (release_retired).
 #pragma once
 
 #include <cstddef>
+#include <mutex>
+#include <vector>
 
 #include "collectives/memory.h"
 #include "gpu/device.h"
@@ -25,6 +32,12 @@ class DeviceMemory : public Memory {
   void* scratch(size_t bytes) override { return grow(&scratch_, bytes); }
   void* packing(size_t bytes) override { return grow(&packing_, bytes); }
 
+  // Grows the buffers to at least these sizes now. Any thread.
+  void reserve(size_t staging_bytes, size_t scratch_bytes);
+  // Frees the buffers growing replaced. Only when no caller's stream is
+  // held and no collective runs.
+  void release_retired();
+
  private:
   struct Buffer {
     void* data = nullptr;
@@ -34,6 +47,8 @@ class DeviceMemory : public Memory {
   void* grow(Buffer* buffer, size_t bytes);
 
   Device* device_;
+  std::mutex mutex_;  // reserve() comes from callers' threads while a collective runs
+  std::vector<void*> retired_;
   Buffer staging_;
   Buffer scratch_;
   Buffer packing_;

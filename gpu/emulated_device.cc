@@ -60,7 +60,55 @@ void EmulatedStream::loop() {
   }
 }
 
-EmulatedDevice::EmulatedDevice(int lag_us) : lag_us_(lag_us), stream_(lag_us) {}
+EmulatedDevice::EmulatedDevice(int lag_us, DeviceWideCalls mode) : lag_us_(lag_us), mode_(mode), stream_(lag_us) {}
+
+std::vector<std::string> EmulatedDevice::violations() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return violations_;
+}
+
+const char* EmulatedDevice::call_in_progress(uint64_t* number) const {
+  *number = calls_started_.load();
+  return in_call_.load();
+}
+
+bool EmulatedDevice::device_wide(const char* call, const std::string& detail) {
+  const bool releasing = ReleasingHoldsScope::on_this_thread();
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t held = held_;
+  if (held <= signaled_ || closing_) return true;
+  if (mode_ == DeviceWideCalls::kFailWhereTheyDeadlock) {
+    if (!releasing) return true;
+    violations_.push_back(std::string("would deadlock on CUDA: ") + call + detail +
+                          " while a caller's stream is held (until kolo releases hold " + std::to_string(held) +
+                          ", from this very thread)");
+    return false;
+  }
+  if (releasing) {
+    calls_started_.fetch_add(1);
+    in_call_.store(call);
+  }
+  signal_cv_.wait_for(lock, std::chrono::seconds(60), [&] { return signaled_ >= held || closing_; });
+  if (releasing) in_call_.store(nullptr);
+  return true;
+}
+
+bool EmulatedDevice::first_use(int kernel, const char* what) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (all_kernels_loaded_ || loaded_kernels_.count(kernel)) return true;
+  }
+  if (!device_wide("cuModuleLoad", std::string(" (the first use of the ") + what + ")")) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  loaded_kernels_.insert(kernel);
+  return true;
+}
+
+Status EmulatedDevice::load_kernels() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  all_kernels_loaded_ = true;
+  return Status::ok();
+}
 
 EmulatedDevice::~EmulatedDevice() {
   {
@@ -108,6 +156,7 @@ MemoryKind EmulatedDevice::classify(const void* p) {
 }
 
 void* EmulatedDevice::allocate(size_t bytes) {
+  if (!device_wide("cudaMalloc", " of " + std::to_string(bytes) + " bytes")) return nullptr;
   auto* p = static_cast<unsigned char*>(std::malloc(bytes ? bytes : 1));
   if (!p) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -117,6 +166,7 @@ void* EmulatedDevice::allocate(size_t bytes) {
 
 void EmulatedDevice::release(void* p) {
   if (!p) return;
+  if (!device_wide("cudaFree", "")) return;  // kept: freeing memory in use would be worse
   // cudaFree waits for the device: so does this, for kolo's stream.
   stream_.wait_for(stream_.enqueued(), Deadline::after_seconds(60));
   std::lock_guard<std::mutex> lock(mutex_);
@@ -124,9 +174,13 @@ void EmulatedDevice::release(void* p) {
   std::free(p);
 }
 
-void* EmulatedDevice::allocate_pinned(size_t bytes) { return std::malloc(bytes ? bytes : 1); }
+void* EmulatedDevice::allocate_pinned(size_t bytes) {
+  if (!device_wide("cudaHostAlloc", " of " + std::to_string(bytes) + " bytes")) return nullptr;
+  return std::malloc(bytes ? bytes : 1);
+}
 
 void EmulatedDevice::release_pinned(void* p) {
+  if (!device_wide("cudaFreeHost", "")) return;
   stream_.wait_for(stream_.enqueued(), Deadline::after_seconds(60));
   std::free(p);
 }
@@ -152,11 +206,23 @@ void EmulatedDevice::copy(void* dst, const void* src, size_t bytes) {
 }
 
 void EmulatedDevice::reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) {
+  // kAvg runs the sum's kernel.
+  const int kernel = static_cast<int>(dtype) * 16 + static_cast<int>(op == ReduceOp::kAvg ? ReduceOp::kSum : op);
+  if (!first_use(kernel, "reduction kernel")) {
+    fail_next(device_error("the reduction kernel could not be loaded"));
+    enqueue([] {});
+    return;
+  }
   ReduceFn fn = reduce_kernel(dtype, op);
   enqueue([=] { fn(out, a, b, count); });
 }
 
 void EmulatedDevice::divide(DataType dtype, void* buf, size_t count, int divisor) {
+  if (!first_use(1000 + static_cast<int>(dtype), "division kernel")) {
+    fail_next(device_error("the division kernel could not be loaded"));
+    enqueue([] {});
+    return;
+  }
   FinalizeFn fn = finalize_kernel(dtype, ReduceOp::kAvg);
   enqueue([=] { fn(buf, count, divisor); });
 }
@@ -203,6 +269,10 @@ void EmulatedDevice::wait(StreamPoint point) {
 
 Status EmulatedDevice::hold(void* stream, uint64_t value) {
   if (!stream) return invalid_argument("the emulated GPU has no default stream: pass one of create_stream()");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (value > held_) held_ = value;
+  }
   run_on(stream, [this, value] {
     std::unique_lock<std::mutex> lock(mutex_);
     signal_cv_.wait(lock, [&] { return signaled_ >= value || closing_; });
@@ -239,6 +309,19 @@ Status EmulatedDevice::import_memory(const IpcHandle& handle, void** p) {
   }
   unsigned char* base;
   std::memcpy(&base, handle.bytes + sizeof(kMagic), sizeof(base));
+  bool opened;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    opened = imported_.count(base) > 0;
+  }
+  // Each allocation is opened once, as CUDA's device caches it.
+  if (!opened) {
+    if (!ipc_imports_allowed_.load() && !device_wide("cudaIpcOpenMemHandle", "")) {
+      return device_error("would deadlock on CUDA: cudaIpcOpenMemHandle while a caller's stream is held");
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    imported_.insert(base);
+  }
   *p = base + handle.offset;
   return Status::ok();
 }

@@ -7,6 +7,12 @@
 // missing fence shows up as wrong data. `lag_us` delays every operation to
 // widen those windows. IPC handles carry addresses: they open only in the
 // same process (ranks as threads).
+//
+// Calls that wait for the whole device on a real GPU (an allocation, a
+// free, an IPC import, a kernel's first use: its module's load) are where
+// stream-ordered calls deadlock: made while a caller's stream is held, by
+// the thread that must release the hold, they wait for a stream that waits
+// for them. The emulation models them (DeviceWideCalls).
 #pragma once
 
 #include <atomic>
@@ -17,7 +23,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gpu/device.h"
@@ -49,9 +58,22 @@ class EmulatedStream {
   std::thread thread_;
 };
 
+// What a call that waits for the whole device does while a caller's stream
+// is held.
+enum class DeviceWideCalls {
+  // Strict, the default: on the thread that releases the holds
+  // (ReleasingHoldsScope) it fails at once, "would deadlock on CUDA: ...",
+  // and is kept in violations(); on any other thread it goes on.
+  kFailWhereTheyDeadlock,
+  // As on a GPU: it waits until every hold made so far has been released,
+  // so on that thread it waits for itself (until something else releases
+  // the hold, or 60 s).
+  kWaitForHolds,
+};
+
 class EmulatedDevice : public Device {
  public:
-  explicit EmulatedDevice(int lag_us = 0);
+  explicit EmulatedDevice(int lag_us = 0, DeviceWideCalls mode = DeviceWideCalls::kFailWhereTheyDeadlock);
   ~EmulatedDevice() override;
 
   // A caller's stream (what cudaStreamCreate gives), owned by the device;
@@ -64,6 +86,14 @@ class EmulatedDevice : public Device {
   // The next enqueued operation of kolo's stream fails with this status
   // (what a failed kernel launch looks like).
   void fail_next(Status status);
+  // The calls strict mode failed, each saying what and why.
+  std::vector<std::string> violations() const;
+  // Strict mode lets IPC imports by: the one such call kolo still makes
+  // while a stream is held (the CUDA IPC transport opens a peer's buffer
+  // the first time it sends into it; the watchdog of held streams ends
+  // such a deadlock by its deadline, naming the call). Tests of the IPC
+  // path on streams say so by calling this.
+  void allow_ipc_imports_in_holds() { ipc_imports_allowed_ = true; }
 
   std::string name() const override { return "emulated GPU"; }
   int ordinal() const override { return 0; }
@@ -84,21 +114,38 @@ class EmulatedDevice : public Device {
   void signal(uint64_t value) override;
   Status export_memory(const void* p, IpcHandle* handle) override;
   Status import_memory(const IpcHandle& handle, void** p) override;
+  Status load_kernels() override;
+  const char* call_in_progress(uint64_t* number) const override;
 
  private:
+  // Before a call that waits for the whole device (`call`, a CUDA name;
+  // `detail`: its arguments): false where strict mode fails it.
+  bool device_wide(const char* call, const std::string& detail);
+  // A kernel's first use loads its module: a call that waits for the
+  // device unless load_kernels() loaded them all. False where it failed.
+  bool first_use(int kernel, const char* what);
   // Enqueues fn on kolo's stream, or the injected failure in its place.
   void enqueue(std::function<void()> fn);
   // The allocation holding p: its base, or nullptr.
   unsigned char* base_of(const void* p, size_t* bytes);
 
   const int lag_us_;
-  std::mutex mutex_;
+  const DeviceWideCalls mode_;
+  mutable std::mutex mutex_;
   std::map<unsigned char*, size_t> allocations_;  // base -> bytes
   Status failure_;         // of enqueued work, until reported
   Status inject_;          // fails the next enqueued operation
   std::condition_variable signal_cv_;
   uint64_t signaled_ = 0;
+  uint64_t held_ = 0;  // the largest value a caller's stream was held for
   bool closing_ = false;
+  std::vector<std::string> violations_;
+  std::set<int> loaded_kernels_;
+  std::set<unsigned char*> imported_;  // allocations opened by import_memory
+  std::atomic<bool> ipc_imports_allowed_{false};
+  bool all_kernels_loaded_ = false;
+  std::atomic<const char*> in_call_{nullptr};
+  std::atomic<uint64_t> calls_started_{0};
   std::vector<std::unique_ptr<EmulatedStream>> caller_streams_;
   EmulatedStream stream_;  // kolo's; declared last, so it stops first
 };

@@ -13,6 +13,20 @@ StagedTransport::StagedTransport(Transport* wire, Device* device, size_t slot_by
       slots_(std::max(slots, 2)),
       name_(std::string(wire->name()) + "+staging") {}
 
+Status StagedTransport::allocate_slots() {
+  for (auto* side : {&free_send_slots_, &free_recv_slots_}) {
+    int* allocated = side == &free_send_slots_ ? &send_slots_ : &recv_slots_;
+    while (*allocated < slots_) {
+      void* s = device_->allocate_pinned(slot_bytes_);
+      if (!s) return device_error("cannot allocate a staging slot of " + std::to_string(slot_bytes_) + " bytes");
+      ++*allocated;
+      all_slots_.push_back(s);
+      side->push_back(s);
+    }
+  }
+  return Status::ok();
+}
+
 StagedTransport::~StagedTransport() {
   for (void* s : all_slots_) device_->release_pinned(s);
 }

@@ -29,6 +29,9 @@ class StagedTransport : public LayeredTransport {
   // message size (larger messages get a slot of their own, freed after);
   // slots: pinned buffers per direction (at least 2: double buffering).
   StagedTransport(Transport* wire, Device* device, size_t slot_bytes, int slots);
+  // Allocates every slot now (pinned memory waits for the whole device):
+  // from a caller's thread, before any of its streams is held.
+  Status allocate_slots();
   ~StagedTransport() override;
 
   Status post_send(int peer, const void* data, size_t bytes, uint64_t tag, Request* request) override;

@@ -1,5 +1,8 @@
 #include "runtime/call_launcher.h"
 
+#include <algorithm>
+#include <chrono>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -11,10 +14,26 @@ CallLauncher::CallLauncher(Device* device, int device_rank, double timeout_s, Ho
     : device_(device), device_rank_(device_rank), timeout_s_(timeout_s), hooks_(std::move(hooks)) {}
 
 CallLauncher::~CallLauncher() {
-  queue_->stop();  // its jobs use everything else
+  queue_->stop();  // its jobs use everything else (a stuck one ends by the watchdog)
   queue_.reset();
+  {
+    std::lock_guard<std::mutex> lock(holds_mutex_);
+    stopping_ = true;
+  }
+  holds_cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
   gpu_.reset();
 }
+
+namespace {
+
+size_t largest(BufferList buffers) {
+  size_t most = 0;
+  for (const NamedBuffer& b : buffers) most = std::max(most, b.bytes);
+  return most;
+}
+
+}  // namespace
 
 GpuContext* CallLauncher::gpu() {
   if (!gpu_) gpu_ = std::make_unique<GpuContext>(device_, device_rank_);
@@ -38,6 +57,10 @@ Status CallLauncher::later(const CallRecord& call, BufferList buffers, Launch ho
   std::lock_guard<std::mutex> order(order_);
   bool on_device = false;
   KOLO_RETURN_IF_ERROR(gpu()->classify(buffers, &on_device));
+  // Everything the call will need of the GPU, made now, on the caller's
+  // thread: made by kolo's thread while a stream is held, it could wait for
+  // that stream (see watch()).
+  if (on_device && hooks_.prepare) KOLO_RETURN_IF_ERROR(hooks_.prepare(gpu(), largest(buffers)));
   if (how.on_stream) return on_stream(call, on_device, how.stream, std::move(fn));
   return async(call, on_device, std::move(how.done), std::move(fn));
 }
@@ -54,6 +77,8 @@ Status CallLauncher::now(const CallRecord& call, BufferList buffers, CollectiveR
                          "KOLO_TIMEOUT_S");
   }
   if (!on_device) return hooks_.run(call, fn);
+  // Nothing is queued, so no stream is held: buffers replaced since may go.
+  gpu()->release_retired();
   // Blocking on device buffers: after the work already on the legacy
   // default stream (which follows every blocking stream), as a
   // cudaMemcpy would be.
@@ -80,7 +105,14 @@ Status CallLauncher::on_stream(const CallRecord& call, bool on_device, void* str
     return s.with_context(std::string(what) + " on a CUDA stream");
   }
   stream_ops_ = value;
+  {
+    std::lock_guard<std::mutex> lock(holds_mutex_);
+    holds_.push_back(Hold{value, what});
+    start_watchdog_locked(device);
+  }
+  holds_cv_.notify_all();
   queue_->push([this, device, point, value, call, on_device, fn = std::move(fn)] {
+    const ReleasingHoldsScope releasing;
     device->wait(point);
     if (on_device) {
       (void)run_on_device(call, fn);
@@ -94,9 +126,65 @@ Status CallLauncher::on_stream(const CallRecord& call, bool on_device, void* str
     }
     // Always: a failed collective (now the sticky error) must not leave
     // the caller's stream waiting forever.
-    device->signal(value);
+    release_hold(device, value);
   });
   return Status::ok();
+}
+
+void CallLauncher::release_hold(Device* device, uint64_t value) {
+  {
+    std::lock_guard<std::mutex> lock(holds_mutex_);
+    holds_.erase(std::remove_if(holds_.begin(), holds_.end(), [&](const Hold& h) { return h.value <= value; }),
+                 holds_.end());
+  }
+  device->signal(value);
+}
+
+void CallLauncher::start_watchdog_locked(Device* device) {
+  if (watchdog_.joinable()) return;
+  held_device_ = device;
+  watchdog_ = std::thread([this] { watch(); });
+}
+
+void CallLauncher::watch() {
+  const double limit_s = timeout_s_ + kHoldGraceSeconds;
+  // Looks often enough to end a stuck call within about an eighth past
+  // its limit.
+  const auto period = std::chrono::duration<double>(std::min(1.0, std::max(0.01, limit_s / 8)));
+  const char* seen_call = nullptr;
+  uint64_t seen_number = 0;
+  auto seen_since = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(holds_mutex_);
+  while (!stopping_) {
+    holds_cv_.wait_for(lock, period);
+    if (holds_.empty()) {
+      seen_call = nullptr;
+      continue;
+    }
+    uint64_t number = 0;
+    const char* call = held_device_->call_in_progress(&number);
+    const auto now = std::chrono::steady_clock::now();
+    if (!call || call != seen_call || number != seen_number) {
+      seen_call = call;
+      seen_number = number;
+      seen_since = now;
+      continue;
+    }
+    if (now - seen_since < std::chrono::duration<double>(limit_s)) continue;
+    // One CUDA call has lasted past the limit while streams are held.
+    std::ostringstream why;
+    why << holds_.front().what << " on a CUDA stream: kolo's thread has been in " << call << " for "
+        << static_cast<int>(limit_s) << " s (KOLO_TIMEOUT_S=" << timeout_s_ << " and " << kHoldGraceSeconds
+        << " s), a call that waits for the whole device while the caller's stream waits for kolo; the stream was "
+           "released and the call abandoned";
+    const uint64_t last = holds_.back().value;
+    holds_.clear();
+    seen_call = nullptr;
+    lock.unlock();
+    if (hooks_.fail) hooks_.fail(timeout_error(why.str()));
+    held_device_->signal(last);
+    lock.lock();
+  }
 }
 
 Status CallLauncher::async(const CallRecord& call, bool on_device, std::vector<std::shared_ptr<OpHandle>> done,
@@ -120,6 +208,7 @@ Status CallLauncher::async(const CallRecord& call, bool on_device, std::vector<s
   }
   queue_->push(
       [this, call, device, point, on_device, result, fn = std::move(fn)] {
+        const ReleasingHoldsScope releasing;  // a later call's hold may wait for this job
         if (!on_device) {
           *result = hooks_.run(call, fn);
           return;

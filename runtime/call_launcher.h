@@ -6,10 +6,12 @@
 // on an emulated GPU (call_launcher_test.cc).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "collectives/ring.h"
@@ -52,6 +54,12 @@ class CallLauncher {
     // Turns a host schedule context into one for device buffers
     // (GpuContext::adapt with the owner's transport and routes).
     std::function<Status(GpuContext*, ScheduleContext*)> adapt;
+    // Before a call on device buffers is queued: what it will need of the
+    // GPU, set up from the caller's thread (GpuContext::prepare with the
+    // owner's transport and routes; largest: its largest buffer's bytes).
+    std::function<Status(GpuContext*, size_t largest)> prepare;
+    // Makes `why` the owner's sticky error, from any thread (the watchdog's).
+    std::function<void(const Status& why)> fail;
   };
   // device: a Device to use instead of opening one (tests); device_rank:
   // which GPU this rank opens (local_rank % count). timeout_s bounds every
@@ -59,6 +67,10 @@ class CallLauncher {
   CallLauncher(Device* device, int device_rank, double timeout_s, Hooks hooks);
   // Runs what callers enqueued (each bounded by its deadline), then stops.
   ~CallLauncher();
+  // How long kolo's thread may sit in one CUDA call while a caller's
+  // stream is held before the watchdog releases the stream: KOLO_TIMEOUT_S
+  // and this much more.
+  static constexpr double kHoldGraceSeconds = 1.0;
 
   // A collective: tells host from device buffers, and runs it now or
   // enqueues it. Only an enqueued one is copied into a Collective: a
@@ -87,6 +99,17 @@ class CallLauncher {
   // done once the GPU's work for it has run.
   Status run_on_device(const CallRecord& call, CollectiveRef fn);
   GpuContext* gpu();
+  // The watchdog of held streams. A call that waits for the whole device,
+  // made by kolo's thread while a caller's stream is held, waits for that
+  // stream, which waits for kolo: a deadlock CUDA never ends. The watchdog
+  // thread (started at the first hold) watches the CUDA call kolo's thread
+  // is in (Device::call_in_progress); one that lasts KOLO_TIMEOUT_S and the
+  // grace makes the owner's error sticky, naming that call, and releases
+  // every held stream, so the callers' streams go on and the calls fail.
+  void start_watchdog_locked(Device* device);
+  void watch();
+  // A job's end: its hold (and every earlier one) is released.
+  void release_hold(Device* device, uint64_t value);
 
   Device* const device_;
   const int device_rank_;
@@ -98,6 +121,18 @@ class CallLauncher {
   // Shared with the handles of what it runs (their waits on its own
   // thread run it forward: OpHandle::set_helper).
   std::shared_ptr<StreamQueue> queue_ = std::make_shared<StreamQueue>();
+
+  // The held streams, for the watchdog.
+  struct Hold {
+    uint64_t value;
+    const char* what;  // the call, for the error
+  };
+  std::mutex holds_mutex_;
+  std::condition_variable holds_cv_;
+  std::vector<Hold> holds_;  // not yet released, in value order
+  Device* held_device_ = nullptr;
+  bool stopping_ = false;
+  std::thread watchdog_;
 };
 
 }  // namespace kolo

@@ -109,6 +109,60 @@ TEST(CallLauncher, AStreamIsHeldUntilTheCallRanAndReleasedWhenItFails) {
   }
 }
 
+// The hang on an H100, as a GPU has it: kolo's thread, running the job a
+// caller's stream is held for, makes a call that waits for the whole
+// device (here a cudaMalloc, as DeviceMemory's first growth did), which
+// waits for that stream. The watchdog ends it by KOLO_TIMEOUT_S and the
+// grace: the owner's error turns sticky naming the call, and the stream
+// goes on. Without the watchdog the stream would wait for ever (the
+// emulation's own 60 s cap, past this test's limit).
+TEST(CallLauncher, AStreamHeldWhileKolosThreadWaitsForTheDeviceIsReleasedByTheDeadline) {
+  EmulatedDevice device(0, DeviceWideCalls::kWaitForHolds);
+  std::mutex mutex;
+  Status failed;
+  CallLauncher::Hooks h;
+  h.run = [](const CallRecord&, CallLauncher::CollectiveRef fn) { return fn(ScheduleContext()); };
+  h.healthy = [&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    return failed;
+  };
+  h.adapt = [](GpuContext*, ScheduleContext*) { return Status::ok(); };
+  h.fail = [&](const Status& why) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (failed.is_ok()) failed = why;
+  };
+  const double timeout_s = 1;
+  CallLauncher launcher(&device, 0, timeout_s, h);
+  void* stream = device.create_stream();
+  std::vector<float> host(4);
+  void* allocated = nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(launcher
+                  .launch("allreduce", {{host.data(), 16, "buf"}}, Launch::on(stream),
+                          [&](const ScheduleContext&) {
+                            allocated = device.allocate(64);
+                            return Status::ok();
+                          })
+                  .is_ok());
+  std::atomic<bool> after{false};
+  device.run_on(stream, [&] { after = true; });
+  ASSERT_TRUE(device.synchronize_stream(stream, Deadline::after_seconds(20)));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(after.load());
+  EXPECT_GE(took, timeout_s + CallLauncher::kHoldGraceSeconds - 0.1);
+  EXPECT_LT(took, 10) << "the held stream must go on by the deadline";
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    EXPECT_EQ(failed.code(), Code::kTimeout) << failed.to_string();
+    EXPECT_NE(failed.message().find("cudaMalloc"), std::string::npos) << failed.message();
+    EXPECT_NE(failed.message().find("allreduce on a CUDA stream"), std::string::npos) << failed.message();
+  }
+  // The next call sees the failure at once.
+  EXPECT_EQ(launcher.launch("allreduce", {{host.data(), 16, "buf"}}, Launch::on(stream), slow).code(), Code::kTimeout);
+  ASSERT_TRUE(launcher.launch("barrier", {}, Launch{}, slow).is_ok());  // the queue has drained
+  if (allocated) device.release(allocated);
+}
+
 TEST(CallLauncher, NothingIsEnqueuedAfterAFailure) {
   Fixture f;
   f.health = aborted("rank 0 aborted its communicator");

@@ -117,6 +117,11 @@ Status Communicator::bring_up(const std::string& store_prefix, bool full_mesh,
   hooks.adapt = [this](GpuContext* gpu, ScheduleContext* ctx) {
     return gpu->adapt(ctx, wiring_.transport.get(), wiring_.device_routes, config_);
   };
+  hooks.prepare = [this](GpuContext* gpu, size_t largest) {
+    return gpu->prepare(wiring_.transport.get(), wiring_.device_routes, config_, wiring_.pacing.segment_bytes,
+                        largest);
+  };
+  hooks.fail = [this](const Status& why) { (void)fail(why); };
   launcher_ = std::make_unique<CallLauncher>(config_.device, world_.device_local_rank, config_.timeout_s,
                                              std::move(hooks));
   BringUpPlan plan;

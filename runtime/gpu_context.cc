@@ -27,6 +27,11 @@ Status GpuContext::device(Device** out) {
     }
   }
   if (!device_) return open_failure_;
+  if (!kernels_loaded_) {
+    Status loaded = device_->load_kernels();
+    if (!loaded.is_ok()) return loaded.with_context("opening " + device_->name());
+    kernels_loaded_ = true;
+  }
   *out = device_;
   return Status::ok();
 }
@@ -70,30 +75,62 @@ Status GpuContext::adapt(ScheduleContext* ctx, Transport* host_transport,
                          const std::vector<const TransportKind*>& device_routes, const Config& config) {
   Device* d = nullptr;
   KOLO_RETURN_IF_ERROR(device(&d));
-  if (!memory_) memory_ = std::make_unique<DeviceMemory>(d);
+  std::lock_guard<std::mutex> lock(mutex_);
+  KOLO_RETURN_IF_ERROR(open_transports_locked(d, host_transport, device_routes, config, ctx->segment_bytes));
   ctx->memory = memory_.get();
   if (!host_transport) return Status::ok();  // alone: nothing crosses a wire
-  if (!staged_) {
-    staged_ = std::make_unique<StagedTransport>(host_transport, d, ctx->segment_bytes,
-                                                static_cast<int>(config.pipeline_depth));
-    // The one kind that carries device memory (CUDA IPC), to the peers it
-    // reaches; the others' through staging.
-    const TransportKind* kind = nullptr;
-    std::vector<bool> reached(device_routes.size(), false);
-    for (size_t r = 0; r < device_routes.size(); ++r) {
-      if (!device_routes[r]) continue;
-      if (kind && device_routes[r] != kind) {
-        return internal_error("two kinds carry device memory to this rank's peers (" + std::string(kind->name()) + ", " +
-                        device_routes[r]->name() + "): one GPU context opens one");
-      }
-      kind = device_routes[r];
-      reached[r] = true;
-    }
-    if (kind) KOLO_RETURN_IF_ERROR(kind->open_over(staged_.get(), d, reached, &direct_));
-    KOLO_INFO("device buffers move over " << (direct_ ? std::string(direct_->name()) + " to ranks on this node, " : "")
-                                          << staged_->name() << (direct_ ? " to the others" : ""));
-  }
   ctx->transport = direct_ ? direct_.get() : staged_.get();
+  return Status::ok();
+}
+
+Status GpuContext::prepare(Transport* host_transport, const std::vector<const TransportKind*>& device_routes,
+                           const Config& config, size_t segment_bytes, size_t largest) {
+  Device* d = nullptr;
+  KOLO_RETURN_IF_ERROR(device(&d));
+  std::lock_guard<std::mutex> lock(mutex_);
+  KOLO_RETURN_IF_ERROR(open_transports_locked(d, host_transport, device_routes, config, segment_bytes));
+  // What the schedules ask of it for such a call: a scratch buffer the
+  // size of the call's largest (the ring's work area, a relay), and
+  // staging for the pipeline's slots, with as many again for transient
+  // results (collectives/pipeline.cc), or for a small call's whole message
+  // (recursive doubling).
+  const size_t depth = static_cast<size_t>(std::max<int64_t>(1, config.pipeline_depth));
+  const size_t staging = std::max(2 * depth * segment_bytes, std::min(largest, static_cast<size_t>(std::max<int64_t>(
+                                                                                    0, config.small_allreduce_bytes))));
+  memory_->reserve(staging, largest);
+  return Status::ok();
+}
+
+void GpuContext::release_retired() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (memory_) memory_->release_retired();
+}
+
+Status GpuContext::open_transports_locked(Device* d, Transport* host_transport,
+                                          const std::vector<const TransportKind*>& device_routes,
+                                          const Config& config, size_t segment_bytes) {
+  if (!memory_) memory_ = std::make_unique<DeviceMemory>(d);
+  if (!host_transport || staged_) return Status::ok();
+  auto staged = std::make_unique<StagedTransport>(host_transport, d, segment_bytes,
+                                                  static_cast<int>(config.pipeline_depth));
+  KOLO_RETURN_IF_ERROR(staged->allocate_slots());
+  staged_ = std::move(staged);
+  // The one kind that carries device memory (CUDA IPC), to the peers it
+  // reaches; the others' through staging.
+  const TransportKind* kind = nullptr;
+  std::vector<bool> reached(device_routes.size(), false);
+  for (size_t r = 0; r < device_routes.size(); ++r) {
+    if (!device_routes[r]) continue;
+    if (kind && device_routes[r] != kind) {
+      return internal_error("two kinds carry device memory to this rank's peers (" + std::string(kind->name()) + ", " +
+                            device_routes[r]->name() + "): one GPU context opens one");
+    }
+    kind = device_routes[r];
+    reached[r] = true;
+  }
+  if (kind) KOLO_RETURN_IF_ERROR(kind->open_over(staged_.get(), d, reached, &direct_));
+  KOLO_INFO("device buffers move over " << (direct_ ? std::string(direct_->name()) + " to ranks on this node, " : "")
+                                        << staged_->name() << (direct_ ? " to the others" : ""));
   return Status::ok();
 }
 

@@ -7,6 +7,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,8 @@ class GpuContext {
   // name the buffers.
   Status classify(BufferList buffers, bool* on_device);
 
-  // The GPU, opened on first use; UNSUPPORTED saying why when there is none.
+  // The GPU, opened on first use with every kernel loaded
+  // (Device::load_kernels); UNSUPPORTED saying why when there is none.
   Status device(Device** out);
 
   // Turns the communicator's schedule context into one for device buffers.
@@ -75,12 +77,31 @@ class GpuContext {
   Status adapt(ScheduleContext* ctx, Transport* host_transport,
                const std::vector<const TransportKind*>& device_routes, const Config& config);
 
+  // Before a call on device buffers whose largest is `largest` bytes is
+  // queued, from the caller's thread: the GPU's memory for it, the device
+  // transports and their staging slots, made now. Made later, on kolo's
+  // thread while a caller's stream is held, they would wait for that
+  // stream (device.h). Same arguments as adapt, and segment_bytes: the
+  // pipeline's unit.
+  Status prepare(Transport* host_transport, const std::vector<const TransportKind*>& device_routes,
+                 const Config& config, size_t segment_bytes, size_t largest);
+  // Frees device memory that growing replaced: only when no caller's
+  // stream is held and no collective runs (a blocking call's start).
+  void release_retired();
+
  private:
+  // The memory and transports adapt hands out, made once. Under mutex_.
+  Status open_transports_locked(Device* d, Transport* host_transport,
+                                const std::vector<const TransportKind*>& device_routes, const Config& config,
+                                size_t segment_bytes);
+
   Device* device_;
   std::unique_ptr<Device> owned_;
   Status open_failure_;  // why the GPU could not be opened, once tried
   bool tried_ = false;
+  bool kernels_loaded_ = false;
   const int local_rank_;
+  std::mutex mutex_;  // prepare (callers' threads) against adapt (kolo's)
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<Transport> staged_;
   std::unique_ptr<Transport> direct_;  // the device kind's, over staged_, where one reaches a peer

@@ -55,7 +55,12 @@ class GpuWorld {
  public:
   // small_allreduce_bytes: recursive doubling up to there (0: the ring always).
   explicit GpuWorld(const Mode& m, int64_t small_allreduce_bytes = 0) {
-    for (int r = 0; r < m.ranks; ++r) devices_.push_back(std::make_unique<EmulatedDevice>(m.lag_us));
+    for (int r = 0; r < m.ranks; ++r) {
+      devices_.push_back(std::make_unique<EmulatedDevice>(m.lag_us));
+      // Strict (gpu/emulated_device.h), but for the IPC transport's opening
+      // of a peer's buffer inside a stream's hold, still made there.
+      if (m.ipc) devices_.back()->allow_ipc_imports_in_holds();
+    }
     world_ = std::make_unique<ThreadWorld>(m.ranks, [&](int r) {
       Config c = test_config(4096, small_allreduce_bytes);
       c.transport = "tcp";
@@ -229,6 +234,99 @@ TEST_P(GpuCollectives, StreamAndBlockingCallsKeepTheirOrder) {
       g.device(r).release(bufs[k]);
     }
   });
+}
+
+// The sequence that hung tests/gpu's worker on an H100 (a blocking
+// zero-byte allreduce, then its first stream-ordered call), and on past
+// it: stream allreduces of 1, 1031 and 2^20 + 3 elements over several
+// dtypes and ops, every other stream-ordered collective, and asynchronous
+// calls, staged through pinned host memory. The emulated GPUs are strict:
+// a call that waits for the whole device, made by kolo's thread while a
+// caller's stream is held (an allocation, a free, a kernel's first load),
+// fails at once and is listed. There must be none, and every result must
+// be the reference's.
+TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold) {
+  for (const Mode& m : {Mode{2, false, 0}, Mode{3, false, 50}}) {
+    SCOPED_TRACE(mode_name(::testing::TestParamInfo<Mode>(m, 0)));
+    GpuWorld g(m);
+    const int n = g.size();
+    g.world().run([&](int r) {
+      void* stream = g.device(r).create_stream();
+      void* nothing = g.upload(r, Bytes(4, 0));
+      ASSERT_TRUE(g.comm(r).allreduce(nothing, nothing, 0, DataType::kFloat32, ReduceOp::kSum).is_ok());
+      struct Call {
+        DataType d;
+        ReduceOp op;
+        size_t count;
+        void* buf;
+        Bytes want;
+      };
+      std::vector<Call> calls;
+      for (size_t count : {size_t{1}, size_t{1031}, (size_t{1} << 20) + 3}) {
+        for (auto [d, op] : {std::pair{DataType::kFloat32, ReduceOp::kSum}, std::pair{DataType::kInt32, ReduceOp::kMax},
+                             std::pair{DataType::kFloat16, ReduceOp::kAvg}, std::pair{DataType::kInt64, ReduceOp::kProd}}) {
+          if (count > 2000 && d != DataType::kFloat32) continue;  // the large size once
+          calls.push_back({d, op, count, g.upload(r, make_input(d, op, r, count)), make_expected(d, op, n, count)});
+          Status s = g.comm(r).allreduce(calls.back().buf, calls.back().buf, count, d, op, Launch::on(stream));
+          ASSERT_TRUE(s.is_ok()) << label(d, op, count) << ": " << s.to_string();
+        }
+      }
+      // The other stream-ordered collectives, each against what every
+      // rank's inputs make: broadcast from the last rank, allgather and
+      // reduce-scatter of int32 rows.
+      const size_t rows = 777;
+      Bytes mine(rows * 4), all(rows * 4 * n);
+      for (size_t i = 0; i < rows; ++i) {
+        const int32_t v = r * 1000 + static_cast<int32_t>(i);
+        std::memcpy(mine.data() + i * 4, &v, 4);
+        for (int q = 0; q < n; ++q) {
+          const int32_t w = q * 1000 + static_cast<int32_t>(i);
+          std::memcpy(all.data() + (q * rows + i) * 4, &w, 4);
+        }
+      }
+      void* bcast = g.upload(r, mine);
+      ASSERT_TRUE(g.comm(r).broadcast(bcast, rows, DataType::kInt32, n - 1, Launch::on(stream)).is_ok());
+      void* gather_in = g.upload(r, mine);
+      void* gathered = g.upload(r, Bytes(all.size(), 0));
+      ASSERT_TRUE(g.comm(r).allgather(gather_in, gathered, rows, DataType::kInt32, Launch::on(stream)).is_ok());
+      void* scatter_in = g.upload(r, all);  // the same on every rank: rank r gets n times block r
+      void* scattered = g.upload(r, Bytes(rows * 4, 0));
+      ASSERT_TRUE(
+          g.comm(r).reduce_scatter(scatter_in, scattered, rows, DataType::kInt32, ReduceOp::kSum, Launch::on(stream)).is_ok());
+      // And one asynchronous call on device buffers.
+      void* async_buf = g.upload(r, make_input(DataType::kFloat32, ReduceOp::kSum, r, 4099));
+      Launch later;
+      later.done.push_back(std::make_shared<OpHandle>());
+      ASSERT_TRUE(g.comm(r).allreduce(async_buf, async_buf, 4099, DataType::kFloat32, ReduceOp::kSum, later).is_ok());
+      ASSERT_TRUE(later.done[0]->wait(Deadline::after_seconds(60)).is_ok());
+      ASSERT_TRUE(g.device(r).synchronize_stream(stream, Deadline::after_seconds(60)));
+      Status health = g.comm(r).async_error();
+      ASSERT_TRUE(health.is_ok()) << health.to_string();
+      for (const Call& c : calls) {
+        EXPECT_EQ(g.download(c.buf, c.want.size()), c.want) << label(c.d, c.op, c.count) << " rank " << r;
+        g.device(r).release(c.buf);
+      }
+      Bytes from_last(rows * 4);
+      for (size_t i = 0; i < rows; ++i) {
+        const int32_t v = (n - 1) * 1000 + static_cast<int32_t>(i);
+        std::memcpy(from_last.data() + i * 4, &v, 4);
+      }
+      EXPECT_EQ(g.download(bcast, rows * 4), from_last) << "broadcast, rank " << r;
+      EXPECT_EQ(g.download(gathered, all.size()), all) << "allgather, rank " << r;
+      Bytes block(all.begin() + r * rows * 4, all.begin() + (r + 1) * rows * 4);
+      for (size_t i = 0; i < rows; ++i) {
+        int32_t v;
+        std::memcpy(&v, block.data() + i * 4, 4);
+        v *= n;
+        std::memcpy(block.data() + i * 4, &v, 4);
+      }
+      EXPECT_EQ(g.download(scattered, rows * 4), block) << "reduce_scatter, rank " << r;
+      EXPECT_EQ(g.download(async_buf, 4099 * 4), make_expected(DataType::kFloat32, ReduceOp::kSum, n, 4099))
+          << "asynchronous allreduce, rank " << r;
+      for (void* p : {nothing, bcast, gather_in, gathered, scatter_in, scattered, async_buf}) g.device(r).release(p);
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(g.device(r).violations(), std::vector<std::string>{}) << "rank " << r;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, GpuCollectives,

@@ -463,7 +463,10 @@ kolo_result_t kolo_alltoallv(kolo_comm_t comm, const void* sendbuf, const size_t
  * in the order they were called, with or without a stream. A failure of
  * an enqueued collective becomes the communicator's sticky error
  * (kolo_comm_get_async_error, and every later call); the stream is
- * released all the same, so it never hangs. Host buffers may be given to
+ * released all the same, so it never hangs; and if kolo's thread is
+ * stuck in a CUDA call for KOLO_TIMEOUT_S and 1 s more while a stream
+ * waits for it, the communicator fails with KOLO_ERR_TIMEOUT naming that
+ * call and the stream is released. Host buffers may be given to
  * a _stream call too: they are touched only after the stream's earlier
  * work (a copy into them) has run.
  *

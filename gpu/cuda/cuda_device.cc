@@ -3,6 +3,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -57,6 +58,29 @@ class CurrentDevice {
 };
 using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
 
+// Names the CUDA call the thread that releases holds is in, for its scope
+// (Device::call_in_progress); nothing on other threads.
+struct CallSlot {
+  std::atomic<const char*> call{nullptr};
+  std::atomic<uint64_t> started{0};
+};
+class InCall {
+ public:
+  InCall(CallSlot* slot, const char* call) : slot_(ReleasingHoldsScope::on_this_thread() ? slot : nullptr) {
+    if (!slot_) return;
+    slot_->started.fetch_add(1);
+    slot_->call.store(call);
+  }
+  ~InCall() {
+    if (slot_) slot_->call.store(nullptr);
+  }
+  InCall(const InCall&) = delete;
+  InCall& operator=(const InCall&) = delete;
+
+ private:
+  CallSlot* slot_;
+};
+
 class CudaDevice : public Device {
  public:
   CudaDevice(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {}
@@ -102,6 +126,7 @@ class CudaDevice : public Device {
 
   void* allocate(size_t bytes) override {
     const CurrentDevice scope(ordinal_);
+    const InCall in(&in_call_, "cudaMalloc");
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, bytes);
     if (e == cudaSuccess) return p;
@@ -110,10 +135,12 @@ class CudaDevice : public Device {
   }
   void release(void* p) override {
     const CurrentDevice scope(ordinal_);
+    const InCall in(&in_call_, "cudaFree");
     cudaFree(p);  // waits for the device
   }
   void* allocate_pinned(size_t bytes) override {
     const CurrentDevice scope(ordinal_);
+    const InCall in(&in_call_, "cudaHostAlloc");
     void* p = nullptr;
     cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
     if (e == cudaSuccess) return p;
@@ -122,6 +149,7 @@ class CudaDevice : public Device {
   }
   void release_pinned(void* p) override {
     const CurrentDevice scope(ordinal_);
+    const InCall in(&in_call_, "cudaFreeHost");
     cudaFreeHost(p);
   }
 
@@ -172,6 +200,7 @@ class CudaDevice : public Device {
 
   Status synchronize(Deadline deadline) override {
     const CurrentDevice scope(ordinal_);
+    const InCall in(&in_call_, "cudaStreamQuery (waiting for kolo's stream)");
     for (;;) {
       cudaError_t e = cudaStreamQuery(stream_);
       if (e == cudaSuccess) break;
@@ -250,12 +279,26 @@ class CudaDevice : public Device {
       cudaIpcMemHandle_t h;
       std::memcpy(&h, handle.bytes, sizeof(h));
       void* base = nullptr;
+      const InCall in(&in_call_, "cudaIpcOpenMemHandle");
       cudaError_t e = cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess);
       if (e != cudaSuccess) return device_error(cuda_message("cudaIpcOpenMemHandle", e));
       it = imported_.emplace(key, base).first;
     }
     *p = static_cast<unsigned char*>(it->second) + handle.offset;
     return Status::ok();
+  }
+
+  Status load_kernels() override {
+    const CurrentDevice scope(ordinal_);
+    const InCall in(&in_call_, "loading kolo's kernels (cuModuleLoad)");
+    const int e = cuda::load_kernels();
+    if (e != 0) return device_error(cuda_message("loading kolo's kernels", static_cast<cudaError_t>(e)));
+    return Status::ok();
+  }
+
+  const char* call_in_progress(uint64_t* number) const override {
+    *number = in_call_.started.load();
+    return in_call_.call.load();
   }
 
  private:
@@ -289,6 +332,7 @@ class CudaDevice : public Device {
   std::map<std::string, void*> imported_;  // IPC handle -> opened base
   std::mutex mutex_;
   Status failure_;
+  CallSlot in_call_;
 };
 
 }  // namespace

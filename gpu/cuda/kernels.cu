@@ -321,10 +321,17 @@ int grid_for(Kernel kernel, std::atomic<int>* cache, size_t items, int* grid) {
   return cudaSuccess;
 }
 
+// Each kernel's wave per device (wave_blocks), kept where both its
+// launches and load_kernels find it.
+template <typename Fmt, typename Op>
+std::atomic<int> reduce_wave_cache[kMaxDevices];
+template <typename Fmt>
+std::atomic<int> divide_wave_cache[kMaxDevices];
+
 template <typename Fmt, typename Op>
 int launch_reduce(void* out, const void* a, const void* b, size_t count, cudaStream_t stream) {
   using S = typename Fmt::Storage;
-  static std::atomic<int> wave_cache[kMaxDevices];
+  std::atomic<int>* wave_cache = reduce_wave_cache<Fmt, Op>;
   const auto kernel = &reduce_elements<Fmt, Op>;
   const Split s = split<S>(count, out, a, b);
   const size_t scalars = count - s.nvec * Vec<S>::kWidth;
@@ -357,7 +364,7 @@ int reduce_for(DataType dtype, void* out, const void* a, const void* b, size_t c
 template <typename Fmt>
 int launch_divide(void* buf, size_t count, int divisor, cudaStream_t stream) {
   using S = typename Fmt::Storage;
-  static std::atomic<int> wave_cache[kMaxDevices];
+  std::atomic<int>* wave_cache = divide_wave_cache<Fmt>;
   const auto kernel = &divide_elements<Fmt>;
   const Split s = split<S>(count, buf, buf, buf);
   const size_t scalars = count - s.nvec * Vec<S>::kWidth;
@@ -367,7 +374,41 @@ int launch_divide(void* buf, size_t count, int divisor, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// A kernel's module loaded and its wave cached.
+template <typename Kernel>
+int load(Kernel kernel, std::atomic<int>* cache) {
+  cudaFuncAttributes attributes;
+  cudaError_t err = cudaFuncGetAttributes(&attributes, kernel);
+  if (err != cudaSuccess) return err;
+  int blocks = 0;
+  return wave_blocks(kernel, cache, &blocks);
+}
+
+template <typename Fmt>
+int load_format() {
+  int err = load(&reduce_elements<Fmt, Sum>, reduce_wave_cache<Fmt, Sum>);
+  if (!err) err = load(&reduce_elements<Fmt, Prod>, reduce_wave_cache<Fmt, Prod>);
+  if (!err) err = load(&reduce_elements<Fmt, Min>, reduce_wave_cache<Fmt, Min>);
+  if (!err) err = load(&reduce_elements<Fmt, Max>, reduce_wave_cache<Fmt, Max>);
+  if (!err) err = load(&divide_elements<Fmt>, divide_wave_cache<Fmt>);
+  return err;
+}
+
 }  // namespace
+
+int load_kernels() {
+  int err = load_format<Native<int8_t>>();
+  if (!err) err = load_format<Native<uint8_t>>();
+  if (!err) err = load_format<Native<int32_t>>();
+  if (!err) err = load_format<Native<uint32_t>>();
+  if (!err) err = load_format<Native<int64_t>>();
+  if (!err) err = load_format<Native<uint64_t>>();
+  if (!err) err = load_format<Fp16>();
+  if (!err) err = load_format<Bf16>();
+  if (!err) err = load_format<Native<float>>();
+  if (!err) err = load_format<Native<double>>();
+  return err;
+}
 
 int enqueue_reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count, void* stream) {
   if (count == 0) return cudaSuccess;
