@@ -1,6 +1,7 @@
 #include "gpu/staged_transport.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "gpu/device_progress.h"
 
@@ -55,7 +56,12 @@ Status StagedTransport::post(int peer, bool send, void* data, size_t bytes, uint
 
 void* StagedTransport::take_slot(std::vector<void*>* pool, int* allocated, size_t bytes, bool* own) {
   *own = bytes > slot_bytes_;
-  if (*own) return device_->allocate_pinned(bytes);
+  // Larger than a slot: pageable host memory of its own. Pinned memory
+  // would copy faster, but allocating it (and freeing it) waits for the
+  // whole device, which kolo's thread must not do while a caller's stream
+  // is held (device.h); and such messages are rare (the pipeline's are a
+  // slot at most).
+  if (*own) return std::malloc(bytes);
   if (!pool->empty()) {
     void* s = pool->back();
     pool->pop_back();
@@ -72,7 +78,8 @@ void* StagedTransport::take_slot(std::vector<void*>* pool, int* allocated, size_
 
 void StagedTransport::give_slot(std::vector<void*>* pool, Message* m) {
   if (!m->slot) return;
-  if (m->own_slot) device_->release_pinned(m->slot);
+  // Its copies have run (finish comes after the fence, or the wire).
+  if (m->own_slot) std::free(m->slot);
   else pool->push_back(m->slot);
   m->slot = nullptr;
 }
@@ -99,7 +106,7 @@ Status StagedTransport::pump_queue(int peer, bool send, Queue* q, int* completed
       if (!m->slot) {
         if (m->own_slot || *allocated < slots_) {
           return device_error("cannot allocate " + std::to_string(std::max(r->bytes, slot_bytes_)) +
-                              " bytes of pinned host memory to stage GPU messages");
+                              " bytes of host memory to stage GPU messages");
         }
         earlier_off_wire = true;
         break;  // no slot free: later messages wait their turn too

@@ -26,8 +26,9 @@ namespace kolo {
 class StagedTransport : public LayeredTransport {
  public:
   // `wire` (below) is connected already and outlives this. slot_bytes: the usual
-  // message size (larger messages get a slot of their own, freed after);
-  // slots: pinned buffers per direction (at least 2: double buffering).
+  // message size (larger messages get a buffer of their own, of pageable
+  // host memory, freed after); slots: pinned buffers per direction (at
+  // least 2: double buffering).
   StagedTransport(Transport* wire, Device* device, size_t slot_bytes, int slots);
   // Allocates every slot now (pinned memory waits for the whole device):
   // from a caller's thread, before any of its streams is held.
@@ -52,7 +53,7 @@ class StagedTransport : public LayeredTransport {
     Request* request;
     bool staged;           // device memory: goes through a slot
     void* slot = nullptr;  // pinned host memory
-    bool own_slot = false; // larger than slot_bytes_: freed when done
+    bool own_slot = false; // larger than slot_bytes_: pageable, freed when done
     uint64_t fence = 0;
     Stage stage = Stage::kQueued;
     Request wire;

@@ -239,8 +239,8 @@ TEST_P(GpuCollectives, StreamAndBlockingCallsKeepTheirOrder) {
 // The sequence that hung tests/gpu's worker on an H100 (a blocking
 // zero-byte allreduce, then its first stream-ordered call), and on past
 // it: stream allreduces of 1, 1031 and 2^20 + 3 elements over several
-// dtypes and ops, every other stream-ordered collective, and asynchronous
-// calls, staged through pinned host memory. The emulated GPUs are strict:
+// dtypes and ops, every other stream-ordered collective, a group of sends
+// and receives, and an asynchronous call, staged through host memory. The emulated GPUs are strict:
 // a call that waits for the whole device, made by kolo's thread while a
 // caller's stream is held (an allocation, a free, a kernel's first load),
 // fails at once and is listed. There must be none, and every result must
@@ -293,6 +293,23 @@ TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold)
       void* scattered = g.upload(r, Bytes(rows * 4, 0));
       ASSERT_TRUE(
           g.comm(r).reduce_scatter(scatter_in, scattered, rows, DataType::kInt32, ReduceOp::kSum, Launch::on(stream)).is_ok());
+      // A group of sends and receives on the stream (a shift around the
+      // ring), messages far larger than a staging slot.
+      const size_t shift = 200003;
+      Bytes out_words(shift * 4), from_prev(shift * 4);
+      const int prev = (r + n - 1) % n;
+      for (size_t i = 0; i < shift; ++i) {
+        const int32_t mine_i = r * 7 + static_cast<int32_t>(i % 1000), theirs_i = prev * 7 + static_cast<int32_t>(i % 1000);
+        std::memcpy(out_words.data() + i * 4, &mine_i, 4);
+        std::memcpy(from_prev.data() + i * 4, &theirs_i, 4);
+      }
+      void* p2p_out = g.upload(r, out_words);
+      void* p2p_in = g.upload(r, Bytes(shift * 4, 0));
+      ASSERT_TRUE(g.comm(r)
+                      .point_to_point({{PointToPoint::kSend, (r + 1) % n, p2p_out, shift, DataType::kInt32},
+                                       {PointToPoint::kRecv, prev, p2p_in, shift, DataType::kInt32}},
+                                      Launch::on(stream))
+                      .is_ok());
       // And one asynchronous call on device buffers.
       void* async_buf = g.upload(r, make_input(DataType::kFloat32, ReduceOp::kSum, r, 4099));
       Launch later;
@@ -323,7 +340,10 @@ TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold)
       EXPECT_EQ(g.download(scattered, rows * 4), block) << "reduce_scatter, rank " << r;
       EXPECT_EQ(g.download(async_buf, 4099 * 4), make_expected(DataType::kFloat32, ReduceOp::kSum, n, 4099))
           << "asynchronous allreduce, rank " << r;
-      for (void* p : {nothing, bcast, gather_in, gathered, scatter_in, scattered, async_buf}) g.device(r).release(p);
+      EXPECT_EQ(g.download(p2p_in, shift * 4), from_prev) << "point-to-point, rank " << r;
+      for (void* p : {nothing, bcast, gather_in, gathered, scatter_in, scattered, async_buf, p2p_out, p2p_in}) {
+        g.device(r).release(p);
+      }
     });
     for (int r = 0; r < n; ++r) EXPECT_EQ(g.device(r).violations(), std::vector<std::string>{}) << "rank " << r;
   }
