@@ -90,6 +90,13 @@ class Device {
   // allocation and cached while this Device lives).
   virtual Status export_memory(const void* p, IpcHandle* handle) = 0;
   virtual Status import_memory(const IpcHandle& handle, void** p) = 0;
+  // The same for an allocation import_memory has opened already, with no
+  // CUDA call (opening one waits for the whole device): false if it is not
+  // open yet, and then it is remembered for open_remembered. Any thread.
+  virtual bool find_imported(const IpcHandle& handle, void** p) = 0;
+  // Opens the allocations find_imported was asked for and had not (from a
+  // caller's thread, before any of its streams is held).
+  virtual Status open_remembered() = 0;
 
   // Loads every kernel now, with what its launches need (occupancy): CUDA
   // loads modules lazily (the default since 12.2), and a first load waits

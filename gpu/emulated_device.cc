@@ -303,6 +303,32 @@ Status EmulatedDevice::export_memory(const void* p, IpcHandle* handle) {
   return Status::ok();
 }
 
+bool EmulatedDevice::find_imported(const IpcHandle& handle, void** p) {
+  if (std::memcmp(handle.bytes, kMagic, sizeof(kMagic)) != 0) return false;
+  unsigned char* base;
+  std::memcpy(&base, handle.bytes + sizeof(kMagic), sizeof(base));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!imported_.count(base)) {
+    remembered_.push_back(handle);
+    return false;
+  }
+  *p = base + handle.offset;
+  return true;
+}
+
+Status EmulatedDevice::open_remembered() {
+  std::vector<IpcHandle> remembered;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    remembered.swap(remembered_);
+  }
+  for (const IpcHandle& h : remembered) {
+    void* p = nullptr;
+    KOLO_RETURN_IF_ERROR(import_memory(h, &p));
+  }
+  return Status::ok();
+}
+
 Status EmulatedDevice::import_memory(const IpcHandle& handle, void** p) {
   if (std::memcmp(handle.bytes, kMagic, sizeof(kMagic)) != 0) {
     return device_error("import_memory: not a handle of an emulated GPU");
@@ -316,7 +342,7 @@ Status EmulatedDevice::import_memory(const IpcHandle& handle, void** p) {
   }
   // Each allocation is opened once, as CUDA's device caches it.
   if (!opened) {
-    if (!ipc_imports_allowed_.load() && !device_wide("cudaIpcOpenMemHandle", "")) {
+    if (!device_wide("cudaIpcOpenMemHandle", "")) {
       return device_error("would deadlock on CUDA: cudaIpcOpenMemHandle while a caller's stream is held");
     }
     std::lock_guard<std::mutex> lock(mutex_);

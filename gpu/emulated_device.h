@@ -88,12 +88,6 @@ class EmulatedDevice : public Device {
   void fail_next(Status status);
   // The calls strict mode failed, each saying what and why.
   std::vector<std::string> violations() const;
-  // Strict mode lets IPC imports by: the one such call kolo still makes
-  // while a stream is held (the CUDA IPC transport opens a peer's buffer
-  // the first time it sends into it; the watchdog of held streams ends
-  // such a deadlock by its deadline, naming the call). Tests of the IPC
-  // path on streams say so by calling this.
-  void allow_ipc_imports_in_holds() { ipc_imports_allowed_ = true; }
 
   std::string name() const override { return "emulated GPU"; }
   int ordinal() const override { return 0; }
@@ -114,6 +108,8 @@ class EmulatedDevice : public Device {
   void signal(uint64_t value) override;
   Status export_memory(const void* p, IpcHandle* handle) override;
   Status import_memory(const IpcHandle& handle, void** p) override;
+  bool find_imported(const IpcHandle& handle, void** p) override;
+  Status open_remembered() override;
   Status load_kernels() override;
   const char* call_in_progress(uint64_t* number) const override;
 
@@ -142,7 +138,7 @@ class EmulatedDevice : public Device {
   std::vector<std::string> violations_;
   std::set<int> loaded_kernels_;
   std::set<unsigned char*> imported_;  // allocations opened by import_memory
-  std::atomic<bool> ipc_imports_allowed_{false};
+  std::vector<IpcHandle> remembered_;   // asked of find_imported, not open yet
   bool all_kernels_loaded_ = false;
   std::atomic<const char*> in_call_{nullptr};
   std::atomic<uint64_t> calls_started_{0};

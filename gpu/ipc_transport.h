@@ -4,7 +4,13 @@
 // the receiver's stream has finished with the destination, it shares it
 // (an IPC handle; the sender opens each allocation once and keeps it
 // open), the sender copies on its own stream, and when the copy has run it
-// says so. Those two small control messages travel through the transport below (`next`), which
+// says so. Opening a peer's allocation waits for the whole device, so on
+// the thread that runs what callers' streams are held for (device.h's
+// ReleasingHoldsScope) the sender opens none: a message into an allocation
+// not yet open goes staged through `next` instead (its DONE says so, and
+// the data follows it), and the allocation is opened before the next
+// call's hold (Device::open_remembered); with a caching allocator's
+// buffers, after the first steps every message is a direct copy again. Those two small control messages travel through the transport below (`next`), which
 // also carries every message to peers not on this node (staged through
 // host memory). Several ranks may share one GPU.
 //

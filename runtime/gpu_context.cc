@@ -89,6 +89,9 @@ Status GpuContext::prepare(Transport* host_transport, const std::vector<const Tr
   KOLO_RETURN_IF_ERROR(device(&d));
   std::lock_guard<std::mutex> lock(mutex_);
   KOLO_RETURN_IF_ERROR(open_transports_locked(d, host_transport, device_routes, config, segment_bytes));
+  // Peers' buffers the IPC transport met inside a hold (it staged those
+  // messages instead): opened now, so later calls copy into them directly.
+  KOLO_RETURN_IF_ERROR(d->open_remembered());
   // What the schedules ask of it for such a call: a scratch buffer the
   // size of the call's largest (the ring's work area, a relay), and
   // staging for the pipeline's slots, with as many again for transient

@@ -55,12 +55,7 @@ class GpuWorld {
  public:
   // small_allreduce_bytes: recursive doubling up to there (0: the ring always).
   explicit GpuWorld(const Mode& m, int64_t small_allreduce_bytes = 0) {
-    for (int r = 0; r < m.ranks; ++r) {
-      devices_.push_back(std::make_unique<EmulatedDevice>(m.lag_us));
-      // Strict (gpu/emulated_device.h), but for the IPC transport's opening
-      // of a peer's buffer inside a stream's hold, still made there.
-      if (m.ipc) devices_.back()->allow_ipc_imports_in_holds();
-    }
+    for (int r = 0; r < m.ranks; ++r) devices_.push_back(std::make_unique<EmulatedDevice>(m.lag_us));
     world_ = std::make_unique<ThreadWorld>(m.ranks, [&](int r) {
       Config c = test_config(4096, small_allreduce_bytes);
       c.transport = "tcp";
@@ -240,13 +235,15 @@ TEST_P(GpuCollectives, StreamAndBlockingCallsKeepTheirOrder) {
 // zero-byte allreduce, then its first stream-ordered call), and on past
 // it: stream allreduces of 1, 1031 and 2^20 + 3 elements over several
 // dtypes and ops, every other stream-ordered collective, a group of sends
-// and receives, and an asynchronous call, staged through host memory. The emulated GPUs are strict:
+// and receives, and an asynchronous call; staged through host memory, and
+// over CUDA IPC (whose first message into a peer's buffer goes staged, as
+// opening that buffer would wait for the device). The emulated GPUs are strict:
 // a call that waits for the whole device, made by kolo's thread while a
 // caller's stream is held (an allocation, a free, a kernel's first load),
 // fails at once and is listed. There must be none, and every result must
 // be the reference's.
 TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold) {
-  for (const Mode& m : {Mode{2, false, 0}, Mode{3, false, 50}}) {
+  for (const Mode& m : {Mode{2, false, 0}, Mode{3, false, 50}, Mode{2, true, 0}, Mode{3, true, 50}}) {
     SCOPED_TRACE(mode_name(::testing::TestParamInfo<Mode>(m, 0)));
     GpuWorld g(m);
     const int n = g.size();

@@ -271,19 +271,43 @@ class CudaDevice : public Device {
     return Status::ok();
   }
 
+  bool find_imported(const IpcHandle& handle, void** p) override {
+    if (find_opened(handle, p)) return true;
+    std::lock_guard<std::mutex> lock(imported_mutex_);
+    remembered_.push_back(handle);
+    return false;
+  }
+
+  Status open_remembered() override {
+    std::vector<IpcHandle> remembered;
+    {
+      std::lock_guard<std::mutex> lock(imported_mutex_);
+      remembered.swap(remembered_);
+    }
+    for (const IpcHandle& h : remembered) {
+      void* p = nullptr;
+      KOLO_RETURN_IF_ERROR(import_memory(h, &p));
+    }
+    return Status::ok();
+  }
+
   Status import_memory(const IpcHandle& handle, void** p) override {
+    if (find_opened(handle, p)) return Status::ok();
     const CurrentDevice scope(ordinal_);
-    std::string key(reinterpret_cast<const char*>(handle.bytes), sizeof(handle.bytes));
-    auto it = imported_.find(key);
-    if (it == imported_.end()) {
-      cudaIpcMemHandle_t h;
-      std::memcpy(&h, handle.bytes, sizeof(h));
-      void* base = nullptr;
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, handle.bytes, sizeof(h));
+    void* base = nullptr;
+    {
+      // Not under imported_mutex_: this may wait for the whole device,
+      // which may wait for kolo's thread, which may be in find_imported.
       const InCall in(&in_call_, "cudaIpcOpenMemHandle");
       cudaError_t e = cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess);
       if (e != cudaSuccess) return device_error(cuda_message("cudaIpcOpenMemHandle", e));
-      it = imported_.emplace(key, base).first;
     }
+    std::string key(reinterpret_cast<const char*>(handle.bytes), sizeof(handle.bytes));
+    std::lock_guard<std::mutex> lock(imported_mutex_);
+    auto it = imported_.emplace(key, base).first;
+    if (it->second != base) cudaIpcCloseMemHandle(base);  // another thread opened it meanwhile
     *p = static_cast<unsigned char*>(it->second) + handle.offset;
     return Status::ok();
   }
@@ -302,6 +326,15 @@ class CudaDevice : public Device {
   }
 
  private:
+  bool find_opened(const IpcHandle& handle, void** p) {
+    std::string key(reinterpret_cast<const char*>(handle.bytes), sizeof(handle.bytes));
+    std::lock_guard<std::mutex> lock(imported_mutex_);
+    auto it = imported_.find(key);
+    if (it == imported_.end()) return false;
+    *p = static_cast<unsigned char*>(it->second) + handle.offset;
+    return true;
+  }
+
   // Keeps the first failure for poll()/synchronize(); true when e is success.
   bool keep(cudaError_t e, const char* what) {
     if (e == cudaSuccess) return true;
@@ -329,7 +362,9 @@ class CudaDevice : public Device {
   std::vector<cudaEvent_t> spare_events_;
   uint64_t last_fence_ = 0;
   uint64_t passed_fence_ = 0;
+  std::mutex imported_mutex_;  // callers' threads (open_remembered) and kolo's
   std::map<std::string, void*> imported_;  // IPC handle -> opened base
+  std::vector<IpcHandle> remembered_;      // asked of find_imported, not open yet
   std::mutex mutex_;
   Status failure_;
   CallSlot in_call_;
