@@ -62,6 +62,11 @@ void EmulatedStream::loop() {
 
 EmulatedDevice::EmulatedDevice(int lag_us, DeviceWideCalls mode) : lag_us_(lag_us), mode_(mode), stream_(lag_us) {}
 
+size_t EmulatedDevice::imports_deferred() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return imports_deferred_;
+}
+
 std::vector<std::string> EmulatedDevice::violations() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return violations_;
@@ -310,6 +315,7 @@ bool EmulatedDevice::find_imported(const IpcHandle& handle, void** p) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!imported_.count(base)) {
     remembered_.push_back(handle);
+    ++imports_deferred_;
     return false;
   }
   *p = base + handle.offset;

@@ -88,6 +88,8 @@ class EmulatedDevice : public Device {
   void fail_next(Status status);
   // The calls strict mode failed, each saying what and why.
   std::vector<std::string> violations() const;
+  // How many times find_imported found an allocation not open yet.
+  size_t imports_deferred() const;
 
   std::string name() const override { return "emulated GPU"; }
   int ordinal() const override { return 0; }
@@ -139,6 +141,7 @@ class EmulatedDevice : public Device {
   std::set<int> loaded_kernels_;
   std::set<unsigned char*> imported_;  // allocations opened by import_memory
   std::vector<IpcHandle> remembered_;   // asked of find_imported, not open yet
+  size_t imports_deferred_ = 0;
   bool all_kernels_loaded_ = false;
   std::atomic<const char*> in_call_{nullptr};
   std::atomic<uint64_t> calls_started_{0};

@@ -42,11 +42,12 @@ struct Mode {
   int ranks;
   bool ipc;    // CUDA IPC between the ranks, else staging over TCP
   int lag_us;  // delay of every emulated GPU operation
+  bool split = false;  // the ranks a split of a world one larger (ThreadWorld::AsSplit)
 };
 
 std::string mode_name(const ::testing::TestParamInfo<Mode>& info) {
   return "N" + std::to_string(info.param.ranks) + (info.param.ipc ? "_ipc" : "_staged") + "_lag" +
-         std::to_string(info.param.lag_us);
+         std::to_string(info.param.lag_us) + (info.param.split ? "_split" : "");
 }
 
 // A world whose ranks each have an emulated GPU. The devices outlive the
@@ -55,23 +56,31 @@ class GpuWorld {
  public:
   // small_allreduce_bytes: recursive doubling up to there (0: the ring always).
   explicit GpuWorld(const Mode& m, int64_t small_allreduce_bytes = 0) {
-    for (int r = 0; r < m.ranks; ++r) devices_.push_back(std::make_unique<EmulatedDevice>(m.lag_us));
-    world_ = std::make_unique<ThreadWorld>(m.ranks, [&](int r) {
+    const int world_ranks = m.split ? m.ranks + 1 : m.ranks;
+    for (int r = 0; r < world_ranks; ++r) devices_.push_back(std::make_unique<EmulatedDevice>(m.lag_us));
+    const auto config_of = [&](int w) {
       Config c = test_config(4096, small_allreduce_bytes);
       c.transport = "tcp";
       c.cuda_ipc = m.ipc;
-      c.device = devices_[r].get();
+      c.device = devices_[w].get();
       return c;
-    });
+    };
+    if (m.split) {
+      world_ = std::make_unique<ThreadWorld>(m.ranks, config_of, ThreadWorld::AsSplit{});
+      split_ = true;
+    } else {
+      world_ = std::make_unique<ThreadWorld>(m.ranks, config_of);
+    }
   }
   ThreadWorld& world() { return *world_; }
-  EmulatedDevice& device(int r) { return *devices_[r]; }
+  // Rank r's GPU (a split's rank r is world rank size - 1 - r).
+  EmulatedDevice& device(int r) { return *devices_[split_ ? size() - 1 - r : r]; }
   Communicator& comm(int r) { return world_->comm(r); }
   int size() const { return world_->size(); }
 
   // Device memory holding `bytes` (copied in synchronously, like cudaMemcpy).
   void* upload(int r, const Bytes& bytes) {
-    void* p = devices_[r]->allocate(bytes.size());
+    void* p = device(r).allocate(bytes.size());
     if (!bytes.empty()) std::memcpy(p, bytes.data(), bytes.size());
     return p;
   }
@@ -84,6 +93,7 @@ class GpuWorld {
  private:
   std::vector<std::unique_ptr<EmulatedDevice>> devices_;
   std::unique_ptr<ThreadWorld> world_;
+  bool split_ = false;
 };
 
 class GpuCollectives : public ::testing::TestWithParam<Mode> {};
@@ -243,7 +253,8 @@ TEST_P(GpuCollectives, StreamAndBlockingCallsKeepTheirOrder) {
 // fails at once and is listed. There must be none, and every result must
 // be the reference's.
 TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold) {
-  for (const Mode& m : {Mode{2, false, 0}, Mode{3, false, 50}, Mode{2, true, 0}, Mode{3, true, 50}}) {
+  for (const Mode& m : {Mode{2, false, 0}, Mode{3, false, 50}, Mode{2, true, 0}, Mode{3, true, 50},
+                        Mode{2, false, 0, true}, Mode{3, true, 0, true}}) {
     SCOPED_TRACE(mode_name(::testing::TestParamInfo<Mode>(m, 0)));
     GpuWorld g(m);
     const int n = g.size();
@@ -338,6 +349,18 @@ TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold)
       EXPECT_EQ(g.download(async_buf, 4099 * 4), make_expected(DataType::kFloat32, ReduceOp::kSum, n, 4099))
           << "asynchronous allreduce, rank " << r;
       EXPECT_EQ(g.download(p2p_in, shift * 4), from_prev) << "point-to-point, rank " << r;
+      // Over IPC the first calls found no peer's buffer open and staged
+      // those messages; a call repeated on the same buffers finds them open
+      // (opened before its hold), so nothing more goes staged.
+      if (m.ipc) EXPECT_GT(g.device(r).imports_deferred(), 0u) << "rank " << r;
+      for (int again = 0; again < 2; ++again) {
+        const size_t deferred = g.device(r).imports_deferred();
+        ASSERT_TRUE(g.comm(r)
+                        .allreduce(gather_in, gather_in, rows, DataType::kInt32, ReduceOp::kSum, Launch::on(stream))
+                        .is_ok());
+        ASSERT_TRUE(g.device(r).synchronize_stream(stream, Deadline::after_seconds(60)));
+        if (again == 1) EXPECT_EQ(g.device(r).imports_deferred(), deferred) << "rank " << r << ": staged again";
+      }
       for (void* p : {nothing, bcast, gather_in, gathered, scatter_in, scattered, async_buf, p2p_out, p2p_in}) {
         g.device(r).release(p);
       }

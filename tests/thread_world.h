@@ -47,7 +47,10 @@ class ThreadWorld {
   // n - 1 - r) while its last rank passes no color; comm() and run() then
   // use the split (the world stays, unused).
   struct AsSplit {};
-  ThreadWorld(int n, Config config, AsSplit) : ThreadWorld(n + 1, config) {
+  ThreadWorld(int n, Config config, AsSplit as_split)
+      : ThreadWorld(n, [config](int) { return config; }, as_split) {}
+  // The same with world rank w's Config from config_of(w).
+  ThreadWorld(int n, const std::function<Config(int)>& config_of, AsSplit) : ThreadWorld(n + 1, config_of) {
     std::vector<std::unique_ptr<Communicator>> splits(n + 1);
     run([&](int r) {
       const int color = r < n ? 0 : Communicator::kSplitNoColor;
