@@ -15,25 +15,13 @@
 
 #include "runtime/engine.h"
 #include "runtime/fake_engine_link.h"
+#include "tests/submissions.h"
 
 namespace kolo {
 namespace {
 
 constexpr int kF32 = static_cast<int>(DataType::kFloat32);
 constexpr int kI32 = static_cast<int>(DataType::kInt32);
-constexpr int kSum = static_cast<int>(ReduceOp::kSum);
-
-Submission allreduce(const std::string& name, const void* send, void* recv, int64_t count, int dtype = kF32) {
-  Submission s;
-  s.request.name = name;
-  s.request.kind = OpKind::kAllreduce;
-  s.request.dtype = dtype;
-  s.request.op = kSum;
-  s.request.shapes = {{count}};
-  s.sends = {send};
-  s.recvs = {recv};
-  return s;
-}
 
 Submission allgather(const std::string& name, const float* send, int64_t rows, int64_t row) {
   Submission s;
@@ -91,7 +79,7 @@ TEST(EngineOverFakeLink, SubmissionsInDifferentOrdersGiveTheReferenceSums) {
       std::vector<std::shared_ptr<OpHandle>> handles(tensors);
       for (int t : order) {
         ASSERT_TRUE(w.engine(r)
-                        .submit(allreduce("g" + std::to_string(t), in[t].data(), out[t].data(),
+                        .submit(allreduce_submission("g" + std::to_string(t), in[t].data(), out[t].data(),
                                           static_cast<int64_t>(in[t].size())),
                                 &handles[t])
                         .is_ok());
@@ -128,7 +116,7 @@ void one_batch(FakeWorld& w, int iteration, std::vector<std::vector<std::vector<
       in[r][t].assign(3 + t, r * 100 + t + iteration);
       (*outs)[r][t].assign(in[r][t].size(), -1);
       ASSERT_TRUE(w.engine(r)
-                      .submit(allreduce("small." + std::to_string(t), in[r][t].data(), (*outs)[r][t].data(),
+                      .submit(allreduce_submission("small." + std::to_string(t), in[r][t].data(), (*outs)[r][t].data(),
                                         static_cast<int64_t>(in[r][t].size()), kI32),
                               &handles[r][t])
                       .is_ok());
@@ -171,13 +159,13 @@ TEST(EngineOverFakeLink, ShapesThatDisagreeFailEveryRankAndTheEngineGoesOn) {
   w.run([&](int r) {
     std::vector<float> in(10 + r, 1), out(10 + r);
     std::shared_ptr<OpHandle> h;
-    ASSERT_TRUE(w.engine(r).submit(allreduce("x", in.data(), out.data(), 10 + r), &h).is_ok());
+    ASSERT_TRUE(w.engine(r).submit(allreduce_submission("x", in.data(), out.data(), 10 + r), &h).is_ok());
     Status s = wait(h);
     EXPECT_EQ(s.code(), Code::kMismatch) << s.to_string();
     EXPECT_NE(s.message().find("'x'"), std::string::npos) << s.message();
     // The next operation works.
     float one = 1, two = 0;
-    ASSERT_TRUE(w.engine(r).submit(allreduce("y", &one, &two, 1), &h).is_ok());
+    ASSERT_TRUE(w.engine(r).submit(allreduce_submission("y", &one, &two, 1), &h).is_ok());
     ASSERT_TRUE(wait(h).is_ok());
     EXPECT_EQ(two, 2.0f);
     EXPECT_TRUE(w.engine(r).error().is_ok());
@@ -214,7 +202,7 @@ TEST(EngineOverFakeLink, AJoinedRankContributesTheIdentityUntilEveryoneJoins) {
       for (int t = 0; t < 3; ++t) {
         std::vector<float> in(5, 2.0f + t), out(5, -1);
         std::shared_ptr<OpHandle> h;
-        ASSERT_TRUE(w.engine(r).submit(allreduce("late." + std::to_string(t), in.data(), out.data(), 5), &h).is_ok());
+        ASSERT_TRUE(w.engine(r).submit(allreduce_submission("late." + std::to_string(t), in.data(), out.data(), 5), &h).is_ok());
         ASSERT_TRUE(wait(h).is_ok());
         for (float x : out) EXPECT_EQ(x, 2.0f + t);  // rank 1 added zeros
       }
@@ -230,13 +218,13 @@ TEST(EngineOverFakeLink, ALinkThatBreaksFailsWhatIsPendingAndWhatComesLater) {
   w.run([&](int r) {
     float x = 1, y = 0;
     std::shared_ptr<OpHandle> h;
-    ASSERT_TRUE(w.engine(r).submit(allreduce("warm-up", &x, &y, 1), &h).is_ok());
+    ASSERT_TRUE(w.engine(r).submit(allreduce_submission("warm-up", &x, &y, 1), &h).is_ok());
     ASSERT_TRUE(wait(h).is_ok());
   });
   // Only rank 0 submits: its operation waits for rank 1, then the link breaks.
   float x = 1, y = 0;
   std::shared_ptr<OpHandle> pending;
-  ASSERT_TRUE(w.engine(0).submit(allreduce("never", &x, &y, 1), &pending).is_ok());
+  ASSERT_TRUE(w.engine(0).submit(allreduce_submission("never", &x, &y, 1), &pending).is_ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(pending->done());
   w.fabric.break_all(peer_lost("rank 1's process ended"));
@@ -251,7 +239,7 @@ TEST(EngineOverFakeLink, ALinkThatBreaksFailsWhatIsPendingAndWhatComesLater) {
     }
     EXPECT_EQ(w.engine(r).error().code(), Code::kPeerLost) << "rank " << r;
     std::shared_ptr<OpHandle> later;
-    Status refused = w.engine(r).submit(allreduce("later", &x, &y, 1), &later);
+    Status refused = w.engine(r).submit(allreduce_submission("later", &x, &y, 1), &later);
     EXPECT_EQ(refused.code(), Code::kPeerLost) << refused.to_string();
   }
 }
@@ -260,7 +248,7 @@ TEST(EngineOverFakeLink, AbortFromAnotherThreadEndsAWaitingOperation) {
   FakeWorld w(2);
   float x = 1, y = 0;
   std::shared_ptr<OpHandle> pending;
-  ASSERT_TRUE(w.engine(0).submit(allreduce("alone", &x, &y, 1), &pending).is_ok());
+  ASSERT_TRUE(w.engine(0).submit(allreduce_submission("alone", &x, &y, 1), &pending).is_ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   w.engine(0).abort();
   Status s = wait(pending);
@@ -273,7 +261,7 @@ TEST(EngineOverFakeLink, ALinkThatCannotConnectFailsTheSubmissionsSayingSo) {
   w.run([&](int r) {
     float x = 1, y = 0;
     std::shared_ptr<OpHandle> h;
-    ASSERT_TRUE(w.engine(r).submit(allreduce("first", &x, &y, 1), &h).is_ok());
+    ASSERT_TRUE(w.engine(r).submit(allreduce_submission("first", &x, &y, 1), &h).is_ok());
     Status s = wait(h);
     EXPECT_FALSE(s.is_ok());
     EXPECT_NE(s.message().find("could not connect"), std::string::npos) << s.message();
@@ -285,7 +273,7 @@ TEST(EngineOverFakeLink, DestroyedWhileConnectingItCancelsTheConnectAndReturns) 
   auto w = std::make_unique<FakeWorld>(2);
   float x = 1, y = 0;
   std::shared_ptr<OpHandle> h;
-  ASSERT_TRUE(w->engine(0).submit(allreduce("first", &x, &y, 1), &h).is_ok());  // rank 1 never comes
+  ASSERT_TRUE(w->engine(0).submit(allreduce_submission("first", &x, &y, 1), &h).is_ok());  // rank 1 never comes
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const auto start = std::chrono::steady_clock::now();
   w->engines[0].reset();

@@ -65,6 +65,23 @@ step() {
   RC=$?
 }
 
+# A step that measures (NAME, what its figures are, the command): a row,
+# and its figures printed whole after the table.
+FIGURES=""
+measure() {
+  local name=$1 what=$2
+  shift 2
+  step "$@"
+  if [[ "$OUT" == *SKIP* || "$OUT" == *"needs a GPU and found none"* ]]; then
+    row "$name" SKIP "no GPU"
+  elif [ "$RC" -eq 0 ]; then
+    row "$name" PASS "$(echo "$OUT" | grep -E 'MiB|GiB' | tail -1)"
+    FIGURES+=$'\n'"$what:"$'\n'"$OUT"$'\n'
+  else
+    row "$name" FAIL "exit $RC$([ "$RC" = 124 ] && echo ' (hung)')"
+  fi
+}
+
 run() {
   local dir=$1
   if [ -f "$dir" ]; then
@@ -115,31 +132,14 @@ run() {
     fi
   fi
 
-  step env KOLO_CUDA_IPC=1 "${kolorun[@]}" -np 2 --timeout "$STEP_TIMEOUT" "$dir/bin/gpu_worker" bench
-  if [[ "$OUT" == *SKIP* ]]; then
-    row "IPC speed" SKIP "no GPU"
-  elif [ "$RC" -eq 0 ]; then
-    row "IPC speed" PASS "$(echo "$OUT" | grep -E 'MiB|GiB' | tail -1)"
-    BENCH_IPC=$OUT
-  else
-    row "IPC speed" FAIL "exit $RC"
-  fi
-
-  step "$dir/bin/kernel_bench"
-  if [[ "$OUT" == *SKIP* || "$OUT" == *"needs a GPU and found none"* ]]; then
-    row "kernel speed" SKIP "no GPU"
-  elif [ "$RC" -eq 0 ]; then
-    row "kernel speed" PASS "$(echo "$OUT" | tail -1)"
-    BENCH_KERNEL=$OUT
-  else
-    row "kernel speed" FAIL "exit $RC"
-  fi
+  measure "IPC speed" "IPC allreduce against the device-to-device copy" \
+    env KOLO_CUDA_IPC=1 "${kolorun[@]}" -np 2 --timeout "$STEP_TIMEOUT" "$dir/bin/gpu_worker" bench
+  measure "kernel speed" "the reduction kernel against the memory bandwidth" "$dir/bin/kernel_bench"
 
   echo "| step            | what | found |"
   echo "| --- | --- | --- |"
   printf '%s\n' "${ROWS[@]}"
-  [ -n "${BENCH_IPC:-}" ] && printf '\nIPC allreduce against the device-to-device copy:\n%s\n' "$BENCH_IPC"
-  [ -n "${BENCH_KERNEL:-}" ] && printf '\nthe reduction kernel against the memory bandwidth:\n%s\n' "$BENCH_KERNEL"
+  printf '%s' "$FIGURES"
   return $FAILED
 }
 
