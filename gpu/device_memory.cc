@@ -22,14 +22,26 @@ void DeviceMemory::finalize(DataType dtype, ReduceOp op, void* buf, size_t count
 }
 
 void* DeviceMemory::grow(Buffer* buffer, size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (bytes <= buffer->bytes) return buffer->data;
+  }
+  // Allocated outside the lock: an allocation may wait for the whole
+  // device, and with it for a collective on kolo's thread that may be
+  // asking this object for a buffer meanwhile.
+  void* fresh = device_->allocate(bytes);
+  if (!fresh) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (bytes <= buffer->bytes) return buffer->data;
+  if (bytes <= buffer->bytes) {  // another thread grew it meanwhile
+    retired_.push_back(fresh);
+    return buffer->data;
+  }
   // A collective still running may hold the old buffer (a reserve() from
   // another thread grew it): it goes when nothing runs.
   if (buffer->data) retired_.push_back(buffer->data);
-  buffer->data = device_->allocate(bytes);
-  buffer->bytes = buffer->data ? bytes : 0;
-  return buffer->data;
+  buffer->data = fresh;
+  buffer->bytes = bytes;
+  return fresh;
 }
 
 void DeviceMemory::reserve(size_t staging_bytes, size_t scratch_bytes) {

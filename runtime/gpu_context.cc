@@ -87,10 +87,19 @@ Status GpuContext::prepare(Transport* host_transport, const std::vector<const Tr
                            const Config& config, size_t segment_bytes, size_t largest) {
   Device* d = nullptr;
   KOLO_RETURN_IF_ERROR(device(&d));
-  std::lock_guard<std::mutex> lock(mutex_);
-  KOLO_RETURN_IF_ERROR(open_transports_locked(d, host_transport, device_routes, config, segment_bytes));
-  // Peers' buffers the IPC transport met inside a hold (it staged those
-  // messages instead): opened now, so later calls copy into them directly.
+  DeviceMemory* memory = nullptr;
+  {
+    // The first time only does this allocate: no collective on device
+    // buffers has run yet, so none waits for this lock meanwhile.
+    std::lock_guard<std::mutex> lock(mutex_);
+    KOLO_RETURN_IF_ERROR(open_transports_locked(d, host_transport, device_routes, config, segment_bytes));
+    memory = memory_.get();
+  }
+  // The rest may wait for the whole device (an earlier call's stream still
+  // held): with no lock held that kolo's thread, which releases that
+  // stream, may want. Peers' buffers the IPC transport met inside a hold
+  // (it staged those messages instead) are opened, so that later calls
+  // copy into them directly.
   KOLO_RETURN_IF_ERROR(d->open_remembered());
   // What the schedules ask of it for such a call: a scratch buffer the
   // size of the call's largest (the ring's work area, a relay), and
@@ -100,7 +109,7 @@ Status GpuContext::prepare(Transport* host_transport, const std::vector<const Tr
   const size_t depth = static_cast<size_t>(std::max<int64_t>(1, config.pipeline_depth));
   const size_t staging = std::max(2 * depth * segment_bytes, std::min(largest, static_cast<size_t>(std::max<int64_t>(
                                                                                     0, config.small_allreduce_bytes))));
-  memory_->reserve(staging, largest);
+  memory->reserve(staging, largest);
   return Status::ok();
 }
 

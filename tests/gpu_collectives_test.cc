@@ -43,6 +43,7 @@ struct Mode {
   bool ipc;    // CUDA IPC between the ranks, else staging over TCP
   int lag_us;  // delay of every emulated GPU operation
   bool split = false;  // the ranks a split of a world one larger (ThreadWorld::AsSplit)
+  DeviceWideCalls device_wide = DeviceWideCalls::kFailWhereTheyDeadlock;
 };
 
 std::string mode_name(const ::testing::TestParamInfo<Mode>& info) {
@@ -57,7 +58,7 @@ class GpuWorld {
   // small_allreduce_bytes: recursive doubling up to there (0: the ring always).
   explicit GpuWorld(const Mode& m, int64_t small_allreduce_bytes = 0) {
     const int world_ranks = m.split ? m.ranks + 1 : m.ranks;
-    for (int r = 0; r < world_ranks; ++r) devices_.push_back(std::make_unique<EmulatedDevice>(m.lag_us));
+    for (int r = 0; r < world_ranks; ++r) devices_.push_back(std::make_unique<EmulatedDevice>(m.lag_us, m.device_wide));
     const auto config_of = [&](int w) {
       Config c = test_config(4096, small_allreduce_bytes);
       c.transport = "tcp";
@@ -366,6 +367,60 @@ TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold)
       }
     });
     for (int r = 0; r < n; ++r) EXPECT_EQ(g.device(r).violations(), std::vector<std::string>{}) << "rank " << r;
+  }
+}
+
+// As on a GPU, an allocation (or an IPC open) waits for every held
+// stream: a caller's thread setting up its next call waits for the calls
+// before it, and must hold nothing kolo's thread needs to run them. After
+// a first call (which sets up what a call of its size needs), the stream
+// runs a slow kernel of the caller's, which a call on host buffers waits
+// for; then a call on device buffers like the first, queued behind it; then
+// a larger one, whose scratch grows: setting it up waits for the one
+// before, which has not started yet and must get through unhindered.
+TEST(GpuStreams, SettingUpTheNextCallWaitsForTheHeldStreamWithoutDeadlock) {
+  for (bool ipc : {false, true}) {
+    Mode m{2, ipc, 50};
+    m.device_wide = DeviceWideCalls::kWaitForHolds;
+    SCOPED_TRACE(mode_name(::testing::TestParamInfo<Mode>(m, 0)));
+    GpuWorld g(m);
+    const int n = g.size();
+    const auto start = std::chrono::steady_clock::now();
+    g.world().run([&](int r) {
+      void* stream = g.device(r).create_stream();
+      std::vector<void*> bufs;
+      std::vector<Bytes> wants;
+      const size_t counts[] = {1000, 1000, 200000};
+      // Uploaded first: the test's own allocations wait for held streams too.
+      for (size_t count : counts) {
+        bufs.push_back(g.upload(r, make_input(DataType::kFloat32, ReduceOp::kSum, r, count)));
+        wants.push_back(make_expected(DataType::kFloat32, ReduceOp::kSum, n, count));
+      }
+      const auto call = [&](size_t k) {
+        Status s = g.comm(r).allreduce(bufs[k], bufs[k], counts[k], DataType::kFloat32, ReduceOp::kSum,
+                                       Launch::on(stream));
+        ASSERT_TRUE(s.is_ok()) << s.to_string();
+      };
+      call(0);
+      ASSERT_TRUE(g.device(r).synchronize_stream(stream, Deadline::after_seconds(60)));
+      g.device(r).run_on(stream, [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+      std::vector<float> host(64, 1.0f);
+      ASSERT_TRUE(g.comm(r)
+                      .allreduce(host.data(), host.data(), host.size(), DataType::kFloat32, ReduceOp::kSum,
+                                 Launch::on(stream))
+                      .is_ok());
+      call(1);
+      call(2);
+      ASSERT_TRUE(g.device(r).synchronize_stream(stream, Deadline::after_seconds(60)));
+      Status health = g.comm(r).async_error();
+      ASSERT_TRUE(health.is_ok()) << health.to_string();
+      for (float x : host) ASSERT_EQ(x, static_cast<float>(n));
+      for (size_t k = 0; k < bufs.size(); ++k) {
+        EXPECT_EQ(g.download(bufs[k], wants[k].size()), wants[k]) << "call " << k << " rank " << r;
+        g.device(r).release(bufs[k]);
+      }
+    });
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   }
 }
 
