@@ -15,7 +15,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "collectives/dtype.h"
 #include "common/deadline.h"
@@ -93,10 +96,26 @@ class Device {
   // The same for an allocation import_memory has opened already, with no
   // CUDA call (opening one waits for the whole device): false if it is not
   // open yet, and then it is remembered for open_remembered. Any thread.
-  virtual bool find_imported(const IpcHandle& handle, void** p) = 0;
+  bool find_imported(const IpcHandle& handle, void** p) {
+    if (find_open(handle, p)) return true;
+    std::lock_guard<std::mutex> lock(remembered_mutex_);
+    remembered_.push_back(handle);
+    return false;
+  }
   // Opens the allocations find_imported was asked for and had not (from a
   // caller's thread, before any of its streams is held).
-  virtual Status open_remembered() = 0;
+  Status open_remembered() {
+    std::vector<IpcHandle> remembered;
+    {
+      std::lock_guard<std::mutex> lock(remembered_mutex_);
+      remembered.swap(remembered_);
+    }
+    for (const IpcHandle& h : remembered) {
+      void* p = nullptr;
+      KOLO_RETURN_IF_ERROR(import_memory(h, &p));
+    }
+    return Status::ok();
+  }
 
   // Loads every kernel now, with what its launches need (occupancy): CUDA
   // loads modules lazily (the default since 12.2), and a first load waits
@@ -108,6 +127,15 @@ class Device {
   // counts the calls it started, so that one long call is told from many
   // short ones. From any thread: what a watchdog names.
   virtual const char* call_in_progress(uint64_t* number) const = 0;
+
+ protected:
+  // import_memory's view of an allocation it has opened already, looked up
+  // with no CUDA call: false if it is not open. Any thread.
+  virtual bool find_open(const IpcHandle& handle, void** p) = 0;
+
+ private:
+  std::mutex remembered_mutex_;
+  std::vector<IpcHandle> remembered_;  // asked of find_imported, not open yet
 };
 
 // Marks the calling thread, for a scope, as the one that runs the work

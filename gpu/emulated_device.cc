@@ -308,31 +308,17 @@ Status EmulatedDevice::export_memory(const void* p, IpcHandle* handle) {
   return Status::ok();
 }
 
-bool EmulatedDevice::find_imported(const IpcHandle& handle, void** p) {
+bool EmulatedDevice::find_open(const IpcHandle& handle, void** p) {
   if (std::memcmp(handle.bytes, kMagic, sizeof(kMagic)) != 0) return false;
   unsigned char* base;
   std::memcpy(&base, handle.bytes + sizeof(kMagic), sizeof(base));
   std::lock_guard<std::mutex> lock(mutex_);
   if (!imported_.count(base)) {
-    remembered_.push_back(handle);
     ++imports_deferred_;
     return false;
   }
   *p = base + handle.offset;
   return true;
-}
-
-Status EmulatedDevice::open_remembered() {
-  std::vector<IpcHandle> remembered;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    remembered.swap(remembered_);
-  }
-  for (const IpcHandle& h : remembered) {
-    void* p = nullptr;
-    KOLO_RETURN_IF_ERROR(import_memory(h, &p));
-  }
-  return Status::ok();
 }
 
 Status EmulatedDevice::import_memory(const IpcHandle& handle, void** p) {

@@ -88,7 +88,8 @@ class EmulatedDevice : public Device {
   void fail_next(Status status);
   // The calls strict mode failed, each saying what and why.
   std::vector<std::string> violations() const;
-  // How many times find_imported found an allocation not open yet.
+  // How many times find_imported found an allocation not open yet (each
+  // is then opened before the next call's hold).
   size_t imports_deferred() const;
 
   std::string name() const override { return "emulated GPU"; }
@@ -110,10 +111,11 @@ class EmulatedDevice : public Device {
   void signal(uint64_t value) override;
   Status export_memory(const void* p, IpcHandle* handle) override;
   Status import_memory(const IpcHandle& handle, void** p) override;
-  bool find_imported(const IpcHandle& handle, void** p) override;
-  Status open_remembered() override;
   Status load_kernels() override;
   const char* call_in_progress(uint64_t* number) const override;
+
+ protected:
+  bool find_open(const IpcHandle& handle, void** p) override;
 
  private:
   // Before a call that waits for the whole device (`call`, a CUDA name;
@@ -140,7 +142,6 @@ class EmulatedDevice : public Device {
   std::vector<std::string> violations_;
   std::set<int> loaded_kernels_;
   std::set<unsigned char*> imported_;  // allocations opened by import_memory
-  std::vector<IpcHandle> remembered_;   // asked of find_imported, not open yet
   size_t imports_deferred_ = 0;
   bool all_kernels_loaded_ = false;
   std::atomic<const char*> in_call_{nullptr};

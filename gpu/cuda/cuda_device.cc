@@ -271,35 +271,15 @@ class CudaDevice : public Device {
     return Status::ok();
   }
 
-  bool find_imported(const IpcHandle& handle, void** p) override {
-    if (find_opened(handle, p)) return true;
-    std::lock_guard<std::mutex> lock(imported_mutex_);
-    remembered_.push_back(handle);
-    return false;
-  }
-
-  Status open_remembered() override {
-    std::vector<IpcHandle> remembered;
-    {
-      std::lock_guard<std::mutex> lock(imported_mutex_);
-      remembered.swap(remembered_);
-    }
-    for (const IpcHandle& h : remembered) {
-      void* p = nullptr;
-      KOLO_RETURN_IF_ERROR(import_memory(h, &p));
-    }
-    return Status::ok();
-  }
-
   Status import_memory(const IpcHandle& handle, void** p) override {
-    if (find_opened(handle, p)) return Status::ok();
+    if (find_open(handle, p)) return Status::ok();
     const CurrentDevice scope(ordinal_);
     cudaIpcMemHandle_t h;
     std::memcpy(&h, handle.bytes, sizeof(h));
     void* base = nullptr;
     {
       // Not under imported_mutex_: this may wait for the whole device,
-      // which may wait for kolo's thread, which may be in find_imported.
+      // which may wait for kolo's thread, which may be in find_open.
       const InCall in(&in_call_, "cudaIpcOpenMemHandle");
       cudaError_t e = cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess);
       if (e != cudaSuccess) return device_error(cuda_message("cudaIpcOpenMemHandle", e));
@@ -325,8 +305,8 @@ class CudaDevice : public Device {
     return in_call_.call.load();
   }
 
- private:
-  bool find_opened(const IpcHandle& handle, void** p) {
+ protected:
+  bool find_open(const IpcHandle& handle, void** p) override {
     std::string key(reinterpret_cast<const char*>(handle.bytes), sizeof(handle.bytes));
     std::lock_guard<std::mutex> lock(imported_mutex_);
     auto it = imported_.find(key);
@@ -335,6 +315,7 @@ class CudaDevice : public Device {
     return true;
   }
 
+ private:
   // Keeps the first failure for poll()/synchronize(); true when e is success.
   bool keep(cudaError_t e, const char* what) {
     if (e == cudaSuccess) return true;
@@ -364,7 +345,6 @@ class CudaDevice : public Device {
   uint64_t passed_fence_ = 0;
   std::mutex imported_mutex_;  // callers' threads (open_remembered) and kolo's
   std::map<std::string, void*> imported_;  // IPC handle -> opened base
-  std::vector<IpcHandle> remembered_;      // asked of find_imported, not open yet
   std::mutex mutex_;
   Status failure_;
   CallSlot in_call_;
