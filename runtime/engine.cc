@@ -18,12 +18,8 @@ Engine::~Engine() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_requested_ = true;
-    if (link_) {
-      link_->interrupt();
-    } else if (started_) {
-      // Still connecting (a peer may never start its engine): stop waiting for it.
-      connector_.cancel(aborted("the communicator was destroyed while its engine was connecting"));
-    }
+    if (link_) link_->interrupt();
+    cancel_connect_locked(aborted("the communicator was destroyed while its engine was connecting"));
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -77,6 +73,11 @@ Status Engine::join(std::shared_ptr<OpHandle>* out) {
   return Status::ok();
 }
 
+void Engine::cancel_connect_locked(const Status& why) {
+  // Still connecting (a peer may never start its engine): stop waiting for it.
+  if (started_ && !link_) connector_.cancel(why);
+}
+
 void Engine::start_locked() {
   if (started_) return;
   started_ = true;
@@ -91,11 +92,8 @@ void Engine::abort() {
   std::lock_guard<std::mutex> lock(mu_);
   stop_requested_ = true;
   aborted_ = true;
-  if (link_) {
-    link_->abort();
-  } else if (started_) {
-    connector_.cancel(aborted("the engine was aborted while connecting"));
-  }
+  if (link_) link_->abort();
+  cancel_connect_locked(aborted("the engine was aborted while connecting"));
   wake_.notify_all();
 }
 
@@ -104,11 +102,8 @@ void Engine::revoke() {
   stop_requested_ = true;
   aborted_ = true;
   revoked_ = true;
-  if (link_) {
-    link_->revoke();
-  } else if (started_) {
-    connector_.cancel(revoked("the communicator was revoked while its engine was connecting"));
-  }
+  if (link_) link_->revoke();
+  cancel_connect_locked(revoked("the communicator was revoked while its engine was connecting"));
   wake_.notify_all();
 }
 

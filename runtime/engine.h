@@ -113,6 +113,8 @@ class Engine {
   // OK while submissions are taken; else why not. Under mu_.
   Status accepting_locked() const;
   void start_locked();
+  // Makes a connect still under way give up with `why`. Under mu_.
+  void cancel_connect_locked(const Status& why);
   void thread_main();
   Status run();
   void drain_queue();
