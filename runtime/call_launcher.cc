@@ -156,11 +156,13 @@ void CallLauncher::watch() {
   auto seen_since = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(holds_mutex_);
   while (!stopping_) {
-    holds_cv_.wait_for(lock, period);
     if (holds_.empty()) {
       seen_call = nullptr;
+      holds_cv_.wait(lock, [&] { return stopping_ || !holds_.empty(); });  // on_stream notifies
       continue;
     }
+    holds_cv_.wait_for(lock, period);
+    if (holds_.empty()) continue;
     uint64_t number = 0;
     const char* call = held_device_->call_in_progress(&number);
     const auto now = std::chrono::steady_clock::now();
