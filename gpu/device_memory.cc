@@ -44,9 +44,9 @@ void* DeviceMemory::grow(Buffer* buffer, size_t bytes) {
   return fresh;
 }
 
-void DeviceMemory::reserve(size_t staging_bytes, size_t scratch_bytes) {
-  if (staging_bytes) grow(&staging_, staging_bytes);
-  if (scratch_bytes) grow(&scratch_, scratch_bytes);
+bool DeviceMemory::reserve(size_t staging_bytes, size_t scratch_bytes) {
+  if (staging_bytes && !grow(&staging_, staging_bytes)) return false;
+  return !scratch_bytes || grow(&scratch_, scratch_bytes);
 }
 
 void DeviceMemory::release_retired() {

@@ -32,8 +32,9 @@ class DeviceMemory : public Memory {
   void* scratch(size_t bytes) override { return grow(&scratch_, bytes); }
   void* packing(size_t bytes) override { return grow(&packing_, bytes); }
 
-  // Grows the buffers to at least these sizes now. Any thread.
-  void reserve(size_t staging_bytes, size_t scratch_bytes);
+  // Grows the buffers to at least these sizes now; false if the device
+  // had not the memory. Any thread.
+  bool reserve(size_t staging_bytes, size_t scratch_bytes);
   // Frees the buffers growing replaced. Only when no caller's stream is
   // held and no collective runs.
   void release_retired();

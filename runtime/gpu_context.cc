@@ -109,7 +109,10 @@ Status GpuContext::prepare(Transport* host_transport, const std::vector<const Tr
   const size_t depth = static_cast<size_t>(std::max<int64_t>(1, config.pipeline_depth));
   const size_t staging = std::max(2 * depth * segment_bytes, std::min(largest, static_cast<size_t>(std::max<int64_t>(
                                                                                     0, config.small_allreduce_bytes))));
-  memory->reserve(staging, largest);
+  if (!memory->reserve(staging, largest)) {
+    return device_error("cannot allocate " + std::to_string(staging) + " + " + std::to_string(largest) +
+                        " bytes of " + d->name() + "'s memory for a call's staging and scratch");
+  }
   return Status::ok();
 }
 
