@@ -106,11 +106,8 @@ void choose_hosts(const Config& config, const Membership& world, Wiring* out) {
 Status connect(const Config& config, const Thresholds& thresholds, const Membership& world, bool full_mesh,
                Wiring* w) {
   if (full_mesh) return connect_every_pair(config, world, w->transport.get());
-  const std::vector<int> peers = algorithm_peers(topology_of(*w, world, thresholds, nullptr), thresholds);
-  const Deadline deadline = Deadline::after_seconds(config.timeout_s);
-  KOLO_RETURN_IF_ERROR(w->transport->prepare(peers));
-  for (int peer : peers) KOLO_RETURN_IF_ERROR(w->transport->connect(peer, deadline));
-  return Status::ok();
+  return connect_peers(w->transport.get(), algorithm_peers(topology_of(*w, world, thresholds, nullptr), thresholds),
+                       config.timeout_s);
 }
 
 // An arena of `kind` among `context`'s ranks. UNSUPPORTED (no room in
@@ -273,7 +270,12 @@ Status connect_every_pair(const Config& config, const Membership& world, Transpo
   if (world.size == 1) return Status::ok();
   std::vector<int> peers;
   for (int k = 1; k < world.size; ++k) peers.push_back((world.rank + k) % world.size);
-  const Deadline deadline = Deadline::after_seconds(config.timeout_s);
+  return connect_peers(transport, peers, config.timeout_s);
+}
+
+Status connect_peers(Transport* transport, const std::vector<int>& peers, double timeout_s) {
+  if (peers.empty()) return Status::ok();
+  const Deadline deadline = Deadline::after_seconds(timeout_s);
   KOLO_RETURN_IF_ERROR(transport->prepare(peers));
   for (int peer : peers) KOLO_RETURN_IF_ERROR(transport->connect(peer, deadline));
   return Status::ok();

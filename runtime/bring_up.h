@@ -89,6 +89,9 @@ Status bring_up(const Config& config, const Thresholds& thresholds, const Member
 // already connected are no-ops), within KOLO_TIMEOUT_S: a full mesh for
 // alltoall, made on first use.
 Status connect_every_pair(const Config& config, const Membership& world, Transport* transport);
+// Connects to each of `peers` (in any order: the accepting side's listener
+// takes connections in the background), all within timeout_s.
+Status connect_peers(Transport* transport, const std::vector<int>& peers, double timeout_s);
 
 // What the settings allow the algorithm tables (KOLO_SMALL_ALLREDUCE_BYTES,
 // KOLO_ALGORITHM). Points into config, which must outlive it.

@@ -477,11 +477,7 @@ Status Communicator::point_to_point(const std::vector<PointToPoint>& ops, Launch
     // both connect; the listening side accepts in the background, so the
     // order of the peers does not matter. Through the host transport, which
     // the GPU transports send through.
-    if (!peers.empty()) {
-      KOLO_RETURN_IF_ERROR(wiring_.transport->prepare(peers));
-      const Deadline deadline = Deadline::after_seconds(config_.timeout_s);
-      for (int peer : peers) KOLO_RETURN_IF_ERROR(wiring_.transport->connect(peer, deadline));
-    }
+    KOLO_RETURN_IF_ERROR(connect_peers(wiring_.transport.get(), peers, config_.timeout_s));
     return run_point_to_point(ctx, ops);
   });
 }
