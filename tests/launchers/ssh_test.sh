@@ -13,7 +13,8 @@
 #     could not reach it; with a second network (eth1) on every host,
 #     --network-interfaces eth0 and eth1,eth0 each run where they say; with
 #     host 1's eth0 down and nothing forced, every host falls back to eth1.
-#  4. --horovod: a Horovod program (import horovod.torch as hvd), unedited;
+#  4. --horovod: a Horovod program (import horovod.torch as hvd), unedited,
+#     with horovodrun's tuning flags, the timeline and --output-filename;
 #     kolo.run (horovod.run's API): a function as a job of 3 ranks on 2
 #     hosts, its results and output back in rank order, then one that
 #     raises on a remote rank: the error names rank and host.
@@ -147,8 +148,20 @@ total = hvd.allreduce(torch.tensor([float(hvd.rank() + 1)]), op=hvd.Sum)
 assert total.item() == hvd.size() * (hvd.size() + 1) / 2, total
 print("horovod rank %d of %d ok (%s)" % (hvd.rank(), hvd.size(), hvd.__name__), flush=True)
 EOF
+  # As a Horovod user types it, horovodrun's tuning flags and all: those
+  # kolo has reach the ranks (rank 0 writes the timeline it was given),
+  # --output-filename keeps each rank's output on its host, --autotune is
+  # said and ignored.
   run_job ssh-horovod 2 "horovod rank %r of 2 ok (kolo.torch)" 120 "${ON0[@]}" "$KOLORUN" --horovod -np 2 \
-    -H "$A0:1,$A1:1" "$KOLO_PYTHON" horovod_program.py
+    -H "$A0:1,$A1:1" --gloo --fusion-threshold-mb 32 --cycle-time-ms 1 --autotune \
+    --timeline-filename "$WORK/timeline.json" --output-filename "$WORK/hvd-out" "$KOLO_PYTHON" horovod_program.py
+  grep -q "^kolorun: --autotune: kolo has no autotuner" "$WORK/ssh-horovod.out" ||
+    fail "ssh-horovod: --autotune not said"
+  grep -q NEGOTIATING "$WORK/timeline.json" 2>/dev/null || fail "ssh-horovod: rank 0 wrote no timeline"
+  for r in 0 1; do
+    grep -qx "horovod rank $r of 2 ok (kolo.torch)" "$WORK/hvd-out/rank.$r/stdout" 2>/dev/null ||
+      fail "ssh-horovod: no --output-filename file of rank $r"
+  done
   # kolo.run: the function travels to the ranks in their environment, the
   # results and the output lines come back through kolorun.
   cat >"$WORK/function_job.py" <<'EOF'

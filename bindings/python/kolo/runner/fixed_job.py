@@ -161,9 +161,18 @@ class FixedJob:
                 if choice.interface:
                     env["KOLO_IFNAME"] = choice.interface
                 prefix = "" if self.opts.no_prefix else "[%d] " % p.rank
-                ranks.append([p.rank, {k: str(v) for k, v in env.items()}, prefix])
-            s.send({"start": {"argv": self.opts.command, "cwd": os.getcwd(), "env": self.env, "ranks": ranks}})
+                ranks.append([p.rank, {k: str(v) for k, v in env.items()}, prefix, self.output_dir(p.rank)])
+            s.send({"start": {"argv": self.opts.command, "cwd": os.getcwd(), "env": self.env, "ranks": ranks,
+                              "timestamp": self.opts.timestamp}})
         self.wait_all("started", deadline, "start its ranks")
+
+    def output_dir(self, rank):
+        """--output-filename's directory for a rank's output, horovodrun's
+        rank.<rank> with the rank zero-padded to sort; None without it."""
+        if not self.opts.output_filename:
+            return None
+        width = len(str(len(self.placements) - 1))
+        return os.path.join(os.path.abspath(self.opts.output_filename), "rank.%s" % str(rank).zfill(width))
 
     # -- running --------------------------------------------------------------
     def rank_exited(self, value, stopping=False):

@@ -10,8 +10,11 @@ kolorun -> supervisor, on standard input: a line with this file's length,
 this file, then JSON lines:
   {"hello": {"host", "token", "mark", "ports", "heartbeat_s", "grace_s"}}
   {"probe": [[host, interface, address, port], ...]}  connect to each, reply "reached"
-  {"start": {"argv", "cwd", "env", "ranks": [[rank, {env}, prefix], ...], "remove": [path, ...]}}
-      (remove: files of this host to remove when the ranks have ended)
+  {"start": {"argv", "cwd", "env", "ranks": [[rank, {env}, prefix, output], ...], "remove": [path, ...],
+             "timestamp": bool}}
+      (output: a directory the rank's stdout and stderr are also written to,
+      or null; remove: files of this host to remove when the ranks have
+      ended; timestamp: the time before each line, after the prefix's rank)
   {"signal": "USR1" | "TERM"}                          forwarded to every rank
   {"stop": true}                                       end the ranks, then exit
   {"heartbeat": true}                                  (any line counts as one)
@@ -190,30 +193,49 @@ class Supervisor:
         self.remove = job.get("remove", [])
         base = dict(os.environ)
         base.update(job["env"])
-        for rank, extra, prefix in job["ranks"]:
+        for rank, extra, prefix, *output in job["ranks"]:
             env = dict(base)
             env.update(extra)
             try:
+                files = self.output_files(output[0] if output else None)
                 proc = subprocess.Popen(job["argv"], env=env, cwd=job["cwd"], stdin=subprocess.DEVNULL,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
             except OSError as e:
                 self.tell("exit", {"rank": rank, "status": 127,
-                                   "error": "cannot start %s: %s" % (job["argv"][0], e.strerror or e)})
+                                   "error": "cannot start %s: %s" % (e.filename or job["argv"][0], e.strerror or e)})
                 self.events.put(("exit", rank, None))
                 continue
             self.ranks[rank] = proc
-            pumps = [threading.Thread(target=self.pump, args=(stream, prefix.encode(), out), daemon=True)
-                     for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer))]
+            pumps = [threading.Thread(target=self.pump, args=(stream, prefix, out, copy, job.get("timestamp")),
+                                      daemon=True)
+                     for stream, out, copy in ((proc.stdout, sys.stdout.buffer, files[0]),
+                                               (proc.stderr, sys.stderr.buffer, files[1]))]
             for t in pumps:
                 t.start()
             self.pumps += pumps
             threading.Thread(target=self.reap, args=(rank, proc, pumps), daemon=True).start()
         self.tell("started", [p.pid for p in self.ranks.values()])
 
-    def pump(self, stream, prefix, out):
+    @staticmethod
+    def output_files(directory):
+        """(stdout, stderr) files in directory, made if need be, or (None, None)."""
+        if not directory:
+            return None, None
+        os.makedirs(directory, exist_ok=True)
+        return tuple(open(os.path.join(directory, name), "wb") for name in ("stdout", "stderr"))
+
+    def pump(self, stream, prefix, out, copy=None, timestamp=False):
+        """A rank's stream to kolorun, each line prefixed (and timed), and
+        as it is to copy."""
         for raw in iter(stream.readline, b""):
-            self.write(out, prefix + raw)
+            when = time.asctime() + " " if timestamp else ""
+            self.write(out, (when + prefix).encode() + raw)
+            if copy:
+                copy.write(raw)
+                copy.flush()
         stream.close()
+        if copy:
+            copy.close()
 
     def reap(self, rank, proc, pumps):
         proc.wait()
@@ -279,7 +301,7 @@ class Supervisor:
                 self.tell("reached", self.probe(msg["probe"]))
             elif "start" in msg and not started:
                 started = True
-                self.job_ranks = [rank for rank, _, _ in msg["start"]["ranks"]]
+                self.job_ranks = [entry[0] for entry in msg["start"]["ranks"]]
                 self.start(msg["start"])
                 if len(exited) == len(self.job_ranks):
                     break
