@@ -1,6 +1,6 @@
 """kolo on Spark, in local mode (Spark's own JVM on the machine's Java 17,
-started by the test): kolo.spark.run with horovod.spark.run's semantics,
-and Spark's TorchDistributor on torch.distributed's "kolo" backend. Each
+started by the test): kolo.spark.run and run_elastic with
+horovod.spark.run's and run_elastic's semantics, and Spark's TorchDistributor on torch.distributed's "kolo" backend. Each
 training reaches the weights one process reaches on the whole batch
 (scripts/small_training.py)."""
 import json
@@ -90,6 +90,57 @@ def test_spark_run_that_cannot_start_times_out(spark):
         sc.cancelJobGroup("hold")
         holder.join(timeout=60)
     assert kolo.spark.run(lambda: 7, num_proc=2, verbose=0) == [7, 7]  # the slots are free again
+
+
+def test_spark_run_elastic_trains_to_the_one_process_weights(spark):
+    import kolo.spark
+    results = kolo.spark.run_elastic(small_training.elastic_training, num_proc=2, min_num_proc=1, max_num_proc=2,
+                                     start_timeout=60, elastic_timeout=60, verbose=0)
+    assert [r["rank"] for r in results] == [0, 1]  # rank order
+    for r in results:
+        assert r["size"] == 2
+        np.testing.assert_allclose(r["weights"], small_training.one_process_weights(), rtol=0, atol=1e-5)
+
+
+def _elastic_where(base, extra=0):
+    import kolo.torch as hvd
+    hvd.init()
+    print("rank %d of %d says" % (hvd.rank(), hvd.size()))
+    print("a line", file=sys.stderr)
+    return base + extra, hvd.rank(), hvd.allgather(torch_tensor([hvd.rank()])).tolist(), os.environ["TRAINING_TAG"]
+
+
+def torch_tensor(values):
+    import torch
+    return torch.tensor(values)
+
+
+def _elastic_fails():
+    import kolo.torch as hvd
+    hvd.init()
+    raise ValueError("a failing elastic function")
+
+
+def test_spark_run_elastic_arguments_output_and_failures(spark):
+    import io
+
+    import kolo.spark
+    out, err = io.StringIO(), io.StringIO()
+    got = kolo.spark.run_elastic(_elastic_where, args=(40,), kwargs={"extra": 2}, num_proc=2, env={"TRAINING_TAG": "t"},
+                                 stdout=out, stderr=err, start_timeout=60, verbose=0)
+    assert got == [(42, 0, [0, 1], "t"), (42, 1, [0, 1], "t")]
+    # Each worker's lines, prefixed with its task, as horovod.spark.run_elastic forwards them.
+    assert sorted(line.split(":")[0] for line in out.getvalue().splitlines()) == ["[0]<stdout>", "[1]<stdout>"]
+    assert sorted(line.split(":", 1)[1] for line in out.getvalue().splitlines()) == ["rank 0 of 2 says",
+                                                                                      "rank 1 of 2 says"]
+    assert sorted(err.getvalue().splitlines())[-2:] == ["[0]<stderr>:a line", "[1]<stderr>:a line"]
+    # A worker that raises: its host (this machine, all of local mode's)
+    # is blacklisted, the job fails and says why.
+    with pytest.raises(RuntimeError, match="the job failed .*ValueError: a failing elastic function"):
+        kolo.spark.run_elastic(_elastic_fails, num_proc=1, start_timeout=60, elastic_timeout=5, stderr=io.StringIO())
+    with pytest.raises(ValueError, match="needs 1 <= min_num_proc <= num_proc <= max_num_proc, got 3, 2, 2"):
+        kolo.spark.run_elastic(_elastic_fails, num_proc=2, min_num_proc=3)
+    assert kolo.spark.run(lambda: 7, num_proc=2, verbose=0) == [7, 7]  # every task has ended: the slots are free
 
 
 def test_torch_distributor_on_kolo(spark, tmp_path):

@@ -17,6 +17,7 @@ on its executor's host (cross rank and size as Horovod defines them); rank
 0's task finds a free port on its host and the stage's allGather tells every
 task, which is the rendezvous. The active SparkSession's context runs it
 (one is made in local mode, as many cores as num_proc, if there is none).
+kolo.spark.run_elastic (kolo/spark/elastic.py) is horovod.spark.run_elastic.
 """
 import contextlib
 import io
@@ -28,6 +29,9 @@ import threading
 import time
 
 from kolo.runner.hosts import describe
+from kolo.spark.elastic import run_elastic  # horovod.spark's elastic entry point
+
+__all__ = ["run", "run_elastic"]
 
 
 def _task(job, fn, args, kwargs, env, verbose, capture):

@@ -1,10 +1,10 @@
-"""horovod.spark for Horovod's test_spark.py: run is kolo.spark.run; the
-rest of horovod.spark (its estimators' stores and utilities, its driver
-and task services, which the test file imports) comes from the checkout,
-found on __path__ after this."""
+"""horovod.spark for Horovod's test_spark.py: run and run_elastic are
+kolo.spark's; the rest of horovod.spark (its estimators' stores and
+utilities, its driver and task services, which the test file imports)
+comes from the checkout, found on __path__ after this."""
 import os
 
-from kolo.spark import run  # noqa: F401
+from kolo.spark import run, run_elastic  # noqa: F401
 
 _checkout = os.environ.get("HOROVOD_CHECKOUT")
 if _checkout:
