@@ -1,9 +1,9 @@
 """kolo on Ray, on a local Ray instance the test starts (2 CPUs): Horovod's
-RayExecutor and ElasticRayExecutor APIs (a job that grows and shrinks, one
-that loses a worker's actor), the "kolo" ray.util.collective backend, and Ray Train's
-TorchTrainer on torch.distributed's "kolo" backend. Each training reaches
-the weights one process reaches on the whole batch
-(scripts/small_training.py)."""
+RayExecutor (torch, TensorFlow and Keras programs) and ElasticRayExecutor
+APIs (a job that grows and shrinks, one that loses a worker's actor), the
+"kolo" ray.util.collective backend, and Ray Train's TorchTrainer on
+torch.distributed's "kolo" backend. Each training reaches the weights one
+process reaches on the whole batch (scripts/small_training.py)."""
 import json
 import os
 import sys
@@ -54,6 +54,23 @@ def test_ray_executor_trains_to_the_one_process_weights(local_ray):
         np.testing.assert_allclose(r["weights"], want, rtol=0, atol=1e-5)
     assert results[0]["weights"] == results[1]["weights"]  # bit-identical across ranks
     assert remote == [42, 42]
+
+
+def test_ray_executor_runs_tensorflow_and_keras_programs(local_ray):
+    pytest.importorskip("tensorflow")
+    from kolo.ray import RayExecutor
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=120), num_workers=2, cpus_per_worker=1)
+    executor.start()
+    try:
+        results = {"tensorflow": executor.run(small_training.tensorflow_training),
+                   "keras": executor.run(small_training.keras_training)}
+    finally:
+        executor.shutdown()
+    want = small_training.one_process_weights()
+    for framework, got in results.items():
+        assert [(r["rank"], r["size"]) for r in got] == [(0, 2), (1, 2)], framework
+        for r in got:
+            np.testing.assert_allclose(r["weights"], want, rtol=0, atol=1e-5, err_msg=framework)
 
 
 class Counter:

@@ -4,7 +4,8 @@ slice of the batch and the gradients are averaged, so every rank must end
 with the weights one process reaches on the whole batch (up to float32
 rounding): one_process_weights() is that reference.
 
-Used by test_ray.py and test_spark.py, from Ray actors and Spark tasks."""
+Used by test_ray.py and test_spark.py, from Ray actors and Spark tasks, in
+torch, TensorFlow and Keras, each from the same data and starting weights."""
 import torch
 
 STEPS, LR, SAMPLES = 30, 0.1, 64
@@ -59,6 +60,50 @@ def horovod_training():
              "cross_rank": hvd.cross_rank(), "cross_size": hvd.cross_size(), "weights": _weights(model)}
     hvd.shutdown()
     return where
+
+
+def _start_numpy():
+    """The torch model's starting weights, as (4x1 kernel, bias) arrays."""
+    start = _model()
+    return start.weight.detach().numpy().T.copy(), start.bias.detach().numpy().copy()
+
+
+def tensorflow_training():
+    """kolo.tensorflow's Horovod API, as a TensorFlow 2 program is written:
+    the same fit with a DistributedGradientTape and plain SGD steps."""
+    import tensorflow as tf
+
+    import kolo.tensorflow as hvd
+    hvd.init()
+    x, y = (tf.constant(t.numpy()) for t in _shard(*_data(), hvd.rank(), hvd.size()))
+    kernel, bias = _start_numpy()
+    w, b = tf.Variable(kernel), tf.Variable(bias)
+    hvd.broadcast_variables([w, b], root_rank=0)
+    for _ in range(STEPS):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+        grad_w, grad_b = hvd.DistributedGradientTape(tape).gradient(loss, [w, b])
+        w.assign_sub(LR * grad_w)
+        b.assign_sub(LR * grad_b)
+    return {"rank": hvd.rank(), "size": hvd.size(),
+            "weights": w.numpy().T.flatten().tolist() + b.numpy().tolist()}
+
+
+def keras_training():
+    """kolo.keras's Horovod API on a Keras model: compile with the
+    DistributedOptimizer, fit with the broadcast callback."""
+    import keras
+
+    import kolo.keras as hvd
+    hvd.init()
+    x, y = (t.numpy() for t in _shard(*_data(), hvd.rank(), hvd.size()))
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.layers[0].set_weights(list(_start_numpy()))
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(learning_rate=LR)), loss="mse")
+    model.fit(x, y, batch_size=len(x), epochs=STEPS, shuffle=False, verbose=0,
+              callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+    kernel, bias = model.layers[0].get_weights()
+    return {"rank": hvd.rank(), "size": hvd.size(), "weights": kernel.T.flatten().tolist() + bias.tolist()}
 
 
 def torch_distributed_training():
