@@ -9,6 +9,7 @@
 #   KOLO_VENV      the environment's folder (KOLO_VENV_ROOT/<hash>)
 #   KOLO_PYTHON    its interpreter
 #   kolo_python_env_make   creates it unless it is complete (tools/setup.sh)
+#   kolo_python_env_consistent  pip check, tensorflow-cpu standing for tensorflow
 #   kolo_python_env_check  fails, saying what to run, unless it is complete
 #
 # KOLO_VENV_ROOT defaults to /var/tmp/kolo-python. A test finds the same
@@ -32,7 +33,7 @@ kolo_python_env_make() {
   if "$KOLO_PYTHON_BASE" -m venv "$KOLO_VENV" >"$log" 2>&1 &&
     PIP_DISABLE_PIP_VERSION_CHECK=1 "$KOLO_PYTHON" -m pip install --no-deps --no-input -q \
       -r "$KOLO_REQUIREMENTS" >>"$log" 2>&1 &&
-    "$KOLO_PYTHON" -m pip check >>"$log" 2>&1; then
+    kolo_python_env_consistent >>"$log" 2>&1; then
     touch "$KOLO_VENV_DONE"
     rm -f "$log"
     return 0
@@ -41,6 +42,17 @@ kolo_python_env_make() {
   rm -f "$log"
   echo "setup: could not make the Python environment $KOLO_VENV (pip's output above)" >&2
   return 1
+}
+
+# pip check, but for what tensorflow-cpu provides: packages whose metadata
+# ask for `tensorflow` (tf_keras) get the CPU build, which pip cannot know
+# to be the same.
+kolo_python_env_consistent() {
+  local problems
+  problems=$("$KOLO_PYTHON" -m pip check 2>&1 | grep -v '^No broken requirements found' |
+    grep -v ' requires tensorflow, which is not installed\.$')
+  [ -z "$problems" ] || { echo "$problems"; return 1; }
+  "$KOLO_PYTHON" -m pip show -q tensorflow-cpu >/dev/null
 }
 
 kolo_python_env_check() {

@@ -1,6 +1,8 @@
-"""kolo for Keras 3, with horovod.keras's (and horovod.tensorflow.keras's)
-API, on Keras's tensorflow backend and, beyond Horovod, its torch backend
-(KERAS_BACKEND=torch):
+"""kolo for Keras, with horovod.keras's (and horovod.tensorflow.keras's) API,
+for the Keras the process's tf.keras is (kolo/_keras_flavour.py): Keras 3
+by default (kolo/keras/_api.py, on Keras's tensorflow and torch backends),
+Keras 2 where TF_USE_LEGACY_KERAS makes tf.keras tf_keras (kolo/_tf_keras),
+with the same names either way:
 
     import kolo.keras as hvd
     hvd.init()
@@ -11,101 +13,19 @@ API, on Keras's tensorflow backend and, beyond Horovod, its torch backend
               verbose=1 if hvd.rank() == 0 else 0)
 
 kolo.tensorflow.keras is this module; hvd.elastic is Horovod's keras
-elastic API (kolo.keras.elastic, on Keras's tensorflow backend).
+elastic API (kolo.keras.elastic).
 """
-import keras
-import numpy as np
+from kolo._keras_flavour import tf_keras_in_use as _tf_keras_in_use
 
-import kolo
-from kolo._builds import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, mpi_built,  # noqa: F401
-                          mpi_enabled, mpi_threads_supported, nccl_built, rocm_built)
-from kolo._policy import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
-from kolo._library import KoloError
-from kolo._process_sets import (ProcessSet, add_process_set, global_process_set, init,  # noqa: F401
-                                remove_process_set)
-from kolo._runtime import (cross_rank, cross_size, is_homogeneous, is_initialized, local_rank,  # noqa: F401
-                           local_size, rank, shutdown, size, start_timeline, stop_timeline)
-from kolo.keras import _backend, callbacks  # noqa: F401
-from kolo.keras.compression import Compression
-from kolo.keras.optimizer import DistributedOptimizer, PartialDistributedOptimizer  # noqa: F401
-from kolo.keras.sync_batch_norm import SyncBatchNormalization  # noqa: F401
-
-HorovodInternalError = KoloError
-
-
-def broadcast_variables(variables, root_rank, process_set=global_process_set):
-    """root_rank's values assigned to the (Keras) variables on every rank of the set."""
-    _backend.broadcast_values(variables, root_rank, process_set)
-
-
-def broadcast_global_variables(root_rank):
-    """TF1's global variables do not exist in Keras 3 (no session, no
-    graph collections): raises, naming what to use instead."""
-    raise RuntimeError("broadcast_global_variables() needs TF1 graph code; with Keras 3 use "
-                       "hvd.callbacks.BroadcastGlobalVariablesCallback(%d) in fit(), or "
-                       "hvd.broadcast_variables(model.variables, root_rank=%d)" % (root_rank, root_rank))
-
-
-def _numpy(value):
-    return np.asarray(keras.ops.convert_to_numpy(value))
-
-
-def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0, op=None,
-              compression=Compression.none, process_set=global_process_set):
-    """The op (Average unless told) over the set of a value (number, array
-    or tensor), as a tensor of the Keras backend."""
-    del compression
-    if op is None:
-        op = Sum if average is False else Average
-    return keras.ops.convert_to_tensor(kolo.allreduce(_numpy(value), op=op, name=name, process_set=process_set,
-                                                      prescale_factor=prescale_factor,
-                                                      postscale_factor=postscale_factor))
-
-
-def allgather(value, name=None, process_set=global_process_set):
-    """Every rank's value concatenated along the first dimension, as a tensor of the Keras backend."""
-    return keras.ops.convert_to_tensor(kolo.allgather(_numpy(value), name=name, process_set=process_set))
-
-
-def broadcast(value, root_rank, name=None, process_set=global_process_set):
-    """root_rank's value, as a tensor of the Keras backend."""
-    return keras.ops.convert_to_tensor(kolo.broadcast(_numpy(value), root_rank, name=name, process_set=process_set))
-
-
-def reducescatter(value, name=None, op=Average, process_set=global_process_set):
-    """The op over the set of a value, this rank's part of the first
-    dimension, as a tensor of the Keras backend."""
-    return keras.ops.convert_to_tensor(kolo.reducescatter(_numpy(value), op=op, name=name, process_set=process_set))
-
-
-def load_model(filepath, custom_optimizers=None, custom_objects=None, compression=Compression.none):
-    """keras.models.load_model, with the saved optimizer wrapped in
-    DistributedOptimizer again (its state restored): for every Keras
-    optimizer class and custom_optimizers."""
-    model = keras.models.load_model(filepath, custom_objects=custom_objects, compile=True)
-    optimizer = getattr(model, "optimizer", None)
-    if optimizer is None or hasattr(optimizer, "_kolo"):
-        return model
-    known = tuple(custom_optimizers or ()) + (keras.optimizers.Optimizer,)
-    if isinstance(optimizer, known):
-        wrapped = DistributedOptimizer(optimizer, compression=compression)
-        if optimizer.built:
-            wrapped.build(model.trainable_variables)
-            for mine, theirs in zip(wrapped.variables, optimizer.variables):
-                mine.assign(theirs)
-        model.optimizer = wrapped
-        model.compile(optimizer=wrapped, loss=model.loss, metrics=_compiled_metrics(model))
-    return model
-
-
-def _compiled_metrics(model):
-    config = getattr(model, "_compile_config", None)
-    return (config.config.get("metrics") if config is not None else None)
+if _tf_keras_in_use():
+    from kolo._tf_keras import *  # noqa: F401,F403
+else:
+    from kolo.keras._api import *  # noqa: F401,F403
 
 
 def __getattr__(name):
-    """hvd.elastic, imported when first used: it needs Keras's tensorflow
-    backend, which a Keras on its torch backend does not load."""
+    """hvd.elastic, imported when first used: with Keras 3 it needs Keras's
+    tensorflow backend, which a Keras on its torch backend does not load."""
     if name == "elastic":
         import importlib
         return importlib.import_module("kolo.keras.elastic")

@@ -4,11 +4,9 @@ graph, so they overlap the backward pass), PyTorch's through kolo.torch.
 Values that leave the step (variables to broadcast, metrics to average)
 go as NumPy arrays through kolo's framework-free collectives."""
 import keras
-import numpy as np
 
 import kolo
-from kolo import _optimizer
-from kolo._process_sets import group_of
+from kolo import _keras_callbacks, _optimizer
 
 
 def name():
@@ -71,15 +69,4 @@ def allreduce_sum(x, process_set):
 def broadcast_values(variables, root_rank, process_set):
     """root_rank's values assigned to the variables (Keras variables of any
     backend), every broadcast in flight at once."""
-    variables = list(variables)
-    arrays = [np.array(keras.ops.convert_to_numpy(v), order="C") for v in variables]  # 0-d stays 0-d
-    base = group_of(process_set).operation_name("broadcast_variables", None).decode()
-    handles = [kolo.broadcast_async_(a, root_rank, name="%s.%d" % (base, i), process_set=process_set)
-               for i, a in enumerate(arrays)]
-    for v, h in zip(variables, handles):
-        v.assign(h.synchronize())
-
-
-def allreduce_values(values, op, process_set, name=None):
-    """The op over the set of plain numbers or arrays (metrics), as NumPy."""
-    return kolo.allreduce(np.asarray(values, dtype=np.float64), op=op, name=name, process_set=process_set)
+    _keras_callbacks.broadcast_values(variables, root_rank, process_set, keras.ops.convert_to_numpy)

@@ -162,3 +162,18 @@ def _gradient_reducer(name, compression, sparse_as_dense, op, gradient_predivide
         return reduce(grads, bundles, use_generic_names)
 
     return reducer
+
+
+def _divided(grad, size):
+    """grad / size, for a tensor or a tf.IndexedSlices."""
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(grad.values / float(size), grad.indices, grad.dense_shape)
+    return grad / float(size)
+
+
+def reduce_except_local(reducer, grads, variables, local_refs, scale_local, process_set, use_generic_names=False):
+    """The gradients reduced over the set by reducer (gradient_reducer's),
+    those of local variables kept (kolo._optimizer.reduce_except_local)."""
+    return _optimizer.reduce_except_local(
+        lambda shared, positions: reducer(shared, [variables[i] for i in positions], use_generic_names), grads,
+        [variable_key(v) for v in variables], local_refs, scale_local, process_set, _divided)

@@ -6,9 +6,8 @@ from kolo import _optimizer
 from kolo._keras import local_layer_variables
 from kolo._policy import Average
 from kolo._process_sets import global_process_set
-from kolo.tensorflow.collectives import gradient_reducer, variable_key
+from kolo.tensorflow.collectives import gradient_reducer, reduce_except_local, variable_key
 from kolo.tensorflow.compression import Compression
-from kolo.tensorflow.optimizer import reduce_except_local
 
 
 class _DistributedGradientTape(tf.GradientTape):

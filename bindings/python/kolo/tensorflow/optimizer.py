@@ -10,24 +10,10 @@ import tensorflow as tf
 from kolo import _keras, _optimizer
 from kolo._policy import Adasum, Average
 from kolo._process_sets import global_process_set
-from kolo.tensorflow.collectives import allreduce, gradient_reducer, variable_key
+from kolo.tensorflow.collectives import allreduce, gradient_reducer, reduce_except_local, variable_key
+from kolo.tensorflow import tf_keras_optimizer
 from kolo.tensorflow.compression import Compression
 from kolo.tensorflow.gradient_aggregation import LocalGradientAggregation
-
-
-def _divided(grad, size):
-    """grad / size, for a tensor or a tf.IndexedSlices."""
-    if isinstance(grad, tf.IndexedSlices):
-        return tf.IndexedSlices(grad.values / float(size), grad.indices, grad.dense_shape)
-    return grad / float(size)
-
-
-def reduce_except_local(reducer, grads, variables, local_refs, scale_local, process_set, use_generic_names=False):
-    """The gradients reduced over the set by reducer (collectives.gradient_reducer's),
-    those of local variables kept (kolo._optimizer.reduce_except_local)."""
-    return _optimizer.reduce_except_local(
-        lambda shared, positions: reducer(shared, [variables[i] for i in positions], use_generic_names), grads,
-        [variable_key(v) for v in variables], local_refs, scale_local, process_set, _divided)
 
 
 class _DistributedOptimizer(tf.compat.v1.train.Optimizer):
@@ -139,7 +125,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     """An optimizer that reduces gradients over the process set before the
     wrapped optimizer applies them (horovod.tensorflow.DistributedOptimizer):
     a tf.compat.v1.train.Optimizer is wrapped here, a Keras optimizer by
-    kolo.keras.DistributedOptimizer. op=Adasum makes Horovod's delta
+    kolo.keras.DistributedOptimizer (Keras 3's, or Keras 2's where tf.keras
+    is tf_keras). op=Adasum makes Horovod's delta
     optimizer (tf.compat.v1 optimizers, the global set only)."""
     del device_dense, device_sparse
     _optimizer.check_arguments(op, gradient_predivide_factor, backward_passes_per_step, average_aggregated_gradients)
@@ -154,6 +141,12 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                                      average_aggregated_gradients, groups, process_set, scale_local_gradients)
     if op == Adasum:
         raise ValueError("op == Adasum is not supported yet with Keras")
+    if type(optimizer).__module__.startswith("tf_keras."):  # Keras 2 (tf.keras under TF_USE_LEGACY_KERAS)
+        return tf_keras_optimizer.DistributedOptimizer(optimizer, name, compression=compression, sparse_as_dense=sparse_as_dense,
+                                  gradient_predivide_factor=gradient_predivide_factor, op=op,
+                                  backward_passes_per_step=backward_passes_per_step,
+                                  average_aggregated_gradients=average_aggregated_gradients, groups=groups,
+                                  process_set=process_set, scale_local_gradients=scale_local_gradients)
     if keras.backend.backend() != "tensorflow":
         raise ValueError("kolo.tensorflow.DistributedOptimizer wraps Keras optimizers on Keras's tensorflow "
                          "backend, not %r: use kolo.keras.DistributedOptimizer" % keras.backend.backend())
