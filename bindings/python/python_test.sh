@@ -11,8 +11,9 @@
 #                            (tests/torch_programs) on N ranks, kolo
 #                            against gloo
 #   python_test.sh tensorflow_N  kolo.tensorflow's and kolo.keras's tests
-#                            on N ranks (Keras on its tensorflow backend,
-#                            and on 2 ranks its torch backend); tensorflow_2
+#                            on N ranks (Keras 3 on its tensorflow backend,
+#                            and on 2 ranks its torch backend; Keras 2,
+#                            tf_keras); tensorflow_2
 #                            also starts jobs rank by rank (failures), and
 #                            checks that every front end (NumPy, torch,
 #                            torch.distributed, TensorFlow) reduces the same
@@ -94,14 +95,17 @@ if [[ "$1" == tensorflow_* ]]; then
     exec "${PYTEST[@]}" test_tensorflow_examples.py
   fi
   ranks=${1#tensorflow_}
-  # One job per folder (each has a conftest of its own), Keras on each
-  # backend (on 4 ranks, its tensorflow backend: the torch one runs on 2).
-  runs=("tensorflow tensorflow" "tensorflow keras")
+  # One job per folder (each has a conftest of its own), Keras 3 on each
+  # backend (on 4 ranks, its tensorflow backend: the torch one runs on 2),
+  # and Keras 2 (tf_keras, which tf.keras is under TF_USE_LEGACY_KERAS=1).
+  runs=("tensorflow tensorflow" "tensorflow keras" "tensorflow tf_keras")
   [[ "$ranks" == 2 ]] && runs+=("torch keras")
   for run in "${runs[@]}"; do
     read -r backend folder <<< "$run"
-    KERAS_BACKEND=$backend "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np "$ranks" --timeout 280 "${PYTEST[@]}" \
-      "$folder" || exit 1
+    legacy=()
+    [[ "$folder" == tf_keras ]] && legacy=(TF_USE_LEGACY_KERAS=1)
+    env "${legacy[@]}" KERAS_BACKEND="$backend" "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np "$ranks" --timeout 280 \
+      "${PYTEST[@]}" "$folder" || exit 1
   done
   [[ "$ranks" == 2 ]] || exit 0
   exec "${PYTEST[@]}" test_tensorflow_failures.py test_elastic_tensorflow.py test_dtype_policy.py

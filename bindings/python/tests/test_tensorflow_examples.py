@@ -3,6 +3,7 @@ data parallel and as ensembles of process sets, on 2 and 4 ranks through
 kolorun: each must finish with its error fallen, rank 0 alone prints the
 loss and writes the plot, each model is saved once; a data-parallel run
 equals one process on the same points (--as-ranks) to float32 rounding.
+And the Keras 2 program Horovod's tutorial teaches with (keras2_mnist.py).
 (Run as one process: it starts the jobs itself.)"""
 import os
 import re
@@ -100,3 +101,26 @@ def test_on_four_ranks(script, options, members, tmp_path):
 def test_keras_example_on_the_torch_backend(tmp_path):
     out = run("function_approximation_keras.py", tmp_path, 300, 2, env={"KERAS_BACKEND": "torch"})
     check_trained(out, tmp_path, "function_approximation_keras.py", 300, 1)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_the_tutorials_keras2_program(tmp_path, ranks):
+    """The Keras program Horovod's tutorial teaches with, under tf_keras: it
+    learns, every rank ends with the same weights, rank 0 alone writes the
+    checkpoints."""
+    data = tmp_path / "mnist.npz"
+    subprocess.run([sys.executable, os.path.join(EXAMPLES, "keras2_mnist.py"), "--make-data", str(data)], check=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    done = subprocess.run([sys.executable, KOLORUN, "-np", str(ranks), "--timeout", "240", sys.executable,
+                           os.path.join(EXAMPLES, "keras2_mnist.py"), "--data", str(data), "--epochs", "2", "--steps",
+                           "40", "--checkpoint-dir", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=300, env=dict(os.environ, TF_USE_LEGACY_KERAS="1"))
+    assert done.returncode == 0, done.stdout
+    found = re.findall(r"^\[(\d+)\] rank (\d+) of (\d+): loss (\S+), accuracy (\S+), weights' sha256 (\w+)$",
+                       done.stdout, re.M)
+    assert sorted(int(r) for r, *_ in found) == list(range(ranks)), done.stdout
+    assert all(int(size) == ranks for _, _, size, *_ in found)
+    assert len({digest for *_, digest in found}) == 1, found  # the same weights on every rank
+    assert all(float(accuracy) > 0.5 for *_, accuracy, _ in found), found  # it learned (10 classes)
+    assert sorted(os.listdir(out)) == ["checkpoint-1.h5", "checkpoint-2.h5"]
