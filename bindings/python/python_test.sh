@@ -19,6 +19,7 @@
 #                            torch.distributed, TensorFlow) reduces the same
 #                            dtypes and ops (test_dtype_policy.py)
 #   python_test.sh tensorflow_examples  the TensorFlow and Keras seed twins
+#   python_test.sh jax       kolo.jax's tests on 2 and 3 ranks
 #   python_test.sh torchft   torchft's Manager on kolo: a replica group
 #                            killed mid-step heals and rejoins
 #   python_test.sh elastic   elastic jobs: kolo.torch.elastic under kolorun's
@@ -85,6 +86,15 @@ if [[ "$1" == torch_programs_* ]]; then
   port=$(free_port)
   exec timeout 280 "$KOLO_VENV/bin/torchrun" --nproc_per_node "$ranks" --master_addr 127.0.0.1 \
     --master_port "$port" --redirects 2 --tee 3 "$ROOT/bindings/python/tests/torch_programs/programs.py"
+fi
+if [[ "$1" == jax ]]; then
+  [ -n "${LD_PRELOAD:-}" ] && skip "the JAX tests run in the optimized pass"
+  # kolo's XLA handlers: compiled once for all the tests; 2 ranks, then 3.
+  export KOLO_JAX_OPS_DIR="$KOLO_TEST_BUILD_CACHE/jax_ffi" PYTHONPATH="$ROOT/bindings/python"
+  for ranks in 2 3; do
+    "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np "$ranks" --timeout 280 "${PYTEST[@]}" jax || exit 1
+  done
+  exit 0
 fi
 if [[ "$1" == tensorflow_* ]]; then
   [ -n "${LD_PRELOAD:-}" ] &&

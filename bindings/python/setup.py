@@ -105,6 +105,7 @@ setup(
     package_data={
         "kolo.torch": ["_device_backend.cpp"],
         "kolo.tensorflow": ["_ops_common.cc", "_ops_common.h", "_ops_kernels.cc", "_ops_definitions.cc"],
+        "kolo.jax": ["_ffi.cc"],
     },
     entry_points={"torch.backends": ["kolo = _kolo_torch_backend:register"]},
     # A plain script, not a console-script entry point: kolorun must start

@@ -1,0 +1,317 @@
+"""kolo for JAX, with Horovod's names: each collective is an XLA custom
+call of kolo's C API on the buffers XLA hands it (in place where kolo can
+reduce in place), eager and inside jax.jit alike, in program order on
+every rank (kolo/jax/_primitives.py says how), and differentiable with
+Horovod's rules:
+
+    import jax
+    import kolo.jax as hvd
+
+    hvd.init()
+    params = hvd.broadcast_variables(params, root_rank=0)   # one start on every rank
+
+    @jax.jit
+    def step(params, x, y):
+        grads = jax.grad(loss)(params, x, y)
+        grads = hvd.average_gradients(grads)                 # one allreduce per dtype
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+allreduce (Average, Sum, Min, Max, Product; prescale_factor and
+postscale_factor), allgather (along the first dimension, which every rank
+gives the same size), broadcast, reducescatter (the first dimension
+split among the ranks), alltoall (its first dimension in equal blocks, one
+per rank), barrier; process_set= on each; broadcast_variables and
+average_gradients over pytrees; DistributedOptimizer wraps any optax-style
+optimizer (an object with init(params) and update(grads, state, params)).
+
+Gradients, as Horovod's: of an allreduce by Sum or Average, the same
+allreduce of the cotangent (Min, Max and Product have none); of an
+allgather, the reducescatter (Sum) of the cotangent; of a broadcast, the
+cotangents summed at the root (zero elsewhere); of a reducescatter, the
+allgather of the cotangent (divided by the ranks for Average); of an
+alltoall, the alltoall of the cotangent.
+
+Dtypes follow kolo's one policy (kolo/_policy.py): the engine's own
+(int8/uint8, int32/uint32, int64/uint64, float16, bfloat16, float32,
+float64) natively, bool as a logical or/and, int16/uint16 widened, complex
+as pairs of reals; a refused dtype or op raises on the calling rank before
+anything is sent, and a failure of kolo (a rank gone, shapes that differ
+between ranks) raises XLA's runtime error with kolo's message on every
+rank. CPU arrays; GPU arrays are not served yet.
+"""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from kolo import _policy
+from kolo._library import OP_CODES, KoloError  # noqa: F401
+from kolo._policy import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
+from kolo._process_sets import (ProcessSet, add_process_set, global_process_set, group_of, init,  # noqa: F401
+                                remove_process_set)
+from kolo._runtime import (cross_rank, cross_size, is_initialized, local_rank, local_size, rank,  # noqa: F401
+                           shutdown, size)
+from kolo.jax import _primitives as _p
+
+
+def _set(process_set):
+    """(process set id, its size): a ValueError naming the set unless this
+    rank may use it, and one naming init() before kolo is initialized."""
+    if not is_initialized():
+        raise ValueError("kolo.jax: call kolo.jax.init() first")
+    group = group_of(process_set)
+    set_id = 0 if process_set is None else (process_set.process_set_id or 0)
+    return set_id, group.size
+
+
+def _carried(x, op, collective, scaled=False):
+    """(what the engine reduces, the engine's op, how to get the result
+    back): kolo's policy for x's dtype and op."""
+    plan = _policy.reduction(str(x.dtype), op, collective, scaled)
+    if plan.engine_op == Adasum:
+        raise _policy.OpRefusedError("%s: kolo.jax has no Adasum; use Average or Sum" % collective)
+    code = OP_CODES[plan.engine_op]
+    if plan.how == _policy.NATIVE:
+        return x, code, lambda y: y
+    if plan.how == _policy.LOGICAL:
+        return x.astype(jnp.uint8), code, lambda y: y.astype(jnp.bool_)
+    if plan.how == _policy.WIDENED:
+        return x.astype(plan.engine_dtype), code, lambda y: y.astype(x.dtype)
+    # PAIRS: complex as (real, imaginary) along a last axis
+    return (jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1), code,
+            lambda y: jax.lax.complex(y[..., 0], y[..., 1]).astype(x.dtype))
+
+
+def _checked(x, what):
+    x = jnp.asarray(x)
+    if x.dtype.itemsize == 0 or x.dtype == jnp.dtype("O"):
+        raise TypeError("kolo.jax.%s: %s arrays have no fixed-size elements to move" % (what, x.dtype))
+    return x
+
+
+def _moved(x):
+    """x as bytes kolo can move (bool as uint8; complex as pairs of reals),
+    and the way back."""
+    if x.dtype == jnp.bool_:
+        return x.astype(jnp.uint8), lambda y: y.astype(jnp.bool_)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        return (jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1),
+                lambda y: jax.lax.complex(y[..., 0], y[..., 1]).astype(x.dtype))
+    if x.dtype in (jnp.int16, jnp.uint16):
+        wide = jnp.int32 if x.dtype == jnp.int16 else jnp.uint32
+        return x.astype(wide), lambda y: y.astype(x.dtype)
+    return x, lambda y: y
+
+
+# ---- allreduce ----------------------------------------------------------------------
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2))
+def _allreduce(x, code, set_id):
+    return _p.allreduce_p.bind(x, process_set=set_id, op=code)
+
+
+def _allreduce_fwd(x, code, set_id):
+    return _allreduce(x, code, set_id), None
+
+
+def _allreduce_bwd(code, set_id, _, cotangent):
+    if code not in (OP_CODES[Sum], OP_CODES[Average]):
+        raise NotImplementedError("kolo.jax: an allreduce by Min, Max or Product has no gradient (Horovod's "
+                                  "rule); use Sum or Average")
+    return (_allreduce(cotangent, code, set_id),)
+
+
+_allreduce.defvjp(_allreduce_fwd, _allreduce_bwd)
+
+
+def allreduce(x, op=None, average=None, process_set=global_process_set, prescale_factor=1.0,
+              postscale_factor=1.0, name=None):
+    """The op (Average unless told) over the set of x, elementwise, on
+    every rank of the set; prescale_factor multiplies x first,
+    postscale_factor the result."""
+    del name  # kolo.jax's collectives are ordered, not named
+    op = _policy.resolve_op(op, average)
+    set_id, _ = _set(process_set)
+    x = jnp.asarray(x)
+    scaled = prescale_factor != 1.0 or postscale_factor != 1.0
+    carried, code, back = _carried(x, op, "allreduce", scaled)
+    if prescale_factor != 1.0:
+        carried = carried * jnp.asarray(prescale_factor, carried.dtype)
+    result = _allreduce(carried, code, set_id)
+    if postscale_factor != 1.0:
+        result = result * jnp.asarray(postscale_factor, result.dtype)
+    return back(result)
+
+
+# ---- allgather and reducescatter ----------------------------------------------------
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2))
+def _allgather(x, set_id, n):
+    return _p.allgather_p.bind(x, process_set=set_id, size=n)
+
+
+def _allgather_fwd(x, set_id, n):
+    return _allgather(x, set_id, n), None
+
+
+def _allgather_bwd(set_id, n, _, cotangent):
+    return (_reducescatter(cotangent, OP_CODES[Sum], set_id, n),)
+
+
+_allgather.defvjp(_allgather_fwd, _allgather_bwd)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
+def _reducescatter(x, code, set_id, n):
+    return _p.reducescatter_p.bind(x, process_set=set_id, op=code, size=n)
+
+
+def _reducescatter_fwd(x, code, set_id, n):
+    return _reducescatter(x, code, set_id, n), None
+
+
+def _reducescatter_bwd(code, set_id, n, _, cotangent):
+    if code not in (OP_CODES[Sum], OP_CODES[Average]):
+        raise NotImplementedError("kolo.jax: a reducescatter by Min, Max or Product has no gradient; use Sum or "
+                                  "Average")
+    gathered = _allgather(cotangent, set_id, n)
+    return (gathered / n if code == OP_CODES[Average] else gathered,)
+
+
+_reducescatter.defvjp(_reducescatter_fwd, _reducescatter_bwd)
+
+
+def allgather(x, process_set=global_process_set, name=None):
+    """Every rank's x concatenated along the first dimension, in rank order
+    (every rank's x has the same shape)."""
+    del name
+    set_id, n = _set(process_set)
+    x = _checked(x, "allgather")
+    if x.ndim == 0:
+        raise ValueError("kolo.jax.allgather: x must have a first dimension to gather along (it is a scalar)")
+    moved, back = _moved(x)
+    return back(_allgather(moved, set_id, n))
+
+
+def reducescatter(x, op=Average, process_set=global_process_set, name=None):
+    """The op over the set of x, of which rank r keeps the r-th of size
+    equal parts of the first dimension."""
+    del name
+    set_id, n = _set(process_set)
+    x = jnp.asarray(x)
+    if x.ndim == 0 or x.shape[0] % n:
+        raise ValueError("kolo.jax.reducescatter: the first dimension (%s) must split into %d equal parts, one "
+                         "per rank" % (x.shape[0] if x.ndim else "none", n))
+    carried, code, back = _carried(x, op, "reducescatter")
+    return back(_reducescatter(carried, code, set_id, n))
+
+
+# ---- broadcast and alltoall ----------------------------------------------------------
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
+def _broadcast(x, root, set_id, is_root):
+    return _p.broadcast_p.bind(x, process_set=set_id, root=root)
+
+
+def _broadcast_fwd(x, root, set_id, is_root):
+    return _broadcast(x, root, set_id, is_root), None
+
+
+def _broadcast_bwd(root, set_id, is_root, _, cotangent):
+    summed = _allreduce(cotangent, OP_CODES[Sum], set_id)
+    return (summed if is_root else jnp.zeros_like(summed),)
+
+
+_broadcast.defvjp(_broadcast_fwd, _broadcast_bwd)
+
+
+def broadcast(x, root_rank, process_set=global_process_set, name=None):
+    """root_rank's x (a world rank, member of the set) on every rank of the set."""
+    del name
+    set_id, _ = _set(process_set)
+    group = group_of(process_set)
+    if root_rank not in group.ranks:
+        raise ValueError("kolo.jax.broadcast: root_rank %d is not a rank of the process set (%s)"
+                         % (root_rank, group.ranks))
+    moved, back = _moved(_checked(x, "broadcast"))
+    return back(_broadcast(moved, group.ranks.index(root_rank), set_id, rank() == root_rank))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2))
+def _alltoall(x, set_id, block):
+    return _p.alltoall_p.bind(x, process_set=set_id, block=block)
+
+
+def _alltoall_fwd(x, set_id, block):
+    return _alltoall(x, set_id, block), None
+
+
+def _alltoall_bwd(set_id, block, _, cotangent):
+    return (_alltoall(cotangent, set_id, block),)
+
+
+_alltoall.defvjp(_alltoall_fwd, _alltoall_bwd)
+
+
+def alltoall(x, process_set=global_process_set, name=None):
+    """x's first dimension in size equal blocks: block q goes to rank q,
+    and the result's block q came from rank q."""
+    del name
+    set_id, n = _set(process_set)
+    x = _checked(x, "alltoall")
+    if x.ndim == 0 or x.shape[0] % n:
+        raise ValueError("kolo.jax.alltoall: the first dimension (%s) must split into %d equal blocks, one per "
+                         "rank" % (x.shape[0] if x.ndim else "none", n))
+    moved, back = _moved(x)
+    return back(_alltoall(moved, set_id, int(np.prod(moved.shape)) // n))
+
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank of the set has called it (in program order
+    with the other collectives)."""
+    set_id, _ = _set(process_set)
+    _p.barrier_p.bind(process_set=set_id)
+
+
+# ---- pytrees ------------------------------------------------------------------------
+def broadcast_variables(variables, root_rank, process_set=global_process_set):
+    """root_rank's values of a pytree of arrays (parameters, optimizer
+    state), on every rank of the set."""
+    return jax.tree.map(lambda v: broadcast(v, root_rank, process_set), variables)
+
+
+def average_gradients(grads, op=Average, process_set=global_process_set):
+    """A pytree of gradients reduced over the set (averaged by default):
+    the leaves of each dtype flattened into one buffer, one allreduce per
+    dtype, and split back."""
+    leaves, tree = jax.tree.flatten(grads)
+    arrays = [jnp.asarray(leaf) for leaf in leaves]
+    reduced = list(arrays)
+    by_dtype = {}
+    for i, a in enumerate(arrays):
+        by_dtype.setdefault(a.dtype, []).append(i)
+    for positions in by_dtype.values():
+        flat = jnp.concatenate([arrays[i].ravel() for i in positions])
+        out = allreduce(flat, op=op, process_set=process_set)
+        offset = 0
+        for i in positions:
+            reduced[i] = out[offset:offset + arrays[i].size].reshape(arrays[i].shape)
+            offset += arrays[i].size
+    return jax.tree.unflatten(tree, reduced)
+
+
+class DistributedOptimizer:
+    """An optax-style optimizer (init(params) -> state,
+    update(grads, state, params) -> (updates, state)) whose updates use the
+    gradients averaged over the set: Horovod's DistributedOptimizer for
+    JAX's optimizers."""
+
+    def __init__(self, optimizer, op=Average, process_set=global_process_set):
+        if not (hasattr(optimizer, "init") and hasattr(optimizer, "update")):
+            raise TypeError("kolo.jax.DistributedOptimizer wraps an optimizer with init() and update() (optax's "
+                            "GradientTransformation), not %s" % type(optimizer).__name__)
+        self.optimizer, self.op, self.process_set = optimizer, op, process_set
+
+    def init(self, params):
+        return self.optimizer.init(params)
+
+    def update(self, grads, state, params=None):
+        return self.optimizer.update(average_gradients(grads, self.op, self.process_set), state, params)

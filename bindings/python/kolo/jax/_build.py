@@ -1,0 +1,134 @@
+"""kolo.jax's FFI handlers (_ffi.cc): compiled on first use against the
+installed jaxlib's FFI headers (jaxlib/include, jax.ffi.include_dir()),
+loaded, registered with XLA, and kept told which communicator serves each
+process set.
+
+As kolo.tensorflow builds its kernels: by the C++ compiler ($CXX, else
+g++), into KOLO_JAX_OPS_DIR (default ~/.cache/kolo/jax), named by a hash of
+the source, kolo.h, jaxlib's version and the compiler, so that a change to
+any makes a new one and ranks that start together build it once
+(kolo._build_lock: the others wait and load it). A build takes a few
+seconds; later imports load it at once.
+"""
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import jax
+import jaxlib
+
+from kolo import _library, _process_sets, _runtime
+from kolo._build_lock import build_lock
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SOURCE = os.path.join(_HERE, "_ffi.cc")
+TARGETS = ("allreduce", "allgather", "broadcast", "reducescatter", "alltoall", "barrier")
+
+
+def _kolo_h_dir():
+    """Where kolo.h is: beside the installed package (kolo/include), else in
+    the checkout (bindings/c)."""
+    for folder in (os.path.join(os.path.dirname(_HERE), "include"),
+                   os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))), "c")):
+        if os.path.isfile(os.path.join(folder, "kolo.h")):
+            return folder
+    raise ImportError("kolo.jax: kolo.h is neither in kolo/include nor in the checkout's bindings/c; it is needed "
+                      "to build kolo's XLA handlers")
+
+
+def _compiler():
+    return os.environ.get("CXX", "g++")
+
+
+def _command(output):
+    return [_compiler(), "-shared", "-fPIC", "-O2", "-std=c++17", "-w", "-I" + jax.ffi.include_dir(),
+            "-I" + _kolo_h_dir(), _SOURCE, "-o", output, "-ldl"]
+
+
+def _library_path():
+    digest = hashlib.sha256()
+    for path in (_SOURCE, os.path.join(_kolo_h_dir(), "kolo.h")):
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    digest.update(" ".join([jaxlib.__version__, _compiler()]).encode())
+    folder = os.environ.get("KOLO_JAX_OPS_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kolo", "jax")
+    return os.path.join(folder, "kolo_jax_ffi-%s-%s.so" % (jaxlib.__version__, digest.hexdigest()[:16]))
+
+
+def _build(path):
+    with build_lock(path + ".lock", "kolo's XLA handlers"):
+        if os.path.isfile(path):
+            return
+        if shutil.which(_compiler()) is None:
+            raise ImportError("kolo.jax: building kolo's XLA handlers needs a C++ compiler (%s); install g++ or "
+                              "set CXX" % _compiler())
+        print("kolo.jax: building kolo's XLA handlers for jaxlib %s (once) into %s" % (jaxlib.__version__, path),
+              file=sys.stderr, flush=True)
+        scratch = tempfile.mkdtemp(prefix="build-", dir=os.path.dirname(path))
+        try:
+            built = os.path.join(scratch, "ffi.so")
+            done = subprocess.run(_command(built), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if done.returncode != 0:
+                raise ImportError("kolo.jax: building kolo's XLA handlers failed:\n%s\n%s"
+                                  % (" ".join(_command(built)), done.stdout[-8000:]))
+            os.replace(built, path)  # whole, or not there: a rank that finds it may load it
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _load():
+    path = _library_path()
+    if not os.path.isfile(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _build(path)
+    native = ctypes.CDLL(path)
+    native.kolo_jax_bind.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    native.kolo_jax_set_process_set.argtypes = [ctypes.c_int32, ctypes.c_void_p]
+    native.kolo_jax_set_process_set.restype = None
+    native.kolo_jax_forget_all.restype = None
+    error = ctypes.create_string_buffer(1024)
+    if native.kolo_jax_bind(os.fsencode(_library.path), error, len(error)) != 0:
+        raise ImportError("kolo.jax: " + error.value.decode("utf-8", "replace"))
+    for name in TARGETS:
+        jax.ffi.register_ffi_target("kolo_jax_" + name, jax.ffi.pycapsule(getattr(native, "kolo_jax_" + name)),
+                                    platform="cpu")
+    return native
+
+
+_native = _load()
+
+
+class _Membership:
+    """Keeps the handlers' table of communicators in step with kolo's
+    process sets (kolo._process_sets calls it)."""
+
+    @staticmethod
+    def added(process_set):
+        group = process_set._group
+        _native.kolo_jax_set_process_set(process_set.process_set_id, group.comm if group is not None else None)
+
+    @staticmethod
+    def removing(process_set):
+        if process_set.process_set_id is not None:
+            _native.kolo_jax_set_process_set(process_set.process_set_id, None)
+
+
+def _world_started(world):
+    _native.kolo_jax_set_process_set(0, world.comm)
+    for ps in _process_sets.registered_sets():
+        _Membership.added(ps)
+
+
+def _world_ending():
+    _native.kolo_jax_forget_all()
+
+
+_process_sets.membership_listeners.append(_Membership)
+_runtime._init_hooks.append(_world_started)
+_runtime._shutdown_hooks.append(_world_ending)
+if _runtime.is_initialized():
+    _world_started(_runtime.world())

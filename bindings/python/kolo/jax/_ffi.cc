@@ -1,0 +1,245 @@
+// kolo's collectives as XLA FFI handlers, for kolo.jax (compiled on first
+// import against the installed jaxlib's FFI headers, see _build.py).
+//
+// Each handler calls kolo's blocking C API on the buffers XLA hands it, in
+// place where the output is the input's buffer. Every handler takes and
+// returns an ordering token: kolo.jax threads one through every collective
+// of a program (JAX's ordered effects), so that XLA runs them in program
+// order on every rank. The communicator is looked up by process set id in
+// a table Python keeps (kolo_jax_set_process_set), so that a compiled
+// function never holds a communicator that has since been destroyed: a
+// collective of a set that is gone fails with an error naming it.
+//
+// libkolo's functions are the ones the Python package loaded
+// (kolo_jax_bind dlopens that file), so one copy of kolo serves both.
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "kolo.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+struct Api {
+  decltype(&kolo_allreduce) allreduce = nullptr;
+  decltype(&kolo_allgather) allgather = nullptr;
+  decltype(&kolo_broadcast) broadcast = nullptr;
+  decltype(&kolo_reduce_scatter) reduce_scatter = nullptr;
+  decltype(&kolo_alltoall) alltoall = nullptr;
+  decltype(&kolo_barrier) barrier = nullptr;
+  decltype(&kolo_last_error) last_error = nullptr;
+  decltype(&kolo_result_string) result_string = nullptr;
+};
+Api api;
+
+std::mutex table_mutex;
+std::unordered_map<int32_t, kolo_comm_t>& table() {
+  static auto* sets = new std::unordered_map<int32_t, kolo_comm_t>();
+  return *sets;
+}
+
+// The communicator of a process set, or an error naming the set.
+ffi::Error comm_of(int32_t process_set, kolo_comm_t* comm) {
+  std::lock_guard<std::mutex> lock(table_mutex);
+  auto it = table().find(process_set);
+  if (it == table().end() || it->second == nullptr) {
+    return ffi::Error::InvalidArgument(
+        process_set == 0 ? "kolo.jax: kolo is not initialized (call kolo.jax.init() first)"
+                         : "kolo.jax: process set " + std::to_string(process_set) +
+                               " is not registered on this rank (removed, or kolo shut down)");
+  }
+  *comm = it->second;
+  return ffi::Error::Success();
+}
+
+bool dtype_of(ffi::DataType type, kolo_dtype_t* out) {
+  switch (type) {
+    case ffi::DataType::S8: *out = KOLO_INT8; return true;
+    case ffi::DataType::U8: *out = KOLO_UINT8; return true;
+    case ffi::DataType::S32: *out = KOLO_INT32; return true;
+    case ffi::DataType::U32: *out = KOLO_UINT32; return true;
+    case ffi::DataType::S64: *out = KOLO_INT64; return true;
+    case ffi::DataType::U64: *out = KOLO_UINT64; return true;
+    case ffi::DataType::F16: *out = KOLO_FLOAT16; return true;
+    case ffi::DataType::BF16: *out = KOLO_BFLOAT16; return true;
+    case ffi::DataType::F32: *out = KOLO_FLOAT32; return true;
+    case ffi::DataType::F64: *out = KOLO_FLOAT64; return true;
+    default: return false;
+  }
+}
+
+ffi::Error checked_dtype(ffi::AnyBuffer x, kolo_dtype_t* out) {
+  if (dtype_of(x.element_type(), out)) return ffi::Error::Success();
+  return ffi::Error::InvalidArgument("kolo.jax: XLA dtype " + std::to_string(static_cast<int>(x.element_type())) +
+                                     " is not one kolo moves");
+}
+
+ffi::Error result(kolo_result_t r, const char* what) {
+  if (r == KOLO_SUCCESS) return ffi::Error::Success();
+  const char* detail = api.last_error != nullptr ? api.last_error() : nullptr;
+  return ffi::Error::Internal(std::string("kolo.jax ") + what + ": " + api.result_string(r) +
+                              (detail != nullptr && *detail != '\0' ? std::string(": ") + detail : ""));
+}
+
+#define KOLO_JAX_RETURN_IF_ERROR(expr)   \
+  do {                                   \
+    ffi::Error e_ = (expr);              \
+    if (e_.failure()) return e_;         \
+  } while (0)
+
+ffi::Error Allreduce(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::Token>,
+                     int32_t process_set, int32_t op) {
+  kolo_comm_t comm;
+  kolo_dtype_t dtype;
+  KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
+  KOLO_JAX_RETURN_IF_ERROR(checked_dtype(x, &dtype));
+  return result(api.allreduce(comm, x.untyped_data(), y->untyped_data(), x.element_count(), dtype,
+                              static_cast<kolo_op_t>(op)),
+                "allreduce");
+}
+
+ffi::Error Allgather(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::Token>,
+                     int32_t process_set) {
+  kolo_comm_t comm;
+  kolo_dtype_t dtype;
+  KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
+  KOLO_JAX_RETURN_IF_ERROR(checked_dtype(x, &dtype));
+  return result(api.allgather(comm, x.untyped_data(), y->untyped_data(), x.element_count(), dtype), "allgather");
+}
+
+ffi::Error Broadcast(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::Token>,
+                     int32_t process_set, int32_t root) {
+  kolo_comm_t comm;
+  kolo_dtype_t dtype;
+  KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
+  KOLO_JAX_RETURN_IF_ERROR(checked_dtype(x, &dtype));
+  // The output is the input's buffer (aliased by the lowering) or a copy of it.
+  if (y->untyped_data() != x.untyped_data()) std::memcpy(y->untyped_data(), x.untyped_data(), x.size_bytes());
+  return result(api.broadcast(comm, y->untyped_data(), x.element_count(), dtype, root), "broadcast");
+}
+
+ffi::Error Reducescatter(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::Token>,
+                         int32_t process_set, int32_t op) {
+  kolo_comm_t comm;
+  kolo_dtype_t dtype;
+  KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
+  KOLO_JAX_RETURN_IF_ERROR(checked_dtype(x, &dtype));
+  return result(api.reduce_scatter(comm, x.untyped_data(), y->untyped_data(), y->element_count(), dtype,
+                                   static_cast<kolo_op_t>(op)),
+                "reducescatter");
+}
+
+ffi::Error Alltoall(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::Token>,
+                    int32_t process_set, int64_t block) {
+  kolo_comm_t comm;
+  kolo_dtype_t dtype;
+  KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
+  KOLO_JAX_RETURN_IF_ERROR(checked_dtype(x, &dtype));
+  return result(api.alltoall(comm, x.untyped_data(), y->untyped_data(), static_cast<size_t>(block), dtype),
+                "alltoall");
+}
+
+ffi::Error Barrier(ffi::Token, ffi::Result<ffi::Token>, int32_t process_set) {
+  kolo_comm_t comm;
+  KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
+  return result(api.barrier(comm), "barrier");
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_allreduce, Allreduce,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Token>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Token>()
+                                  .Attr<int32_t>("process_set")
+                                  .Attr<int32_t>("op"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_allgather, Allgather,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Token>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Token>()
+                                  .Attr<int32_t>("process_set"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_broadcast, Broadcast,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Token>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Token>()
+                                  .Attr<int32_t>("process_set")
+                                  .Attr<int32_t>("root"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_reducescatter, Reducescatter,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Token>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Token>()
+                                  .Attr<int32_t>("process_set")
+                                  .Attr<int32_t>("op"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_alltoall, Alltoall,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Token>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Token>()
+                                  .Attr<int32_t>("process_set")
+                                  .Attr<int64_t>("block"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_barrier, Barrier,
+                              ffi::Ffi::Bind().Arg<ffi::Token>().Ret<ffi::Token>().Attr<int32_t>("process_set"));
+
+extern "C" {
+
+// Finds libkolo's functions in the library at path (the copy the Python
+// package loaded); 0, or -1 with a message in error.
+int kolo_jax_bind(const char* path, char* error, size_t error_size) {
+  void* lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) lib = dlopen(path, RTLD_NOW);
+  if (lib == nullptr) {
+    std::snprintf(error, error_size, "cannot open %s: %s", path, dlerror());
+    return -1;
+  }
+#define KOLO_JAX_FIND(field, name)                                                           \
+  api.field = reinterpret_cast<decltype(api.field)>(dlsym(lib, #name));                      \
+  if (api.field == nullptr) {                                                                \
+    std::snprintf(error, error_size, "%s has no %s: an older libkolo than kolo.h", path, #name); \
+    return -1;                                                                               \
+  }
+  KOLO_JAX_FIND(allreduce, kolo_allreduce)
+  KOLO_JAX_FIND(allgather, kolo_allgather)
+  KOLO_JAX_FIND(broadcast, kolo_broadcast)
+  KOLO_JAX_FIND(reduce_scatter, kolo_reduce_scatter)
+  KOLO_JAX_FIND(alltoall, kolo_alltoall)
+  KOLO_JAX_FIND(barrier, kolo_barrier)
+  KOLO_JAX_FIND(last_error, kolo_last_error)
+  KOLO_JAX_FIND(result_string, kolo_result_string)
+#undef KOLO_JAX_FIND
+  return 0;
+}
+
+// The communicator that serves a process set (comm NULL: forget it).
+void kolo_jax_set_process_set(int32_t process_set, void* comm) {
+  std::lock_guard<std::mutex> lock(table_mutex);
+  if (comm == nullptr) {
+    table().erase(process_set);
+  } else {
+    table()[process_set] = static_cast<kolo_comm_t>(comm);
+  }
+}
+
+// Forgets every process set (kolo shut down).
+void kolo_jax_forget_all(void) {
+  std::lock_guard<std::mutex> lock(table_mutex);
+  table().clear();
+}
+
+}  // extern "C"

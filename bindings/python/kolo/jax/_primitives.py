@@ -1,0 +1,105 @@
+"""kolo.jax's primitives: one per collective, each an XLA custom call of
+kolo's FFI handlers (_ffi.cc, built and registered by _build.py), eager
+(through a compiled call of its own) and inside jax.jit alike.
+
+The order. XLA may run independent operations in any order, and two ranks
+that run the same two collectives in different orders wait for each other
+for ever. So every kolo collective carries one JAX *ordered effect*
+(_KoloEffect): JAX then threads an ordering token through every call that
+has it, in program order, within a compiled function and from one eager
+call or compiled function to the next, and each handler takes the token
+and returns the next. Every rank runs the same program, so every rank
+runs kolo's collectives in the same order. (This uses JAX's effect
+machinery from jax._src, as mpi4jax does: the project pins jax.)
+
+These primitives are not differentiable themselves: kolo.jax's public
+functions wrap them in jax.custom_vjp with Horovod's gradients.
+"""
+import functools
+
+import numpy as np
+from jax._src import core, dispatch, effects
+from jax.extend.core import Primitive
+from jax.ffi import ffi_lowering
+from jax.interpreters import mlir
+
+from kolo.jax import _build  # noqa: F401  (the handlers, registered with XLA)
+
+
+class _KoloEffect(effects.Effect):
+    """kolo's collectives, in the order the program calls them."""
+
+    def __eq__(self, other):
+        return isinstance(other, _KoloEffect)
+
+    def __hash__(self):
+        return hash("kolo.jax ordered collectives")
+
+
+EFFECT = _KoloEffect()
+effects.lowerable_effects.add_type(_KoloEffect)
+effects.ordered_effects.add_type(_KoloEffect)
+effects.control_flow_allowed_effects.add_type(_KoloEffect)
+effects.custom_derivatives_allowed_effects.add_type(_KoloEffect)
+
+# Each attribute's type on the handler's side (_ffi.cc's Attr<...>).
+_ATTRIBUTE_TYPES = {"process_set": np.int32, "op": np.int32, "root": np.int32, "block": np.int64}
+
+
+def _lowering(target, aliased):
+    """The custom call of kolo_jax_<target>, the ordering token in and out;
+    aliased: the output is the input's buffer (kolo works in place)."""
+    rule = ffi_lowering("kolo_jax_" + target, has_side_effect=True,
+                        operand_output_aliases={0: 0} if aliased else None)
+
+    def lower(ctx, *operands, **params):
+        token = ctx.tokens_in.get(EFFECT)
+        with_token = ctx.replace(avals_in=(*ctx.avals_in, core.abstract_token),
+                                 avals_out=(*ctx.avals_out, core.abstract_token))
+        results = list(rule(with_token, *operands, token,
+                            **{k: _ATTRIBUTE_TYPES[k](v) for k, v in params.items()}))
+        ctx.set_tokens_out(mlir.TokenSet({EFFECT: results.pop()}))
+        return results
+    return lower
+
+
+def _primitive(target, shape_of=None, aliased=False):
+    """A primitive of one array in, one out (shape_of(shape, **params): the
+    output's shape), or, without shape_of, none in and none out."""
+    p = Primitive("kolo_" + target)
+    p.def_impl(functools.partial(dispatch.apply_primitive, p))
+    if shape_of is None:
+        p.multiple_results = True
+        p.def_effectful_abstract_eval(lambda **params: ([], {EFFECT}))
+    else:
+        p.def_effectful_abstract_eval(
+            lambda x, **params: (core.ShapedArray(shape_of(x.shape, **params), x.dtype), {EFFECT}))
+    mlir.register_lowering(p, _lowering(target, aliased), platform="cpu")
+    return p
+
+
+def _same(shape, **_):
+    return shape
+
+
+allreduce_p = _primitive("allreduce", _same, aliased=True)
+broadcast_p = _primitive("broadcast", _same, aliased=True)
+alltoall_p = _primitive("alltoall", _same)
+# params: size, the set's ranks (the output's first dimension is theirs together, or this rank's part).
+allgather_p = _primitive("allgather", lambda shape, process_set, size: (shape[0] * size,) + tuple(shape[1:]))
+reducescatter_p = _primitive("reducescatter",
+                             lambda shape, process_set, op, size: (shape[0] // size,) + tuple(shape[1:]))
+barrier_p = _primitive("barrier")
+
+
+def _without(name, lowering_params):
+    """allgather's and reducescatter's `size` shapes the output, but the
+    handler does not take it: their lowering drops it."""
+    def lower(ctx, *operands, **params):
+        params.pop(name)
+        return lowering_params(ctx, *operands, **params)
+    return lower
+
+
+mlir.register_lowering(allgather_p, _without("size", _lowering("allgather", False)), platform="cpu")
+mlir.register_lowering(reducescatter_p, _without("size", _lowering("reducescatter", False)), platform="cpu")
