@@ -19,7 +19,7 @@
 #                            torch.distributed, TensorFlow) reduces the same
 #                            dtypes and ops (test_dtype_policy.py)
 #   python_test.sh tensorflow_examples  the TensorFlow and Keras seed twins
-#   python_test.sh jax       kolo.jax's tests on 2 and 3 ranks
+#   python_test.sh jax       kolo.jax's tests on 2 and 3 ranks, and the JAX seed twins
 #   python_test.sh torchft   torchft's Manager on kolo: a replica group
 #                            killed mid-step heals and rejoins
 #   python_test.sh elastic   elastic jobs: kolo.torch.elastic under kolorun's
@@ -94,7 +94,7 @@ if [[ "$1" == jax ]]; then
   for ranks in 2 3; do
     "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np "$ranks" --timeout 280 "${PYTEST[@]}" jax || exit 1
   done
-  exit 0
+  exec "${PYTEST[@]}" test_jax_examples.py  # the seed examples' JAX twins (it starts their jobs)
 fi
 if [[ "$1" == tensorflow_* ]]; then
   [ -n "${LD_PRELOAD:-}" ] &&

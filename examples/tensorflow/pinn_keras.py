@@ -19,8 +19,8 @@ import tensorflow as tf  # noqa: E402
 
 import kolo.keras as hvd  # noqa: E402
 from function_approximation_keras import Progress, fit, mlp  # noqa: E402
-from pinn_tf1 import pinn_args, wave_number  # noqa: E402
-from seed_common_tf import Layout, StepTimer, log, output_path, plot_pinn, relative_l2, report  # noqa: E402
+from seed_common_tf import (Layout, StepTimer, log, output_path, pinn_args, plot_pinn, relative_l2,  # noqa: E402
+                            report, wave_number)
 
 
 class Pinn(keras.Model):

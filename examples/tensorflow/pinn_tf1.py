@@ -12,26 +12,14 @@ k = (m + 1) pi, on all of [-1, 1], its ranks splitting the points.
 
     tools/kolorun -np 2 .venv/bin/python examples/tensorflow/pinn_tf1.py [--ensemble]
 """
-import math
 
 import numpy as np
 import tensorflow as tf
 
 import kolo.tensorflow as hvd
 from function_approximation_tf1 import mlp
-from seed_common_tf import Layout, StepTimer, log_loss, output_path, parse_args, plot_pinn, relative_l2, report
-
-
-def pinn_args(description):
-    """The command line of both PINN twins."""
-    return parse_args(description, steps=3000, lr=2e-3, depth=2, width=32, points=51,
-                      extra=[(("--boundary-weight",), dict(type=float, default=100.0,
-                                                           help="weight of the boundary term (default %(default)s)"))])
-
-
-def wave_number(args, layout):
-    """k of the member's problem: 2 pi data parallel, (m + 1) pi for member m."""
-    return (layout.member + 1) * math.pi if args.ensemble else 2 * math.pi
+from seed_common_tf import (Layout, StepTimer, log_loss, output_path, pinn_args, plot_pinn, relative_l2, report,
+                            wave_number)
 
 
 def main():

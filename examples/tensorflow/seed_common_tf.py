@@ -1,5 +1,5 @@
-"""What the TensorFlow and Keras twins of the seed examples share: the command
-line, who trains which model on which points, the error measure, the loss
+"""What the TensorFlow, Keras and JAX twins of the seed examples share: the command
+line (and the PINNs'), who trains which model on which points, the error measure, the loss
 log, and the plot.
 
 Data parallel (the default): one model, every rank a slice of the points,
@@ -182,3 +182,15 @@ def plot_pinn(args, layout, name, style, k, x_all, predictions):
 def output_path(args, name):
     os.makedirs(args.output_dir, exist_ok=True)
     return os.path.join(args.output_dir, name)
+
+
+def pinn_args(description):
+    """The command line of both PINN twins."""
+    return parse_args(description, steps=3000, lr=2e-3, depth=2, width=32, points=51,
+                      extra=[(("--boundary-weight",), dict(type=float, default=100.0,
+                                                           help="weight of the boundary term (default %(default)s)"))])
+
+
+def wave_number(args, layout):
+    """k of the member's problem: 2 pi data parallel, (m + 1) pi for member m."""
+    return (layout.member + 1) * math.pi if args.ensemble else 2 * math.pi
