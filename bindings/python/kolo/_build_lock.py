@@ -1,6 +1,7 @@
-"""The lock around a build of native code on first use (kolo's TensorFlow
-kernels, its torch device backend): ranks that start together on one
-machine build once, the others wait and load the result.
+"""What kolo's builds of native code on first use share (kolo's TensorFlow
+kernels, its XLA handlers for JAX, its torch device backend): kolo.h's
+folder, the compiler, and the lock around a build, so that ranks that start
+together on one machine build once and the others wait and load the result.
 
 It is an flock, which the kernel drops when its process ends, so a rank
 killed mid-build leaves nothing that blocks the next job; and the wait has a
@@ -14,6 +15,23 @@ import time
 
 # A build takes 20-60 s alone, longer beside others on a loaded machine.
 DEFAULT_TIMEOUT_S = 600.0
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def kolo_h_dir(who):
+    """Where kolo.h is: beside the installed package (kolo/include, put there
+    by setup.py), else in the checkout (bindings/c); an ImportError naming
+    `who` if neither has it."""
+    for folder in (os.path.join(_HERE, "include"), os.path.join(os.path.dirname(os.path.dirname(_HERE)), "c")):
+        if os.path.isfile(os.path.join(folder, "kolo.h")):
+            return folder
+    raise ImportError("%s: kolo.h is neither in kolo/include nor in the checkout's bindings/c; it is needed to "
+                      "build it" % who)
+
+
+def compiler():
+    """The C++ compiler: $CXX, else g++."""
+    return os.environ.get("CXX", "g++")
 
 
 @contextlib.contextmanager

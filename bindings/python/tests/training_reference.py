@@ -15,6 +15,14 @@ def global_batch(step, n):
     return x, y
 
 
+def local_data(rank, n, steps=STEPS):
+    """Rank rank's batches, one after another: a fit's batch k is its part
+    of global batch k."""
+    parts = [global_batch(s, n) for s in range(steps)]
+    sl = slice(rank * LOCAL_BATCH, (rank + 1) * LOCAL_BATCH)
+    return np.concatenate([x[sl] for x, _ in parts]), np.concatenate([y[sl] for _, y in parts])
+
+
 def local_part(array, rank):
     return array[rank * LOCAL_BATCH:(rank + 1) * LOCAL_BATCH]
 

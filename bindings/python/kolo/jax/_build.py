@@ -22,39 +22,24 @@ import jax
 import jaxlib
 
 from kolo import _library, _process_sets, _runtime
-from kolo._build_lock import build_lock
+from kolo._build_lock import build_lock, compiler, kolo_h_dir
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCE = os.path.join(_HERE, "_ffi.cc")
 TARGETS = ("allreduce", "allgather", "broadcast", "reducescatter", "alltoall", "barrier")
 
 
-def _kolo_h_dir():
-    """Where kolo.h is: beside the installed package (kolo/include), else in
-    the checkout (bindings/c)."""
-    for folder in (os.path.join(os.path.dirname(_HERE), "include"),
-                   os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))), "c")):
-        if os.path.isfile(os.path.join(folder, "kolo.h")):
-            return folder
-    raise ImportError("kolo.jax: kolo.h is neither in kolo/include nor in the checkout's bindings/c; it is needed "
-                      "to build kolo's XLA handlers")
-
-
-def _compiler():
-    return os.environ.get("CXX", "g++")
-
-
 def _command(output):
-    return [_compiler(), "-shared", "-fPIC", "-O2", "-std=c++17", "-w", "-I" + jax.ffi.include_dir(),
-            "-I" + _kolo_h_dir(), _SOURCE, "-o", output, "-ldl"]
+    return [compiler(), "-shared", "-fPIC", "-O2", "-std=c++17", "-w", "-I" + jax.ffi.include_dir(),
+            "-I" + kolo_h_dir("kolo.jax's XLA handlers"), _SOURCE, "-o", output, "-ldl"]
 
 
 def _library_path():
     digest = hashlib.sha256()
-    for path in (_SOURCE, os.path.join(_kolo_h_dir(), "kolo.h")):
+    for path in (_SOURCE, os.path.join(kolo_h_dir("kolo.jax's XLA handlers"), "kolo.h")):
         with open(path, "rb") as f:
             digest.update(f.read())
-    digest.update(" ".join([jaxlib.__version__, _compiler()]).encode())
+    digest.update(" ".join([jaxlib.__version__, compiler()]).encode())
     folder = os.environ.get("KOLO_JAX_OPS_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kolo", "jax")
     return os.path.join(folder, "kolo_jax_ffi-%s-%s.so" % (jaxlib.__version__, digest.hexdigest()[:16]))
 
@@ -63,9 +48,9 @@ def _build(path):
     with build_lock(path + ".lock", "kolo's XLA handlers"):
         if os.path.isfile(path):
             return
-        if shutil.which(_compiler()) is None:
+        if shutil.which(compiler()) is None:
             raise ImportError("kolo.jax: building kolo's XLA handlers needs a C++ compiler (%s); install g++ or "
-                              "set CXX" % _compiler())
+                              "set CXX" % compiler())
         print("kolo.jax: building kolo's XLA handlers for jaxlib %s (once) into %s" % (jaxlib.__version__, path),
               file=sys.stderr, flush=True)
         scratch = tempfile.mkdtemp(prefix="build-", dir=os.path.dirname(path))

@@ -95,12 +95,17 @@ ffi::Error result(kolo_result_t r, const char* what) {
     if (e_.failure()) return e_;         \
   } while (0)
 
+// What every handler of an array needs: the set's communicator and x's kolo dtype.
+ffi::Error prepare(int32_t process_set, ffi::AnyBuffer x, kolo_comm_t* comm, kolo_dtype_t* dtype) {
+  KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, comm));
+  return checked_dtype(x, dtype);
+}
+
 ffi::Error Allreduce(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::Token>,
                      int32_t process_set, int32_t op) {
   kolo_comm_t comm;
   kolo_dtype_t dtype;
-  KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
-  KOLO_JAX_RETURN_IF_ERROR(checked_dtype(x, &dtype));
+  KOLO_JAX_RETURN_IF_ERROR(prepare(process_set, x, &comm, &dtype));
   return result(api.allreduce(comm, x.untyped_data(), y->untyped_data(), x.element_count(), dtype,
                               static_cast<kolo_op_t>(op)),
                 "allreduce");
@@ -110,8 +115,7 @@ ffi::Error Allgather(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y
                      int32_t process_set) {
   kolo_comm_t comm;
   kolo_dtype_t dtype;
-  KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
-  KOLO_JAX_RETURN_IF_ERROR(checked_dtype(x, &dtype));
+  KOLO_JAX_RETURN_IF_ERROR(prepare(process_set, x, &comm, &dtype));
   return result(api.allgather(comm, x.untyped_data(), y->untyped_data(), x.element_count(), dtype), "allgather");
 }
 
@@ -119,8 +123,7 @@ ffi::Error Broadcast(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y
                      int32_t process_set, int32_t root) {
   kolo_comm_t comm;
   kolo_dtype_t dtype;
-  KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
-  KOLO_JAX_RETURN_IF_ERROR(checked_dtype(x, &dtype));
+  KOLO_JAX_RETURN_IF_ERROR(prepare(process_set, x, &comm, &dtype));
   // The output is the input's buffer (aliased by the lowering) or a copy of it.
   if (y->untyped_data() != x.untyped_data()) std::memcpy(y->untyped_data(), x.untyped_data(), x.size_bytes());
   return result(api.broadcast(comm, y->untyped_data(), x.element_count(), dtype, root), "broadcast");
@@ -130,8 +133,7 @@ ffi::Error Reducescatter(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffe
                          int32_t process_set, int32_t op) {
   kolo_comm_t comm;
   kolo_dtype_t dtype;
-  KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
-  KOLO_JAX_RETURN_IF_ERROR(checked_dtype(x, &dtype));
+  KOLO_JAX_RETURN_IF_ERROR(prepare(process_set, x, &comm, &dtype));
   return result(api.reduce_scatter(comm, x.untyped_data(), y->untyped_data(), y->element_count(), dtype,
                                    static_cast<kolo_op_t>(op)),
                 "reducescatter");
@@ -141,8 +143,7 @@ ffi::Error Alltoall(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y,
                     int32_t process_set, int64_t block) {
   kolo_comm_t comm;
   kolo_dtype_t dtype;
-  KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
-  KOLO_JAX_RETURN_IF_ERROR(checked_dtype(x, &dtype));
+  KOLO_JAX_RETURN_IF_ERROR(prepare(process_set, x, &comm, &dtype));
   return result(api.alltoall(comm, x.untyped_data(), y->untyped_data(), static_cast<size_t>(block), dtype),
                 "alltoall");
 }

@@ -1,17 +1,8 @@
-"""kolo.keras for Keras 3 (kolo/keras/__init__.py says when), with
-horovod.keras's (and horovod.tensorflow.keras's) API, on Keras's tensorflow
-backend and, beyond Horovod, its torch backend (KERAS_BACKEND=torch):
-
-    import kolo.keras as hvd
-    hvd.init()
-    opt = hvd.DistributedOptimizer(keras.optimizers.Adam(0.001 * hvd.size()))
-    model.compile(optimizer=opt, loss=...)
-    model.fit(x, y, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0),
-                               hvd.callbacks.MetricAverageCallback()],
-              verbose=1 if hvd.rank() == 0 else 0)
-
-hvd.elastic is Horovod's keras elastic API (kolo.keras.elastic, on Keras's
-tensorflow backend).
+"""kolo.keras for Keras 3 (kolo/keras/__init__.py says when, and how it is
+used), with horovod.keras's (and horovod.tensorflow.keras's) API, on
+Keras's tensorflow backend and, beyond Horovod, its torch backend
+(KERAS_BACKEND=torch). hvd.elastic is Horovod's keras elastic API
+(kolo.keras.elastic, on Keras's tensorflow backend).
 """
 import keras
 import numpy as np

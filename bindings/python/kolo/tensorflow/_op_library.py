@@ -23,43 +23,29 @@ import tempfile
 import tensorflow as tf
 
 from kolo import _library, _process_sets, _runtime
-from kolo._build_lock import build_lock
+from kolo._build_lock import build_lock, compiler, kolo_h_dir
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = [os.path.join(_HERE, name) for name in ("_ops_common.cc", "_ops_kernels.cc", "_ops_definitions.cc")]
 _HEADERS = [os.path.join(_HERE, "_ops_common.h")]
-
-
-def _kolo_h_dir():
-    """Where kolo.h is: beside the installed package (kolo/include, put there
-    by setup.py), else in the checkout (bindings/c)."""
-    for folder in (os.path.join(os.path.dirname(_HERE), "include"),
-                   os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))), "c")):
-        if os.path.isfile(os.path.join(folder, "kolo.h")):
-            return folder
-    raise ImportError("kolo.tensorflow: kolo.h is neither in kolo/include nor in the checkout's bindings/c; "
-                      "it is needed to build kolo's TensorFlow kernels")
-
-
-def _compiler():
-    return os.environ.get("CXX", "g++")
+_WHAT = "kolo.tensorflow's kernels"
 
 
 def _compile_command(source, output):
-    return ([_compiler(), "-c", "-fPIC", "-O2", "-w", "-I" + _kolo_h_dir(), "-I" + _HERE]
+    return ([compiler(), "-c", "-fPIC", "-O2", "-w", "-I" + kolo_h_dir(_WHAT), "-I" + _HERE]
             + tf.sysconfig.get_compile_flags() + [source, "-o", output])
 
 
 def _link_command(objects, output):
-    return [_compiler(), "-shared"] + objects + ["-o", output] + tf.sysconfig.get_link_flags() + ["-ldl"]
+    return [compiler(), "-shared"] + objects + ["-o", output] + tf.sysconfig.get_link_flags() + ["-ldl"]
 
 
 def _library_path():
     digest = hashlib.sha256()
-    for path in _SOURCES + _HEADERS + [os.path.join(_kolo_h_dir(), "kolo.h")]:
+    for path in _SOURCES + _HEADERS + [os.path.join(kolo_h_dir(_WHAT), "kolo.h")]:
         with open(path, "rb") as f:
             digest.update(f.read())
-    digest.update(" ".join([tf.__version__, _compiler()] + tf.sysconfig.get_compile_flags()
+    digest.update(" ".join([tf.__version__, compiler()] + tf.sysconfig.get_compile_flags()
                            + tf.sysconfig.get_link_flags()).encode())
     folder = os.environ.get("KOLO_TF_OPS_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kolo",
                                                                "tensorflow")
@@ -83,9 +69,9 @@ def _build(path):
     with build_lock(path + ".lock", "kolo's TensorFlow kernels"):
         if os.path.isfile(path):
             return
-        if shutil.which(_compiler()) is None:
+        if shutil.which(compiler()) is None:
             raise ImportError("kolo.tensorflow: building kolo's TensorFlow kernels needs a C++ compiler (%s); "
-                              "install g++ or set CXX" % _compiler())
+                              "install g++ or set CXX" % compiler())
         print("kolo.tensorflow: building kolo's TensorFlow kernels for TensorFlow %s (once) into %s"
               % (tf.__version__, path), file=sys.stderr, flush=True)
         scratch = tempfile.mkdtemp(prefix="build-", dir=os.path.dirname(path))

@@ -8,18 +8,11 @@ import numpy as np
 import pytest
 
 import kolo.keras as hvd
-from training_reference import FEATURES, LOCAL_BATCH, STEPS, global_batch, initial_weights, reference_sgd
+from training_reference import FEATURES, LOCAL_BATCH, STEPS, initial_weights, local_data, reference_sgd
 
 
 def world():
     return hvd.rank(), hvd.size()
-
-
-def local_data(rank, n, steps=STEPS):
-    """Rank rank's batches, one after another: fit's batch k is its part of global batch k."""
-    parts = [global_batch(s, n) for s in range(steps)]
-    sl = slice(rank * LOCAL_BATCH, (rank + 1) * LOCAL_BATCH)
-    return np.concatenate([x[sl] for x, _ in parts]), np.concatenate([y[sl] for _, y in parts])
 
 
 def linear_model(rank):

@@ -12,7 +12,7 @@ import tensorflow as tf
 import kolo.keras
 import kolo.tensorflow as hvd_tf
 import kolo.tensorflow.keras as hvd
-from training_reference import FEATURES, LOCAL_BATCH, STEPS, global_batch, initial_weights, reference_sgd
+from training_reference import FEATURES, LOCAL_BATCH, STEPS, initial_weights, local_data, reference_sgd
 
 keras = tf.keras
 FAMILIES = {"legacy": keras.optimizers.legacy.SGD, "tf_keras": keras.optimizers.SGD}
@@ -28,13 +28,6 @@ def test_tf_keras_is_what_both_modules_serve():
     assert issubclass(hvd.callbacks.BroadcastGlobalVariablesCallback, keras.callbacks.Callback)
     with pytest.raises(TypeError, match="wraps a Keras 2 \\(tf_keras\\) optimizer, not str"):
         hvd.DistributedOptimizer("sgd")
-
-
-def local_data(rank, n, steps=STEPS):
-    """Rank rank's batches, one after another: fit's batch k is its part of global batch k."""
-    parts = [global_batch(s, n) for s in range(steps)]
-    sl = slice(rank * LOCAL_BATCH, (rank + 1) * LOCAL_BATCH)
-    return np.concatenate([x[sl] for x, _ in parts]), np.concatenate([y[sl] for _, y in parts])
 
 
 def linear_model(rank):
@@ -134,8 +127,8 @@ def test_sync_batch_norm_uses_every_ranks_batch():
     local = x[rank * 4:(rank + 1) * 4]
     sync = hvd.SyncBatchNormalization(momentum=0.5)
     plain = keras.layers.BatchNormalization(momentum=0.5)
-    np.testing.assert_allclose(sync(local, training=True).numpy(), plain(x, training=True).numpy()[rank * 4:(rank + 1) * 4],
-                               rtol=1e-4, atol=1e-4)
+    expected = plain(x, training=True).numpy()[rank * 4:(rank + 1) * 4]
+    np.testing.assert_allclose(sync(local, training=True).numpy(), expected, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(sync.moving_mean.numpy(), plain.moving_mean.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(sync.moving_variance.numpy(), plain.moving_variance.numpy(), rtol=1e-4)
 
