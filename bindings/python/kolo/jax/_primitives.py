@@ -75,7 +75,14 @@ def _primitive(target, shape_of=None, aliased=False):
         p.def_effectful_abstract_eval(
             lambda x, **params: (core.ShapedArray(shape_of(x.shape, **params), x.dtype), {EFFECT}))
     mlir.register_lowering(p, _lowering(target, aliased), platform="cpu")
+    mlir.register_lowering(p, _not_served)  # every other platform
     return p
+
+
+def _not_served(ctx, *operands, **params):
+    raise NotImplementedError("kolo.jax serves CPU arrays; its collectives on %s arrays are not written yet "
+                              "(put the arrays on the CPU: jax.device_put(x, jax.devices('cpu')[0]))"
+                              % "/".join(ctx.module_context.platforms))
 
 
 def _same(shape, **_):

@@ -168,6 +168,13 @@ def test_refusals_name_what_was_wrong():
         hvd.broadcast(x, 99)
 
 
+def test_gpu_arrays_are_refused_saying_so():
+    """Lowered for CUDA (as on a machine with a GPU): a clear refusal, not
+    a missing lowering deep in XLA."""
+    with pytest.raises(NotImplementedError, match="kolo.jax serves CPU arrays; its collectives on cuda arrays"):
+        jax.jit(lambda x: hvd.allreduce(x)).trace(jnp.ones(3)).lower(lowering_platforms=("cuda",))
+
+
 def test_prescale_postscale_and_the_deprecated_average():
     rank, n = world()
     x = jnp.asarray(data(rank))
