@@ -79,30 +79,41 @@ TEST(Routes, ForcedTransportThatCannotReachAPeerNamesIt) {
   EXPECT_EQ(s.message(), "KOLO_TRANSPORT=ib cannot reach rank 0: no RDMA device");
 }
 
-TEST(Routes, SmallDevShmFallsBackToTcpAndSaysHowToFixIt) {
-  // Four ranks need 4 * 3 rings of just over 1 MiB and two arenas of 4 MiB:
-  // 8 MiB free is too little
-  // (the smaller of the two ends counts, so both decide alike).
-  const std::vector<RankFacts> facts = {on("a", false, 8 << 20), on("a"), on("a"), on("a")};
+TEST(Routes, ADevShmTooSmallForTheSmallestRingsFallsBackToTcpAndSaysHowToFixIt) {
+  // Four ranks need 4 * 3 rings and two arenas: with every slot at its
+  // smallest (transport/shm/shm_fit.h) just under 1 MiB, more than 512 KiB
+  // holds (the smaller of the two ends counts, so both decide alike).
+  const std::vector<RankFacts> facts = {on("a", false, 512 << 10), on("a"), on("a"), on("a")};
   Routes r0, r1;
   ASSERT_TRUE(choose_routes(facts, 0, "auto", &r0).is_ok());
   ASSERT_TRUE(choose_routes(facts, 1, "auto", &r1).is_ok());
   EXPECT_EQ(name_of(r0.kind[1]), "tcp");
   EXPECT_EQ(name_of(r1.kind[0]), "tcp");
   EXPECT_EQ(name_of(r1.kind[2]), "shm");
-  EXPECT_NE(r0.summary.find("tcp to ranks 1-3 (/dev/shm has 8 MiB free and 4 ranks here need 21 MiB"),
+  EXPECT_NE(r0.summary.find("tcp to ranks 1-3 (/dev/shm has 0 MiB free and 4 ranks here need 1 MiB even with the "
+                            "smallest rings"),
             std::string::npos)
       << r0.summary;
   EXPECT_NE(r0.summary.find("--shm-size"), std::string::npos) << r0.summary;
   // The machine's first rank warns, once for the machine; the others do not.
   EXPECT_EQ(r0.same_machine_warning.rfind(
                 "ranks 1-3 of this machine reach rank 0 over tcp, not shared memory, several times slower: /dev/shm "
-                "has 8 MiB free",
+                "has 0 MiB free",
                 0),
             0u)
       << r0.same_machine_warning;
   EXPECT_NE(r0.same_machine_warning.find("--shm-size"), std::string::npos) << r0.same_machine_warning;
   EXPECT_EQ(r1.same_machine_warning, "");
+}
+
+TEST(Routes, ASmallDevShmStillCarriesTheMachinesRanksWithSmallerRings) {
+  // 8 MiB, where the default shapes of 4 ranks (21 MiB) do not fit: the
+  // slots shrink to fit, and the ranks stay on shared memory.
+  const std::vector<RankFacts> facts(4, on("a", false, 8 << 20));
+  Routes routes;
+  ASSERT_TRUE(choose_routes(facts, 0, "auto", &routes).is_ok());
+  EXPECT_EQ(name_of(routes.kind[3]), "shm") << routes.summary;
+  EXPECT_EQ(routes.same_machine_warning, "");
 }
 
 TEST(Routes, SixtyFourRanksOfAMachineShareMemoryInLinearSpace) {

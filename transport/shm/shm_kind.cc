@@ -4,14 +4,43 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "transport/handshake.h"
 #include "transport/kind.h"
+#include "common/log.h"
 #include "transport/shm/shm_arena.h"
+#include "transport/shm/shm_fit.h"
 #include "transport/shm/shm_transport.h"
 
 namespace kolo {
 namespace {
+
+// This rank's /dev/shm: its free bytes and its size; false if it has none
+// it may write.
+bool dev_shm(uint64_t* free, uint64_t* total) {
+  struct statvfs vfs {};
+  if (::statvfs("/dev/shm", &vfs) != 0 || ::access("/dev/shm", W_OK) != 0) return false;
+  *free = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  *total = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+  return true;
+}
+
+// An offer's "FREE TOTAL" (one number, from a rank of an older kolo: both).
+void parse(const std::string& offer, uint64_t* free, uint64_t* total) {
+  char* end = nullptr;
+  *free = std::strtoull(offer.c_str(), &end, 10);
+  *total = *end != '\0' ? std::strtoull(end, nullptr, 10) : *free;
+}
+
+// The shapes of a communicator's rings and arena on this machine.
+ShmFit fitted(const TransportContext& c) {
+  uint64_t free = 0, total = 0;
+  if (!dev_shm(&free, &total)) return fit_shared_memory(c.ranks_on_host, UINT64_MAX);
+  return fit_shared_memory(c.ranks_on_host, shm_budget(total));
+}
 
 class ShmKind final : public TransportKind {
  public:
@@ -20,13 +49,11 @@ class ShmKind final : public TransportKind {
   // Measured on the machines in docs/performance.md.
   LinkCost link_cost(bool) const override { return {2.5e-6, 12e9}; }
 
-  // The bytes free in this rank's /dev/shm.
+  // The bytes free in this rank's /dev/shm, and its size: "FREE TOTAL".
   Status offer(const TransportContext&, std::string* offer, std::unique_ptr<DirectTransport>*) const override {
-    struct statvfs vfs {};
-    if (::statvfs("/dev/shm", &vfs) != 0 || ::access("/dev/shm", W_OK) != 0) {
-      return unsupported("no writable /dev/shm");
-    }
-    *offer = std::to_string(static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize);
+    uint64_t free = 0, total = 0;
+    if (!dev_shm(&free, &total)) return unsupported("no writable /dev/shm");
+    *offer = std::to_string(free) + " " + std::to_string(total);
     return Status::ok();
   }
 
@@ -42,26 +69,31 @@ class ShmKind final : public TransportKind {
     // Room for a ring each way between every two ranks of the machine (a
     // communicator connects fewer pairs, lazily; the rest is for the
     // engine's and splits' communicators), and the allreduce arenas of the
-    // world and the engine's communicator: linear in the ranks, since the
-    // rings shrink as they multiply.
-    const uint64_t rings = static_cast<uint64_t>(ranks_on_host) * (ranks_on_host - 1) *
-                           ShmRingShape::for_ranks_on_host(ranks_on_host).segment_bytes();
-    const uint64_t need = rings + 2 * ShmArena::segment_bytes(ranks_on_host, ShmArenaOptions{}.slot_bytes);
-    const uint64_t have = std::min(std::strtoull(a.offer->c_str(), nullptr, 10),
-                                   std::strtoull(b.offer->c_str(), nullptr, 10));
-    if (have < need) {
+    // world and the engine's communicator, their slots shrunk to fit the
+    // budget of /dev/shm's size (shm_fit.h): the same shapes every rank
+    // of the machine computes in open().
+    uint64_t free_a = 0, total_a = 0, free_b = 0, total_b = 0;
+    parse(*a.offer, &free_a, &total_a);
+    parse(*b.offer, &free_b, &total_b);
+    const uint64_t have = std::min(free_a, free_b);
+    const ShmFit fit = fit_shared_memory(ranks_on_host, shm_budget(std::min(total_a, total_b)));
+    if (!fit.fits || fit.bytes > have) {
       *why_not = "/dev/shm has " + std::to_string(have >> 20) + " MiB free and " + std::to_string(ranks_on_host) +
-                 " ranks here need " + std::to_string((need + (1 << 20) - 1) >> 20) +
-                 " MiB (in a container, raise it: docker run --shm-size=" +
-                 std::to_string(((need >> 20) / 256 + 1) * 256) + "m)";
+                 " ranks here need " + std::to_string((fit.bytes + (1 << 20) - 1) >> 20) +
+                 " MiB even with the smallest rings (in a container, raise it: docker run --shm-size=" +
+                 std::to_string(((fit.bytes * 4 / 3 >> 20) / 256 + 1) * 256) + "m)";
       return false;
     }
     return true;
   }
 
   Status open(const TransportContext& c, std::unique_ptr<DirectTransport>* out) const override {
+    const ShmFit fit = fitted(c);
+    if (fit.shrunk && c.rank == 0 && c.store_prefix.empty()) {
+      KOLO_INFO("shared memory sized to /dev/shm: " << fit.describe(c.ranks_on_host));
+    }
     ShmOptions options;
-    options.ring = ShmRingShape::for_ranks_on_host(c.ranks_on_host);
+    options.ring = fit.ring;
     options.store_prefix = c.store_prefix + "shm/";
     options.job_id = job_id_from_name(c.job_name + c.store_prefix);
     std::unique_ptr<ShmTransport> t;
@@ -73,6 +105,7 @@ class ShmKind final : public TransportKind {
   Status open_arena(const TransportContext& c, int spin_us, bool yield, Deadline deadline,
                     std::unique_ptr<SharedArena>* out) const override {
     ShmArenaOptions options;
+    options.slot_bytes = fitted(c).arena_slot_bytes;
     options.job_id = job_id_from_name(c.job_name + c.store_prefix);
     options.store_key = c.store_prefix + "shm/arena";
     options.spin_us = spin_us;
