@@ -40,7 +40,7 @@ library_sanitizer() {
 # its torch device backend): one folder for every test, and for later runs.
 # Each build is named by a hash of its source, flags and framework version,
 # so an edit makes a new one; a build takes 20-60 s of the 2 cores, once
-# instead of once per test. Each build is under an flock (kolo/_build_lock.py)
+# instead of once per test. Each build is under an flock (kolo/_native_build.py)
 # that the end of its process drops. The build on first use into an empty
 # folder is what wheel_test checks.
 KOLO_TEST_BUILD_CACHE="${KOLO_TEST_BUILD_CACHE:-/tmp/kolo-test-build-cache-$(id -u)}"

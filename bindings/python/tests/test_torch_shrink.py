@@ -89,7 +89,7 @@ def test_a_build_killed_midway_leaves_no_lock_that_blocks_the_next_load(tmp_path
     which a process's end drops, tells that it is stale."""
     import subprocess
     import sys
-    from kolo._build_lock import build_lock
+    from kolo._native_build import build_lock
     from kolo.torch import _device_backend
     folder = os.path.dirname(_device_backend._load().__file__)
     # What a killed build leaves, made as it would be: under kolo's lock
@@ -105,9 +105,9 @@ def test_a_build_killed_midway_leaves_no_lock_that_blocks_the_next_load(tmp_path
 def test_a_build_lock_held_past_its_deadline_is_an_error_naming_the_build(tmp_path):
     import subprocess
     import sys
-    from kolo._build_lock import build_lock
+    from kolo._native_build import build_lock
     path = str(tmp_path / "x.lock")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from kolo._build_lock import build_lock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from kolo._native_build import build_lock\n"
                                "with build_lock(sys.argv[1], 'x'):\n    print('held', flush=True); time.sleep(30)",
                                path], stdout=subprocess.PIPE, text=True)
     try:

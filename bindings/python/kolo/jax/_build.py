@@ -7,68 +7,45 @@ As kolo.tensorflow builds its kernels: by the C++ compiler ($CXX, else
 g++), into KOLO_JAX_OPS_DIR (default ~/.cache/kolo/jax), named by a hash of
 the source, kolo.h, jaxlib's version and the compiler, so that a change to
 any makes a new one and ranks that start together build it once
-(kolo._build_lock: the others wait and load it). A build takes a few
+(kolo._native_build: the others wait and load it). A build takes a few
 seconds; later imports load it at once.
 """
 import ctypes
-import hashlib
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 
 import jax
 import jaxlib
 
 from kolo import _library, _process_sets, _runtime
-from kolo._build_lock import build_lock, compiler, kolo_h_dir
+from kolo._native_build import build_once, compiler, kolo_h_dir, library_path
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCE = os.path.join(_HERE, "_ffi.cc")
+_MODULE, _WHAT = "kolo.jax", "kolo's XLA handlers"
 TARGETS = ("allreduce", "allgather", "broadcast", "reducescatter", "alltoall", "barrier")
 
 
 def _command(output):
     return [compiler(), "-shared", "-fPIC", "-O2", "-std=c++17", "-w", "-I" + jax.ffi.include_dir(),
-            "-I" + kolo_h_dir("kolo.jax's XLA handlers"), _SOURCE, "-o", output, "-ldl"]
+            "-I" + kolo_h_dir(_MODULE, _WHAT), _SOURCE, "-o", output, "-ldl"]
 
 
 def _library_path():
-    digest = hashlib.sha256()
-    for path in (_SOURCE, os.path.join(kolo_h_dir("kolo.jax's XLA handlers"), "kolo.h")):
-        with open(path, "rb") as f:
-            digest.update(f.read())
-    digest.update(" ".join([jaxlib.__version__, compiler()]).encode())
-    folder = os.environ.get("KOLO_JAX_OPS_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kolo", "jax")
-    return os.path.join(folder, "kolo_jax_ffi-%s-%s.so" % (jaxlib.__version__, digest.hexdigest()[:16]))
+    files = [_SOURCE, os.path.join(kolo_h_dir(_MODULE, _WHAT), "kolo.h")]
+    return library_path("kolo_jax_ffi", jaxlib.__version__, files, [jaxlib.__version__, compiler()],
+                        "KOLO_JAX_OPS_DIR", "jax")
 
 
 def _build(path):
-    with build_lock(path + ".lock", "kolo's XLA handlers"):
-        if os.path.isfile(path):
-            return
-        if shutil.which(compiler()) is None:
-            raise ImportError("kolo.jax: building kolo's XLA handlers needs a C++ compiler (%s); install g++ or "
-                              "set CXX" % compiler())
-        print("kolo.jax: building kolo's XLA handlers for jaxlib %s (once) into %s" % (jaxlib.__version__, path),
-              file=sys.stderr, flush=True)
-        scratch = tempfile.mkdtemp(prefix="build-", dir=os.path.dirname(path))
-        try:
-            built = os.path.join(scratch, "ffi.so")
-            done = subprocess.run(_command(built), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if done.returncode != 0:
-                raise ImportError("kolo.jax: building kolo's XLA handlers failed:\n%s\n%s"
-                                  % (" ".join(_command(built)), done.stdout[-8000:]))
-            os.replace(built, path)  # whole, or not there: a rank that finds it may load it
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+    def plan(scratch):
+        built = os.path.join(scratch, "ffi.so")
+        return [[_command(built)]], built
+    build_once(path, _MODULE, _WHAT, "jaxlib " + jaxlib.__version__, plan)
 
 
 def _load():
     path = _library_path()
     if not os.path.isfile(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         _build(path)
     native = ctypes.CDLL(path)
     native.kolo_jax_bind.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]

@@ -8,31 +8,26 @@ so it is built here, the way Horovod builds its own at install time: with
 the flags tf.sysconfig gives, by the C++ compiler ($CXX, else g++), into
 KOLO_TF_OPS_DIR (default ~/.cache/kolo/tensorflow), named by a hash of the
 sources, kolo.h, TensorFlow's version and the flags, so that a change to any
-makes a new one and ranks that start together build it once (kolo._build_lock:
+makes a new one and ranks that start together build it once (kolo._native_build:
 the others wait and load it). The sources compile side by side, then link;
 a build takes 10-40 s; later imports load it at once.
 """
 import ctypes
-import hashlib
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 
 import tensorflow as tf
 
 from kolo import _library, _process_sets, _runtime
-from kolo._build_lock import build_lock, compiler, kolo_h_dir
+from kolo._native_build import build_once, compiler, kolo_h_dir, library_path
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCES = [os.path.join(_HERE, name) for name in ("_ops_common.cc", "_ops_kernels.cc", "_ops_definitions.cc")]
 _HEADERS = [os.path.join(_HERE, "_ops_common.h")]
-_WHAT = "kolo.tensorflow's kernels"
+_MODULE, _WHAT = "kolo.tensorflow", "kolo's TensorFlow kernels"
 
 
 def _compile_command(source, output):
-    return ([compiler(), "-c", "-fPIC", "-O2", "-w", "-I" + kolo_h_dir(_WHAT), "-I" + _HERE]
+    return ([compiler(), "-c", "-fPIC", "-O2", "-w", "-I" + kolo_h_dir(_MODULE, _WHAT), "-I" + _HERE]
             + tf.sysconfig.get_compile_flags() + [source, "-o", output])
 
 
@@ -41,50 +36,18 @@ def _link_command(objects, output):
 
 
 def _library_path():
-    digest = hashlib.sha256()
-    for path in _SOURCES + _HEADERS + [os.path.join(kolo_h_dir(_WHAT), "kolo.h")]:
-        with open(path, "rb") as f:
-            digest.update(f.read())
-    digest.update(" ".join([tf.__version__, compiler()] + tf.sysconfig.get_compile_flags()
-                           + tf.sysconfig.get_link_flags()).encode())
-    folder = os.environ.get("KOLO_TF_OPS_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kolo",
-                                                               "tensorflow")
-    return os.path.join(folder, "kolo_tf_ops-%s-%s.so" % (tf.__version__, digest.hexdigest()[:16]))
-
-
-def _run_all(commands):
-    """Runs the commands side by side; the first failure's command and output,
-    else None."""
-    running = [(command, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-               for command in commands]
-    failure = None
-    for command, process in running:
-        output, _ = process.communicate()
-        if process.returncode != 0 and failure is None:
-            failure = "%s\n%s" % (" ".join(command), output[-8000:])
-    return failure
+    files = _SOURCES + _HEADERS + [os.path.join(kolo_h_dir(_MODULE, _WHAT), "kolo.h")]
+    details = [tf.__version__, compiler()] + tf.sysconfig.get_compile_flags() + tf.sysconfig.get_link_flags()
+    return library_path("kolo_tf_ops", tf.__version__, files, details, "KOLO_TF_OPS_DIR", "tensorflow")
 
 
 def _build(path):
-    with build_lock(path + ".lock", "kolo's TensorFlow kernels"):
-        if os.path.isfile(path):
-            return
-        if shutil.which(compiler()) is None:
-            raise ImportError("kolo.tensorflow: building kolo's TensorFlow kernels needs a C++ compiler (%s); "
-                              "install g++ or set CXX" % compiler())
-        print("kolo.tensorflow: building kolo's TensorFlow kernels for TensorFlow %s (once) into %s"
-              % (tf.__version__, path), file=sys.stderr, flush=True)
-        scratch = tempfile.mkdtemp(prefix="build-", dir=os.path.dirname(path))
-        try:
-            objects = [os.path.join(scratch, os.path.basename(source) + ".o") for source in _SOURCES]
-            failure = _run_all([_compile_command(source, obj) for source, obj in zip(_SOURCES, objects)])
-            linked = os.path.join(scratch, "kernels.so")
-            failure = failure or _run_all([_link_command(objects, linked)])
-            if failure:
-                raise ImportError("kolo.tensorflow: building kolo's TensorFlow kernels failed:\n" + failure)
-            os.replace(linked, path)  # whole, or not there: a rank that finds it may load it
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+    def plan(scratch):
+        objects = [os.path.join(scratch, os.path.basename(source) + ".o") for source in _SOURCES]
+        linked = os.path.join(scratch, "kernels.so")
+        return ([[_compile_command(source, obj) for source, obj in zip(_SOURCES, objects)],
+                 [_link_command(objects, linked)]], linked)
+    build_once(path, _MODULE, _WHAT, "TensorFlow " + tf.__version__, plan)
 
 
 def _load():

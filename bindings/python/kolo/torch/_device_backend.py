@@ -24,7 +24,7 @@ import threading
 
 import torch
 
-from kolo._build_lock import build_lock
+from kolo._native_build import build_lock
 
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_device_backend.cpp")
 _lock = threading.Lock()
