@@ -39,7 +39,6 @@ anything is sent, and a failure of kolo (a rank gone, shapes that differ
 between ranks) raises XLA's runtime error with kolo's message on every
 rank. CPU arrays; GPU arrays are not served yet.
 """
-import functools
 
 import jax
 import jax.numpy as jnp
@@ -56,13 +55,28 @@ from kolo.jax import _primitives as _p
 
 
 def _set(process_set):
-    """(process set id, its size): a ValueError naming the set unless this
-    rank may use it, and one naming init() before kolo is initialized."""
+    """(process set id, the group of its ranks): a ValueError naming the set
+    unless this rank may use it, and one naming init() before kolo is
+    initialized."""
     if not is_initialized():
         raise ValueError("kolo.jax: call kolo.jax.init() first")
     group = group_of(process_set)
     set_id = 0 if process_set is None else (process_set.process_set_id or 0)
-    return set_id, group.size
+    return set_id, group
+
+
+def _as_carried(x, how, engine_dtype):
+    """x as the engine gets it (how: kolo._policy's NATIVE, LOGICAL, WIDENED
+    or PAIRS), and the way back."""
+    if how == _policy.NATIVE:
+        return x, lambda y: y
+    if how == _policy.LOGICAL:
+        return x.astype(jnp.uint8), lambda y: y.astype(jnp.bool_)
+    if how == _policy.WIDENED:
+        return x.astype(engine_dtype), lambda y: y.astype(x.dtype)
+    # PAIRS: complex as (real, imaginary) along a last axis
+    return (jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1),
+            lambda y: jax.lax.complex(y[..., 0], y[..., 1]).astype(x.dtype))
 
 
 def _carried(x, op, collective, scaled=False):
@@ -71,16 +85,8 @@ def _carried(x, op, collective, scaled=False):
     plan = _policy.reduction(str(x.dtype), op, collective, scaled)
     if plan.engine_op == Adasum:
         raise _policy.OpRefusedError("%s: kolo.jax has no Adasum; use Average or Sum" % collective)
-    code = OP_CODES[plan.engine_op]
-    if plan.how == _policy.NATIVE:
-        return x, code, lambda y: y
-    if plan.how == _policy.LOGICAL:
-        return x.astype(jnp.uint8), code, lambda y: y.astype(jnp.bool_)
-    if plan.how == _policy.WIDENED:
-        return x.astype(plan.engine_dtype), code, lambda y: y.astype(x.dtype)
-    # PAIRS: complex as (real, imaginary) along a last axis
-    return (jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1), code,
-            lambda y: jax.lax.complex(y[..., 0], y[..., 1]).astype(x.dtype))
+    carried, back = _as_carried(x, plan.how, plan.engine_dtype)
+    return carried, OP_CODES[plan.engine_op], back
 
 
 def _checked(x, what):
@@ -91,37 +97,33 @@ def _checked(x, what):
 
 
 def _moved(x):
-    """x as bytes kolo can move (bool as uint8; complex as pairs of reals),
-    and the way back."""
-    if x.dtype == jnp.bool_:
-        return x.astype(jnp.uint8), lambda y: y.astype(jnp.bool_)
-    if jnp.issubdtype(x.dtype, jnp.complexfloating):
-        return (jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1),
-                lambda y: jax.lax.complex(y[..., 0], y[..., 1]).astype(x.dtype))
-    if x.dtype in (jnp.int16, jnp.uint16):
-        wide = jnp.int32 if x.dtype == jnp.int16 else jnp.uint32
-        return x.astype(wide), lambda y: y.astype(x.dtype)
-    return x, lambda y: y
+    """x as kolo moves it (bool as uint8, int16 widened, complex as pairs of
+    reals: the carriage kolo's policy gives its dtype), and the way back."""
+    carriage = _policy.DTYPES.get(str(x.dtype))
+    if carriage is None:  # not one kolo reduces: the handler says whether it moves it
+        return x, lambda y: y
+    return _as_carried(x, carriage.how, carriage.engine_dtype)
+
+
+def _differentiable(primal, adjoint, params):
+    """primal(x, *params), the `params` after x not differentiated, whose
+    gradient is adjoint(*params, cotangent): Horovod's rules need the
+    cotangent alone, so the forward pass keeps nothing."""
+    f = jax.custom_vjp(primal, nondiff_argnums=tuple(range(1, params + 1)))
+    f.defvjp(lambda x, *rest: (f(x, *rest), None), lambda *args: (adjoint(*args[:-2], args[-1]),))
+    return f
 
 
 # ---- allreduce ----------------------------------------------------------------------
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2))
-def _allreduce(x, code, set_id):
-    return _p.allreduce_p.bind(x, process_set=set_id, op=code)
-
-
-def _allreduce_fwd(x, code, set_id):
-    return _allreduce(x, code, set_id), None
-
-
-def _allreduce_bwd(code, set_id, _, cotangent):
+def _allreduce_adjoint(code, set_id, cotangent):
     if code not in (OP_CODES[Sum], OP_CODES[Average]):
         raise NotImplementedError("kolo.jax: an allreduce by Min, Max or Product has no gradient (Horovod's "
                                   "rule); use Sum or Average")
-    return (_allreduce(cotangent, code, set_id),)
+    return _allreduce(cotangent, code, set_id)
 
 
-_allreduce.defvjp(_allreduce_fwd, _allreduce_bwd)
+_allreduce = _differentiable(lambda x, code, set_id: _p.allreduce_p.bind(x, process_set=set_id, op=code),
+                             _allreduce_adjoint, 2)
 
 
 def allreduce(x, op=None, average=None, process_set=global_process_set, prescale_factor=1.0,
@@ -144,59 +146,39 @@ def allreduce(x, op=None, average=None, process_set=global_process_set, prescale
 
 
 # ---- allgather and reducescatter ----------------------------------------------------
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2))
-def _allgather(x, set_id, n):
-    return _p.allgather_p.bind(x, process_set=set_id, size=n)
-
-
-def _allgather_fwd(x, set_id, n):
-    return _allgather(x, set_id, n), None
-
-
-def _allgather_bwd(set_id, n, _, cotangent):
-    return (_reducescatter(cotangent, OP_CODES[Sum], set_id, n),)
-
-
-_allgather.defvjp(_allgather_fwd, _allgather_bwd)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
-def _reducescatter(x, code, set_id, n):
-    return _p.reducescatter_p.bind(x, process_set=set_id, op=code, size=n)
-
-
-def _reducescatter_fwd(x, code, set_id, n):
-    return _reducescatter(x, code, set_id, n), None
-
-
-def _reducescatter_bwd(code, set_id, n, _, cotangent):
+def _reducescatter_adjoint(code, set_id, n, cotangent):
     if code not in (OP_CODES[Sum], OP_CODES[Average]):
         raise NotImplementedError("kolo.jax: a reducescatter by Min, Max or Product has no gradient; use Sum or "
                                   "Average")
     gathered = _allgather(cotangent, set_id, n)
-    return (gathered / n if code == OP_CODES[Average] else gathered,)
+    return gathered / n if code == OP_CODES[Average] else gathered
 
 
-_reducescatter.defvjp(_reducescatter_fwd, _reducescatter_bwd)
+_allgather = _differentiable(lambda x, set_id, n: _p.allgather_p.bind(x, process_set=set_id, size=n),
+                             lambda set_id, n, cotangent: _reducescatter(cotangent, OP_CODES[Sum], set_id, n), 2)
+_reducescatter = _differentiable(
+    lambda x, code, set_id, n: _p.reducescatter_p.bind(x, process_set=set_id, op=code, size=n),
+    _reducescatter_adjoint, 3)
 
 
 def allgather(x, process_set=global_process_set, name=None):
     """Every rank's x concatenated along the first dimension, in rank order
     (every rank's x has the same shape)."""
     del name
-    set_id, n = _set(process_set)
+    set_id, group = _set(process_set)
     x = _checked(x, "allgather")
     if x.ndim == 0:
         raise ValueError("kolo.jax.allgather: x must have a first dimension to gather along (it is a scalar)")
     moved, back = _moved(x)
-    return back(_allgather(moved, set_id, n))
+    return back(_allgather(moved, set_id, group.size))
 
 
 def reducescatter(x, op=Average, process_set=global_process_set, name=None):
     """The op over the set of x, of which rank r keeps the r-th of size
     equal parts of the first dimension."""
     del name
-    set_id, n = _set(process_set)
+    set_id, group = _set(process_set)
+    n = group.size
     x = jnp.asarray(x)
     if x.ndim == 0 or x.shape[0] % n:
         raise ValueError("kolo.jax.reducescatter: the first dimension (%s) must split into %d equal parts, one "
@@ -206,28 +188,21 @@ def reducescatter(x, op=Average, process_set=global_process_set, name=None):
 
 
 # ---- broadcast and alltoall ----------------------------------------------------------
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
-def _broadcast(x, root, set_id, is_root):
-    return _p.broadcast_p.bind(x, process_set=set_id, root=root)
-
-
-def _broadcast_fwd(x, root, set_id, is_root):
-    return _broadcast(x, root, set_id, is_root), None
-
-
-def _broadcast_bwd(root, set_id, is_root, _, cotangent):
+def _broadcast_adjoint(root, set_id, is_root, cotangent):
     summed = _allreduce(cotangent, OP_CODES[Sum], set_id)
-    return (summed if is_root else jnp.zeros_like(summed),)
+    return summed if is_root else jnp.zeros_like(summed)
 
 
-_broadcast.defvjp(_broadcast_fwd, _broadcast_bwd)
+_broadcast = _differentiable(lambda x, root, set_id, is_root: _p.broadcast_p.bind(x, process_set=set_id, root=root),
+                             _broadcast_adjoint, 3)
+_alltoall = _differentiable(lambda x, set_id, block: _p.alltoall_p.bind(x, process_set=set_id, block=block),
+                            lambda set_id, block, cotangent: _alltoall(cotangent, set_id, block), 2)
 
 
 def broadcast(x, root_rank, process_set=global_process_set, name=None):
     """root_rank's x (a world rank, member of the set) on every rank of the set."""
     del name
-    set_id, _ = _set(process_set)
-    group = group_of(process_set)
+    set_id, group = _set(process_set)
     if root_rank not in group.ranks:
         raise ValueError("kolo.jax.broadcast: root_rank %d is not a rank of the process set (%s)"
                          % (root_rank, group.ranks))
@@ -235,27 +210,12 @@ def broadcast(x, root_rank, process_set=global_process_set, name=None):
     return back(_broadcast(moved, group.ranks.index(root_rank), set_id, rank() == root_rank))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2))
-def _alltoall(x, set_id, block):
-    return _p.alltoall_p.bind(x, process_set=set_id, block=block)
-
-
-def _alltoall_fwd(x, set_id, block):
-    return _alltoall(x, set_id, block), None
-
-
-def _alltoall_bwd(set_id, block, _, cotangent):
-    return (_alltoall(cotangent, set_id, block),)
-
-
-_alltoall.defvjp(_alltoall_fwd, _alltoall_bwd)
-
-
 def alltoall(x, process_set=global_process_set, name=None):
     """x's first dimension in size equal blocks: block q goes to rank q,
     and the result's block q came from rank q."""
     del name
-    set_id, n = _set(process_set)
+    set_id, group = _set(process_set)
+    n = group.size
     x = _checked(x, "alltoall")
     if x.ndim == 0 or x.shape[0] % n:
         raise ValueError("kolo.jax.alltoall: the first dimension (%s) must split into %d equal blocks, one per "

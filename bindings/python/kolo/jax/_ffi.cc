@@ -156,45 +156,26 @@ ffi::Error Barrier(ffi::Token, ffi::Result<ffi::Token>, int32_t process_set) {
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_allreduce, Allreduce,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Token>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Token>()
-                                  .Attr<int32_t>("process_set")
-                                  .Attr<int32_t>("op"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_allgather, Allgather,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Token>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Token>()
-                                  .Attr<int32_t>("process_set"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_broadcast, Broadcast,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Token>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Token>()
-                                  .Attr<int32_t>("process_set")
-                                  .Attr<int32_t>("root"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_reducescatter, Reducescatter,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Token>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Token>()
-                                  .Attr<int32_t>("process_set")
-                                  .Attr<int32_t>("op"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_alltoall, Alltoall,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Token>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Token>()
-                                  .Attr<int32_t>("process_set")
-                                  .Attr<int64_t>("block"));
+namespace {
+
+// A handler of one array in and one out, the ordering token beside each,
+// and the process set's id; each adds its own attributes.
+auto one_array() {
+  return ffi::Ffi::Bind()
+      .Arg<ffi::AnyBuffer>()
+      .Arg<ffi::Token>()
+      .Ret<ffi::AnyBuffer>()
+      .Ret<ffi::Token>()
+      .Attr<int32_t>("process_set");
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_allreduce, Allreduce, one_array().Attr<int32_t>("op"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_allgather, Allgather, one_array());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_broadcast, Broadcast, one_array().Attr<int32_t>("root"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_reducescatter, Reducescatter, one_array().Attr<int32_t>("op"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_alltoall, Alltoall, one_array().Attr<int64_t>("block"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_barrier, Barrier,
                               ffi::Ffi::Bind().Arg<ffi::Token>().Ret<ffi::Token>().Attr<int32_t>("process_set"));
 
