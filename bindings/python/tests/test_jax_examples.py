@@ -5,25 +5,17 @@ process on the same points (--as-ranks 2) to float32 rounding; the
 ensembles train one model per process set. (Run as one process: it starts
 the jobs itself.)"""
 import os
-import sys
 
 import pytest
 
-from test_tensorflow_examples import KOLORUN, REPO, final_and_initial, losses
+import test_tensorflow_examples as examples
+from test_tensorflow_examples import REPO, final_and_initial, losses
 
 EXAMPLES = os.path.join(REPO, "examples", "jax")
 
 
 def run(script, folder, steps, ranks=2, options=()):
-    """The example's output; ranks=0 runs it as one process, without kolorun."""
-    import subprocess
-    command = [sys.executable, os.path.join(EXAMPLES, script), "--steps", str(steps), "--output-dir",
-               str(folder)] + list(options)
-    if ranks:
-        command = [sys.executable, KOLORUN, "-np", str(ranks), "--timeout", "240"] + command
-    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout
-    return done.stdout
+    return examples.run(script, folder, steps, ranks, options, examples=EXAMPLES)
 
 
 @pytest.mark.parametrize("script", ["function_approximation_jax.py", "pinn_jax.py"])

@@ -18,9 +18,10 @@ EXAMPLES = os.path.join(REPO, "examples", "tensorflow")
 TWINS = ["function_approximation_tf1.py", "function_approximation_keras.py", "pinn_tf1.py", "pinn_keras.py"]
 
 
-def run(script, folder, steps, ranks=2, options=(), env=None):
-    """The example's output; ranks=0 runs it as one process, without kolorun."""
-    command = [sys.executable, os.path.join(EXAMPLES, script), "--steps", str(steps), "--output-dir",
+def run(script, folder, steps, ranks=2, options=(), env=None, examples=EXAMPLES):
+    """The example's output (examples: its folder); ranks=0 runs it as one
+    process, without kolorun."""
+    command = [sys.executable, os.path.join(examples, script), "--steps", str(steps), "--output-dir",
                str(folder)] + list(options)
     if ranks:
         command = [sys.executable, KOLORUN, "-np", str(ranks), "--timeout", "240"] + command
