@@ -61,6 +61,9 @@ struct Topology {
   // Memory every rank maps, when all run on this host (arena_allreduce.h);
   // else nullptr.
   SharedArena* arena = nullptr;
+  // Whether the arena's ranks can read each other's memory (as its
+  // reads_peers() says): the single copy applies (single_copy_allreduce.h).
+  bool arena_reads_peers = false;
   // Memory the ranks of this rank's host map, where the ranks span several
   // hosts: the hierarchical schedules' phases within a host go through it
   // (hierarchical.h); else nullptr.

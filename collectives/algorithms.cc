@@ -10,6 +10,7 @@
 #include "collectives/cost_model.h"
 #include "collectives/hierarchical.h"
 #include "collectives/recursive_doubling.h"
+#include "collectives/single_copy_allreduce.h"
 #include "collectives/tree.h"
 #include "common/log.h"
 
@@ -58,6 +59,7 @@ const std::vector<const AllreduceAlgorithm*>& allreduce_algorithms() {
   // of its two entries that applies: the one-shot where it fits.
   static const std::vector<const AllreduceAlgorithm*> table = {
       &kSharedMemoryOneShotAllreduce,
+      &kSharedMemorySingleCopyAllreduce,
       &kSharedMemoryAllreduce,
       &kRecursiveDoublingAllreduce,
       &kHierarchicalAllreduce,

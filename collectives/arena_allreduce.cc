@@ -12,25 +12,7 @@
 
 namespace kolo {
 
-namespace {
-
-// A buffer that fits a mailbox, in one exchange: every rank posts the whole
-// of it and reduces all N in rank order, the same on every rank, so the
-// results are bit-identical. The mailboxes carry each rank's fingerprint,
-// so ranks that disagree about the call all see it here, with no message.
-Status one_shot_allreduce(const ScheduleContext& ctx, SharedArena& arena, const SpanCutter& buffer,
-                          DataType dtype, ReduceOp op) {
-  const size_t elem = dtype_size(dtype);
-  const size_t total = buffer.total();
-  const int n = arena.size();
-  const size_t bytes = total * elem;
-  const uint64_t mine = fingerprint(CollectiveKind::kSharedAllreduce, dtype, op, 0, total);
-  unsigned char* outbox = arena.outbox(bytes);
-  size_t taken = 0;
-  buffer.for_each_piece(Range{0, total}, [&](const Span& sp, size_t at, size_t c) {
-    ctx.memory->copy(outbox + taken * elem, element(sp.send, at, elem), c * elem);
-    taken += c;
-  });
+Status arena_agree(const ScheduleContext& ctx, SharedArena& arena, uint64_t mine) {
   // A rank that runs this sends no message: one from a rank this one waits
   // for means that rank runs another collective (which would otherwise
   // wait for this one's reply until the deadline), and so does a rank
@@ -51,6 +33,29 @@ Status one_shot_allreduce(const ScheduleContext& ctx, SharedArena& arena, const 
     return mismatch("rank " + std::to_string(differs) + " runs " + describe_fingerprint(arena.fingerprint_of(differs)) +
                     " where this rank runs " + describe_fingerprint(mine));
   }
+  return Status::ok();
+}
+
+namespace {
+
+// A buffer that fits a mailbox, in one exchange: every rank posts the whole
+// of it and reduces all N in rank order, the same on every rank, so the
+// results are bit-identical. The mailboxes carry each rank's fingerprint,
+// so ranks that disagree about the call all see it here, with no message.
+Status one_shot_allreduce(const ScheduleContext& ctx, SharedArena& arena, const SpanCutter& buffer,
+                          DataType dtype, ReduceOp op) {
+  const size_t elem = dtype_size(dtype);
+  const size_t total = buffer.total();
+  const int n = arena.size();
+  const size_t bytes = total * elem;
+  const uint64_t mine = fingerprint(CollectiveKind::kSharedAllreduce, dtype, op, 0, total);
+  unsigned char* outbox = arena.outbox(bytes);
+  size_t taken = 0;
+  buffer.for_each_piece(Range{0, total}, [&](const Span& sp, size_t at, size_t c) {
+    ctx.memory->copy(outbox + taken * elem, element(sp.send, at, elem), c * elem);
+    taken += c;
+  });
+  KOLO_RETURN_IF_ERROR(arena_agree(ctx, arena, mine));
   size_t done = 0;
   buffer.for_each_piece(Range{0, total}, [&](const Span& sp, size_t at, size_t c) {
     unsigned char* out = element(sp.recv, at, elem);
@@ -67,9 +72,8 @@ Status one_shot_allreduce(const ScheduleContext& ctx, SharedArena& arena, const 
 
 Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, SpanList spans,
                              DataType dtype, ReduceOp op) {
-  const size_t elem = dtype_size(dtype);
-  const SpanCutter buffer(spans);
-  const size_t total = buffer.total();
+  size_t total = 0;
+  for (const Span& s : spans) total += s.count;
   // The ranks' ordered messages say first whether everyone called this
   // allreduce this way: a rank that called another collective, or runs
   // this one by another algorithm (a device buffer, another KOLO_ALGORITHM),
@@ -77,6 +81,14 @@ Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, Spa
   // wait for the deadline.
   KOLO_RETURN_IF_ERROR(
       ring_fingerprint_exchange(ctx, fingerprint(CollectiveKind::kSharedAllreduce, dtype, op, 0, total)));
+  return arena_allreduce_agreed(ctx, arena, spans, dtype, op);
+}
+
+Status arena_allreduce_agreed(const ScheduleContext& ctx, SharedArena& arena, SpanList spans, DataType dtype,
+                              ReduceOp op) {
+  const size_t elem = dtype_size(dtype);
+  const SpanCutter buffer(spans);
+  const size_t total = buffer.total();
   const int n = arena.size(), r = arena.rank();
   const size_t half = arena.slot_bytes() / 2 / elem;  // elements per chunk
   const double timeout_s = ctx.pipeline.timeout_s;

@@ -25,6 +25,14 @@ namespace kolo {
 // own rank).
 Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, SpanList spans,
                              DataType dtype, ReduceOp op);
+// The same, for ranks that have already agreed on the call (arena_agree).
+Status arena_allreduce_agreed(const ScheduleContext& ctx, SharedArena& arena, SpanList spans, DataType dtype,
+                              ReduceOp op);
+
+// Posts this rank's outbox with its call's fingerprint `mine` and waits
+// for every rank's (SharedArena::exchange): MISMATCH naming the first rank
+// that posted another call, or that runs a collective of messages instead.
+Status arena_agree(const ScheduleContext& ctx, SharedArena& arena, uint64_t mine);
 
 // Where every arena entry applies (this one, arena_collectives.h's): the
 // communicator has an arena and the buffers are the host's.

@@ -69,7 +69,8 @@ class ChoiceMemo {
   }
   bool same(const Topology& t, const Thresholds& th) const {
     return filled_ && t.rank == topology_.rank && t.size == topology_.size && t.hosts == topology_.hosts &&
-           t.arena == topology_.arena && t.host_arena == topology_.host_arena &&
+           t.arena == topology_.arena && t.arena_reads_peers == topology_.arena_reads_peers &&
+           t.host_arena == topology_.host_arena &&
            t.host_count == topology_.host_count && t.ranks_per_host == topology_.ranks_per_host &&
            t.costs == topology_.costs && th.small_bytes == thresholds_.small_bytes &&
            th.forced == thresholds_.forced;

@@ -115,6 +115,18 @@ double arena_allreduce_seconds(const CostModel& m, const Topology& t, size_t byt
   return 5 * m.local.latency_s + 2.0 * (n - 1) / n * double(bytes) / m.local.bytes_per_s;
 }
 
+double single_copy_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes) {
+  // As the arena's (a post each rank reads, two barriers), but each byte
+  // that crosses between ranks is copied once, straight out of the peer's
+  // memory, where through the slots it is copied in and out: (N - 1)/N of
+  // the buffer into the reduction and as much out, each a copy, which
+  // takes half a message's time per byte (as the one-shot's). Its system
+  // calls wait for no peer. Where the caches make the slots faster after
+  // all, rank 0's calls find out and choose them (single_copy_allreduce.h).
+  const int n = t.size;
+  return 5 * m.local.latency_s + 1.0 * (n - 1) / n * double(bytes) / m.local.bytes_per_s;
+}
+
 double one_shot_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes) {
   // One flag each rank writes and all read (a hop), the buffer copied into
   // the rank's mailbox, and N - 1 reductions that each read a peer's

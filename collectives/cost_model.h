@@ -53,6 +53,8 @@ size_t tree_segment_bytes(const CostModel& m, const Topology& t, size_t bytes);
 double ring_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes);
 double recursive_doubling_seconds(const CostModel& m, const Topology& t, size_t bytes);
 double arena_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes);
+// The arena's single-copy schedule (single_copy_allreduce.h).
+double single_copy_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes);
 // The arena's one-shot schedule for a buffer that fits a mailbox
 // (arena_allreduce.h).
 double one_shot_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes);

@@ -98,13 +98,29 @@ TEST(CostModel, OneHostTakesTheArenaAtEverySize) {
   // buffers, its barriers above; recursive doubling and the ring over
   // shared memory never.
   int arena_stand_in = 0;  // the tables only test for its presence
+  for (bool reads_peers : {false, true}) {
+    for (int n : {2, 4, 8}) {
+      Modelled m(n, 1, kShm, kTcp10G);
+      m.topology.arena = reinterpret_cast<SharedArena*>(&arena_stand_in);
+      m.topology.arena_reads_peers = reads_peers;
+      EXPECT_EQ(m.allreduce(8), "shared_memory") << n;
+      EXPECT_EQ(m.allreduce(64), "shared_memory") << n;
+      EXPECT_EQ(m.allreduce(1 << 20), "shared_memory") << n;
+      EXPECT_EQ(m.allreduce(size_t(256) << 20), "shared_memory") << n;
+    }
+  }
+}
+
+TEST(CostModel, TheSingleCopyIsPricedBelowTheSlotsAtEverySize) {
+  // The same hop and barriers, each crossing byte copied once instead of
+  // twice: wherever the single copy applies, it is the arena entry chosen
+  // (and its calls choose between it and the slots by their times).
   for (int n : {2, 4, 8}) {
     Modelled m(n, 1, kShm, kTcp10G);
-    m.topology.arena = reinterpret_cast<SharedArena*>(&arena_stand_in);
-    EXPECT_EQ(m.allreduce(8), "shared_memory") << n;
-    EXPECT_EQ(m.allreduce(64), "shared_memory") << n;
-    EXPECT_EQ(m.allreduce(1 << 20), "shared_memory") << n;
-    EXPECT_EQ(m.allreduce(size_t(256) << 20), "shared_memory") << n;
+    for (size_t b : {size_t{16} << 10, size_t{1} << 20, size_t{256} << 20}) {
+      EXPECT_LT(single_copy_allreduce_seconds(m.costs, m.topology, b), arena_allreduce_seconds(m.costs, m.topology, b))
+          << n << " ranks, " << b << " bytes";
+    }
   }
 }
 

@@ -68,6 +68,18 @@ TEST(FasterOfTwo, NoSingleNoisyRunDecides) {
   EXPECT_EQ(ways.pick(), 0);
 }
 
+TEST(FasterOfTwo, ASlowFirstRunDoesNotDecide) {
+  // Way 0 is the faster, but its first counted run was slowed (pages
+  // touched for the first time): its faster run counts, not their mean.
+  FasterOfTwo ways;
+  ways.record(ways.pick(), 9.0);  // uncounted
+  const double first_runs[] = {5.0, 1.5, 1.0, 1.6};  // ways 0, 1, 0, 1
+  for (double cost : first_runs) ways.record(ways.pick(), cost);
+  EXPECT_EQ(ways.faster(), 0);
+  EXPECT_DOUBLE_EQ(ways.cost(0), 1.0);
+  EXPECT_DOUBLE_EQ(ways.cost(1), 1.5);
+}
+
 TEST(FasterOfTwo, SaysWhenItTries) {
   FasterOfTwo ways;
   // The uncounted first run and the first runs are tries, whatever way.

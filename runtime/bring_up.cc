@@ -295,6 +295,7 @@ Topology topology_of(const Wiring& wiring, const Membership& world, const Thresh
   t.size = world.size;
   t.hosts = wiring.hosts.get();  // none for KOLO_ALGORITHM=ring (choose_host_layout)
   t.arena = is_forced(thresholds, "ring") ? nullptr : wiring.arena.get();
+  t.arena_reads_peers = t.arena != nullptr && t.arena->reads_peers();
   t.host_arena = wiring.host_arena.get();
   t.host_count = wiring.shape.host_count;
   t.ranks_per_host = wiring.shape.ranks_per_host;

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <functional>
 
+#include <sys/uio.h>
+
 #include "common/deadline.h"
 #include "common/faster_of_two.h"
 #include "common/status.h"
@@ -58,6 +60,20 @@ class SharedArena {
   virtual const unsigned char* inbox(int q, size_t bytes) const = 0;
   virtual uint64_t fingerprint_of(int q) const = 0;
 
+  // Whether this rank may copy straight out of every peer's own memory
+  // (read_peer): agreed by every rank when the arena was made, so the same
+  // on all. Where it holds, a peer's buffer reaches this rank in one copy,
+  // where through a slot it takes two (collectives/single_copy_allreduce.h).
+  virtual bool reads_peers() const { return false; }
+  // Copies rank q's memory at `remote` (addresses in q's process, as q
+  // posted them) into this process's `local`; the two lists cover the same
+  // number of bytes. Only where reads_peers(); PEER_LOST where q's process
+  // has ended, TRANSPORT where q's memory could not be read.
+  virtual Status read_peer(int q, const iovec* local, size_t local_count, const iovec* remote, size_t remote_count) {
+    (void)q, (void)local, (void)local_count, (void)remote, (void)remote_count;
+    return unsupported("this arena cannot read its peers' memory");
+  }
+
   // Makes every current and later barrier() fail here, and in the other
   // ranks as a closed peer. Any thread.
   virtual void abort() = 0;
@@ -74,6 +90,17 @@ class SharedArena {
   // through the cache or around it.
   std::array<FasterOfTwo, 256> slot_writes;
   std::array<FasterOfTwo, 256> result_writes;
+  // Where reads_peers(), how an allreduce of each size class (log2 of its
+  // bytes) crosses between the ranks: straight out of the peers' memory
+  // (0) or through the slots (1). Rank 0's calls measure and choose for
+  // all (collectives/single_copy_allreduce.h). The first reads of a
+  // buffer out of a peer's memory cost more than later ones (a 32 MiB
+  // allreduce's first three took 2 to 4 times as long as its tenth), so
+  // each way's first two runs are not counted.
+  struct Crossings : FasterOfTwo {
+    Crossings() : FasterOfTwo(4) {}
+  };
+  std::array<Crossings, 64> allreduce_crossings;
 };
 
 }  // namespace kolo

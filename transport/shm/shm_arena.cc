@@ -4,10 +4,12 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -20,9 +22,10 @@ namespace kolo {
 // The segment: this header, a Member per rank, two Mailboxes per rank,
 // then a slot per rank. Cache-line apart where different ranks write.
 struct ShmArena::Header {
-  // "kolo" "arei": mailboxes with small data on the posting line (a build
-  // that reads it from the next line must not share a segment with this).
-  static constexpr uint64_t kMagic = 0x6b6f6c6f61726569;
+  // "kolo" "arei" was mailboxes with small data on the posting line (a
+  // build with another layout must not share a segment with this one).
+  // "kolo" "arej": and members that say whether they read their peers.
+  static constexpr uint64_t kMagic = 0x6b6f6c6f6172656a;
   alignas(64) std::atomic<uint32_t> arrived;               // at the current barrier
   std::atomic<uint32_t> sleepers;                          // ranks asleep on `generation`
   alignas(64) std::atomic<uint32_t> generation;            // barriers completed; the futex word
@@ -41,6 +44,9 @@ struct ShmArena::Member {
   std::atomic<uint64_t> arrivals;            // barriers it has entered, for a timeout's message
   int32_t pid;
   std::atomic<uint32_t> posts;  // the low bits of its last exchange: the futex word its readers sleep on
+  uint64_t probe_address;       // where a word of its process lies, for its peers to read
+  uint64_t probe_word;          // what they should find there
+  uint32_t reads_its_peers;     // whether it could read every peer's word (1) or not (0)
 };
 
 // One rank's mailbox of one parity: this on a line of its own, then its
@@ -175,6 +181,9 @@ Status ShmArena::create(Store* store, int rank, int size, const ShmArenaOptions&
       m->arrivals.store(0);
       m->pid = 0;
       m->posts.store(0);
+      m->probe_address = 0;
+      m->probe_word = 0;
+      m->reads_its_peers = 0;
       for (uint64_t parity : {0, 1}) {
         Mailbox* box = new (a->mailbox(r, parity)) Mailbox();
         box->round.store(0);  // no exchange is numbered 0
@@ -189,6 +198,10 @@ Status ShmArena::create(Store* store, int rank, int size, const ShmArenaOptions&
     return transport_error(name + " is not the shared-memory arena of this communicator");
   }
   a->member(rank).pid = static_cast<int32_t>(::getpid());
+  std::random_device random;
+  a->probe_word_ = (uint64_t{random()} << 32) | random() | 1;
+  a->member(rank).probe_address = reinterpret_cast<uintptr_t>(&a->probe_word_);
+  a->member(rank).probe_word = a->probe_word_;
   // The last rank to map it removes the name: from then on the segment
   // lives exactly as long as the ranks that map it.
   if (h->attached.fetch_add(1) + 1 == static_cast<uint32_t>(size)) ::shm_unlink(name.c_str());
@@ -199,6 +212,12 @@ Status ShmArena::create(Store* store, int rank, int size, const ShmArenaOptions&
     const int pid = a->member(r).pid;
     if (pid != ::getpid()) a->processes_[r] = ProcessWatch(pid);
   }
+  // Whether every rank reads every peer: each says what it found, and all
+  // read all verdicts after a second barrier, so all agree.
+  a->member(rank).reads_its_peers = a->can_read_every_peer() ? 1 : 0;
+  KOLO_RETURN_IF_ERROR(a->barrier(deadline).with_context("while the shared-memory arena's ranks tried each other's memory"));
+  a->reads_peers_ = true;
+  for (int r = 0; r < size; ++r) a->reads_peers_ = a->reads_peers_ && a->member(r).reads_its_peers == 1;
   *out = std::move(a);
   return Status::ok();
 }
@@ -233,6 +252,35 @@ Status ShmArena::check_peers() {
                        " (shared memory) closed its end: its communicator closed or failed");
     }
     if (processes_[r].ended()) return peer_lost("rank " + std::to_string(r) + " (shared memory): its process has ended");
+  }
+  return Status::ok();
+}
+
+bool ShmArena::can_read_every_peer() const {
+  for (int q = 0; q < size_; ++q) {
+    uint64_t found = 0;
+    iovec local{&found, sizeof found};
+    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(member(q).probe_address)), sizeof found};
+    if (::process_vm_readv(member(q).pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof found)) return false;
+    if (found != member(q).probe_word) return false;  // another process of that number: another pid namespace
+  }
+  return true;
+}
+
+Status ShmArena::read_peer(int q, const iovec* local, size_t local_count, const iovec* remote, size_t remote_count) {
+  if (!reads_peers_) return unsupported("this arena's ranks cannot read each other's memory");
+  if (local_count > IOV_MAX || remote_count > IOV_MAX) {
+    return invalid_argument("read_peer: more than IOV_MAX (" + std::to_string(IOV_MAX) + ") pieces");
+  }
+  size_t wanted = 0;
+  for (size_t i = 0; i < local_count; ++i) wanted += local[i].iov_len;
+  // It moves everything unless a page of either side cannot be reached.
+  const ssize_t got = ::process_vm_readv(member(q).pid, local, local_count, remote, remote_count, 0);
+  if (got < 0 && errno == ESRCH) return peer_lost("rank " + std::to_string(q) + " (shared memory): its process has ended");
+  if (got < 0) return errno_error(Code::kTransport, "reading rank " + std::to_string(q) + "'s memory", errno);
+  if (static_cast<size_t>(got) != wanted) {
+    return transport_error("reading rank " + std::to_string(q) + "'s memory: " + std::to_string(got) + " of " +
+                           std::to_string(wanted) + " bytes");
   }
   return Status::ok();
 }

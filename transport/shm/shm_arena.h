@@ -8,6 +8,9 @@
 // ranks outnumber cores), then sleep on as a futex, waking every 100 ms to
 // see whether a rank has closed its end or its process has ended.
 //
+// Where every rank can read every peer's memory (the kernel's cross-memory
+// attach), read_peer() copies from it: found out when the arena is made.
+//
 // exchange() has no shared counter: each rank's mailbox starts with the
 // number of the exchange it was last posted for, and each rank waits on
 // its peers' numbers, spinning, then sleeping on the poster's own futex
@@ -51,6 +54,8 @@ class ShmArena final : public SharedArena {
   const unsigned char* inbox(int q, size_t bytes) const override;
   uint64_t fingerprint_of(int q) const override;
   void abort() override;
+  bool reads_peers() const override { return reads_peers_; }
+  Status read_peer(int q, const iovec* local, size_t local_count, const iovec* remote, size_t remote_count) override;
 
   // What a segment of `size` ranks with slots of `slot_bytes` takes.
   static size_t segment_bytes(int size, size_t slot_bytes);
@@ -67,6 +72,12 @@ class ShmArena final : public SharedArena {
   Status wait_for_post(int q, const Mailbox* box, uint64_t round, Deadline deadline, const Stalled& stalled);
   // A rank that closed its end or whose process ended: PEER_LOST naming it.
   Status check_peers();
+  // Whether this process can read every peer's memory (process_vm_readv:
+  // Linux's cross-memory attach, which ptrace's rules allow between one
+  // user's processes unless a container's seccomp or Yama forbids it, and
+  // which cannot reach a peer in another pid namespace): each peer posted
+  // where a random word of its own lies, and this rank reads it.
+  bool can_read_every_peer() const;
 
   int rank_;
   int size_;
@@ -79,6 +90,8 @@ class ShmArena final : public SharedArena {
   std::atomic<bool> aborted_{false};
   Status failed_;
   uint64_t exchanged_parity_ = 0;  // the mailboxes of the last exchange
+  uint64_t probe_word_ = 0;        // what peers read to learn whether they can (can_read_every_peer)
+  bool reads_peers_ = false;
 };
 
 }  // namespace kolo

@@ -6,11 +6,19 @@
 // abort ends a waiting barrier at once and the others see the rank closed;
 // a rank that never arrives is a TIMEOUT naming it. The one-shot
 // exchange likewise: every rank's bytes of every round, a fingerprint that
-// differs named, a late poster waited for, and the same ends.
+// differs named, a late poster waited for, and the same ends. Reading a
+// peer's memory: every rank may where the kernel lets each, and none may
+// where one rank cannot.
 #include "transport/shm/shm_arena.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#include <cstddef>
 
 #include <chrono>
 #include <cstring>
@@ -31,11 +39,13 @@ struct Arenas {
   MemoryStore store;
   std::vector<std::unique_ptr<ShmArena>> a;
 
-  Arenas(int n, uint64_t job_id) : a(n) {
+  // before(r): what rank r's thread does first.
+  Arenas(int n, uint64_t job_id, const std::function<void(int)>& before = nullptr) : a(n) {
     ShmArenaOptions o;
     o.job_id = job_id;
     o.slot_bytes = 4096;
     run([&](int r) {
+      if (before) before(r);
       Status s = ShmArena::create(&store, r, n, o, Deadline::after_seconds(10), &a[r]);
       EXPECT_TRUE(s.is_ok()) << "rank " << r << ": " << s.to_string();
     });
@@ -266,6 +276,63 @@ TEST(ShmArena, AnExchangeEndsOnAbortOrALostRankAndTimesOutNamingWhoIsMissing) {
       EXPECT_NE(s[r].message().find("waiting for rank 2"), std::string::npos) << s[r].message();
     }
   }
+}
+
+TEST(ShmArena, EveryRankReadsItsPeersMemoryWhereTheKernelLetsIt) {
+  // Ranks as threads of one process: each may read the others' memory (the
+  // same process; between processes, ptrace's rules for one user, which
+  // the collectives' tests run over), and read_peer gathers what it reads
+  // from several pieces into several.
+  const int n = 3;
+  Arenas arenas(n, 0xad);
+  std::vector<std::vector<uint32_t>> data(n, std::vector<uint32_t>(5000));
+  for (int q = 0; q < n; ++q) {
+    for (size_t i = 0; i < data[q].size(); ++i) data[q][i] = static_cast<uint32_t>(q * 100000 + i);
+  }
+  arenas.run([&](int r) {
+    ShmArena& a = *arenas.a[r];
+    ASSERT_TRUE(a.reads_peers()) << "this machine's kernel lets a process read its own memory";
+    const int q = (r + 1) % n;
+    std::vector<uint32_t> got(3000, 0), more(1000, 0);
+    // Elements 100..2100 and 3000..5000 of rank q's data, into `got` and then `more`.
+    const iovec remote[] = {{&data[q][100], 2000 * 4}, {&data[q][3000], 2000 * 4}};
+    const iovec local[] = {{got.data(), got.size() * 4}, {more.data(), more.size() * 4}};
+    ASSERT_TRUE(a.read_peer(q, local, 2, remote, 2).is_ok());
+    for (size_t i = 0; i < 2000; ++i) ASSERT_EQ(got[i], q * 100000 + 100 + i) << i;
+    for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(got[2000 + i], q * 100000 + 3000 + i) << i;
+    for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(more[i], q * 100000 + 4000 + i) << i;
+    // Memory that is not there: an error naming the rank, not a crash.
+    const iovec nowhere{reinterpret_cast<void*>(uintptr_t{16}), 8};
+    const iovec into{got.data(), 8};
+    Status s = a.read_peer(q, &into, 1, &nowhere, 1);
+    EXPECT_EQ(s.code(), Code::kTransport) << s.to_string();
+    EXPECT_NE(s.message().find("rank " + std::to_string(q)), std::string::npos) << s.message();
+  });
+}
+
+TEST(ShmArena, WhereOneRankCannotReadItsPeersNoRankReads) {
+  // Rank 1's thread is refused process_vm_readv (seccomp, as a container's
+  // profile may refuse it): its probe fails, so every rank goes without,
+  // and read_peer says why.
+  Arenas arenas(3, 0xae, [](int r) {
+    if (r != 1) return;
+    sock_filter refuse[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog program{sizeof(refuse) / sizeof(refuse[0]), refuse};
+    ASSERT_EQ(::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+    ASSERT_EQ(::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program), 0);  // this thread only
+  });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_NE(arenas.a[r], nullptr);
+    EXPECT_FALSE(arenas.a[r]->reads_peers()) << "rank " << r;
+  }
+  uint64_t word = 0;
+  const iovec v{&word, sizeof word};
+  EXPECT_EQ(arenas.a[0]->read_peer(2, &v, 1, &v, 1).code(), Code::kUnsupported);
 }
 
 TEST(ShmArena, EveryRankGoesWithoutItWhenRankZeroCouldNotMakeIt) {
