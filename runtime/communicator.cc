@@ -141,6 +141,27 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
                   });
 }
 
+Status Communicator::allreduce_many(std::vector<Span> spans, DataType dtype, ReduceOp op, Launch launch) {
+  if (spans.empty()) return invalid_argument("no buffers to reduce");
+  std::vector<NamedBuffer> buffers;
+  size_t total = 0;
+  for (const Span& s : spans) {
+    KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, s.send, s.recv, s.count));
+    const size_t bytes = s.count * dtype_size(dtype);
+    if (s.send != s.recv && ranges_overlap(s.send, bytes, s.recv, bytes)) {
+      return invalid_argument("buffer " + std::to_string(buffers.size() / 2) +
+                              ": its sendbuf and recvbuf overlap without being equal");
+    }
+    buffers.push_back({s.send, bytes, "sendbufs"});
+    buffers.push_back({s.recv, bytes, "recvbufs"});
+    total += s.count;
+  }
+  return dispatch(CallRecord("allreduce", dtype, total, op), buffers, std::move(launch),
+                  [this, spans = std::move(spans), dtype, op](const ScheduleContext& ctx) {
+                    return kolo::allreduce(ctx, topology(), thresholds(), AllreduceArgs{spans, dtype, op});
+                  });
+}
+
 Status Communicator::allgather(const void* send, void* recv, size_t send_count, DataType dtype, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_buffer(send, send_count, "sendbuf"));

@@ -154,6 +154,10 @@ class Communicator {
   // between calls (compressed_ring.h); unused without a format.
   Status allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                    std::optional<WireFormat> wire, float* residuals, Launch launch = {});
+  // One allreduce over several buffers at once, as over their
+  // concatenation, each reduced where it lies (allreduce_spans below),
+  // launched as the others are: blocking, asynchronous or on a stream.
+  Status allreduce_many(std::vector<Span> spans, DataType dtype, ReduceOp op, Launch launch = {});
   Status allgather(const void* send, void* recv, size_t send_count, DataType dtype, Launch launch = {});
   Status broadcast(void* buf, size_t count, DataType dtype, int root, Launch launch = {});
   Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op, Launch launch = {});

@@ -108,6 +108,29 @@ int main(void) {
     for (i = 0; i < 5; ++i) EXPECT(out[i] == in[i]);
   }
 
+  /* Several buffers in one allreduce (in a world of one, each its own
+   * sum), blocking and asynchronous, and what it refuses. */
+  {
+    float a[3] = {1, 2, 3}, b[2] = {4, 5}, ra[3] = {0}, rb[2] = {0};
+    const void* sends[2] = {a, b};
+    void* recvs[2] = {ra, rb};
+    size_t counts[2] = {3, 2};
+    kolo_handle_t h = NULL;
+    EXPECT(kolo_allreduce_many(comm, sends, recvs, counts, 2, KOLO_FLOAT32, KOLO_SUM) == KOLO_SUCCESS);
+    for (i = 0; i < 3; ++i) EXPECT(ra[i] == a[i]);
+    for (i = 0; i < 2; ++i) EXPECT(rb[i] == b[i]);
+    ra[0] = rb[1] = -1;
+    EXPECT(kolo_allreduce_many_async(comm, sends, recvs, counts, 2, KOLO_FLOAT32, KOLO_MAX, &h) == KOLO_SUCCESS);
+    EXPECT(kolo_handle_wait(h, 10) == KOLO_SUCCESS && kolo_handle_release(h) == KOLO_SUCCESS);
+    EXPECT(ra[0] == 1 && rb[1] == 5);
+    EXPECT(kolo_allreduce_many(comm, NULL, recvs, counts, 2, KOLO_FLOAT32, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(kolo_last_error(), "sendbufs") != NULL);
+    EXPECT(kolo_allreduce_many(comm, sends, recvs, counts, 0, KOLO_FLOAT32, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
+    recvs[1] = b + 1; /* overlaps its sendbuf */
+    EXPECT(kolo_allreduce_many(comm, sends, recvs, counts, 2, KOLO_FLOAT32, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(kolo_last_error(), "buffer 1") != NULL);
+  }
+
   /* Bad arguments: an error code and a message, never a crash. */
   EXPECT(kolo_allreduce(NULL, in, out, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_ERR_INVALID_ARGUMENT);
   EXPECT(strstr(kolo_last_error(), "comm") != NULL);

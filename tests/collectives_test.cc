@@ -7,6 +7,7 @@
 // agree bitwise.
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "collectives/arena_writes.h"
+#include "runtime/op_handle.h"
 #include "tests/reference.h"
 #include "tests/thread_world.h"
 
@@ -280,6 +282,46 @@ TEST_P(Collectives, SharedMemoryArenaForEveryCollective) {
   }
 }
 
+// Past a mailbox, where ranks may read each other's memory (threads of one
+// process may), the arena's allreduce copies each peer's bytes once,
+// straight out of its memory, or goes through the slots: rank 0's calls
+// of each size try both, alternating, before they choose
+// (single_copy_allreduce.h), so six calls of each case take both ways.
+// Cases: uneven shares (a prime count), more than one piece of a slot per
+// share, dtypes whose reduction and finalize differ; and a fusion of more
+// spans than go by address, which takes the slots on every rank.
+TEST_P(Collectives, SharedMemorySingleCopyOrThroughTheSlots) {
+  Config c = test_config(4096);
+  c.algorithm = "shared_memory";
+  ThreadWorld w = make_world(GetParam(), c);
+  if (w.size() < 2 || std::string(w.comm(0).transport_name()) != "shm") GTEST_SKIP() << "the arena needs shared memory";
+  const std::pair<DataType, ReduceOp> cases[] = {{DataType::kFloat32, ReduceOp::kSum},
+                                                 {DataType::kFloat64, ReduceOp::kAvg},
+                                                 {DataType::kInt32, ReduceOp::kMax},
+                                                 {DataType::kBfloat16, ReduceOp::kSum}};
+  for (const auto& [d, op] : cases) {
+    for (size_t count : {size_t{70001}, size_t{400003}}) {
+      for (int call = 0; call < 6; ++call) check_allreduce(w, d, op, count, call % 2 == 1);
+    }
+  }
+  const int n = w.size();
+  const size_t spans = 600, each = 100;
+  for (int call = 0; call < 2; ++call) {
+    w.run([&](int r) {
+      std::vector<int32_t> in(spans * each), out(spans * each, -7);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>((r * 13 + i) % 97);
+      std::vector<Span> list;
+      for (size_t t = 0; t < spans; ++t) list.push_back({&in[t * each], &out[t * each], each});
+      ASSERT_TRUE(w.comm(r).allreduce_spans(list, DataType::kInt32, ReduceOp::kSum).is_ok());
+      for (size_t i = 0; i < out.size(); ++i) {
+        int64_t want = 0;
+        for (int q = 0; q < n; ++q) want += static_cast<int32_t>((q * 13 + i) % 97);
+        ASSERT_EQ(out[i], want) << "600 spans, rank " << r << " element " << i;
+      }
+    });
+  }
+}
+
 TEST_P(Collectives, HierarchicalThroughEachHostsArena) {
   // KOLO_ALGORITHM=hierarchical on emulated hosts (the _over_hosts run:
   // KOLO_TEST_HOSTS=2): the phases within a host go through the host's
@@ -371,7 +413,9 @@ TEST_P(Collectives, BarrierAndRandomFloatsAgreeBitwise) {
 // chunks, 512 KiB) and whose reduction reads a rank's own share from them
 // where the rank writes into its slot through the cache. A rank's first
 // calls of a size write through the cache, then around it, in turn
-// (collectives/arena_writes.h): five calls take kAvg both ways.
+// (collectives/arena_writes.h), and where ranks read each other's memory
+// the calls go by a single copy and through the slots in turn
+// (single_copy_allreduce.h): five calls take kAvg both ways.
 TEST_P(Collectives, AllreduceOverSpansEqualsEachSpanReduced) {
   const int n = std::get<0>(GetParam());
   const std::vector<size_t> counts = {0, 1, 700, 3, 0, 5000, 257, 1, 12000, 64, 140001, 2, 0, 1030};
@@ -407,6 +451,39 @@ TEST_P(Collectives, AllreduceOverSpansEqualsEachSpanReduced) {
         }
       });
     }
+  }
+}
+
+// Several buffers in one allreduce where they lie (Communicator::
+// allreduce_many, kolo_allreduce_many), blocking and asynchronous: each
+// buffer's result is its own allreduce's, whatever the others' sizes.
+TEST_P(Collectives, AllreduceManyEqualsEachBufferReduced) {
+  ThreadWorld w = make_world(GetParam(), test_config(4096));
+  const int n = w.size();
+  const std::vector<size_t> counts = {1, 0, 5000, 3, 70001};
+  for (bool asynchronous : {false, true}) {
+    w.run([&](int r) {
+      std::vector<Bytes> in, out;
+      std::vector<Span> spans;
+      for (size_t count : counts) {
+        in.push_back(ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, count));
+        out.emplace_back(in.back().size(), 0xAB);
+      }
+      for (size_t i = 0; i < counts.size(); ++i) {
+        const bool in_place = i % 2 == 1;
+        spans.push_back({in[i].data(), in_place ? in[i].data() : out[i].data(), counts[i]});
+      }
+      Launch launch;
+      auto done = std::make_shared<OpHandle>();
+      if (asynchronous) launch.done.push_back(done);
+      ASSERT_TRUE(w.comm(r).allreduce_many(spans, DataType::kFloat32, ReduceOp::kSum, std::move(launch)).is_ok());
+      if (asynchronous) ASSERT_TRUE(done->wait(Deadline::after_seconds(30)).is_ok());
+      for (size_t i = 0; i < counts.size(); ++i) {
+        const Bytes& got = i % 2 == 1 ? in[i] : out[i];
+        EXPECT_EQ(first_difference(got, ref::expected_buffer(DataType::kFloat32, ReduceOp::kSum, n, counts[i]), 4), -1)
+            << "buffer " << i << " rank " << r << (asynchronous ? " (async)" : "");
+      }
+    });
   }
 }
 

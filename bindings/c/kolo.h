@@ -341,6 +341,18 @@ kolo_result_t kolo_comm_get_timeout(kolo_comm_t comm, double* seconds);
 kolo_result_t kolo_allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo_dtype_t dtype,
                              kolo_op_t op);
 
+/* One allreduce over n buffers of one dtype at once, as over their
+ * concatenation, each reduced where it lies, with no copy into one buffer
+ * (what Horovod's fusion and Gloo's allreduce of several inputs do):
+ * recvbufs[i][j] = op over all ranks of sendbufs[i][j], for j < counts[i]
+ * and i < n. Every rank passes the same counts (a different total is
+ * KOLO_ERR_MISMATCH); sendbufs[i] == recvbufs[i] is in place, other
+ * overlaps are rejected naming the buffer. The arrays are read before the
+ * call returns (the _async form keeps no pointer into them, only into the
+ * buffers). NULL arrays or n == 0: KOLO_ERR_INVALID_ARGUMENT. */
+kolo_result_t kolo_allreduce_many(kolo_comm_t comm, const void* const* sendbufs, void* const* recvbufs,
+                                  const size_t* counts, size_t n, kolo_dtype_t dtype, kolo_op_t op);
+
 /* kolo_allreduce with `wire` on the wire for this call. A format other than
  * KOLO_WIRE_NATIVE with another dtype or op, or on device buffers, is
  * KOLO_ERR_INVALID_ARGUMENT or KOLO_ERR_UNSUPPORTED saying so. Every rank
@@ -812,6 +824,9 @@ kolo_result_t kolo_group_end(void);
  * ------------------------------------------------------------------------ */
 kolo_result_t kolo_allreduce_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                    kolo_dtype_t dtype, kolo_op_t op, kolo_handle_t* handle);
+kolo_result_t kolo_allreduce_many_async(kolo_comm_t comm, const void* const* sendbufs, void* const* recvbufs,
+                                        const size_t* counts, size_t n, kolo_dtype_t dtype, kolo_op_t op,
+                                        kolo_handle_t* handle);
 kolo_result_t kolo_allreduce_wire_async(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                         kolo_dtype_t dtype, kolo_op_t op, kolo_wire_format_t wire,
                                         float* residuals, kolo_handle_t* handle);

@@ -46,6 +46,18 @@ Status allreduce_wire(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size
   return comm->impl()->allreduce(sendbuf, recvbuf, count, dtype, op, format, residuals, std::move(launch));
 }
 
+Status allreduce_many(kolo_comm_t comm, const void* const* sendbufs, void* const* recvbufs, const size_t* counts,
+                      size_t n, kolo::DataType dtype, kolo::ReduceOp op, Launch launch) {
+  if (!sendbufs || !recvbufs || !counts) {
+    return kolo::invalid_argument(std::string(!sendbufs ? "sendbufs" : !recvbufs ? "recvbufs" : "counts") +
+                                  " is NULL");
+  }
+  std::vector<kolo::Span> spans;  // copied: an asynchronous call keeps no pointer into the caller's arrays
+  spans.reserve(n);
+  for (size_t i = 0; i < n; ++i) spans.push_back({sendbufs[i], recvbufs[i], counts[i]});
+  return comm->impl()->allreduce_many(std::move(spans), dtype, op, std::move(launch));
+}
+
 Status allgather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo::DataType dtype, Launch launch) {
   return comm->impl()->allgather(sendbuf, recvbuf, sendcount, dtype, std::move(launch));
 }
@@ -146,6 +158,11 @@ KOLO_BLOCKING_AND_ASYNC(allreduce_wire,
                          kolo_op_t op, kolo_wire_format_t wire, float* residuals),
                         (comm, sendbuf, recvbuf, count, kolo_c::dtype_of(dtype), kolo_c::op_of(op),
                          kolo_c::raw_enum(wire), residuals, std::move(launch)))
+KOLO_BLOCKING_AND_ASYNC(allreduce_many,
+                        (kolo_comm_t comm, const void* const* sendbufs, void* const* recvbufs, const size_t* counts,
+                         size_t n, kolo_dtype_t dtype, kolo_op_t op),
+                        (comm, sendbufs, recvbufs, counts, n, kolo_c::dtype_of(dtype), kolo_c::op_of(op),
+                         std::move(launch)))
 KOLO_BLOCKING_AND_ASYNC(allgather,
                         (kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo_dtype_t dtype),
                         (comm, sendbuf, recvbuf, sendcount, kolo_c::dtype_of(dtype), std::move(launch)))
