@@ -13,11 +13,12 @@ Horovod's rules:
     @jax.jit
     def step(params, x, y):
         grads = jax.grad(loss)(params, x, y)
-        grads = hvd.average_gradients(grads)                 # one allreduce per dtype
+        grads = hvd.average_gradients(grads)                 # one allreduce per dtype, in place
         return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
 
 allreduce (Average, Sum, Min, Max, Product; prescale_factor and
-postscale_factor), allgather (along the first dimension, which every rank
+postscale_factor), grouped_allreduce (a list of arrays in one collective
+per dtype, each reduced where it lies), allgather (along the first dimension, which every rank
 gives the same size), broadcast, reducescatter (the first dimension
 split among the ranks), alltoall (its first dimension in equal blocks, one
 per rank), barrier; process_set= on each; broadcast_variables and
@@ -115,15 +116,37 @@ def _differentiable(primal, adjoint, params):
 
 
 # ---- allreduce ----------------------------------------------------------------------
-def _allreduce_adjoint(code, set_id, cotangent):
+def _has_gradient(code, what):
+    """Only a Sum or an Average has a gradient (Horovod's rule)."""
     if code not in (OP_CODES[Sum], OP_CODES[Average]):
-        raise NotImplementedError("kolo.jax: an allreduce by Min, Max or Product has no gradient (Horovod's "
-                                  "rule); use Sum or Average")
-    return _allreduce(cotangent, code, set_id)
+        raise NotImplementedError("kolo.jax: %s by Min, Max or Product has no gradient (Horovod's rule); use Sum or "
+                                  "Average" % what)
 
 
-_allreduce = _differentiable(lambda x, code, set_id: _p.allreduce_p.bind(x, process_set=set_id, op=code),
-                             _allreduce_adjoint, 2)
+def _in_place(x):
+    """Whether kolo may work on x where it lies, its output aliased to it:
+    an intermediate of the function being compiled is XLA's own to reuse,
+    while an argument of it (or an eager array) is the caller's, which XLA
+    would first copy for kolo to overwrite: kolo writes its result into a
+    new buffer instead. (A tracer of a transformation that is not jit's
+    has no arguments to tell apart: in place.)"""
+    if not isinstance(x, jax.core.Tracer):
+        return False
+    arguments = getattr(getattr(getattr(x, "_trace", None), "frame", None), "invars", None)
+    if arguments is None:
+        return True
+    var = getattr(x, "val", None)
+    return not any(a is var for a in arguments)
+
+
+def _allreduce_adjoint(code, set_id, in_place, cotangent):
+    _has_gradient(code, "an allreduce")
+    return _allreduce(cotangent, code, set_id, True)
+
+
+_allreduce = _differentiable(
+    lambda x, code, set_id, in_place: _p.allreduce_p.bind(x, process_set=set_id, op=code, in_place=in_place),
+    _allreduce_adjoint, 3)
 
 
 def allreduce(x, op=None, average=None, process_set=global_process_set, prescale_factor=1.0,
@@ -139,17 +162,52 @@ def allreduce(x, op=None, average=None, process_set=global_process_set, prescale
     carried, code, back = _carried(x, op, "allreduce", scaled)
     if prescale_factor != 1.0:
         carried = carried * jnp.asarray(prescale_factor, carried.dtype)
-    result = _allreduce(carried, code, set_id)
+    result = _allreduce(carried, code, set_id, _in_place(carried))
     if postscale_factor != 1.0:
         result = result * jnp.asarray(postscale_factor, result.dtype)
     return back(result)
 
 
+def _allreduce_many_adjoint(code, set_id, in_place, cotangents):
+    _has_gradient(code, "a grouped allreduce")
+    return _allreduce_many(tuple(cotangents), code, set_id, (True,) * len(cotangents))
+
+
+_allreduce_many = _differentiable(
+    lambda xs, code, set_id, in_place: tuple(_p.allreduce_many_p.bind(*xs, process_set=set_id, op=code,
+                                                                        in_place=in_place)),
+    _allreduce_many_adjoint, 3)
+
+
+def grouped_allreduce(tensors, op=None, average=None, process_set=global_process_set, prescale_factor=1.0,
+                      postscale_factor=1.0, name=None):
+    """allreduce of each array of the list, in one collective per dtype:
+    kolo reduces them where they lie, with no copy into one buffer
+    (kolo_allreduce_many), as Horovod's grouped_allreduce fuses them."""
+    del name
+    op = _policy.resolve_op(op, average)
+    set_id, _ = _set(process_set)
+    scaled = prescale_factor != 1.0 or postscale_factor != 1.0
+    plans = [_carried(jnp.asarray(t), op, "allreduce", scaled) for t in tensors]
+    results = [None] * len(plans)
+    by_carriage = {}
+    for i, (carried, code, _) in enumerate(plans):
+        by_carriage.setdefault((carried.dtype, code), []).append(i)
+    for (_, code), positions in by_carriage.items():
+        carried = [plans[i][0] for i in positions]
+        if prescale_factor != 1.0:
+            carried = [c * jnp.asarray(prescale_factor, c.dtype) for c in carried]
+        in_place = tuple(_in_place(c) for c in carried)
+        for i, r in zip(positions, _allreduce_many(tuple(carried), code, set_id, in_place)):
+            if postscale_factor != 1.0:
+                r = r * jnp.asarray(postscale_factor, r.dtype)
+            results[i] = plans[i][2](r)
+    return results
+
+
 # ---- allgather and reducescatter ----------------------------------------------------
 def _reducescatter_adjoint(code, set_id, n, cotangent):
-    if code not in (OP_CODES[Sum], OP_CODES[Average]):
-        raise NotImplementedError("kolo.jax: a reducescatter by Min, Max or Product has no gradient; use Sum or "
-                                  "Average")
+    _has_gradient(code, "a reducescatter")
     gathered = _allgather(cotangent, set_id, n)
     return gathered / n if code == OP_CODES[Average] else gathered
 
@@ -188,13 +246,15 @@ def reducescatter(x, op=Average, process_set=global_process_set, name=None):
 
 
 # ---- broadcast and alltoall ----------------------------------------------------------
-def _broadcast_adjoint(root, set_id, is_root, cotangent):
-    summed = _allreduce(cotangent, OP_CODES[Sum], set_id)
+def _broadcast_adjoint(root, set_id, is_root, in_place, cotangent):
+    summed = _allreduce(cotangent, OP_CODES[Sum], set_id, True)
     return summed if is_root else jnp.zeros_like(summed)
 
 
-_broadcast = _differentiable(lambda x, root, set_id, is_root: _p.broadcast_p.bind(x, process_set=set_id, root=root),
-                             _broadcast_adjoint, 3)
+_broadcast = _differentiable(
+    lambda x, root, set_id, is_root, in_place: _p.broadcast_p.bind(x, process_set=set_id, root=root,
+                                                                   in_place=in_place),
+    _broadcast_adjoint, 4)
 _alltoall = _differentiable(lambda x, set_id, block: _p.alltoall_p.bind(x, process_set=set_id, block=block),
                             lambda set_id, block, cotangent: _alltoall(cotangent, set_id, block), 2)
 
@@ -207,7 +267,7 @@ def broadcast(x, root_rank, process_set=global_process_set, name=None):
         raise ValueError("kolo.jax.broadcast: root_rank %d is not a rank of the process set (%s)"
                          % (root_rank, group.ranks))
     moved, back = _moved(_checked(x, "broadcast"))
-    return back(_broadcast(moved, group.ranks.index(root_rank), set_id, rank() == root_rank))
+    return back(_broadcast(moved, group.ranks.index(root_rank), set_id, rank() == root_rank, _in_place(moved)))
 
 
 def alltoall(x, process_set=global_process_set, name=None):
@@ -240,22 +300,10 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set):
 
 def average_gradients(grads, op=Average, process_set=global_process_set):
     """A pytree of gradients reduced over the set (averaged by default):
-    the leaves of each dtype flattened into one buffer, one allreduce per
-    dtype, and split back."""
+    one collective per dtype over the leaves where they lie
+    (grouped_allreduce), each reduced in place."""
     leaves, tree = jax.tree.flatten(grads)
-    arrays = [jnp.asarray(leaf) for leaf in leaves]
-    reduced = list(arrays)
-    by_dtype = {}
-    for i, a in enumerate(arrays):
-        by_dtype.setdefault(a.dtype, []).append(i)
-    for positions in by_dtype.values():
-        flat = jnp.concatenate([arrays[i].ravel() for i in positions])
-        out = allreduce(flat, op=op, process_set=process_set)
-        offset = 0
-        for i in positions:
-            reduced[i] = out[offset:offset + arrays[i].size].reshape(arrays[i].shape)
-            offset += arrays[i].size
-    return jax.tree.unflatten(tree, reduced)
+    return jax.tree.unflatten(tree, grouped_allreduce(leaves, op=op, process_set=process_set))
 
 
 class DistributedOptimizer:

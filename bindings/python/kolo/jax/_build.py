@@ -22,7 +22,7 @@ from kolo._native_build import build_once, compiler, kolo_h_dir, library_path
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCE = os.path.join(_HERE, "_ffi.cc")
 _MODULE, _WHAT = "kolo.jax", "kolo's XLA handlers"
-TARGETS = ("allreduce", "allgather", "broadcast", "reducescatter", "alltoall", "barrier")
+TARGETS = ("allreduce", "allreduce_many", "allgather", "broadcast", "reducescatter", "alltoall", "barrier")
 
 
 def _command(output):

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "kolo.h"
 #include "xla/ffi/api/ffi.h"
@@ -30,6 +31,7 @@ namespace {
 
 struct Api {
   decltype(&kolo_allreduce) allreduce = nullptr;
+  decltype(&kolo_allreduce_many) allreduce_many = nullptr;
   decltype(&kolo_allgather) allgather = nullptr;
   decltype(&kolo_broadcast) broadcast = nullptr;
   decltype(&kolo_reduce_scatter) reduce_scatter = nullptr;
@@ -111,6 +113,37 @@ ffi::Error Allreduce(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y
                 "allreduce");
 }
 
+// Several arrays of one dtype in one allreduce, each where it lies (each
+// output aliased to its input by the lowering); the ordering token is the
+// last argument and the last result.
+ffi::Error AllreduceMany(ffi::RemainingArgs xs, ffi::RemainingRets ys, int32_t process_set, int32_t op) {
+  kolo_comm_t comm;
+  KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
+  const size_t n = xs.size() - 1;
+  std::vector<const void*> sends(n);
+  std::vector<void*> recvs(n);
+  std::vector<size_t> counts(n);
+  kolo_dtype_t dtype = KOLO_FLOAT32;
+  for (size_t i = 0; i < n; ++i) {
+    auto x = xs.get<ffi::AnyBuffer>(i);
+    auto y = ys.get<ffi::AnyBuffer>(i);
+    if (x.has_error()) return x.error();
+    if (y.has_error()) return y.error();
+    kolo_dtype_t d;
+    KOLO_JAX_RETURN_IF_ERROR(checked_dtype(*x, &d));
+    if (i > 0 && d != dtype) {
+      return ffi::Error(ffi::ErrorCode::kInvalidArgument, "kolo: arrays of one allreduce must share a dtype");
+    }
+    dtype = d;
+    sends[i] = x->untyped_data();
+    recvs[i] = (*y)->untyped_data();
+    counts[i] = x->element_count();
+  }
+  return result(api.allreduce_many(comm, sends.data(), recvs.data(), counts.data(), n, dtype,
+                                   static_cast<kolo_op_t>(op)),
+                "allreduce");
+}
+
 ffi::Error Allgather(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::Token>,
                      int32_t process_set) {
   kolo_comm_t comm;
@@ -172,6 +205,9 @@ auto one_array() {
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_allreduce, Allreduce, one_array().Attr<int32_t>("op"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_allreduce_many, AllreduceMany,
+                              ffi::Ffi::Bind().RemainingArgs().RemainingRets().Attr<int32_t>("process_set").Attr<int32_t>(
+                                  "op"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_allgather, Allgather, one_array());
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_broadcast, Broadcast, one_array().Attr<int32_t>("root"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_reducescatter, Reducescatter, one_array().Attr<int32_t>("op"));
@@ -197,6 +233,7 @@ int kolo_jax_bind(const char* path, char* error, size_t error_size) {
     return -1;                                                                               \
   }
   KOLO_JAX_FIND(allreduce, kolo_allreduce)
+  KOLO_JAX_FIND(allreduce_many, kolo_allreduce_many)
   KOLO_JAX_FIND(allgather, kolo_allgather)
   KOLO_JAX_FIND(broadcast, kolo_broadcast)
   KOLO_JAX_FIND(reduce_scatter, kolo_reduce_scatter)

@@ -46,13 +46,15 @@ effects.custom_derivatives_allowed_effects.add_type(_KoloEffect)
 _ATTRIBUTE_TYPES = {"process_set": np.int32, "op": np.int32, "root": np.int32, "block": np.int64}
 
 
-def _lowering(target, aliased):
-    """The custom call of kolo_jax_<target>, the ordering token in and out;
-    aliased: the output is the input's buffer (kolo works in place)."""
-    rule = ffi_lowering("kolo_jax_" + target, has_side_effect=True,
-                        operand_output_aliases={0: 0} if aliased else None)
-
-    def lower(ctx, *operands, **params):
+def _lowering(target):
+    """The custom call of kolo_jax_<target>, the ordering token in and out.
+    A primitive's `in_place` parameter (a bool, or one per operand) says
+    which outputs are their input's buffer (kolo works in place there);
+    the handler does not take it."""
+    def lower(ctx, *operands, in_place=False, **params):
+        in_place = in_place if isinstance(in_place, tuple) else (in_place,) * len(operands)
+        rule = ffi_lowering("kolo_jax_" + target, has_side_effect=True,
+                            operand_output_aliases={i: i for i, aliased in enumerate(in_place) if aliased} or None)
         token = ctx.tokens_in.get(EFFECT)
         with_token = ctx.replace(avals_in=(*ctx.avals_in, core.abstract_token),
                                  avals_out=(*ctx.avals_out, core.abstract_token))
@@ -63,18 +65,23 @@ def _lowering(target, aliased):
     return lower
 
 
-def _primitive(target, shape_of=None, aliased=False):
+def _primitive(target, shape_of=None, many=False):
     """A primitive of one array in, one out (shape_of(shape, **params): the
-    output's shape), or, without shape_of, none in and none out."""
+    output's shape), of many in and as many out of their shapes (many), or
+    of none in and none out."""
     p = Primitive("kolo_" + target)
     p.def_impl(functools.partial(dispatch.apply_primitive, p))
-    if shape_of is None:
+    if many:
+        p.multiple_results = True
+        p.def_effectful_abstract_eval(lambda *xs, **params: ([core.ShapedArray(x.shape, x.dtype) for x in xs],
+                                                             {EFFECT}))
+    elif shape_of is None:
         p.multiple_results = True
         p.def_effectful_abstract_eval(lambda **params: ([], {EFFECT}))
     else:
         p.def_effectful_abstract_eval(
             lambda x, **params: (core.ShapedArray(shape_of(x.shape, **params), x.dtype), {EFFECT}))
-    mlir.register_lowering(p, _lowering(target, aliased), platform="cpu")
+    mlir.register_lowering(p, _lowering(target), platform="cpu")
     mlir.register_lowering(p, _not_served)  # every other platform
     return p
 
@@ -89,8 +96,10 @@ def _same(shape, **_):
     return shape
 
 
-allreduce_p = _primitive("allreduce", _same, aliased=True)
-broadcast_p = _primitive("broadcast", _same, aliased=True)
+# params: in_place (see _lowering); allreduce_many's, one per array.
+allreduce_p = _primitive("allreduce", _same)
+allreduce_many_p = _primitive("allreduce_many", many=True)  # arrays of one dtype in one allreduce
+broadcast_p = _primitive("broadcast", _same)
 alltoall_p = _primitive("alltoall", _same)
 # params: size, the set's ranks (the output's first dimension is theirs together, or this rank's part).
 allgather_p = _primitive("allgather", lambda shape, process_set, size: (shape[0] * size,) + tuple(shape[1:]))
@@ -108,5 +117,5 @@ def _without(name, lowering_params):
     return lower
 
 
-mlir.register_lowering(allgather_p, _without("size", _lowering("allgather", False)), platform="cpu")
-mlir.register_lowering(reducescatter_p, _without("size", _lowering("reducescatter", False)), platform="cpu")
+mlir.register_lowering(allgather_p, _without("size", _lowering("allgather")), platform="cpu")
+mlir.register_lowering(reducescatter_p, _without("size", _lowering("reducescatter")), platform="cpu")

@@ -39,6 +39,49 @@ def test_allreduce(jit, op):
 
 
 @pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("op", [hvd.Sum, hvd.Average, hvd.Max])
+def test_grouped_allreduce_is_one_collective_per_dtype(jit, op):
+    """Arrays of several shapes and dtypes (a scalar, bool and int16 as
+    kolo's policy carries them, complex as pairs): each is its own
+    allreduce's result, and a compiled function holds one collective per
+    carriage, not one per array."""
+    rank, n = world()
+    shapes = [(6, 2), (), (5,), (3, 1, 2)]
+    dtypes = [np.float64, np.float64, np.float32, np.int32]
+    if op != hvd.Average:
+        shapes, dtypes = shapes + [(4,), (3,)], dtypes + [np.bool_, np.int16]
+    xs = [jnp.asarray(data(rank, s, d)) for s, d in zip(shapes, dtypes)]
+    f = (lambda xs: hvd.grouped_allreduce(xs, op=op))
+    got = (jax.jit(f) if jit else f)(xs)
+    for x, s, d, g in zip(xs, shapes, dtypes, got):
+        want = REFERENCE[op](np.stack([data(q, s, d) for q in range(n)]))  # bool: nonzero, as an or
+        assert g.shape == x.shape and g.dtype == x.dtype
+        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(want, np.float64).astype(d), rtol=1e-6)
+    # float64 (the scalar too), float32, int32 (int16 widened to it), uint8 (bool)
+    carriages = 3 if op == hvd.Average else 4
+    assert jax.jit(f).lower(xs).as_text().count("kolo_jax_allreduce_many") == carriages
+
+
+def test_in_place_where_xla_owns_the_buffer_and_not_on_a_callers_array():
+    """An intermediate of a compiled function is reduced where it lies (the
+    output aliased to it); an argument is the caller's, which XLA would
+    copy first, so its result goes to a new buffer. Both are right."""
+    rank, n = world()
+    x = jnp.asarray(data(rank))
+    cases = {"argument": (lambda a: hvd.allreduce(a, op=hvd.Sum), False),
+             "intermediate": (lambda a: hvd.allreduce(a * 2, op=hvd.Sum), True),
+             "grouped intermediates": (lambda a: hvd.grouped_allreduce([a * 2, a + 1], op=hvd.Sum)[0], True),
+             "broadcast of an argument": (lambda a: hvd.broadcast(a, 0) * 2, False),
+             "broadcast of an intermediate": (lambda a: hvd.broadcast(a * 2, 0), True)}
+    for what, (f, aliased) in cases.items():
+        assert ("output_operand_aliases" in jax.jit(f).lower(x).as_text()) == aliased, what
+    total = np.sum(everyone(), 0)
+    np.testing.assert_allclose(jax.jit(cases["argument"][0])(x), total, rtol=1e-12)
+    np.testing.assert_allclose(jax.jit(cases["intermediate"][0])(x), 2 * total, rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(x), data(rank))  # the caller's array untouched
+
+
+@pytest.mark.parametrize("jit", [False, True])
 def test_allgather_broadcast_reducescatter_alltoall(jit):
     rank, n = world()
     shape = (2 * n, 3)
@@ -101,8 +144,8 @@ def job_gradient(local_loss, x, eps=1e-6):
     return grad
 
 
-@pytest.mark.parametrize("collective", ["allreduce_sum", "allreduce_average", "allgather", "broadcast",
-                                        "reducescatter_sum", "reducescatter_average", "alltoall"])
+@pytest.mark.parametrize("collective", ["allreduce_sum", "allreduce_average", "grouped_allreduce", "allgather",
+                                        "broadcast", "reducescatter_sum", "reducescatter_average", "alltoall"])
 def test_gradients_match_finite_differences(collective):
     """Each rank's loss weighs its own output (differently on each rank);
     jax.grad of it on this rank must be the derivative of the job's loss
@@ -112,6 +155,8 @@ def test_gradients_match_finite_differences(collective):
     shape = (2 * n, 2)
     apply = {"allreduce_sum": lambda x: hvd.allreduce(x, op=hvd.Sum),
              "allreduce_average": lambda x: hvd.allreduce(x),
+             "grouped_allreduce": lambda x: jnp.concatenate(
+                 [g.ravel() for g in hvd.grouped_allreduce([x, x[:1] * 3], op=hvd.Sum)]),
              "allgather": hvd.allgather,
              "broadcast": lambda x: hvd.broadcast(x, n - 1),
              "reducescatter_sum": lambda x: hvd.reducescatter(x, op=hvd.Sum),
