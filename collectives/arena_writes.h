@@ -52,9 +52,7 @@ class ArenaWrites {
   // their time.
   ArenaWrites(SharedArena& arena, Collective collective, size_t bytes, size_t result_bytes) : bytes_(bytes) {
     if (bytes < arena.slot_bytes() / 2) return;
-    size_t size_class = 0;
-    while (size_class < 63 && (bytes >> (size_class + 1)) != 0) ++size_class;
-    const size_t table = (collective * 64 + size_class) % arena.slot_writes.size();
+    const size_t table = table_of(arena, collective, bytes);
     slots_.ways = &arena.slot_writes[table];
     slots_.trying = slots_.ways->trying();
     slots_.way = slots_.ways->pick();
@@ -65,6 +63,16 @@ class ArenaWrites {
       results_.way = slots_.trying ? results_.ways->faster() : results_.ways->pick();
     }
     start_ = std::chrono::steady_clock::now();
+  }
+
+  // Whether such a call's writes have settled on their ways, not trying
+  // one: its time then says what the collective costs (what
+  // single_copy_allreduce.h compares).
+  static bool settled(SharedArena& arena, Collective collective, size_t bytes, size_t result_bytes) {
+    if (bytes < arena.slot_bytes() / 2) return true;
+    const size_t table = table_of(arena, collective, bytes);
+    return !arena.slot_writes[table].trying() &&
+           (result_bytes <= private_cache_bytes() || !arena.result_writes[table].trying());
   }
 
   // What a core has of the caches to itself: its L2 (1 MiB where sysfs
@@ -84,6 +92,12 @@ class ArenaWrites {
   }
 
  private:
+  static size_t table_of(SharedArena& arena, Collective collective, size_t bytes) {
+    size_t size_class = 0;
+    while (size_class < 63 && (bytes >> (size_class + 1)) != 0) ++size_class;
+    return (collective * 64 + size_class) % arena.slot_writes.size();
+  }
+
   struct Choice {
     FasterOfTwo* ways = nullptr;  // nullptr: not timed, through the cache
     int way = 0;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives/arena_allreduce.h"
+#include "collectives/arena_writes.h"
 #include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
 #include "collectives/ring_schedule.h"
@@ -20,17 +21,23 @@ namespace kolo {
 
 namespace {
 
-// What a rank posts of each of its spans: addresses in its own process.
+// Each rank's post: how many spans follow (0: too many to read by address),
+// the way rank 0 chose for the call (SharedArena::allreduce_crossings),
+// then each span's addresses in the rank's own process.
+struct Post {
+  uint64_t spans;
+  uint64_t way;
+};
 struct PostedSpan {
   uint64_t send, recv, count;
 };
+constexpr int kOneCopy = 0, kThroughSlots = 1;
 // At most this many spans go by their addresses: one iovec each in a
-// read (the kernel takes up to 1024 a side), all in a mailbox with their
-// count. A call of more (a fusion of hundreds of tensors) goes through the
-// slots instead.
+// read (the kernel takes up to 1024 a side), all in a mailbox. A call of
+// more (a fusion of hundreds of tensors) goes through the slots instead.
 constexpr size_t kMostSpans = 512;
-static_assert(sizeof(uint64_t) + kMostSpans * sizeof(PostedSpan) <= SharedArena::kMailboxBytes,
-              "a rank's spans fit its mailbox");
+constexpr size_t kPostBytes = sizeof(Post) + kMostSpans * sizeof(PostedSpan);
+static_assert(kPostBytes <= SharedArena::kMailboxBytes, "a rank's post fits its mailbox");
 
 enum class Side { kSend, kRecv };
 
@@ -42,16 +49,6 @@ void add_pieces(const SpanCutter& buffer, Range range, size_t elem, Side side, s
     out->push_back(iovec{const_cast<unsigned char*>(element(base, at, elem)), count * elem});
   });
 }
-
-// Each rank's post: how many spans follow (0: too many to read by address),
-// the way rank 0 chose for the call (SharedArena::allreduce_crossings),
-// then the spans.
-struct Post {
-  uint64_t spans;
-  uint64_t way;
-};
-constexpr int kOneCopy = 0, kThroughSlots = 1;
-constexpr size_t kPostBytes = sizeof(Post) + kMostSpans * sizeof(PostedSpan);
 
 // The size class of a call of `bytes`: log2, for its table entry.
 size_t size_class(size_t bytes) {
@@ -70,7 +67,8 @@ Status single_copy_allreduce(const ScheduleContext& ctx, SharedArena& arena, Spa
   const size_t total = buffer.total();
   const int n = arena.size();
   const auto start = std::chrono::steady_clock::now();
-  FasterOfTwo& ways = arena.allreduce_crossings[size_class(total * elem)];
+  const size_t bytes = total * elem;
+  FasterOfTwo& ways = arena.allreduce_crossings[size_class(bytes)];
 
   unsigned char* box = arena.outbox(kPostBytes);
   const Post mine{spans.size() <= kMostSpans ? spans.size() : 0, static_cast<uint64_t>(ways.pick())};
@@ -98,11 +96,15 @@ Status single_copy_allreduce(const ScheduleContext& ctx, SharedArena& arena, Spa
                                    reinterpret_cast<void*>(static_cast<uintptr_t>(p.recv)), p.count});
     }
   }
+  // The slots' own ways of writing (arena_writes.h) learn from their first
+  // calls of a size; until they have settled, a call through the slots
+  // says little of what the slots cost, and is not counted.
+  const bool counts = way == kOneCopy || ArenaWrites::settled(arena, ArenaWrites::kAllreduce, bytes, bytes);
   KOLO_RETURN_IF_ERROR(way == kOneCopy ? read_peers(ctx, arena, buffer, peer_spans, dtype, op)
                                        : arena_allreduce_agreed(ctx, arena, spans, dtype, op));
-  if (arena.rank() == 0 && way == static_cast<int>(mine.way)) {
+  if (arena.rank() == 0 && way == static_cast<int>(mine.way) && counts) {
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    ways.record(way, took.count() / static_cast<double>(total * elem));
+    ways.record(way, took.count() / static_cast<double>(bytes));
   }
   return Status::ok();
 }
