@@ -96,9 +96,12 @@ kolo_result_t run_sweep(kolo_comm_t comm, const SweepOptions& o, std::vector<Swe
   const double factor = bus_factor(o.collective, n);
   rows->clear();
   for (double sz = static_cast<double>(o.min_bytes); sz <= o.max_bytes * 1.0000001; sz *= o.step_factor) {
-    // Sizes divisible by every layout: allgather and reduce-scatter split
-    // the buffer into N blocks.
-    const size_t bytes = static_cast<size_t>(sz) / (es * n) * (es * n);
+    // Whole elements; and for the collectives that split the buffer into
+    // N blocks (allgather, reduce-scatter, ...), whole blocks.
+    const bool whole_buffer = o.collective == Collective::kAllreduce || o.collective == Collective::kBroadcast ||
+                              o.collective == Collective::kReduce;
+    const size_t unit = whole_buffer ? es : es * n;
+    const size_t bytes = static_cast<size_t>(sz) / unit * unit;
     if (bytes == 0) continue;
     const size_t count = bytes / es;
     const size_t block = count / n;
