@@ -215,7 +215,8 @@ Status ShmArena::create(Store* store, int rank, int size, const ShmArenaOptions&
   // Whether every rank reads every peer: each says what it found, and all
   // read all verdicts after a second barrier, so all agree.
   a->member(rank).reads_its_peers = a->can_read_every_peer() ? 1 : 0;
-  KOLO_RETURN_IF_ERROR(a->barrier(deadline).with_context("while the shared-memory arena's ranks tried each other's memory"));
+  KOLO_RETURN_IF_ERROR(
+      a->barrier(deadline).with_context("while the shared-memory arena's ranks tried each other's memory"));
   a->reads_peers_ = true;
   for (int r = 0; r < size; ++r) a->reads_peers_ = a->reads_peers_ && a->member(r).reads_its_peers == 1;
   *out = std::move(a);
@@ -276,7 +277,9 @@ Status ShmArena::read_peer(int q, const iovec* local, size_t local_count, const 
   for (size_t i = 0; i < local_count; ++i) wanted += local[i].iov_len;
   // It moves everything unless a page of either side cannot be reached.
   const ssize_t got = ::process_vm_readv(member(q).pid, local, local_count, remote, remote_count, 0);
-  if (got < 0 && errno == ESRCH) return peer_lost("rank " + std::to_string(q) + " (shared memory): its process has ended");
+  if (got < 0 && errno == ESRCH) {
+    return peer_lost("rank " + std::to_string(q) + " (shared memory): its process has ended");
+  }
   if (got < 0) return errno_error(Code::kTransport, "reading rank " + std::to_string(q) + "'s memory", errno);
   if (static_cast<size_t>(got) != wanted) {
     return transport_error("reading rank " + std::to_string(q) + "'s memory: " + std::to_string(got) + " of " +

@@ -18,10 +18,10 @@ Horovod's rules:
 
 allreduce (Average, Sum, Min, Max, Product; prescale_factor and
 postscale_factor), grouped_allreduce (a list of arrays in one collective
-per dtype, each reduced where it lies), allgather (along the first dimension, which every rank
-gives the same size), broadcast, reducescatter (the first dimension
-split among the ranks), alltoall (its first dimension in equal blocks, one
-per rank), barrier; process_set= on each; broadcast_variables and
+per dtype, each reduced where it lies), allgather (along the first
+dimension, which every rank gives the same size), broadcast,
+reducescatter (the first dimension split among the ranks), alltoall (its
+first dimension in equal blocks, one per rank), barrier; process_set= on each; broadcast_variables and
 average_gradients over pytrees; DistributedOptimizer wraps any optax-style
 optimizer (an object with init(params) and update(grads, state, params)).
 

@@ -75,10 +75,17 @@ def test_in_place_where_xla_owns_the_buffer_and_not_on_a_callers_array():
              "broadcast of an intermediate": (lambda a: hvd.broadcast(a * 2, 0), True)}
     for what, (f, aliased) in cases.items():
         assert ("output_operand_aliases" in jax.jit(f).lower(x).as_text()) == aliased, what
+    # One intermediate twice in a group: two results, not one buffer reduced twice.
+    def same_twice(a):
+        y = a * 2
+        return hvd.grouped_allreduce([y, y], op=hvd.Sum)
+    twice = jax.jit(same_twice)(x)
     total = np.sum(everyone(), 0)
     np.testing.assert_allclose(jax.jit(cases["argument"][0])(x), total, rtol=1e-12)
     np.testing.assert_allclose(jax.jit(cases["intermediate"][0])(x), 2 * total, rtol=1e-12)
     np.testing.assert_array_equal(np.asarray(x), data(rank))  # the caller's array untouched
+    for result in twice:
+        np.testing.assert_allclose(result, 2 * total, rtol=1e-12)
 
 
 @pytest.mark.parametrize("jit", [False, True])
