@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 
+#include "common/log.h"
 #include "transport/shm/futex.h"
 
 namespace kolo {
@@ -219,6 +220,11 @@ Status ShmArena::create(Store* store, int rank, int size, const ShmArenaOptions&
       a->barrier(deadline).with_context("while the shared-memory arena's ranks tried each other's memory"));
   a->reads_peers_ = true;
   for (int r = 0; r < size; ++r) a->reads_peers_ = a->reads_peers_ && a->member(r).reads_its_peers == 1;
+  if (!a->reads_peers_ && rank == 0) {
+    KOLO_DEBUG("shared-memory arena: not every rank may read its peers' memory (process_vm_readv refused: a "
+               "seccomp profile, Yama's ptrace_scope or another pid namespace), so large allreduces go through "
+               "the slots, in two copies instead of one");
+  }
   *out = std::move(a);
   return Status::ok();
 }
