@@ -156,9 +156,20 @@ Status Communicator::allreduce_many(std::vector<Span> spans, DataType dtype, Red
     buffers.push_back({s.recv, bytes, "recvbufs"});
     total += s.count;
   }
+  // The communicator's default wire format applies as to allreduce: to
+  // host buffers.
+  WireFormat format;
+  KOLO_RETURN_IF_ERROR(wire_for(std::nullopt, dtype, op, total * dtype_size(dtype), &format));
+  if (format != WireFormat::kNative) {
+    bool on_device = false;
+    KOLO_RETURN_IF_ERROR(launcher_->classify(buffers, &on_device));
+    if (on_device) format = WireFormat::kNative;
+  }
   return dispatch(CallRecord("allreduce", dtype, total, op), buffers, std::move(launch),
-                  [this, spans = std::move(spans), dtype, op](const ScheduleContext& ctx) {
-                    return kolo::allreduce(ctx, topology(), thresholds(), AllreduceArgs{spans, dtype, op});
+                  [this, spans = std::move(spans), dtype, op, format](const ScheduleContext& ctx) {
+                    AllreduceArgs args{spans, dtype, op};
+                    args.wire = format;
+                    return kolo::allreduce(ctx, topology(), thresholds(), args);
                   });
 }
 

@@ -309,7 +309,8 @@ TEST(WireResiduals, CallersBufferKeepsWhatTheResultLacks) {
 }
 
 // The communicator's default applies to float sums and averages above the
-// small-message limit, and leaves every other allreduce exact.
+// small-message limit, and leaves every other allreduce exact; an
+// allreduce of several buffers (allreduce_many) as an allreduce.
 TEST(WireDefault, AppliesWhereItCan) {
   Config c = test_config();
   c.wire_format = "int8";
@@ -320,6 +321,11 @@ TEST(WireDefault, AppliesWhereItCan) {
     in[r] = input(DataType::kFloat32, r, count);
     out[r].assign(count * 4, 0);
     ASSERT_TRUE(w.comm(r).allreduce(in[r].data(), out[r].data(), count, DataType::kFloat32, ReduceOp::kSum).is_ok());
+    Bytes many(count * 4, 0);
+    ASSERT_TRUE(w.comm(r)
+                    .allreduce_many({Span{in[r].data(), many.data(), count}}, DataType::kFloat32, ReduceOp::kSum)
+                    .is_ok());
+    EXPECT_TRUE(many == out[r]) << "allreduce_many and allreduce differ on rank " << r;
     // An integer sum stays exact.
     std::vector<int32_t> ints(count, r + 1), sum(count);
     ASSERT_TRUE(w.comm(r).allreduce(ints.data(), sum.data(), count, DataType::kInt32, ReduceOp::kSum).is_ok());

@@ -347,7 +347,8 @@ kolo_result_t kolo_allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbu
  * recvbufs[i][j] = op over all ranks of sendbufs[i][j], for j < counts[i]
  * and i < n. Every rank passes the same counts (a different total is
  * KOLO_ERR_MISMATCH); sendbufs[i] == recvbufs[i] is in place, other
- * overlaps are rejected naming the buffer. The arrays are read before the
+ * overlaps are rejected naming the buffer. The communicator's default wire
+ * format applies as to kolo_allreduce, over the n buffers' total. The arrays are read before the
  * call returns (the _async form keeps no pointer into them, only into the
  * buffers). NULL arrays or n == 0: KOLO_ERR_INVALID_ARGUMENT. */
 kolo_result_t kolo_allreduce_many(kolo_comm_t comm, const void* const* sendbufs, void* const* recvbufs,
