@@ -93,9 +93,7 @@ class ArenaWrites {
 
  private:
   static size_t table_of(SharedArena& arena, Collective collective, size_t bytes) {
-    size_t size_class = 0;
-    while (size_class < 63 && (bytes >> (size_class + 1)) != 0) ++size_class;
-    return (collective * 64 + size_class) % arena.slot_writes.size();
+    return (collective * 64 + SharedArena::size_class(bytes)) % arena.slot_writes.size();
   }
 
   struct Choice {

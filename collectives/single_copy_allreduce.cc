@@ -50,13 +50,6 @@ void add_pieces(const SpanCutter& buffer, Range range, size_t elem, Side side, s
   });
 }
 
-// The size class of a call of `bytes`: log2, for its table entry.
-size_t size_class(size_t bytes) {
-  size_t c = 0;
-  while (c < 63 && (bytes >> (c + 1)) != 0) ++c;
-  return c;
-}
-
 Status read_peers(const ScheduleContext& ctx, SharedArena& arena, const SpanCutter& buffer,
                   const std::vector<std::vector<Span>>& peer_spans, DataType dtype, ReduceOp op);
 
@@ -68,7 +61,7 @@ Status single_copy_allreduce(const ScheduleContext& ctx, SharedArena& arena, Spa
   const int n = arena.size();
   const auto start = std::chrono::steady_clock::now();
   const size_t bytes = total * elem;
-  FasterOfTwo& ways = arena.allreduce_crossings[size_class(bytes)];
+  FasterOfTwo& ways = arena.allreduce_crossings[SharedArena::size_class(bytes)];
 
   unsigned char* box = arena.outbox(kPostBytes);
   const Post mine{spans.size() <= kMostSpans ? spans.size() : 0, static_cast<uint64_t>(ways.pick())};

@@ -101,6 +101,23 @@ Status Communicator::wire_for(std::optional<WireFormat> wire, DataType dtype, Re
   return Status::ok();
 }
 
+Status Communicator::wire_for_buffers(std::optional<WireFormat> wire, DataType dtype, ReduceOp op, size_t bytes,
+                                      BufferList buffers, WireFormat* out) {
+  KOLO_RETURN_IF_ERROR(wire_for(wire, dtype, op, bytes, out));
+  if (*out == WireFormat::kNative) return Status::ok();
+  // The wire formats' kernels run on the host: device buffers reduce in
+  // their own dtype (the communicator's default gives way; a format asked
+  // for this call is refused).
+  bool on_device = false;
+  KOLO_RETURN_IF_ERROR(launcher_->classify(buffers, &on_device));
+  if (on_device && wire) {
+    return unsupported(std::string("wire format ") + wire_format_name(*out) +
+                       " needs host buffers: device buffers reduce in their own dtype");
+  }
+  if (on_device) *out = WireFormat::kNative;
+  return Status::ok();
+}
+
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, Launch launch) {
   return allreduce(send, recv, count, dtype, op, std::nullopt, nullptr, std::move(launch));
 }
@@ -112,21 +129,9 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
   if (send != recv && ranges_overlap(send, bytes, recv, bytes)) {
     return invalid_argument("sendbuf and recvbuf overlap without being equal");
   }
-  WireFormat format;
-  KOLO_RETURN_IF_ERROR(wire_for(wire, dtype, op, bytes, &format));
   const NamedBuffer buffers[] = {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}};
-  if (format != WireFormat::kNative) {
-    // The wire formats' kernels run on the host: device buffers reduce in
-    // their own dtype (the communicator's default gives way; a format
-    // asked for this call is refused).
-    bool on_device = false;
-    KOLO_RETURN_IF_ERROR(launcher_->classify(buffers, &on_device));
-    if (on_device && wire) {
-      return unsupported(std::string("wire format ") + wire_format_name(format) +
-                         " needs host buffers: device buffers reduce in their own dtype");
-    }
-    if (on_device) format = WireFormat::kNative;
-  }
+  WireFormat format;
+  KOLO_RETURN_IF_ERROR(wire_for_buffers(wire, dtype, op, bytes, buffers, &format));
   return dispatch(CallRecord("allreduce", dtype, count, op), buffers, std::move(launch),
                   [=](const ScheduleContext& ctx) {
                     const Span spans[] = {{send, recv, count}};
@@ -156,15 +161,8 @@ Status Communicator::allreduce_many(std::vector<Span> spans, DataType dtype, Red
     buffers.push_back({s.recv, bytes, "recvbufs"});
     total += s.count;
   }
-  // The communicator's default wire format applies as to allreduce: to
-  // host buffers.
   WireFormat format;
-  KOLO_RETURN_IF_ERROR(wire_for(std::nullopt, dtype, op, total * dtype_size(dtype), &format));
-  if (format != WireFormat::kNative) {
-    bool on_device = false;
-    KOLO_RETURN_IF_ERROR(launcher_->classify(buffers, &on_device));
-    if (on_device) format = WireFormat::kNative;
-  }
+  KOLO_RETURN_IF_ERROR(wire_for_buffers(std::nullopt, dtype, op, total * dtype_size(dtype), buffers, &format));
   return dispatch(CallRecord("allreduce", dtype, total, op), buffers, std::move(launch),
                   [this, spans = std::move(spans), dtype, op, format](const ScheduleContext& ctx) {
                     AllreduceArgs args{spans, dtype, op};

@@ -272,6 +272,10 @@ class Communicator {
   // (communicator_failure.cc).
   // The flight recorder keeps the call (flight_recorder.h).
   Status run(const CallRecord& call, CollectiveRef fn);
+  // wire_for, then, where that is a format, device buffers reduce in their
+  // own dtype: the default gives way, a format `wire` asks for is refused.
+  Status wire_for_buffers(std::optional<WireFormat> wire, DataType dtype, ReduceOp op, size_t bytes,
+                          BufferList buffers, WireFormat* out);
   // A collective of the public API, launched as `launch` says
   // (call_launcher.h), each kind ending in run().
   template <typename Fn>

@@ -85,6 +85,14 @@ class SharedArena {
   size_t next_half() { return (chunks++ % 2) * (slot_bytes() / 2); }
   uint64_t chunks = 0;  // chunks moved through the slots so far
 
+  // The size class of a call of `bytes` (log2): what the tables below
+  // are kept per.
+  static size_t size_class(size_t bytes) {
+    size_t c = 0;
+    while (c < 63 && (bytes >> (c + 1)) != 0) ++c;
+    return c;
+  }
+
   // How this rank writes its data into its slot, and its results out of
   // the slots, per collective and size (collectives/arena_writes.h):
   // through the cache or around it.
