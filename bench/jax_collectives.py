@@ -6,8 +6,8 @@ allreduce alone from 4 KiB to 64 MiB, and a
 data-parallel training step of an MLP (25M parameters by default): its
 gradients, averaged over the ranks inside the compiled step (and the
 gradients alone, no communication, for the compute's share). Each measurement is the
-median over --reps after --warmup; the three alternate, size by size, so
-that they see the same machine. Run under a launcher that starts mpirun's
+median of --rounds turns of --reps calls after --warmup, the peers taking
+turns within each size, so that they see the same machine. Run under a launcher that starts mpirun's
 ranks (mpi4jax needs MPI's):
 
     mpirun --allow-run-as-root --oversubscribe -np 2 -x KOLO_MASTER_ADDR=127.0.0.1 -x KOLO_MASTER_PORT=29512 \\
@@ -36,15 +36,23 @@ except ImportError:  # jax 0.10 keeps it here
     from jax.experimental.shard_map import shard_map
 
 
-def timed(fn, warmup, reps):
-    for _ in range(warmup):
-        jax.block_until_ready(fn())
-    samples = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        samples.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(samples)
+def compared(fns, warmup, reps, rounds):
+    """{name: ms per call}, each the median of rounds x reps calls: after
+    warmup calls of each, the functions take turns, reps calls at a time,
+    the first to go rotating from round to round, so that every one sees
+    the same machine (4 ranks on 2 cores shift from second to second)."""
+    names = list(fns)
+    for name in names:
+        for _ in range(warmup):
+            jax.block_until_ready(fns[name]())
+    samples = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            for _ in range(reps):
+                start = time.perf_counter()
+                jax.block_until_ready(fns[name]())
+                samples[name].append(time.perf_counter() - start)
+    return {name: 1e3 * statistics.median(samples[name]) for name in names}
 
 
 class GlooPsum:
@@ -82,8 +90,10 @@ def mlp_loss(params, x):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=15)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=5, help="calls per turn")
+    parser.add_argument("--rounds", type=int, default=5, help="turns of each")
+    parser.add_argument("--warmup", type=int, default=10, help="calls of each allreduce before timing (steps: 2)")
+    parser.add_argument("--mlp-rounds", type=int, default=3, help="turns of each training step")
     parser.add_argument("--mlp-width", type=int, default=2900, help="3 layers of width^2: 2900 is 25.2M parameters")
     parser.add_argument("--mlp-depth", type=int, default=3)
     parser.add_argument("--mlp-batch", type=int, nargs="+", default=[8, 512],
@@ -105,13 +115,14 @@ def main():
     for kib in (4, 64, 1024, 4096, 16384, 65536):
         local = jnp.ones((kib * 256,), jnp.float32) * (rank + 1)
         kolo_fn = jax.jit(lambda x: hvd.allreduce(x, op=hvd.Sum))
-        results = {"kolo.jax": timed(lambda: kolo_fn(local), args.warmup, args.reps)}
+        fns = {"kolo.jax": lambda: kolo_fn(local)}
         g = gloo.global_array(local)
         gloo_fn = gloo.mean(lambda x, mean: mean(x) * n)
-        results["jax gloo"] = timed(lambda: gloo_fn(g), args.warmup, args.reps)
+        fns["jax gloo"] = lambda: gloo_fn(g)
         if mpi4jax is not None:
             m_fn = jax.jit(lambda x: mpi4jax.allreduce(x, op=MPI.SUM, comm=MPI.COMM_WORLD))
-            results["mpi4jax"] = timed(lambda: m_fn(local), args.warmup, args.reps)
+            fns["mpi4jax"] = lambda: m_fn(local)
+        results = compared(fns, args.warmup, args.reps, args.rounds)
         rows.append(("allreduce %s" % ("%d KiB" % kib if kib < 1024 else "%d MiB" % (kib // 1024)), results))
 
     # -- a training step ------------------------------------------------------------
@@ -124,29 +135,31 @@ def main():
         @jax.jit
         def kolo_step(params, x):
             return hvd.average_gradients(jax.grad(mlp_loss)(params, x))
-        results = {"kolo.jax": timed(lambda: kolo_step(params, x), args.warmup, args.reps)}
+        fns = {"kolo.jax": lambda: kolo_step(params, x)}
 
         def gloo_body(xs, mean):
             grads = jax.grad(mlp_loss)(params, xs)
             return jnp.concatenate([mean(g).ravel() for w_b in grads for g in w_b])[None]
         gx = gloo.global_array(x)
         gloo_step = gloo.mean(gloo_body)
-        results["jax gloo"] = timed(lambda: gloo_step(gx), args.warmup, args.reps)
+        fns["jax gloo"] = lambda: gloo_step(gx)
         if mpi4jax is not None:
             @jax.jit
             def m_step(params, x):
                 grads = jax.grad(mlp_loss)(params, x)
                 flat = jnp.concatenate([g.ravel() for w_b in grads for g in w_b])
                 return mpi4jax.allreduce(flat, op=MPI.SUM, comm=MPI.COMM_WORLD) / n
-            results["mpi4jax"] = timed(lambda: m_step(params, x), args.warmup, args.reps)
+            fns["mpi4jax"] = lambda: m_step(params, x)
 
         local_step = jax.jit(jax.grad(mlp_loss))
-        results["compute alone"] = timed(lambda: local_step(params, x), args.warmup, args.reps)
+        fns["compute alone"] = lambda: local_step(params, x)
+        results = compared(fns, 2, args.reps, args.mlp_rounds)
         rows.append(("MLP %.1fM params, batch %d/rank" % (count / 1e6, batch), results))
 
     if rank == 0:
         peers = [k for k in rows[0][1] if k != "kolo.jax"]
-        print("%d ranks; ms per call or step (median of %d); peer / kolo.jax in brackets" % (n, args.reps))
+        print("%d ranks; ms per call or step (median of %d turns of %d calls, %d for the steps, the peers interleaved); "
+              "peer / kolo.jax in brackets" % (n, args.rounds, args.reps, args.mlp_rounds))
         print("| what | kolo.jax | %s |" % " | ".join(peers + ["compute alone"]))
         print("| --- |" + " --- |" * (2 + len(peers)))
         for what, results in rows:

@@ -167,6 +167,14 @@ int main(void) {
     EXPECT(kolo_allgather_stream(comm, in, out, 1, KOLO_FLOAT32, NULL) == KOLO_ERR_UNSUPPORTED);
     EXPECT(kolo_broadcast_stream(comm, out, 5, KOLO_FLOAT32, 0, NULL) == KOLO_ERR_UNSUPPORTED);
     EXPECT(kolo_reduce_scatter_stream(comm, in, out, 5, KOLO_FLOAT32, KOLO_SUM, NULL) == KOLO_ERR_UNSUPPORTED);
+    {
+      const void* sends[1] = {in};
+      void* recvs[1] = {out};
+      size_t counts[1] = {5};
+      EXPECT(kolo_allreduce_many_stream(comm, sends, recvs, counts, 1, KOLO_FLOAT32, KOLO_SUM, NULL) ==
+             KOLO_ERR_UNSUPPORTED);
+    }
+    EXPECT(kolo_alltoall_stream(comm, in, out, 1, KOLO_FLOAT32, NULL) == KOLO_ERR_UNSUPPORTED);
     EXPECT(kolo_allreduce_stream(NULL, in, out, 5, KOLO_FLOAT32, KOLO_SUM, NULL) == KOLO_ERR_INVALID_ARGUMENT);
     EXPECT(kolo_comm_get_async_error(comm, &async_error) == KOLO_SUCCESS && async_error == KOLO_SUCCESS);
     EXPECT(kolo_allreduce(comm, in, out, 5, KOLO_FLOAT32, KOLO_SUM) == KOLO_SUCCESS);

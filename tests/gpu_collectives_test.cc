@@ -302,6 +302,30 @@ TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold)
       void* scattered = g.upload(r, Bytes(rows * 4, 0));
       ASSERT_TRUE(
           g.comm(r).reduce_scatter(scatter_in, scattered, rows, DataType::kInt32, ReduceOp::kSum, Launch::on(stream)).is_ok());
+      // Two buffers in one allreduce, and an alltoall of int32 blocks: rank
+      // r's block for q holds r * 100 + q.
+      void* many_a = g.upload(r, make_input(DataType::kFloat32, ReduceOp::kSum, r, 1031));
+      void* many_b = g.upload(r, make_input(DataType::kFloat32, ReduceOp::kSum, r, 5));
+      ASSERT_TRUE(g.comm(r)
+                      .allreduce_many({{many_a, many_a, 1031}, {many_b, many_b, 5}}, DataType::kFloat32, ReduceOp::kSum,
+                                      Launch::on(stream))
+                      .is_ok());
+      const size_t per_peer = 333;
+      Bytes to_each(per_peer * 4 * n), from_each(per_peer * 4 * n);
+      for (int q = 0; q < n; ++q) {
+        for (size_t i = 0; i < per_peer; ++i) {
+          const int32_t out_v = r * 100 + q, in_v = q * 100 + r;
+          std::memcpy(to_each.data() + (q * per_peer + i) * 4, &out_v, 4);
+          std::memcpy(from_each.data() + (q * per_peer + i) * 4, &in_v, 4);
+        }
+      }
+      void* a2a_in = g.upload(r, to_each);
+      void* a2a_out = g.upload(r, Bytes(to_each.size(), 0));
+      const std::vector<size_t> per_peer_counts(n, per_peer);
+      ASSERT_TRUE(g.comm(r)
+                      .alltoallv(a2a_in, per_peer_counts, {}, a2a_out, per_peer_counts, {}, DataType::kInt32,
+                                 Launch::on(stream))
+                      .is_ok());
       // A group of sends and receives on the stream (a shift around the
       // ring), messages far larger than a staging slot.
       const size_t shift = 200003;
@@ -350,6 +374,11 @@ TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold)
       EXPECT_EQ(g.download(async_buf, 4099 * 4), make_expected(DataType::kFloat32, ReduceOp::kSum, n, 4099))
           << "asynchronous allreduce, rank " << r;
       EXPECT_EQ(g.download(p2p_in, shift * 4), from_prev) << "point-to-point, rank " << r;
+      EXPECT_EQ(g.download(many_a, 1031 * 4), make_expected(DataType::kFloat32, ReduceOp::kSum, n, 1031))
+          << "allreduce_many's first buffer, rank " << r;
+      EXPECT_EQ(g.download(many_b, 5 * 4), make_expected(DataType::kFloat32, ReduceOp::kSum, n, 5))
+          << "allreduce_many's second buffer, rank " << r;
+      EXPECT_EQ(g.download(a2a_out, from_each.size()), from_each) << "alltoall, rank " << r;
       // Over IPC the first calls found no peer's buffer open and staged
       // those messages; a call repeated on the same buffers finds them open
       // (opened before its hold), so nothing more goes staged.
@@ -362,7 +391,8 @@ TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold)
         ASSERT_TRUE(g.device(r).synchronize_stream(stream, Deadline::after_seconds(60)));
         if (again == 1) EXPECT_EQ(g.device(r).imports_deferred(), deferred) << "rank " << r << ": staged again";
       }
-      for (void* p : {nothing, bcast, gather_in, gathered, scatter_in, scattered, async_buf, p2p_out, p2p_in}) {
+      for (void* p : {nothing, bcast, gather_in, gathered, scatter_in, scattered, async_buf, p2p_out, p2p_in, many_a,
+                      many_b, a2a_in, a2a_out}) {
         g.device(r).release(p);
       }
     });

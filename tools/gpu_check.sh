@@ -22,6 +22,8 @@
 #   torch          tools/gpu_check_torch.py under torchrun, 2 ranks: torch's CUDA
 #                  tensors on the "kolo" backend (all_reduce, all_gather,
 #                  broadcast, DDP with device_ids, FSDP2) and through kolo.torch
+#   jax            tools/gpu_check_jax.py under kolorun, 2 ranks: kolo.jax's
+#                  collectives on GPU arrays, eager and in jit, and a gradient
 #   IPC speed      gpu_worker bench: allreduce busbw next to a device-to-device
 #                  cudaMemcpy of the same size (the bound), rank 0's table
 #   kernel speed   gpu/cuda/kernel_bench: the reduction kernel against the
@@ -30,7 +32,7 @@
 # figure beside kolo's; the torch step says which backend each check used.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-STEP_TIMEOUT=${KOLO_GPU_CHECK_STEP_S:-75}  # 6 steps of at most this: within 8 minutes
+STEP_TIMEOUT=${KOLO_GPU_CHECK_STEP_S:-65}  # 7 steps of at most this: within 8 minutes
 
 pack() {
   local out=${1:-$ROOT/dist/kolo-gpu-check.tar.gz}
@@ -43,7 +45,7 @@ pack() {
     cp "$ROOT/bazel-bin/$b" "$stage/bin/" || return 1
   done
   KOLO_BAZEL_CONFIG=--config=cuda "$ROOT/tools/build_wheel.sh" "$stage/wheel" >/dev/null || return 1
-  cp "$ROOT/tools/gpu_check.sh" "$ROOT/tools/gpu_check_torch.py" "$stage/"
+  cp "$ROOT/tools/gpu_check.sh" "$ROOT/tools/gpu_check_torch.py" "$ROOT/tools/gpu_check_jax.py" "$stage/"
   mkdir -p "$(dirname "$out")"
   tar -czf "$out" -C "$stage" .
   rm -rf "$stage"
@@ -129,6 +131,17 @@ run() {
       row torch PASS "$(echo "$OUT" | grep -E '^CHECK .* ok' | sed 's/^CHECK //; s/ ok$//' | paste -sd, -)"
     else
       row torch FAIL "exit $RC$([ "$RC" = 124 ] && echo ' (hung)'): $(echo "$OUT" | grep -m1 -E '^CHECK .* FAIL|Error')"
+    fi
+  fi
+
+  if ! "$py" -c 'import jax, sys; sys.exit(0 if jax.devices("gpu") else 1)' >/dev/null 2>&1; then
+    row jax SKIP "no jax with CUDA in $py"
+  else
+    step "${kolorun[@]}" -np 2 --timeout "$STEP_TIMEOUT" "$py" "$dir/gpu_check_jax.py"
+    if [ "$RC" -eq 0 ]; then
+      row jax PASS "$(echo "$OUT" | grep -cE '^CHECK .* ok') checks of kolo.jax on GPU arrays, eager and in jit"
+    else
+      row jax FAIL "exit $RC$([ "$RC" = 124 ] && echo ' (hung)'): $(echo "$OUT" | grep -m1 -E '^CHECK .* FAIL|Error')"
     fi
   fi
 

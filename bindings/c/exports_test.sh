@@ -13,7 +13,7 @@ fi
 for f in kolo_comm_init_from_env kolo_comm_init kolo_get_unique_id kolo_comm_init_rank kolo_comm_init_from_env_config kolo_config_describe kolo_comm_destroy kolo_comm_split kolo_comm_rank kolo_comm_size \
          kolo_comm_local_rank kolo_comm_local_size kolo_comm_get_timeout kolo_allreduce kolo_allreduce_many kolo_allreduce_many_async kolo_allgather kolo_broadcast \
          kolo_reduce_scatter kolo_barrier kolo_allreduce_stream kolo_allgather_stream \
-         kolo_broadcast_stream kolo_reduce_scatter_stream kolo_comm_gpu kolo_comm_abort kolo_comm_get_async_error kolo_result_string \
+         kolo_broadcast_stream kolo_reduce_scatter_stream kolo_allreduce_many_stream kolo_alltoall_stream kolo_comm_gpu kolo_comm_abort kolo_comm_get_async_error kolo_result_string \
          kolo_comm_register_memory kolo_comm_deregister_memory kolo_get_version \
          kolo_last_error kolo_submit_allreduce kolo_submit_grouped_allreduce kolo_submit_allgather \
          kolo_submit_broadcast kolo_submit_reduce_scatter kolo_submit_alltoall kolo_submit_barrier kolo_join \

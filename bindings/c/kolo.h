@@ -503,6 +503,11 @@ kolo_result_t kolo_broadcast_stream(kolo_comm_t comm, void* buf, size_t count, k
                                     void* stream);
 kolo_result_t kolo_reduce_scatter_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
                                          kolo_dtype_t dtype, kolo_op_t op, void* stream);
+kolo_result_t kolo_allreduce_many_stream(kolo_comm_t comm, const void* const* sendbufs, void* const* recvbufs,
+                                         const size_t* counts, size_t n, kolo_dtype_t dtype, kolo_op_t op,
+                                         void* stream);
+kolo_result_t kolo_alltoall_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                   kolo_dtype_t dtype, void* stream);
 
 /* Opens this rank's GPU if not yet open and gives its CUDA device number
  * (local_rank % visible GPUs). KOLO_ERR_UNSUPPORTED, kolo_last_error()

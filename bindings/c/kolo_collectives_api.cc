@@ -239,6 +239,21 @@ kolo_result_t kolo_broadcast_stream(kolo_comm_t comm, void* buf, size_t count, k
                            [&](Launch launch) { return broadcast(comm, buf, count, kolo_c::dtype_of(dtype), root, launch); });
 }
 
+kolo_result_t kolo_allreduce_many_stream(kolo_comm_t comm, const void* const* sendbufs, void* const* recvbufs,
+                                         const size_t* counts, size_t n, kolo_dtype_t dtype, kolo_op_t op,
+                                         void* stream) {
+  return kolo_c::on_stream(comm, stream, [&](Launch launch) {
+    return allreduce_many(comm, sendbufs, recvbufs, counts, n, kolo_c::dtype_of(dtype), kolo_c::op_of(op), launch);
+  });
+}
+
+kolo_result_t kolo_alltoall_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                   kolo_dtype_t dtype, void* stream) {
+  return kolo_c::on_stream(comm, stream, [&](Launch launch) {
+    return alltoall(comm, sendbuf, recvbuf, count, kolo_c::dtype_of(dtype), launch);
+  });
+}
+
 kolo_result_t kolo_reduce_scatter_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
                                          kolo_dtype_t dtype, kolo_op_t op, void* stream) {
   return kolo_c::on_stream(comm, stream, [&](Launch launch) {

@@ -38,7 +38,8 @@ float64) natively, bool as a logical or/and, int16/uint16 widened, complex
 as pairs of reals; a refused dtype or op raises on the calling rank before
 anything is sent, and a failure of kolo (a rank gone, shapes that differ
 between ranks) raises XLA's runtime error with kolo's message on every
-rank. CPU arrays; GPU arrays are not served yet.
+rank. CPU arrays, and CUDA arrays through kolo's stream-ordered calls on
+XLA's stream (docs/jax.md).
 """
 
 import jax

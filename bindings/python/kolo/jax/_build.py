@@ -56,8 +56,8 @@ def _load():
     if native.kolo_jax_bind(os.fsencode(_library.path), error, len(error)) != 0:
         raise ImportError("kolo.jax: " + error.value.decode("utf-8", "replace"))
     for name in TARGETS:
-        jax.ffi.register_ffi_target("kolo_jax_" + name, jax.ffi.pycapsule(getattr(native, "kolo_jax_" + name)),
-                                    platform="cpu")
+        for symbol, platform in (("kolo_jax_" + name, "cpu"), ("kolo_jax_%s_cuda" % name, "CUDA")):
+            jax.ffi.register_ffi_target(symbol, jax.ffi.pycapsule(getattr(native, symbol)), platform=platform)
     return native
 
 

@@ -1,8 +1,9 @@
 // kolo's collectives as XLA FFI handlers, for kolo.jax (compiled on first
 // import against the installed jaxlib's FFI headers, see _build.py).
 //
-// Each handler calls kolo's blocking C API on the buffers XLA hands it, in
-// place where the output is the input's buffer. Every handler takes and
+// Each handler calls kolo's C API on the buffers XLA hands it, in place
+// where the output is the input's buffer: the blocking calls on the CPU,
+// the _stream calls on XLA's CUDA stream on a GPU (kolo_jax_<name>_cuda). Every handler takes and
 // returns an ordering token: kolo.jax threads one through every collective
 // of a program (JAX's ordered effects), so that XLA runs them in program
 // order on every rank. The communicator is looked up by process set id in
@@ -20,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kolo.h"
@@ -37,6 +39,12 @@ struct Api {
   decltype(&kolo_reduce_scatter) reduce_scatter = nullptr;
   decltype(&kolo_alltoall) alltoall = nullptr;
   decltype(&kolo_barrier) barrier = nullptr;
+  decltype(&kolo_allreduce_stream) allreduce_stream = nullptr;
+  decltype(&kolo_allreduce_many_stream) allreduce_many_stream = nullptr;
+  decltype(&kolo_allgather_stream) allgather_stream = nullptr;
+  decltype(&kolo_broadcast_stream) broadcast_stream = nullptr;
+  decltype(&kolo_reduce_scatter_stream) reduce_scatter_stream = nullptr;
+  decltype(&kolo_alltoall_stream) alltoall_stream = nullptr;
   decltype(&kolo_last_error) last_error = nullptr;
   decltype(&kolo_result_string) result_string = nullptr;
 };
@@ -103,20 +111,39 @@ ffi::Error prepare(int32_t process_set, ffi::AnyBuffer x, kolo_comm_t* comm, kol
   return checked_dtype(x, dtype);
 }
 
+// Where a handler runs: on the CPU, kolo's blocking calls; on a GPU, its
+// _stream calls on the CUDA stream XLA runs the program on (each returns
+// at once and the stream's later work waits for the collective, as for
+// NCCL's calls inside XLA). The handlers below are written once for both:
+// a GPU handler is the same function with the stream as its last argument.
+struct Place {
+  bool gpu = false;
+  void* stream = nullptr;
+};
+Place place_of() { return {}; }
+Place place_of(void* stream) { return {true, stream}; }
+
+template <typename... Stream>
 ffi::Error Allreduce(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::Token>,
-                     int32_t process_set, int32_t op) {
+                     int32_t process_set, int32_t op, Stream... stream) {
+  const Place at = place_of(stream...);
   kolo_comm_t comm;
   kolo_dtype_t dtype;
   KOLO_JAX_RETURN_IF_ERROR(prepare(process_set, x, &comm, &dtype));
-  return result(api.allreduce(comm, x.untyped_data(), y->untyped_data(), x.element_count(), dtype,
-                              static_cast<kolo_op_t>(op)),
+  const auto kop = static_cast<kolo_op_t>(op);
+  return result(at.gpu ? api.allreduce_stream(comm, x.untyped_data(), y->untyped_data(), x.element_count(), dtype,
+                                              kop, at.stream)
+                       : api.allreduce(comm, x.untyped_data(), y->untyped_data(), x.element_count(), dtype, kop),
                 "allreduce");
 }
 
 // Several arrays of one dtype in one allreduce, each where it lies (each
 // output aliased to its input by the lowering); the ordering token is the
 // last argument and the last result.
-ffi::Error AllreduceMany(ffi::RemainingArgs xs, ffi::RemainingRets ys, int32_t process_set, int32_t op) {
+template <typename... Stream>
+ffi::Error AllreduceMany(ffi::RemainingArgs xs, ffi::RemainingRets ys, int32_t process_set, int32_t op,
+                         Stream... stream) {
+  const Place at = place_of(stream...);
   kolo_comm_t comm;
   KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
   const size_t n = xs.size() - 1;
@@ -139,49 +166,79 @@ ffi::Error AllreduceMany(ffi::RemainingArgs xs, ffi::RemainingRets ys, int32_t p
     recvs[i] = (*y)->untyped_data();
     counts[i] = x->element_count();
   }
-  return result(api.allreduce_many(comm, sends.data(), recvs.data(), counts.data(), n, dtype,
-                                   static_cast<kolo_op_t>(op)),
+  const auto kop = static_cast<kolo_op_t>(op);
+  return result(at.gpu ? api.allreduce_many_stream(comm, sends.data(), recvs.data(), counts.data(), n, dtype, kop,
+                                                   at.stream)
+                       : api.allreduce_many(comm, sends.data(), recvs.data(), counts.data(), n, dtype, kop),
                 "allreduce");
 }
 
+template <typename... Stream>
 ffi::Error Allgather(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::Token>,
-                     int32_t process_set) {
+                     int32_t process_set, Stream... stream) {
+  const Place at = place_of(stream...);
   kolo_comm_t comm;
   kolo_dtype_t dtype;
   KOLO_JAX_RETURN_IF_ERROR(prepare(process_set, x, &comm, &dtype));
-  return result(api.allgather(comm, x.untyped_data(), y->untyped_data(), x.element_count(), dtype), "allgather");
+  return result(at.gpu ? api.allgather_stream(comm, x.untyped_data(), y->untyped_data(), x.element_count(), dtype,
+                                              at.stream)
+                       : api.allgather(comm, x.untyped_data(), y->untyped_data(), x.element_count(), dtype),
+                "allgather");
 }
 
+template <typename... Stream>
 ffi::Error Broadcast(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::Token>,
-                     int32_t process_set, int32_t root) {
+                     int32_t process_set, int32_t root, Stream... stream) {
+  const Place at = place_of(stream...);
   kolo_comm_t comm;
   kolo_dtype_t dtype;
   KOLO_JAX_RETURN_IF_ERROR(prepare(process_set, x, &comm, &dtype));
+  if (at.gpu) {
+    // The GPU lowering always aliases the output to the input (XLA copies
+    // first where it must), so no copy between them is needed here.
+    if (y->untyped_data() != x.untyped_data()) {
+      return ffi::Error::Internal("kolo.jax broadcast: on a GPU the output must be the input's buffer");
+    }
+    return result(api.broadcast_stream(comm, y->untyped_data(), x.element_count(), dtype, root, at.stream),
+                  "broadcast");
+  }
   // The output is the input's buffer (aliased by the lowering) or a copy of it.
   if (y->untyped_data() != x.untyped_data()) std::memcpy(y->untyped_data(), x.untyped_data(), x.size_bytes());
   return result(api.broadcast(comm, y->untyped_data(), x.element_count(), dtype, root), "broadcast");
 }
 
+template <typename... Stream>
 ffi::Error Reducescatter(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::Token>,
-                         int32_t process_set, int32_t op) {
+                         int32_t process_set, int32_t op, Stream... stream) {
+  const Place at = place_of(stream...);
   kolo_comm_t comm;
   kolo_dtype_t dtype;
   KOLO_JAX_RETURN_IF_ERROR(prepare(process_set, x, &comm, &dtype));
-  return result(api.reduce_scatter(comm, x.untyped_data(), y->untyped_data(), y->element_count(), dtype,
-                                   static_cast<kolo_op_t>(op)),
+  const auto kop = static_cast<kolo_op_t>(op);
+  return result(at.gpu ? api.reduce_scatter_stream(comm, x.untyped_data(), y->untyped_data(), y->element_count(),
+                                                   dtype, kop, at.stream)
+                       : api.reduce_scatter(comm, x.untyped_data(), y->untyped_data(), y->element_count(), dtype, kop),
                 "reducescatter");
 }
 
+template <typename... Stream>
 ffi::Error Alltoall(ffi::AnyBuffer x, ffi::Token, ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::Token>,
-                    int32_t process_set, int64_t block) {
+                    int32_t process_set, int64_t block, Stream... stream) {
+  const Place at = place_of(stream...);
   kolo_comm_t comm;
   kolo_dtype_t dtype;
   KOLO_JAX_RETURN_IF_ERROR(prepare(process_set, x, &comm, &dtype));
-  return result(api.alltoall(comm, x.untyped_data(), y->untyped_data(), static_cast<size_t>(block), dtype),
+  const auto count = static_cast<size_t>(block);
+  return result(at.gpu ? api.alltoall_stream(comm, x.untyped_data(), y->untyped_data(), count, dtype, at.stream)
+                       : api.alltoall(comm, x.untyped_data(), y->untyped_data(), count, dtype),
                 "alltoall");
 }
 
-ffi::Error Barrier(ffi::Token, ffi::Result<ffi::Token>, int32_t process_set) {
+// A barrier holds the calling thread until every rank has reached it (on
+// a GPU: until every rank's program has been enqueued up to it), after the
+// collectives queued before it, as Horovod's barrier does.
+template <typename... Stream>
+ffi::Error Barrier(ffi::Token, ffi::Result<ffi::Token>, int32_t process_set, Stream...) {
   kolo_comm_t comm;
   KOLO_JAX_RETURN_IF_ERROR(comm_of(process_set, &comm));
   return result(api.barrier(comm), "barrier");
@@ -202,18 +259,33 @@ auto one_array() {
       .Attr<int32_t>("process_set");
 }
 
+// The GPU handler's binding: the CPU's, and XLA's CUDA stream last.
+template <typename Binding>
+auto on_gpu(Binding binding) {
+  return std::move(binding).template Ctx<ffi::PlatformStream<void*>>();
+}
+
+auto allreduce_many_binding() {
+  return ffi::Ffi::Bind().RemainingArgs().RemainingRets().Attr<int32_t>("process_set").Attr<int32_t>("op");
+}
+
+auto barrier_binding() { return ffi::Ffi::Bind().Arg<ffi::Token>().Ret<ffi::Token>().Attr<int32_t>("process_set"); }
+
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_allreduce, Allreduce, one_array().Attr<int32_t>("op"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_allreduce_many, AllreduceMany,
-                              ffi::Ffi::Bind().RemainingArgs().RemainingRets().Attr<int32_t>("process_set").Attr<int32_t>(
-                                  "op"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_allgather, Allgather, one_array());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_broadcast, Broadcast, one_array().Attr<int32_t>("root"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_reducescatter, Reducescatter, one_array().Attr<int32_t>("op"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_alltoall, Alltoall, one_array().Attr<int64_t>("block"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_barrier, Barrier,
-                              ffi::Ffi::Bind().Arg<ffi::Token>().Ret<ffi::Token>().Attr<int32_t>("process_set"));
+// kolo_jax_<name> serves the CPU, kolo_jax_<name>_cuda a GPU.
+#define KOLO_JAX_HANDLERS(name, impl, binding)                                    \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_##name, impl<>, binding);                \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(kolo_jax_##name##_cuda, impl<void*>, on_gpu(binding))
+
+KOLO_JAX_HANDLERS(allreduce, Allreduce, one_array().Attr<int32_t>("op"));
+KOLO_JAX_HANDLERS(allreduce_many, AllreduceMany, allreduce_many_binding());
+KOLO_JAX_HANDLERS(allgather, Allgather, one_array());
+KOLO_JAX_HANDLERS(broadcast, Broadcast, one_array().Attr<int32_t>("root"));
+KOLO_JAX_HANDLERS(reducescatter, Reducescatter, one_array().Attr<int32_t>("op"));
+KOLO_JAX_HANDLERS(alltoall, Alltoall, one_array().Attr<int64_t>("block"));
+KOLO_JAX_HANDLERS(barrier, Barrier, barrier_binding());
+#undef KOLO_JAX_HANDLERS
 
 extern "C" {
 
@@ -239,6 +311,12 @@ int kolo_jax_bind(const char* path, char* error, size_t error_size) {
   KOLO_JAX_FIND(reduce_scatter, kolo_reduce_scatter)
   KOLO_JAX_FIND(alltoall, kolo_alltoall)
   KOLO_JAX_FIND(barrier, kolo_barrier)
+  KOLO_JAX_FIND(allreduce_stream, kolo_allreduce_stream)
+  KOLO_JAX_FIND(allreduce_many_stream, kolo_allreduce_many_stream)
+  KOLO_JAX_FIND(allgather_stream, kolo_allgather_stream)
+  KOLO_JAX_FIND(broadcast_stream, kolo_broadcast_stream)
+  KOLO_JAX_FIND(reduce_scatter_stream, kolo_reduce_scatter_stream)
+  KOLO_JAX_FIND(alltoall_stream, kolo_alltoall_stream)
   KOLO_JAX_FIND(last_error, kolo_last_error)
   KOLO_JAX_FIND(result_string, kolo_result_string)
 #undef KOLO_JAX_FIND

@@ -46,13 +46,17 @@ effects.custom_derivatives_allowed_effects.add_type(_KoloEffect)
 _ATTRIBUTE_TYPES = {"process_set": np.int32, "op": np.int32, "root": np.int32, "block": np.int64}
 
 
-def _lowering(target):
+def _lowering(target, always_in_place=False):
     """The custom call of kolo_jax_<target>, the ordering token in and out.
     A primitive's `in_place` parameter (a bool, or one per operand) says
     which outputs are their input's buffer (kolo works in place there);
-    the handler does not take it."""
+    the handler does not take it. always_in_place: every output is its
+    input's buffer whatever the parameter says (XLA copies the input first
+    where it must)."""
     def lower(ctx, *operands, in_place=False, **params):
         in_place = in_place if isinstance(in_place, tuple) else (in_place,) * len(operands)
+        if always_in_place:
+            in_place = (True,) * len(operands)
         rule = ffi_lowering("kolo_jax_" + target, has_side_effect=True,
                             operand_output_aliases={i: i for i, aliased in enumerate(in_place) if aliased} or None)
         token = ctx.tokens_in.get(EFFECT)
@@ -81,13 +85,23 @@ def _primitive(target, shape_of=None, many=False):
     else:
         p.def_effectful_abstract_eval(
             lambda x, **params: (core.ShapedArray(shape_of(x.shape, **params), x.dtype), {EFFECT}))
-    mlir.register_lowering(p, _lowering(target), platform="cpu")
+    _register_lowerings(p, target)
     mlir.register_lowering(p, _not_served)  # every other platform
     return p
 
 
+def _register_lowerings(p, target, wrap=lambda lower: lower):
+    """p's lowering on the CPU (kolo_jax_<target>) and on CUDA GPUs
+    (kolo_jax_<target>_cuda: the _stream calls on XLA's stream). On a GPU a
+    broadcast is always in place: kolo's handler has no device copy of its
+    own."""
+    mlir.register_lowering(p, wrap(_lowering(target)), platform="cpu")
+    mlir.register_lowering(p, wrap(_lowering(target + "_cuda", always_in_place=target == "broadcast")),
+                           platform="cuda")
+
+
 def _not_served(ctx, *operands, **params):
-    raise NotImplementedError("kolo.jax serves CPU arrays; its collectives on %s arrays are not written yet "
+    raise NotImplementedError("kolo.jax serves CPU and CUDA arrays, not %s arrays "
                               "(put the arrays on the CPU: jax.device_put(x, jax.devices('cpu')[0]))"
                               % "/".join(ctx.module_context.platforms))
 
@@ -117,5 +131,5 @@ def _without(name, lowering_params):
     return lower
 
 
-mlir.register_lowering(allgather_p, _without("size", _lowering("allgather")), platform="cpu")
-mlir.register_lowering(reducescatter_p, _without("size", _lowering("reducescatter")), platform="cpu")
+_register_lowerings(allgather_p, "allgather", functools.partial(_without, "size"))
+_register_lowerings(reducescatter_p, "reducescatter", functools.partial(_without, "size"))

@@ -220,11 +220,31 @@ def test_refusals_name_what_was_wrong():
         hvd.broadcast(x, 99)
 
 
-def test_gpu_arrays_are_refused_saying_so():
-    """Lowered for CUDA (as on a machine with a GPU): a clear refusal, not
-    a missing lowering deep in XLA."""
-    with pytest.raises(NotImplementedError, match="kolo.jax serves CPU arrays; its collectives on cuda arrays"):
-        jax.jit(lambda x: hvd.allreduce(x)).trace(jnp.ones(3)).lower(lowering_platforms=("cuda",))
+def test_lowered_for_a_gpu_each_collective_calls_kolos_stream_handler():
+    """Lowered for CUDA (as on a machine with a GPU; this one has none, so
+    the handlers do not run here: tools/gpu_check.sh runs them): each
+    collective is the custom call of its _cuda handler, which calls kolo's
+    _stream API on XLA's stream; a broadcast is always in place there (the
+    handler makes no device copy), the others as on the CPU. Another GPU
+    platform is refused, saying so."""
+    rank, n = world()
+    x = jnp.asarray(data(rank, (2 * n, 3)))
+    cases = {"allreduce": (lambda a: hvd.allreduce(a * 2), True),
+             "allreduce_many": (lambda a: hvd.grouped_allreduce([a * 2, a + 1], op=hvd.Sum)[0], True),
+             "allgather": (lambda a: hvd.allgather(a), False),
+             "broadcast": (lambda a: hvd.broadcast(a, 0), True),
+             "reducescatter": (lambda a: hvd.reducescatter(a, op=hvd.Sum), False),
+             "alltoall": (lambda a: hvd.alltoall(a), False),
+             "barrier": (lambda a: (hvd.barrier(), a)[1], False)}
+    for target, (f, aliased) in cases.items():
+        text = jax.jit(f).trace(x).lower(lowering_platforms=("cuda",)).as_text()
+        assert "@kolo_jax_%s_cuda(" % target in text, target
+        assert "@kolo_jax_%s(" % target not in text, target
+        assert ("output_operand_aliases" in text) == aliased, target
+        cpu_text = jax.jit(f).trace(x).lower(lowering_platforms=("cpu",)).as_text()
+        assert "@kolo_jax_%s(" % target in cpu_text and "_cuda" not in cpu_text, target
+    with pytest.raises(NotImplementedError, match="kolo.jax serves CPU and CUDA arrays, not rocm arrays"):
+        jax.jit(lambda x: hvd.allreduce(x)).trace(jnp.ones(3)).lower(lowering_platforms=("rocm",))
 
 
 def test_prescale_postscale_and_the_deprecated_average():
