@@ -1,11 +1,13 @@
 """torch's CUDA tensors over kolo, each against a reference computed here:
 the "kolo" torch.distributed backend (all_reduce, all_gather, broadcast,
-DDP with device_ids, FSDP2) and kolo.torch (Horovod's API). Run by
-tools/gpu_check.sh under torchrun; the ranks may share one GPU. Prints
+stream order as NCCL's, DDP with device_ids, FSDP2) and kolo.torch
+(Horovod's API). Run by tools/gpu_check.sh under torchrun; the ranks may
+share one GPU. Prints
 "CHECK <name> ok" or "CHECK <name> FAIL: <what>" per check (rank 0), and
 exits 1 if any failed on any rank."""
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -41,6 +43,33 @@ def main():
     b = torch.full((5,), float(rank), device=device)
     dist.broadcast(b, src=world - 1)
     check("broadcast", torch.equal(b.cpu(), torch.full((5,), float(world - 1))))
+
+    # Stream order, as NCCL's: an all_reduce called while the current
+    # stream is busy (a kernel spinning for about 0.1 s) returns at once,
+    # before the stream gets to it, and its result is right once the
+    # stream has run; the host did not wait for the GPU.
+    z = torch.full((4099,), float(rank + 1), device=device)
+    torch.cuda.synchronize(device)
+    torch.cuda._sleep(200_000_000)
+    start = time.monotonic()
+    work = dist.all_reduce(z, async_op=True)
+    returned_s = time.monotonic() - start
+    pending = not work.is_completed()
+    work.wait()
+    torch.cuda.current_stream(device).synchronize()
+    check("all_reduce on the stream", returned_s < 0.05 and pending and work.is_completed()
+          and torch.equal(z.cpu(), torch.full((4099,), float(world * (world + 1) // 2))),
+          "returned after %.3f s, pending then %s, sum right %s"
+          % (returned_s, pending, torch.equal(z.cpu(), torch.full((4099,), float(world * (world + 1) // 2)))))
+    gathered = torch.empty(world * 5, device=device)
+    torch.cuda._sleep(50_000_000)
+    dist.all_gather_into_tensor(gathered, torch.full((5,), float(rank), device=device))
+    scattered = torch.empty(3, device=device)
+    dist.reduce_scatter_tensor(scattered, torch.arange(3 * world, dtype=torch.float32, device=device))
+    torch.cuda.current_stream(device).synchronize()
+    check("all_gather_into_tensor, reduce_scatter_tensor on the stream",
+          torch.equal(gathered.cpu(), torch.tensor([float(r) for r in range(world) for _ in range(5)]))
+          and torch.equal(scattered.cpu(), torch.arange(3 * rank, 3 * rank + 3, dtype=torch.float32) * world))
 
     # DDP with device_ids: one step's gradients are the average of every
     # rank's, as one process computing on all the inputs finds them.

@@ -179,6 +179,7 @@ _SIGNATURES = {
     "kolo_comm_grow": [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(UniqueId), ctypes.c_int, ctypes.POINTER(Config),
                        _c_void_pp],
     "kolo_comm_get_timeout": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_double)],
+    "kolo_comm_get_async_error": [ctypes.c_void_p, _c_int_p],
     "kolo_comm_estimate": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_double),
                            ctypes.POINTER(ctypes.c_char_p)],
     "kolo_submit_allreduce": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
@@ -223,6 +224,10 @@ _SIGNATURES = {
     "kolo_group_end": [],
 }
 _SIGNATURES.update({"kolo_%s_async" % call: args + [_c_void_pp] for call, args in _ASYNC_CALLS.items()})
+# kolo_<call>_stream (kolo.h's GPU buffers): the asynchronous call's
+# arguments and a cudaStream_t; it runs in that stream's order.
+STREAM_CALLS = frozenset({"allreduce", "allgather", "broadcast", "reduce_scatter", "alltoall"})
+_SIGNATURES.update({"kolo_%s_stream" % call: _ASYNC_CALLS[call] + [_V] for call in STREAM_CALLS})
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))

@@ -11,14 +11,15 @@ import weakref
 import torch
 from torch._C._distributed_c10d import ProcessGroup
 
-from kolo._library import SUCCESS, check, error_for, lib
+from kolo._library import STREAM_CALLS, SUCCESS, check, error_for, lib
 from kolo.torch._eager import run_eagerly
 from kolo.torch.distributed.coalescing import Coalesced
 from kolo.torch.distributed.collectives import Collectives
 from kolo.torch.distributed.rendezvous import join
 from kolo.torch.distributed.shrink import ShrinkableView, shrunk
-from kolo.torch.distributed.tensors import Buffer
-from kolo.torch.distributed.work import KoloFuture, KoloWork, complete_when_done, failure, on_kolo_thread, retire
+from kolo.torch.distributed.tensors import Buffer, cuda_device, cuda_devices
+from kolo.torch.distributed.work import (KoloFuture, KoloStreamWork, KoloWork, complete_when_done, failure,
+                                         on_kolo_thread, retire)
 
 BACKEND_NAME = "kolo"
 
@@ -111,6 +112,14 @@ class KoloProcessGroup(Collectives, ProcessGroup):
                 finish()
             return list(outputs)
 
+        device = cuda_device(keep) if call in STREAM_CALLS else None
+        if device is not None:
+            return self._run_on_stream(call, args, device, complete)
+        for d in cuda_devices(keep):
+            # kolo runs other device buffers after the legacy default
+            # stream's work: the current stream's work (which produced them,
+            # and the copies made of them) must be done first.
+            torch.cuda.current_stream(d).synchronize()
         operation = (call, args, keep, complete, future)
         with self._lock:
             if self._comm is None:
@@ -132,6 +141,38 @@ class KoloProcessGroup(Collectives, ProcessGroup):
             group = weakref.ref(self)
             future.add_done_callback(lambda _: retire(group, work))
         return work
+
+    def _run_on_stream(self, call, args, device, complete):
+        """kolo_<call>_stream on torch's current stream of `device`, as
+        NCCL runs CUDA tensors: the call returns at once, and the stream's
+        later work (complete()'s write-backs, then the caller's) waits for
+        the collective. The host does not wait for the GPU. A failure
+        becomes the communicator's (the work's wait and the group's next
+        call raise it), and the stream is released all the same."""
+        stream = torch.cuda.current_stream(device)
+        with self._lock:
+            if self._comm is None:
+                raise RuntimeError("kolo: this process group has been destroyed")
+            self._post_batch()
+            code = getattr(lib, "kolo_%s_stream" % call)(self._comm, *args, stream.cuda_stream)
+            if code != SUCCESS:
+                raise failure(code, self._deadline_s)
+            future = torch.futures.Future(devices=[device])
+            future.set_result(complete())
+            work = KoloStreamWork(self, future, device, stream)
+            if self._coalesced is not None:
+                self._coalesced.append(work)
+        return work
+
+    def _async_error(self):
+        """The communicator's failure as the exception a call would raise,
+        or None while it is healthy."""
+        comm = self._comm
+        if comm is None:
+            return None
+        code = ctypes.c_int(SUCCESS)
+        check(lib.kolo_comm_get_async_error(comm, ctypes.byref(code)))
+        return failure(code.value, self._deadline_s) if code.value != SUCCESS else None
 
     # --- torch.distributed._time_estimator (torch 2.13) ---
 

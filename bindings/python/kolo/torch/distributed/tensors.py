@@ -70,11 +70,6 @@ class Buffer:
         self.copied = output and self.tensor is not tensor
         self.engine = reduction.engine_form(self.tensor) if reduction is not None else self.tensor
         self.widened = reduction is not None and reduction.how == _policy.WIDENED
-        if tensor.is_cuda:
-            # kolo runs device buffers after the legacy default stream's work:
-            # make the current stream's work (which produced them, and the
-            # copies above) done first.
-            torch.cuda.current_stream(tensor.device).synchronize()
         self.address = self.engine.data_ptr()
 
     @property
@@ -91,6 +86,26 @@ class Buffer:
             self.tensor.copy_(self.engine)  # narrowing wraps, as the sum modulo 2**16 does
         if self.copied:
             self.user.copy_(self.tensor)
+
+
+def _memory_of(keep):
+    """The tensors an operation's `keep` (as the group's _run takes it)
+    hands to kolo: each Buffer's engine form, and the tensors themselves."""
+    return [k.engine if isinstance(k, Buffer) else k for k in keep if isinstance(k, (Buffer, torch.Tensor))]
+
+
+def cuda_device(keep):
+    """The CUDA device of all of an operation's tensors, or None where any
+    is host memory (or there are none)."""
+    tensors = _memory_of(keep)
+    if not tensors or not all(t.is_cuda for t in tensors):
+        return None
+    return tensors[0].device
+
+
+def cuda_devices(keep):
+    """The CUDA devices an operation's tensors are on (none: all on the host)."""
+    return {t.device for t in _memory_of(keep) if t.is_cuda}
 
 
 def same_layout(tensors, what):

@@ -171,6 +171,47 @@ class KoloWork(Work):
         self.wait()
 
 
+@run_eagerly
+class KoloStreamWork(KoloWork):
+    """A collective on CUDA tensors run in the order of the caller's CUDA
+    stream (the group's _run_on_stream), as NCCL's works are: its future is
+    done at once (torch's CUDA future: its value is ready at that point of
+    the stream, and another stream that uses it first waits for that
+    point); wait() makes the current stream wait for the collective and
+    raises the group's error if one has failed; is_completed() says whether
+    the GPU has got past it."""
+
+    def __init__(self, group, future, device, stream):
+        super().__init__(group, future)
+        self._group_ref = weakref.ref(group)
+        self._device = device
+        self._event = torch.cuda.Event()
+        self._event.record(stream)
+
+    def _posted(self):
+        pass
+
+    def _failure(self):
+        group = self._group_ref()
+        return group._async_error() if group is not None else None
+
+    def wait(self, timeout=None):
+        torch.cuda.current_stream(self._device).wait_event(self._event)
+        error = self._failure()
+        if error is not None:
+            raise error
+        return True
+
+    def is_completed(self):
+        return self._event.query()
+
+    def is_success(self):
+        return self.is_completed() and self._failure() is None
+
+    def exception(self):
+        return self._failure() if self.is_completed() else None
+
+
 def retire(group_ref, work):
     """A completed work leaves its group's live works."""
     group = group_ref()
