@@ -182,7 +182,7 @@ class KoloProcessGroup(Collectives, ProcessGroup):
     _ESTIMATED = {"allreduce": "allreduce", "allreduce_wire": "allreduce", "barrier": "allreduce", "allgather": "allgather",
                   "allgatherv": "allgather", "reduce_scatter": "reduce_scatter", "reduce_scatterv": "reduce_scatter",
                   "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",
-                  "alltoallv": "alltoall"}
+                  "alltoall": "alltoall", "alltoallv": "alltoall"}
 
     def _estimate_us(self, call, keep):
         collective = self._ESTIMATED.get(call)
