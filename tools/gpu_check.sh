@@ -161,8 +161,12 @@ run() {
 # while a caller's stream is held; the watchdog test deadlocks it on
 # purpose), then the GPU steps, which say SKIP here.
 host_side() {
-  step bash -c "cd '$ROOT' && bazel test //runtime:call_launcher_test //tests:gpu_collectives_test \
+  # This step may build first (minutes on 2 cores): its own, longer limit.
+  local per_step=$STEP_TIMEOUT
+  STEP_TIMEOUT=${KOLO_GPU_CHECK_BUILD_S:-1800}
+  step bash -c "cd '$ROOT' && bazel test --config=cuda //runtime:call_launcher_test //tests:gpu_collectives_test \
     //tests:gpu_collectives_more_test //gpu:all --test_output=errors"
+  STEP_TIMEOUT=$per_step
   if [ "$RC" -eq 0 ]; then
     row "emulated GPU" PASS "strict mode: call_launcher_test, gpu_collectives_test, gpu_collectives_more_test, //gpu"
   else
