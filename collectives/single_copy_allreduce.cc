@@ -12,7 +12,6 @@
 #include "collectives/arena_writes.h"
 #include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
-#include "collectives/ring.h"
 #include "collectives/ring_schedule.h"
 #include "collectives/span_cutter.h"
 #include "common/faster_of_two.h"
@@ -32,7 +31,7 @@ struct Post {
 struct PostedSpan {
   uint64_t send, recv, count;
 };
-constexpr int kOneCopy = 0, kThroughSlots = 1, kAlongTheRing = 2;
+constexpr int kOneCopy = 0, kThroughSlots = 1;
 // At most this many spans go by their addresses: one iovec each in a
 // read (the kernel takes up to 1024 a side), all in a mailbox. A call of
 // more (a fusion of hundreds of tensors) goes through the slots instead.
@@ -63,11 +62,9 @@ Status single_copy_allreduce(const ScheduleContext& ctx, SharedArena& arena, Spa
   const auto start = std::chrono::steady_clock::now();
   const size_t bytes = total * elem;
   FasterOfTwo& ways = arena.allreduce_crossings[SharedArena::size_class(bytes)];
-  FasterOfTwo& routes = arena.allreduce_routes[SharedArena::size_class(bytes)];
 
   unsigned char* box = arena.outbox(kPostBytes);
-  const int my_way = routes.pick() == 1 ? kAlongTheRing : ways.pick();
-  const Post mine{spans.size() <= kMostSpans ? spans.size() : 0, static_cast<uint64_t>(my_way)};
+  const Post mine{spans.size() <= kMostSpans ? spans.size() : 0, static_cast<uint64_t>(ways.pick())};
   std::memcpy(box, &mine, sizeof mine);
   for (size_t i = 0; i < mine.spans; ++i) {
     const PostedSpan p{reinterpret_cast<uintptr_t>(spans[i].send), reinterpret_cast<uintptr_t>(spans[i].recv),
@@ -95,22 +92,12 @@ Status single_copy_allreduce(const ScheduleContext& ctx, SharedArena& arena, Spa
   // The slots' own ways of writing (arena_writes.h) learn from their first
   // calls of a size; until they have settled, a call through the slots
   // says little of what the slots cost, and is not counted.
-  const bool counts = way != kThroughSlots || ArenaWrites::settled(arena, ArenaWrites::kAllreduce, bytes, bytes);
-  KOLO_RETURN_IF_ERROR(way == kOneCopy       ? read_peers(ctx, arena, buffer, peer_spans, dtype, op)
-                       : way == kThroughSlots ? arena_allreduce_agreed(ctx, arena, spans, dtype, op)
-                                              : ring_allreduce_spans(ctx, spans, dtype, op));
+  const bool counts = way == kOneCopy || ArenaWrites::settled(arena, ArenaWrites::kAllreduce, bytes, bytes);
+  KOLO_RETURN_IF_ERROR(way == kOneCopy ? read_peers(ctx, arena, buffer, peer_spans, dtype, op)
+                                       : arena_allreduce_agreed(ctx, arena, spans, dtype, op));
   if (arena.rank() == 0 && way == static_cast<int>(mine.way) && counts) {
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    const double cost = took.count() / static_cast<double>(bytes);
-    if (way == kAlongTheRing) {
-      routes.record(1, cost);
-    } else {
-      // The arena's time counts against the ring's only where the arena
-      // took its faster way (not a try of the other): one try at a time.
-      const bool arena_at_its_best = !ways.trying();
-      ways.record(way, cost);
-      if (arena_at_its_best) routes.record(0, cost);
-    }
+    ways.record(way, took.count() / static_cast<double>(bytes));
   }
   return Status::ok();
 }

@@ -8,10 +8,7 @@
 // processes in one copy, where through the slots (arena_allreduce.h) it is
 // copied in and then out: Open MPI's shared memory moves large messages
 // with the same kernel call. The cost model says from where it is the
-// faster (cost_model.h). Which of the two is faster, and whether the
-// plain ring over the ranks' own links (the shared-memory transport's
-// rings) beats both, depends on the machine: rank 0's calls of each size
-// measure and choose for all (SharedArena::allreduce_crossings, _routes).
+// faster (cost_model.h).
 #pragma once
 
 #include "collectives/algorithm.h"

@@ -304,12 +304,6 @@ TEST_P(Collectives, SharedMemorySingleCopyOrThroughTheSlots) {
       for (int call = 0; call < 6; ++call) check_allreduce(w, d, op, count, call % 2 == 1);
     }
   }
-  // Past the crossing's first runs, rank 0 tries the ring of the ranks'
-  // own links too (SharedArena::allreduce_routes), and then keeps the
-  // faster route: every call right whichever it takes. (Traced once, 12
-  // calls of this size class having run above: every world took the ring
-  // from the 2nd of these calls, at least twice.)
-  for (int call = 0; call < 24; ++call) check_allreduce(w, DataType::kFloat32, ReduceOp::kSum, 70001, call % 2 == 1);
   const int n = w.size();
   const size_t spans = 600, each = 100;
   for (int call = 0; call < 2; ++call) {

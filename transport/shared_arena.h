@@ -109,14 +109,6 @@ class SharedArena {
     Crossings() : FasterOfTwo(4) {}
   };
   std::array<Crossings, 64> allreduce_crossings;
-  // And whether it goes through this memory at all (0: the crossing
-  // above) or along the ring of the ranks' own links (1: the shared-memory
-  // transport's rings, one copy into a ring and a reduction straight out
-  // of it). Which is faster depends on the machine: on one 2-core VM the
-  // ring was 1.3-1.7x the arena from 256 KiB to 64 MiB on 2 ranks, and the
-  // arena 1.5-2x the ring from 4 MiB on 4. Measured the same way, by rank
-  // 0's calls, once the crossing above has settled for the size.
-  std::array<Crossings, 64> allreduce_routes;
 };
 
 }  // namespace kolo
