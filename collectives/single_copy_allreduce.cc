@@ -108,12 +108,12 @@ Status read_peers(const ScheduleContext& ctx, SharedArena& arena, const SpanCutt
   const size_t total = buffer.total();
   const int n = arena.size(), r = arena.rank();
   const double timeout_s = ctx.pipeline.timeout_s;
+  // A failed read is not aborted here: the communicator's failure path
+  // first records the job's first failure (naming the lost rank), then
+  // aborts the arena; aborting before it would let a peer, released from
+  // the barrier, report this rank as the one lost.
   const auto read = [&](int q, const std::vector<iovec>& local, const std::vector<iovec>& remote) {
-    Status s = arena.read_peer(q, local.data(), local.size(), remote.data(), remote.size());
-    // The peers would wait for this rank at the next barrier until their
-    // deadline; aborting tells them now.
-    if (!s.is_ok()) arena.abort();
-    return s;
+    return arena.read_peer(q, local.data(), local.size(), remote.data(), remote.size());
   };
 
   // This rank's share, piece by piece: each peer's input for the piece

@@ -253,13 +253,16 @@ void ShmArena::abort() {
 
 Status ShmArena::check_peers() {
   for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    if (member(r).closed.load()) {
-      return peer_lost("rank " + std::to_string(r) +
-                       " (shared memory) closed its end: its communicator closed or failed");
-    }
-    if (processes_[r].ended()) return peer_lost("rank " + std::to_string(r) + " (shared memory): its process has ended");
+    if (r != rank_) KOLO_RETURN_IF_ERROR(check_peer(r));
   }
+  return Status::ok();
+}
+
+Status ShmArena::check_peer(int r) {
+  if (member(r).closed.load()) {
+    return peer_lost("rank " + std::to_string(r) + " (shared memory) closed its end: its communicator closed or failed");
+  }
+  if (processes_[r].ended()) return peer_lost("rank " + std::to_string(r) + " (shared memory): its process has ended");
   return Status::ok();
 }
 
@@ -283,15 +286,18 @@ Status ShmArena::read_peer(int q, const iovec* local, size_t local_count, const 
   for (size_t i = 0; i < local_count; ++i) wanted += local[i].iov_len;
   // It moves everything unless a page of either side cannot be reached.
   const ssize_t got = ::process_vm_readv(member(q).pid, local, local_count, remote, remote_count, 0);
-  if (got < 0 && errno == ESRCH) {
+  const int err = errno;
+  if (got >= 0 && static_cast<size_t>(got) == wanted) return Status::ok();
+  if (got < 0 && err == ESRCH) {
     return peer_lost("rank " + std::to_string(q) + " (shared memory): its process has ended");
   }
-  if (got < 0) return errno_error(Code::kTransport, "reading rank " + std::to_string(q) + "'s memory", errno);
-  if (static_cast<size_t>(got) != wanted) {
-    return transport_error("reading rank " + std::to_string(q) + "'s memory: " + std::to_string(got) + " of " +
-                           std::to_string(wanted) + " bytes");
-  }
-  return Status::ok();
+  // A peer that failed (its arena closed, so its caller may have freed the
+  // buffers it posted) or whose process ended is lost, not a fault of
+  // this transport.
+  KOLO_RETURN_IF_ERROR(check_peer(q));
+  if (got < 0) return errno_error(Code::kTransport, "reading rank " + std::to_string(q) + "'s memory", err);
+  return transport_error("reading rank " + std::to_string(q) + "'s memory: " + std::to_string(got) + " of " +
+                         std::to_string(wanted) + " bytes");
 }
 
 Status ShmArena::barrier(Deadline deadline) {

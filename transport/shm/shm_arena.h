@@ -72,6 +72,7 @@ class ShmArena final : public SharedArena {
   Status wait_for_post(int q, const Mailbox* box, uint64_t round, Deadline deadline, const Stalled& stalled);
   // A rank that closed its end or whose process ended: PEER_LOST naming it.
   Status check_peers();
+  Status check_peer(int r);  // the same for rank r alone
   // Whether this process can read every peer's memory (process_vm_readv:
   // Linux's cross-memory attach, which ptrace's rules allow between one
   // user's processes unless a container's seccomp or Yama forbids it, and

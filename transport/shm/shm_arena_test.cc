@@ -310,6 +310,22 @@ TEST(ShmArena, EveryRankReadsItsPeersMemoryWhereTheKernelLetsIt) {
   });
 }
 
+TEST(ShmArena, AReadThatFailsOnAPeerThatAbortedNamesThatPeerLost) {
+  // A rank whose communicator failed aborts its arena, and its caller may
+  // then free the buffers it posted: a peer's read of them fails, and that
+  // is the aborted rank lost (PEER_LOST naming it), not this transport's
+  // fault.
+  Arenas arenas(2, 0xae);
+  ASSERT_TRUE(arenas.a[0]->reads_peers());
+  arenas.a[1]->abort();
+  uint64_t word = 0;
+  const iovec freed{reinterpret_cast<void*>(uintptr_t{16}), 8};
+  const iovec into{&word, 8};
+  Status s = arenas.a[0]->read_peer(1, &into, 1, &freed, 1);
+  EXPECT_EQ(s.code(), Code::kPeerLost) << s.to_string();
+  EXPECT_NE(s.message().find("rank 1 (shared memory) closed its end"), std::string::npos) << s.message();
+}
+
 TEST(ShmArena, WhereOneRankCannotReadItsPeersNoRankReads) {
   // Rank 1's thread is refused process_vm_readv (seccomp, as a container's
   // profile may refuse it): its probe fails, so every rank goes without,
