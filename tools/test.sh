@@ -8,8 +8,9 @@
 # FUZZ_SECONDS (default 7: each target still runs 0.2 to 5 million inputs);
 # then the RDMA conformance suite over soft-RoCE in a VM (tools/rdma_suite.sh,
 # about 4 minutes in the optimized pass's build; its VM image, made once, is
-# made in the background while the optimized pass compiles). A fresh 2-core
-# machine ran all of it in 1622 s on 2026-12-06 (CI; docs/testing.md).
+# made in the background while the optimized pass compiles). CI's fresh
+# 2-core machine ran all of it in 1622 s on 2026-12-06, then in 3152 s on a
+# slower machine; docs/testing.md has each part's time.
 #
 #   tools/test.sh [--extended] [BAZEL_TEST_ARGS...]
 #
