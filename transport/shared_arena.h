@@ -68,7 +68,7 @@ class SharedArena {
   // Copies rank q's memory at `remote` (addresses in q's process, as q
   // posted them) into this process's `local`; the two lists cover the same
   // number of bytes. Only where reads_peers(); PEER_LOST where q's process
-  // has ended, TRANSPORT where q's memory could not be read.
+  // ended or its end closed, TRANSPORT where q's memory could not be read.
   virtual Status read_peer(int q, const iovec* local, size_t local_count, const iovec* remote, size_t remote_count) {
     (void)q, (void)local, (void)local_count, (void)remote, (void)remote_count;
     return unsupported("this arena cannot read its peers' memory");
