@@ -220,6 +220,9 @@ class SimulatedRank : public Transport, public Memory {
   void finalize(DataType dtype, ReduceOp op, void*, size_t count, int) override {
     if (op == ReduceOp::kAvg) sim_->compute(rank_, double(count * dtype_size(dtype)) / sim_->net_.copy_bytes_per_s);
   }
+  void scale(DataType dtype, void*, const void*, size_t count, double) override {
+    sim_->compute(rank_, double(count * dtype_size(dtype)) / sim_->net_.copy_bytes_per_s);
+  }
   void* staging(size_t) override { return nowhere(); }
   void* scratch(size_t) override { return nowhere(); }
   void* packing(size_t) override { return nowhere(); }

@@ -8,6 +8,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "collectives/elementwise.h"
 #include "collectives/reduce_kernels.h"
 
 namespace kolo {
@@ -109,6 +110,10 @@ void HostMemory::copy_together(CopyJob a, CopyJob b) {
 
 void HostMemory::reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) {
   reduce_kernel(dtype, op)(out, a, b, count);
+}
+
+void HostMemory::scale(DataType dtype, void* out, const void* in, size_t count, double factor) {
+  scale_copy(dtype, out, in, count, factor);
 }
 
 void HostMemory::finalize(DataType dtype, ReduceOp op, void* buf, size_t count, int divisor) {

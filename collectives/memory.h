@@ -45,6 +45,8 @@ class Memory {
   // For kAvg, buf[i] /= divisor (integer division for integer types);
   // nothing for the other ops.
   virtual void finalize(DataType dtype, ReduceOp op, void* buf, size_t count, int divisor) = 0;
+  // out[i] = in[i] * factor (elementwise.h's scale_copy); out may be in.
+  virtual void scale(DataType dtype, void* out, const void* in, size_t count, double factor) = 0;
 
   // Scratch buffers of this memory's kind, at least `bytes`, reused between
   // calls (valid until the next call of the same function); nullptr when
@@ -79,6 +81,7 @@ class HostMemory : public Memory {
   void copy_together(CopyJob a, CopyJob b) override;
   void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) override;
   void finalize(DataType dtype, ReduceOp op, void* buf, size_t count, int divisor) override;
+  void scale(DataType dtype, void* out, const void* in, size_t count, double factor) override;
   void* staging(size_t bytes) override { return staging_.get(bytes); }
   void* scratch(size_t bytes) override { return scratch_.get(bytes); }
   bool is_host() const override { return true; }

@@ -68,6 +68,9 @@ class Device {
   virtual void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) = 0;
   // buf[i] /= divisor, as the host's finalize kernels do.
   virtual void divide(DataType dtype, void* buf, size_t count, int divisor) = 0;
+  // out[i] = in[i] * factor, as the host's scale_copy computes it
+  // (collectives/elementwise.h); out may be in.
+  virtual void scale(DataType dtype, void* out, const void* in, size_t count, double factor) = 0;
 
   // A fence after everything enqueued so far. poll() says whether the
   // stream has passed it, or the failure of the work before it.

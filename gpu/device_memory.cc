@@ -21,6 +21,10 @@ void DeviceMemory::finalize(DataType dtype, ReduceOp op, void* buf, size_t count
   if (op == ReduceOp::kAvg && count > 0) device_->divide(dtype, buf, count, divisor);
 }
 
+void DeviceMemory::scale(DataType dtype, void* out, const void* in, size_t count, double factor) {
+  if (count > 0) device_->scale(dtype, out, in, count, factor);
+}
+
 void* DeviceMemory::grow(Buffer* buffer, size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

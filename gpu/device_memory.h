@@ -28,6 +28,7 @@ class DeviceMemory : public Memory {
   void copy(void* dst, const void* src, size_t bytes) override;
   void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) override;
   void finalize(DataType dtype, ReduceOp op, void* buf, size_t count, int divisor) override;
+  void scale(DataType dtype, void* out, const void* in, size_t count, double factor) override;
   void* staging(size_t bytes) override { return grow(&staging_, bytes); }
   void* scratch(size_t bytes) override { return grow(&scratch_, bytes); }
   void* packing(size_t bytes) override { return grow(&packing_, bytes); }

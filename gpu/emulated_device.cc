@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collectives/elementwise.h"
 #include "collectives/reduce_kernels.h"
 
 namespace kolo {
@@ -230,6 +231,15 @@ void EmulatedDevice::divide(DataType dtype, void* buf, size_t count, int divisor
   }
   FinalizeFn fn = finalize_kernel(dtype, ReduceOp::kAvg);
   enqueue([=] { fn(buf, count, divisor); });
+}
+
+void EmulatedDevice::scale(DataType dtype, void* out, const void* in, size_t count, double factor) {
+  if (!first_use(2000 + static_cast<int>(dtype), "scaling kernel")) {
+    fail_next(device_error("the scaling kernel could not be loaded"));
+    enqueue([] {});
+    return;
+  }
+  enqueue([=] { scale_copy(dtype, out, in, count, factor); });
 }
 
 uint64_t EmulatedDevice::fence() { return stream_.enqueued(); }

@@ -102,6 +102,7 @@ class EmulatedDevice : public Device {
   void copy(void* dst, const void* src, size_t bytes) override;
   void reduce(DataType dtype, ReduceOp op, void* out, const void* a, const void* b, size_t count) override;
   void divide(DataType dtype, void* buf, size_t count, int divisor) override;
+  void scale(DataType dtype, void* out, const void* in, size_t count, double factor) override;
   uint64_t fence() override;
   Status poll(uint64_t fence, bool* passed) override;
   Status synchronize(Deadline deadline) override;

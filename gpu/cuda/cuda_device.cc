@@ -165,6 +165,10 @@ class CudaDevice : public Device {
     const CurrentDevice scope(ordinal_);
     keep(static_cast<cudaError_t>(cuda::enqueue_divide(dtype, buf, count, divisor, stream_)), "division kernel");
   }
+  void scale(DataType dtype, void* out, const void* in, size_t count, double factor) override {
+    const CurrentDevice scope(ordinal_);
+    keep(static_cast<cudaError_t>(cuda::enqueue_scale(dtype, out, in, count, factor, stream_)), "scaling kernel");
+  }
 
   uint64_t fence() override {
     const CurrentDevice scope(ordinal_);

@@ -159,6 +159,29 @@ struct Divide {
   }
 };
 
+// x * factor as collectives/elementwise.cc's scale_copy computes it:
+// float32 and the half formats in float (the factor rounded to float
+// first), float64 in double; integers in double, truncated toward zero and
+// saturated at the type's range (NaN, which a finite factor cannot make, 0).
+struct Scale {
+  template <typename T>
+  __host__ __device__ static T apply(T x, double factor) {
+    if constexpr (std::is_integral_v<T>) {
+      constexpr T lowest = std::is_signed_v<T> ? static_cast<T>(Unsigned<T>{1} << (sizeof(T) * 8 - 1)) : T{0};
+      constexpr T highest = static_cast<T>(~static_cast<Unsigned<T>>(lowest));
+      double v = static_cast<double>(x) * factor;
+      if (is_nan(v)) return T{0};
+      v = trunc(v);
+      if (v <= static_cast<double>(lowest)) return lowest;
+      if (v >= static_cast<double>(highest)) return highest;
+      return static_cast<T>(v);
+    } else {
+      const T f = static_cast<T>(factor);
+      return x86_nan(x * f, x, f);
+    }
+  }
+};
+
 template <typename Fmt, typename Op>
 __host__ __device__ __forceinline__ typename Fmt::Storage reduce_one(typename Fmt::Storage a,
                                                                       typename Fmt::Storage b) {
@@ -168,6 +191,11 @@ __host__ __device__ __forceinline__ typename Fmt::Storage reduce_one(typename Fm
 template <typename Fmt>
 __host__ __device__ __forceinline__ typename Fmt::Storage divide_one(typename Fmt::Storage x, int divisor) {
   return Fmt::store(Divide::apply(Fmt::load(x), divisor));
+}
+
+template <typename Fmt>
+__host__ __device__ __forceinline__ typename Fmt::Storage scale_one(typename Fmt::Storage x, double factor) {
+  return Fmt::store(Scale::apply(Fmt::load(x), factor));
 }
 
 // ---- Kernels.
@@ -247,6 +275,25 @@ __host__ __device__ __forceinline__ void divide_range(size_t tid, size_t stride,
   }
 }
 
+// out = in * factor (out may be in): once per scaled tensor, a plain vector
+// loop like divide_range's.
+template <typename Fmt>
+__host__ __device__ __forceinline__ void scale_range(size_t tid, size_t stride, typename Fmt::Storage* out,
+                                                     const typename Fmt::Storage* in, size_t head, size_t nvec,
+                                                     size_t count, double factor) {
+  using V = Vec<typename Fmt::Storage>;
+  for (size_t i = tid; i < head; i += stride) out[i] = scale_one<Fmt>(in[i], factor);
+  for (size_t i = head + nvec * V::kWidth + tid; i < count; i += stride) out[i] = scale_one<Fmt>(in[i], factor);
+  V* vo = reinterpret_cast<V*>(out + head);
+  const V* vi = reinterpret_cast<const V*>(in + head);
+  for (size_t i = tid; i < nvec; i += stride) {
+    V x = vi[i];
+    KOLO_UNROLL
+    for (int k = 0; k < V::kWidth; ++k) x.e[k] = scale_one<Fmt>(x.e[k], factor);
+    vo[i] = x;
+  }
+}
+
 __device__ __forceinline__ size_t thread_index() { return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ size_t thread_count() { return static_cast<size_t>(gridDim.x) * blockDim.x; }
 
@@ -261,6 +308,13 @@ template <typename Fmt>
 __global__ void __launch_bounds__(kThreads)
     divide_elements(typename Fmt::Storage* buf, size_t head, size_t nvec, size_t count, int divisor) {
   divide_range<Fmt>(thread_index(), thread_count(), buf, head, nvec, count, divisor);
+}
+
+template <typename Fmt>
+__global__ void __launch_bounds__(kThreads)
+    scale_elements(typename Fmt::Storage* out, const typename Fmt::Storage* in, size_t head, size_t nvec,
+                   size_t count, double factor) {
+  scale_range<Fmt>(thread_index(), thread_count(), out, in, head, nvec, count, factor);
 }
 
 // ---- Launch.
@@ -327,6 +381,8 @@ template <typename Fmt, typename Op>
 std::atomic<int> reduce_wave_cache[kMaxDevices];
 template <typename Fmt>
 std::atomic<int> divide_wave_cache[kMaxDevices];
+template <typename Fmt>
+std::atomic<int> scale_wave_cache[kMaxDevices];
 
 template <typename Fmt, typename Op>
 int launch_reduce(void* out, const void* a, const void* b, size_t count, cudaStream_t stream) {
@@ -374,6 +430,20 @@ int launch_divide(void* buf, size_t count, int divisor, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <typename Fmt>
+int launch_scale(void* out, const void* in, size_t count, double factor, cudaStream_t stream) {
+  using S = typename Fmt::Storage;
+  std::atomic<int>* wave_cache = scale_wave_cache<Fmt>;
+  const auto kernel = &scale_elements<Fmt>;
+  const Split s = split<S>(count, out, in, in);
+  const size_t scalars = count - s.nvec * Vec<S>::kWidth;
+  int grid = 0;
+  if (int err = grid_for(kernel, wave_cache, s.nvec > scalars ? s.nvec : scalars, &grid)) return err;
+  kernel<<<grid, kThreads, 0, stream>>>(static_cast<S*>(out), static_cast<const S*>(in), s.head, s.nvec, count,
+                                        factor);
+  return cudaGetLastError();
+}
+
 // A kernel's module loaded and its wave cached.
 template <typename Kernel>
 int load(Kernel kernel, std::atomic<int>* cache) {
@@ -391,6 +461,7 @@ int load_format() {
   if (!err) err = load(&reduce_elements<Fmt, Min>, reduce_wave_cache<Fmt, Min>);
   if (!err) err = load(&reduce_elements<Fmt, Max>, reduce_wave_cache<Fmt, Max>);
   if (!err) err = load(&divide_elements<Fmt>, divide_wave_cache<Fmt>);
+  if (!err) err = load(&scale_elements<Fmt>, scale_wave_cache<Fmt>);
   return err;
 }
 
@@ -440,6 +511,24 @@ int enqueue_divide(DataType dtype, void* buf, size_t count, int divisor, void* s
     case DataType::kBfloat16: return launch_divide<Bf16>(buf, count, divisor, s);
     case DataType::kFloat32: return launch_divide<Native<float>>(buf, count, divisor, s);
     case DataType::kFloat64: return launch_divide<Native<double>>(buf, count, divisor, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+int enqueue_scale(DataType dtype, void* out, const void* in, size_t count, double factor, void* stream) {
+  if (count == 0) return cudaSuccess;
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (dtype) {
+    case DataType::kInt8: return launch_scale<Native<int8_t>>(out, in, count, factor, s);
+    case DataType::kUint8: return launch_scale<Native<uint8_t>>(out, in, count, factor, s);
+    case DataType::kInt32: return launch_scale<Native<int32_t>>(out, in, count, factor, s);
+    case DataType::kUint32: return launch_scale<Native<uint32_t>>(out, in, count, factor, s);
+    case DataType::kInt64: return launch_scale<Native<int64_t>>(out, in, count, factor, s);
+    case DataType::kUint64: return launch_scale<Native<uint64_t>>(out, in, count, factor, s);
+    case DataType::kFloat16: return launch_scale<Fp16>(out, in, count, factor, s);
+    case DataType::kBfloat16: return launch_scale<Bf16>(out, in, count, factor, s);
+    case DataType::kFloat32: return launch_scale<Native<float>>(out, in, count, factor, s);
+    case DataType::kFloat64: return launch_scale<Native<double>>(out, in, count, factor, s);
   }
   return cudaErrorInvalidValue;
 }

@@ -23,6 +23,10 @@ int enqueue_reduce(DataType dtype, ReduceOp op, void* out, const void* a, const 
 // kernels do.
 int enqueue_divide(DataType dtype, void* buf, size_t count, int divisor, void* stream);
 
+// out[i] = in[i] * factor, as collectives/elementwise.h's scale_copy
+// computes it; out may be in.
+int enqueue_scale(DataType dtype, void* out, const void* in, size_t count, double factor, void* stream);
+
 // Loads every kernel above on the current device (its module and what a
 // launch needs: attributes, occupancy) now rather than at its first launch.
 // Returns 0 or the cudaError_t.

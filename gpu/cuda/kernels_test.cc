@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "collectives/dtype.h"
+#include "collectives/elementwise.h"
 #include "collectives/reduce_kernels.h"
 
 namespace kolo {
@@ -270,6 +271,49 @@ TEST_P(DivideTest, MatchesCpuBitForBit) {
   }
 }
 
+class ScaleTest : public ::testing::TestWithParam<DataType> {
+ protected:
+  void SetUp() override {
+    if (!no_gpu_reason().empty()) GTEST_SKIP() << no_gpu_reason();
+  }
+};
+
+// The engine's prescale and postscale on a GPU against scale_copy, into
+// another buffer and in place.
+TEST_P(ScaleTest, MatchesCpuBitForBit) {
+  const DataType dt = GetParam();
+  const Format f = format_of(dt);
+  std::mt19937_64 rng(static_cast<uint64_t>(dt) + 11);
+  for (double factor : {0.5, 1.0 / 3, -2.5, 1e30}) {
+    for (size_t count : kCounts) {
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE("factor " + std::to_string(factor) + ", count " + std::to_string(count) +
+                     (in_place ? ", in place" : ""));
+        const size_t slots = count + 16;
+        const std::vector<unsigned char> in = values(dt, slots, rng);
+        DeviceBuffer d_in(slots * f.size), d_out(slots * f.size);
+        ASSERT_EQ(cudaMemcpy(d_in.get(), in.data(), in.size(), cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(d_out.get(), in.data(), in.size(), cudaMemcpyHostToDevice), cudaSuccess);
+        unsigned char* out = in_place ? d_in.get() : d_out.get();
+        ASSERT_EQ(enqueue_scale(dt, out + f.size, d_in.get() + f.size, count, factor, nullptr), 0);
+        std::vector<unsigned char> want = in, got(in.size());
+        scale_copy(dt, want.data() + f.size, in.data() + f.size, count, factor);
+        ASSERT_EQ(cudaMemcpy(got.data(), out, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+        int failures = 0;
+        for (size_t i = 0; i < slots && failures < 5; ++i) {
+          const uint64_t x = get(f, in, i);
+          auto r = same(f, x, x, get(f, want, i), get(f, got, i), i);
+          if (!r) {
+            ++failures;
+            ADD_FAILURE() << r.message();
+          }
+        }
+        if (failures) return;
+      }
+    }
+  }
+}
+
 const DataType kAllTypes[] = {DataType::kInt8,    DataType::kUint8,   DataType::kInt32,    DataType::kUint32,
                               DataType::kInt64,   DataType::kUint64,  DataType::kFloat16,  DataType::kBfloat16,
                               DataType::kFloat32, DataType::kFloat64};
@@ -285,12 +329,15 @@ INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceTest,
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, DivideTest, ::testing::ValuesIn(kAllTypes),
                          [](const ::testing::TestParamInfo<DataType>& info) { return dtype_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(AllTypes, ScaleTest, ::testing::ValuesIn(kAllTypes),
+                         [](const ::testing::TestParamInfo<DataType>& info) { return dtype_name(info.param); });
 
 // These run with or without a GPU: the calls return before touching CUDA,
 // or report CUDA's error instead of crashing.
 TEST(KernelsWithoutGpu, EmptyRangesLaunchNothing) {
   EXPECT_EQ(enqueue_reduce(DataType::kFloat32, ReduceOp::kSum, nullptr, nullptr, nullptr, 0, nullptr), 0);
   EXPECT_EQ(enqueue_divide(DataType::kFloat32, nullptr, 0, 3, nullptr), 0);
+  EXPECT_EQ(enqueue_scale(DataType::kFloat32, nullptr, nullptr, 0, 0.5, nullptr), 0);
 }
 
 // Without a GPU the suite's point (the kernels on a GPU) is not reached:
