@@ -30,6 +30,13 @@ struct Span {
   size_t count;
 };
 
+// What the runtime engine multiplies a span's elements by before its
+// allreduce (pre) and after (post): a tensor's prescale and postscale.
+struct SpanScale {
+  double pre = 1;
+  double post = 1;
+};
+
 // Spans seen where they lie (a call's one span on its stack, the fusion
 // engine's vector): a blocking allreduce allocates nothing for them.
 class SpanList {

@@ -110,12 +110,57 @@ Status run_single_tensor(const OpResources& res, const OpRequest& spec, Particip
   return Status::ok();
 }
 
+// A batch in GPU memory: every tensor reduced where it lies, one span
+// each, and scaled by the GPU's kernels (the link's scales). Nothing is
+// packed: the fusion buffer is host memory, and a small tensor's trip
+// there and back would cost two copies across the bus and a wait for each.
+// A joined rank takes part from GPU memory of the link's filled with the
+// op's identity, cut where the others' tensors end.
+Status run_device_batch(const OpResources& res, const std::vector<const OpRequest*>& specs,
+                        const std::vector<Participation>& parts, RingTrace* trace) {
+  const OpRequest& first = *specs[0];
+  std::vector<size_t> counts;  // per tensor, in batch order
+  std::vector<SpanScale> scales;
+  size_t total = 0;
+  for (const OpRequest* spec : specs) {
+    for (const auto& shape : spec->shapes) {
+      counts.push_back(static_cast<size_t>(element_count(shape)));
+      scales.push_back({spec->prescale, spec->postscale});
+      total += counts.back();
+    }
+  }
+  std::vector<Span> spans;
+  if (!parts[0].sub) {
+    void* identity = nullptr;
+    KOLO_RETURN_IF_ERROR(res.link->identity_on_device(first.data_type(), first.reduce_op(), total, &identity));
+    auto* at = static_cast<unsigned char*>(identity);
+    for (size_t count : counts) {
+      spans.push_back({at, at, count});
+      at += count * dtype_size(first.data_type());
+    }
+    scales.assign(spans.size(), SpanScale{});  // nothing of the identity is kept
+  } else {
+    for (size_t m = 0; m < specs.size(); ++m) {
+      const Submission& sub = *parts[m].sub;
+      for (size_t t = 0; t < sub.sends.size(); ++t) spans.push_back({sub.sends[t], sub.recvs[t], counts[spans.size()]});
+    }
+  }
+  const auto begin = Clock::now();
+  KOLO_RETURN_IF_ERROR(
+      res.link->allreduce_spans(spans, first.data_type(), first.reduce_op(), WireFormat::kNative, nullptr, &scales));
+  if (trace->active()) trace->ring(begin, Clock::now());
+  return Status::ok();
+}
+
 }  // namespace
 
 Status run_allreduce_batch(const OpResources& res, const std::vector<const OpRequest*>& specs,
                            const std::vector<Participation>& parts) {
   RingTrace trace(res, specs);
   const OpRequest& first = *specs[0];
+  // Every member's tensors are where the first's are: the negotiation
+  // compared them, and fusion takes only like requests (fusion_plan.cc).
+  if (first.on_device) return run_device_batch(res, specs, parts, &trace);
   if (specs.size() == 1 && first.shapes.size() == 1) return run_single_tensor(res, first, parts[0], &trace);
 
   // The batch is one logical buffer, the concatenation of its tensors,

@@ -53,6 +53,11 @@ Status CallLauncher::gpu_ordinal(int* ordinal) {
   return Status::ok();
 }
 
+Status CallLauncher::gpu_device(Device** device) {
+  std::lock_guard<std::mutex> order(order_);
+  return gpu()->device(device);
+}
+
 Status CallLauncher::later(const CallRecord& call, BufferList buffers, Launch how, Collective fn) {
   std::lock_guard<std::mutex> order(order_);
   bool on_device = false;

@@ -85,6 +85,8 @@ class CallLauncher {
   Status classify(BufferList buffers, bool* on_device);
   // The GPU's ordinal, opening it if needed.
   Status gpu_ordinal(int* ordinal);
+  // The GPU itself, opening it if needed.
+  Status gpu_device(Device** device);
 
  private:
   // Blocking: after what is still queued, and on device buffers after the

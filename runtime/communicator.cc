@@ -66,6 +66,10 @@ Status Communicator::estimate(const std::string& collective, size_t bytes, doubl
 
 Status Communicator::gpu_ordinal(int* ordinal) { return launcher_->gpu_ordinal(ordinal); }
 
+Status Communicator::classify(BufferList buffers, bool* on_device) { return launcher_->classify(buffers, on_device); }
+
+Status Communicator::gpu_device(Device** device) { return launcher_->gpu_device(device); }
+
 Status Communicator::register_memory(const void* data, size_t bytes) {
   if (data == nullptr && bytes > 0) return invalid_argument("buf is NULL with bytes = " + std::to_string(bytes));
   std::lock_guard<std::mutex> lock(call_mutex_);
@@ -117,6 +121,26 @@ Status Communicator::wire_for_buffers(std::optional<WireFormat> wire, DataType d
   if (on_device) *out = WireFormat::kNative;
   return Status::ok();
 }
+
+namespace {
+
+// The elements of a "v" collective's counts: what the ranks agree on (each
+// one's own count may differ).
+size_t elements(const std::vector<size_t>& counts) {
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  return total;
+}
+
+// A buffer as dispatch() classifies it: by its address even when empty, so
+// that a rank with nothing to send or receive in a collective whose other
+// ranks move data (a gatherv's zero block) runs it on the same path as
+// they do (host or device; the two must match between neighbours). NULL is
+// host.
+NamedBuffer named(const void* data, size_t bytes, const char* name) {
+  return {data, data ? std::max<size_t>(bytes, 1) : 0, name};
+}
+}  // namespace
 
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, Launch launch) {
   return allreduce(send, recv, count, dtype, op, std::nullopt, nullptr, std::move(launch));
@@ -232,16 +256,22 @@ Status Communicator::allgather_v(const void* send, void* recv, const std::vector
 }
 
 Status Communicator::reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype,
-                                      ReduceOp op) {
+                                      ReduceOp op, double postscale) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
   KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "counts"));
   KOLO_RETURN_IF_ERROR(check_buffer(send, total_of(counts), "sendbuf"));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, counts[world_.rank], "recvbuf"));
-  return run("reduce_scatter", [&](const ScheduleContext& ctx) {
-    return kolo::reduce_scatter(ctx, topology(), thresholds(),
-                                {send, recv, counts, dtype, op});
-  });
+  const size_t es = dtype_size(dtype);
+  const size_t mine = counts[world_.rank];
+  return dispatch(CallRecord("reduce_scatter", dtype, total_of(counts), op),
+                  {named(send, total_of(counts) * es, "sendbuf"), named(recv, mine * es, "recvbuf")}, {},
+                  [&](const ScheduleContext& ctx) {
+                    KOLO_RETURN_IF_ERROR(kolo::reduce_scatter(ctx, topology(), thresholds(),
+                                                              {send, recv, counts, dtype, op}));
+                    if (postscale != 1) ctx.memory->scale(dtype, recv, recv, mine, postscale);
+                    return Status::ok();
+                  });
 }
 
 Status Communicator::alltoall(const void* send, const std::vector<size_t>& send_counts, void* recv,
@@ -257,26 +287,51 @@ Status Communicator::alltoall(const void* send, const std::vector<size_t>& send_
 }
 
 Status Communicator::allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op,
-                                     std::optional<WireFormat> wire, const std::vector<float*>* residuals) {
+                                     std::optional<WireFormat> wire, const std::vector<float*>* residuals,
+                                     const std::vector<SpanScale>* scales) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
   size_t total = 0;
+  std::vector<NamedBuffer> buffers;
+  buffers.reserve(2 * spans.size());
+  const size_t es = dtype_size(dtype);
   for (const Span& s : spans) {
     KOLO_RETURN_IF_ERROR(check_buffer(s.send, s.count, "span send"));
     KOLO_RETURN_IF_ERROR(check_buffer(s.recv, s.count, "span recv"));
+    buffers.push_back({s.send, s.count * es, "span send"});
+    buffers.push_back({s.recv, s.count * es, "span recv"});
     total += s.count;
   }
   if (residuals && residuals->size() != spans.size()) {
     return invalid_argument("residuals: " + std::to_string(residuals->size()) + " arrays for " +
                             std::to_string(spans.size()) + " spans");
   }
+  if (scales && scales->size() != spans.size()) {
+    return invalid_argument("scales: " + std::to_string(scales->size()) + " for " + std::to_string(spans.size()) +
+                            " spans");
+  }
   WireFormat format;
-  KOLO_RETURN_IF_ERROR(wire_for(wire, dtype, op, total * dtype_size(dtype), &format));
-  return run("allreduce", [&](const ScheduleContext& ctx) {
-    AllreduceArgs args{spans, dtype, op};
+  KOLO_RETURN_IF_ERROR(wire_for_buffers(wire, dtype, op, total * es, buffers, &format));
+  return dispatch(CallRecord("allreduce", dtype, total, op), buffers, {}, [&](const ScheduleContext& ctx) {
+    std::vector<Span> reduced = spans;
+    if (scales) {
+      for (size_t i = 0; i < reduced.size(); ++i) {
+        Span& s = reduced[i];
+        if ((*scales)[i].pre == 1) continue;
+        ctx.memory->scale(dtype, s.recv, s.send, s.count, (*scales)[i].pre);
+        s.send = s.recv;
+      }
+    }
+    AllreduceArgs args{reduced, dtype, op};
     args.wire = format;
     args.residuals = format == WireFormat::kNative ? nullptr : residuals;
-    return kolo::allreduce(ctx, topology(), thresholds(), args);
+    KOLO_RETURN_IF_ERROR(kolo::allreduce(ctx, topology(), thresholds(), args));
+    if (scales) {
+      for (size_t i = 0; i < reduced.size(); ++i) {
+        if ((*scales)[i].post != 1) ctx.memory->scale(dtype, reduced[i].recv, reduced[i].recv, reduced[i].count, (*scales)[i].post);
+      }
+    }
+    return Status::ok();
   });
 }
 
@@ -284,28 +339,6 @@ Status Communicator::run_custom(const char* what, const std::function<Status(con
   return run(what, fn);
 }
 
-
-namespace {
-
-// The elements of a "v" collective's counts: what the ranks agree on (each
-// one's own count may differ).
-size_t elements(const std::vector<size_t>& counts) {
-  size_t total = 0;
-  for (size_t c : counts) total += c;
-  return total;
-}
-
-// A buffer as dispatch() classifies it: by its address even when empty, so
-// that a rank with nothing to send or receive in a collective whose other
-// ranks move data (a gatherv's zero block) runs it on the same path as
-// they do (host or device; the two must match between neighbours). NULL is
-// host.
-NamedBuffer named(const void* data, size_t bytes, const char* name) {
-  return {data, data ? std::max<size_t>(bytes, 1) : 0, name};
-}
-
-
-}  // namespace
 
 Status Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root, Launch launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));

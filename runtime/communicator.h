@@ -164,18 +164,30 @@ class Communicator {
   Status barrier(Launch launch = {});
   // Opens this rank's GPU (gpu_context.h) and gives its CUDA device number.
   Status gpu_ordinal(int* ordinal);
+  // Whether the buffers are this rank's GPU's memory (GpuContext::classify).
+  Status classify(BufferList buffers, bool* on_device);
+  // This rank's GPU, opened if need be; UNSUPPORTED saying why when none.
+  Status gpu_device(Device** device);
   // Block sizes per rank (elements), packed in rank order; the caller
   // guarantees the arguments are the same on every rank (the runtime
   // engine negotiated them). Checked as allgatherv and reduce_scatterv
-  // check theirs, and run by the same algorithm tables.
+  // check theirs, and run by the same algorithm tables. reduce_scatter_v's
+  // and allreduce_spans' buffers are host memory or this rank's GPU's, as
+  // the public collectives' are (blocking); the result is multiplied by
+  // postscale where it lies.
   Status allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype);
-  Status reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype, ReduceOp op);
+  Status reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype, ReduceOp op,
+                          double postscale = 1);
   // One allreduce over the concatenation of spans (see allreduce_spans),
   // with `wire` as above; residuals: error feedback's state for a wire
   // format, one float array per span (compressed_ring.h), or nullptr.
+  // scales: nullptr, or one per span: its send scaled into its recv before
+  // the reduction, and its result after (on a GPU by the GPU's kernels, in
+  // the order of its stream).
   Status allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op,
                          std::optional<WireFormat> wire = std::nullopt,
-                         const std::vector<float*>* residuals = nullptr);
+                         const std::vector<float*>* residuals = nullptr,
+                         const std::vector<SpanScale>* scales = nullptr);
   // What a call asking for `wire` sends (see allreduce above).
   Status wire_for(std::optional<WireFormat> wire, DataType dtype, ReduceOp op, size_t bytes, WireFormat* out) const;
   Status alltoall(const void* send, const std::vector<size_t>& send_counts, void* recv,

@@ -28,6 +28,13 @@ Engine::~Engine() {
 
 Status Engine::submit(Submission submission, std::shared_ptr<OpHandle>* out) {
   KOLO_RETURN_IF_ERROR(validate_submission(submission, rank_, size_));
+  if (connector_.classify) {
+    Status s = connector_.classify(submission, &submission.request.on_device);
+    if (!s.is_ok()) {
+      return s.with_context(std::string(op_kind_name(submission.request.kind)) + " '" + submission.request.name + "'");
+    }
+  }
+  KOLO_RETURN_IF_ERROR(check_placement(submission.request));
   auto handle = std::make_shared<OpHandle>();
   const auto now = Clock::now();
   {

@@ -21,6 +21,7 @@
 #include "collectives/wire_format.h"
 #include "common/deadline.h"
 #include "common/status.h"
+#include "runtime/submission.h"
 #include "transport/registered_buffer.h"
 
 namespace kolo {
@@ -51,19 +52,27 @@ class EngineLink {
   virtual Status start_round() = 0;
 
   // The collectives, as Communicator's of the same names say (wire and
-  // residuals: the compressed formats and their error feedback).
+  // residuals: the compressed formats and their error feedback; scales and
+  // postscale: what a tensor is multiplied by, where it lies). Buffers are
+  // host memory, or this rank's GPU's for allreduce_spans,
+  // reduce_scatter_v and broadcast.
   virtual Status allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                            std::optional<WireFormat> wire, float* residuals) = 0;
   virtual Status allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op,
-                                 std::optional<WireFormat> wire, const std::vector<float*>* residuals) = 0;
+                                 std::optional<WireFormat> wire, const std::vector<float*>* residuals,
+                                 const std::vector<SpanScale>* scales = nullptr) = 0;
   virtual Status allgather(const void* send, void* recv, size_t send_count, DataType dtype) = 0;
   virtual Status allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype) = 0;
   virtual Status reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype,
-                                  ReduceOp op) = 0;
+                                  ReduceOp op, double postscale = 1) = 0;
   virtual Status broadcast(void* buf, size_t count, DataType dtype, int root) = 0;
   virtual Status alltoall(const void* send, const std::vector<size_t>& send_counts, void* recv,
                           const std::vector<size_t>& recv_counts, DataType dtype) = 0;
   virtual Status barrier() = 0;
+  // GPU memory holding `count` elements of op's identity: a joined rank's
+  // part in an allreduce on GPU memory (it has no tensors of its own, and
+  // its neighbours reach it on the GPU path). Valid until the next call.
+  virtual Status identity_on_device(DataType dtype, ReduceOp op, size_t count, void** out) = 0;
   // Where the next allreduces record the end of their reduce-scatter phase
   // (for the timeline); nullptr for nowhere. A link whose allreduce has no
   // such phase leaves it unset.
@@ -78,6 +87,11 @@ struct EngineConnector {
   // From another thread while connect runs (the engine destroyed first):
   // makes connect give up soon with `why`.
   std::function<void(const Status& why)> cancel;
+  // From a submitting thread: whether the submission's buffers are this
+  // rank's GPU's memory (all of them) or the host's; an error names a mix,
+  // another GPU's memory, or GPU memory where no GPU can be used. Empty:
+  // every buffer is host memory (a link with no GPU path).
+  std::function<Status(const Submission& submission, bool* on_device)> classify;
 };
 
 }  // namespace kolo

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <utility>
 
+#include "collectives/elementwise.h"
 #include "collectives/reduce_kernels.h"
 
 namespace kolo {
@@ -54,19 +55,22 @@ class FakeFabric::Link : public EngineLink {
     return Status::ok();
   }
   Status allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op, std::optional<WireFormat>,
-                         const std::vector<float*>*) override {
+                         const std::vector<float*>*, const std::vector<SpanScale>* scales) override {
     const size_t elem = dtype_size(dtype);
     Bytes mine;
-    for (const Span& s : spans) {
-      const Bytes b = bytes_of(s.send, s.count * elem);
+    for (size_t i = 0; i < spans.size(); ++i) {
+      Bytes b = bytes_of(spans[i].send, spans[i].count * elem);
+      if (scales) scale_copy(dtype, b.data(), b.data(), spans[i].count, (*scales)[i].pre);
       mine.insert(mine.end(), b.begin(), b.end());
     }
     std::vector<std::vector<Bytes>> all;
     KOLO_RETURN_IF_ERROR(f_->exchange(rank_, "allreduce_spans", {std::move(mine)}, &all));
     const Bytes out = reduce_all(all, dtype, op);
     size_t at = 0;
-    for (const Span& s : spans) {
+    for (size_t i = 0; i < spans.size(); ++i) {
+      const Span& s = spans[i];
       if (s.count) std::memcpy(s.recv, out.data() + at, s.count * elem);
+      if (scales) scale_copy(dtype, s.recv, s.recv, s.count, (*scales)[i].post);
       at += s.count * elem;
     }
     return Status::ok();
@@ -78,13 +82,14 @@ class FakeFabric::Link : public EngineLink {
     return gather("allgather_v", send, recv, counts, dtype);
   }
   Status reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype,
-                          ReduceOp op) override {
+                          ReduceOp op, double postscale) override {
     const size_t elem = dtype_size(dtype);
     std::vector<std::vector<Bytes>> all;
     KOLO_RETURN_IF_ERROR(
         f_->exchange(rank_, "reduce_scatter_v", {bytes_of(send, sum(counts, counts.size()) * elem)}, &all));
     const Bytes out = reduce_all(all, dtype, op);
     if (counts[rank_]) std::memcpy(recv, out.data() + sum(counts, rank_) * elem, counts[rank_] * elem);
+    if (postscale != 1) scale_copy(dtype, recv, recv, counts[rank_], postscale);
     return Status::ok();
   }
   Status broadcast(void* buf, size_t count, DataType dtype, int root) override {
@@ -110,6 +115,9 @@ class FakeFabric::Link : public EngineLink {
       if (!part.empty()) std::memcpy(static_cast<unsigned char*>(recv) + sum(recv_counts, p) * elem, part.data(), part.size());
     }
     return Status::ok();
+  }
+  Status identity_on_device(DataType, ReduceOp, size_t, void**) override {
+    return unsupported("the fake link has no GPU");
   }
   Status barrier() override {
     std::vector<std::vector<Bytes>> all;

@@ -11,7 +11,8 @@ size_t tensor_bytes(const OpRequest& r, size_t i) {
 
 bool fusable(const OpResponse& a, const OpResponse& b) {
   return b.error.is_ok() && b.spec.kind == OpKind::kAllreduce && b.spec.dtype == a.spec.dtype &&
-         b.spec.op == a.spec.op && b.spec.wire == a.spec.wire && b.spec.error_feedback == a.spec.error_feedback;
+         b.spec.op == a.spec.op && b.spec.wire == a.spec.wire && b.spec.error_feedback == a.spec.error_feedback &&
+         b.spec.on_device == a.spec.on_device;
 }
 
 }  // namespace

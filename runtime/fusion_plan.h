@@ -13,7 +13,7 @@ namespace kolo {
 // Groups of indices into `ready`, in execution order. Greedy in the agreed
 // order: an allreduce takes the later allreduces of its dtype and op while
 // their bytes fit under `threshold`; a failed or non-allreduce operation is
-// a group of its own.
+// a group of its own. Tensors in GPU memory fuse only with each other.
 std::vector<std::vector<size_t>> plan_fusion(const std::vector<OpResponse>& ready, size_t threshold);
 
 // One tensor of a fused allreduce. Tensors under kPackBelowBytes are packed

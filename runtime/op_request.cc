@@ -27,7 +27,7 @@ const char* op_kind_name(OpKind kind) {
 bool OpRequest::operator==(const OpRequest& o) const {
   return name == o.name && kind == o.kind && dtype == o.dtype && op == o.op && root == o.root &&
          prescale == o.prescale && postscale == o.postscale && wire == o.wire &&
-         error_feedback == o.error_feedback && shapes == o.shapes && splits == o.splits;
+         error_feedback == o.error_feedback && on_device == o.on_device && shapes == o.shapes && splits == o.splits;
 }
 
 int64_t element_count(const std::vector<int64_t>& shape) {
@@ -73,6 +73,7 @@ std::string first_difference(const OpRequest& a, const OpRequest& b) {
   if (reduces(a.kind) && a.postscale != b.postscale) return "postscale factor";
   if (a.kind == OpKind::kAllreduce && a.wire != b.wire) return "wire format";
   if (a.kind == OpKind::kAllreduce && a.error_feedback != b.error_feedback) return "error feedback";
+  if (a.on_device != b.on_device) return "memory";
   if (a.shapes.size() != b.shapes.size()) return "number of tensors";
   if (shared_shapes(a) != shared_shapes(b)) return per_rank_rows(a.kind) ? "shape after the first dimension" : "shape";
   return "";
@@ -97,6 +98,8 @@ std::string field_value(const OpRequest& r, const std::string& field) {
                                                                          : "unknown");
   } else if (field == "error feedback") {
     os << (r.error_feedback ? "on" : "off");
+  } else if (field == "memory") {
+    os << (r.on_device ? "GPU" : "host");
   } else if (field == "number of tensors") {
     os << r.shapes.size();
   } else {
@@ -181,6 +184,7 @@ std::string encode_requests(const std::vector<OpRequest>& requests) {
     w.f64(r.postscale);
     w.i32(r.wire);
     w.u8(r.error_feedback ? 1 : 0);
+    w.u8(r.on_device ? 1 : 0);
     w.u32(static_cast<uint32_t>(r.shapes.size()));
     for (const auto& s : r.shapes) w.i64s(s);
     w.i64s(r.splits);
@@ -202,17 +206,18 @@ Status decode_requests(const std::string& bytes, std::vector<OpRequest>* out) {
   Reader rd(bytes);
   out->clear();
   uint32_t n;
-  // Every request takes at least 46 bytes, which bounds n before reserving.
-  if (!rd.u32(&n) || n > rd.left() / 46) return internal_error("negotiation message: bad request count");
+  // Every request takes at least 47 bytes, which bounds n before reserving.
+  if (!rd.u32(&n) || n > rd.left() / 47) return internal_error("negotiation message: bad request count");
   for (uint32_t i = 0; i < n; ++i) {
     OpRequest r;
     uint8_t kind;
     uint32_t tensors;
-    uint8_t feedback = 0;
+    uint8_t feedback = 0, on_device = 0;
     bool ok = rd.str(&r.name) && rd.u8(&kind) && rd.i32(&r.dtype) && rd.i32(&r.op) && rd.i32(&r.root) &&
               rd.f64(&r.prescale) && rd.f64(&r.postscale) && rd.i32(&r.wire) && rd.u8(&feedback) &&
-              rd.u32(&tensors) && tensors <= rd.left() / 4;
+              rd.u8(&on_device) && rd.u32(&tensors) && tensors <= rd.left() / 4;
     r.error_feedback = feedback != 0;
+    r.on_device = on_device != 0;
     if (!ok || kind < 1 || kind > kMaxOpKind) return internal_error("negotiation message: truncated or bad request");
     r.kind = static_cast<OpKind>(kind);
     // Submissions refuse scale factors that are not finite (submission.cc).

@@ -49,6 +49,10 @@ struct OpRequest {
   // residuals under its name.
   int32_t wire = -1;
   bool error_feedback = false;
+  // Whether the tensors are in GPU memory. Every rank's must be where the
+  // others' are: the engine runs the collective on the GPU path or the
+  // host path, and neighbours must take the same.
+  bool on_device = false;
 
   bool operator==(const OpRequest& o) const;
 };

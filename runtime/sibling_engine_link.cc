@@ -1,8 +1,12 @@
 #include "runtime/sibling_engine_link.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
+#include "collectives/elementwise.h"
 #include "collectives/fingerprint.h"
+#include "gpu/device.h"
 
 namespace kolo {
 namespace {
@@ -13,6 +17,9 @@ const uint64_t kRoundTag = fingerprint(CollectiveKind::kBarrier, DataType::kUint
 class SiblingEngineLink : public EngineLink {
  public:
   explicit SiblingEngineLink(std::unique_ptr<Communicator> comm) : comm_(std::move(comm)) {}
+  ~SiblingEngineLink() override {
+    if (identity_.data) identity_.device->release(identity_.data);
+  }
 
   void interrupt() override { comm_->interrupt(); }
   void abort() override { comm_->abort(); }
@@ -52,8 +59,8 @@ class SiblingEngineLink : public EngineLink {
     return comm_->allreduce(send, recv, count, dtype, op, wire, residuals);
   }
   Status allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op, std::optional<WireFormat> wire,
-                         const std::vector<float*>* residuals) override {
-    return comm_->allreduce_spans(spans, dtype, op, wire, residuals);
+                         const std::vector<float*>* residuals, const std::vector<SpanScale>* scales) override {
+    return comm_->allreduce_spans(spans, dtype, op, wire, residuals, scales);
   }
   Status allgather(const void* send, void* recv, size_t send_count, DataType dtype) override {
     return comm_->allgather(send, recv, send_count, dtype);
@@ -62,8 +69,8 @@ class SiblingEngineLink : public EngineLink {
     return comm_->allgather_v(send, recv, counts, dtype);
   }
   Status reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype,
-                          ReduceOp op) override {
-    return comm_->reduce_scatter_v(send, recv, counts, dtype, op);
+                          ReduceOp op, double postscale) override {
+    return comm_->reduce_scatter_v(send, recv, counts, dtype, op, postscale);
   }
   Status broadcast(void* buf, size_t count, DataType dtype, int root) override {
     return comm_->broadcast(buf, count, dtype, root);
@@ -73,6 +80,25 @@ class SiblingEngineLink : public EngineLink {
     return comm_->alltoall(send, send_counts, recv, recv_counts, dtype);
   }
   Status barrier() override { return comm_->barrier(); }
+  Status identity_on_device(DataType dtype, ReduceOp op, size_t count, void** out) override {
+    Device* device = nullptr;
+    KOLO_RETURN_IF_ERROR(comm_->gpu_device(&device));
+    const size_t bytes = std::max<size_t>(count * dtype_size(dtype), 1);
+    if (identity_.bytes < bytes) {
+      // From the engine's thread, which holds no caller's stream.
+      void* grown = device->allocate(bytes);
+      if (!grown) return device_error("no GPU memory for a joined rank's " + std::to_string(bytes) + " bytes");
+      if (identity_.data) identity_.device->release(identity_.data);
+      identity_ = {device, grown, bytes};
+    }
+    // Filled each time: the allreduce leaves its result there.
+    std::vector<unsigned char> host(bytes);
+    fill_identity(dtype, op, host.data(), count);
+    device->copy(identity_.data, host.data(), bytes);
+    KOLO_RETURN_IF_ERROR(device->synchronize(Deadline::after_seconds(comm_->config().timeout_s)));
+    *out = identity_.data;
+    return Status::ok();
+  }
   void set_reduce_scatter_mark(std::chrono::steady_clock::time_point* mark) override {
     comm_->set_reduce_scatter_mark(mark);
   }
@@ -89,6 +115,12 @@ class SiblingEngineLink : public EngineLink {
   }
 
   std::unique_ptr<Communicator> comm_;
+  struct DeviceBuffer {
+    Device* device = nullptr;
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  DeviceBuffer identity_;  // identity_on_device's
   Request token_in_, token_out_;
   bool token_posted_ = false;
 };
@@ -107,6 +139,19 @@ EngineConnector sibling_engine_connector(Communicator* parent) {
   // the engine's rendezvous without touching the world's (the world's own
   // ignores this).
   c.cancel = [parent](const Status& why) { parent->cancel_store_waits(why); };
+  // The parent opens the same GPU as the link's communicator (local rank).
+  c.classify = [parent](const Submission& s, bool* on_device) {
+    // By address alone, as the communicator classifies a rank's empty
+    // buffers: where they are, not how much they hold.
+    std::vector<NamedBuffer> buffers;
+    for (const void* p : s.sends) {
+      if (p) buffers.push_back({p, 1, "a send buffer"});
+    }
+    for (const void* p : s.recvs) {
+      if (p) buffers.push_back({p, 1, "a receive buffer"});
+    }
+    return parent->classify(buffers, on_device);
+  };
   return c;
 }
 

@@ -6,7 +6,6 @@
 #include "collectives/dtype.h"
 #include "collectives/ring_schedule.h"
 #include "collectives/wire_format.h"
-#include "common/gpu_driver.h"
 
 namespace kolo {
 
@@ -87,15 +86,22 @@ Status validate_submission(const Submission& s, int rank, int size) {
               : empty;
       if (!recv_empty) return invalid_argument(what + ": receive buffer is NULL");
     }
-    // The engine fuses and scales on the host: device tensors go through
-    // the synchronous collectives (kolo_allreduce_stream, ...) or are
-    // copied to the host first (what kolo.torch does).
-    const void* buffers[] = {needs_send ? s.sends[i] : nullptr, needs_recv ? s.recvs[i] : nullptr};
-    for (const void* p : buffers) {
-      if (p && cuda_driver()->is_device_memory(p)) {
-        return unsupported(what + ": named operations take host buffers, and this one is GPU memory");
-      }
-    }
+  }
+  return Status::ok();
+}
+
+Status check_placement(const OpRequest& r) {
+  if (!r.on_device) return Status::ok();
+  const std::string what = std::string(op_kind_name(r.kind)) + " '" + r.name + "' on GPU memory";
+  if (r.kind == OpKind::kAllgather || r.kind == OpKind::kAlltoall) {
+    return unsupported(what + ": its output, sized by the negotiation, is host memory the engine allocates; "
+                       "pass host buffers");
+  }
+  if (r.wire > 0 || r.error_feedback) {
+    return unsupported(what + ": the wire formats' kernels run on the host; pass host buffers or no wire format");
+  }
+  if (r.kind == OpKind::kReduceScatter && r.prescale != 1) {
+    return unsupported(what + ": a prescale factor needs host buffers (scale the input on the GPU first)");
   }
   return Status::ok();
 }

@@ -23,8 +23,14 @@ struct Submission {
 };
 
 // Checks a submission on its own, before any rank hears of it: names,
-// dtype, op, shapes, root, splits, buffers (host memory only). A bad one is
-// INVALID_ARGUMENT naming the operation and what is wrong.
+// dtype, op, shapes, root, splits, buffers. A bad one is INVALID_ARGUMENT
+// naming the operation and what is wrong.
 Status validate_submission(const Submission& s, int rank, int size);
+
+// What the engine takes on GPU memory (request.on_device): allreduce (one
+// tensor or a group, scaled by the GPU's kernels), broadcast and
+// reduce-scatter, in the tensors' own dtype. Anything else is UNSUPPORTED,
+// saying why.
+Status check_placement(const OpRequest& request);
 
 }  // namespace kolo

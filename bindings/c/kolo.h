@@ -493,7 +493,7 @@ kolo_result_t kolo_alltoallv(kolo_comm_t comm, const void* sendbuf, const size_t
  * CUDA support is compiled in by `bazel build --config=cuda`. A build
  * without it, or a machine without a GPU, returns KOLO_ERR_UNSUPPORTED
  * saying so when given device memory or a stream. The named operations
- * (kolo_submit_*) take host buffers only.
+ * take device memory too, where "Named operations" below says.
  * ------------------------------------------------------------------------ */
 kolo_result_t kolo_allreduce_stream(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                     kolo_dtype_t dtype, kolo_op_t op, void* stream);
@@ -576,6 +576,19 @@ kolo_result_t kolo_comm_dump_flight_record(kolo_comm_t comm, const char* path);
  * buffers unchanged) until the operation completes, even if the handle is
  * released before that. Outputs whose size is only known after
  * negotiation (allgather, alltoall) are owned by the handle.
+ *
+ * GPU memory: kolo_submit_allreduce, _grouped_allreduce, _broadcast and
+ * _reduce_scatter take CUDA device memory of this rank's GPU as well (all
+ * of one operation's buffers, on every rank: where differs is a
+ * KOLO_ERR_MISMATCH on the field "memory"). The operation then runs as a
+ * blocking collective on device buffers does (after the work on the
+ * legacy default stream at the time it runs; done, results in place, when
+ * its handle completes); tensors are reduced where they lie, never fused
+ * through host memory, and scaled by the GPU's kernels. Not on GPU memory
+ * (KOLO_ERR_UNSUPPORTED, saying why): allgather and alltoall, whose outputs
+ * the engine allocates on the host; wire formats and error feedback, whose
+ * kernels run on the host; a reduce-scatter's prescale factor. A rank that
+ * has joined takes part in such an allreduce from GPU memory of its own.
  *
  * Errors: a bad argument is returned by the submit call itself, with no
  * handle. When ranks submit one name with different arguments (operation,
