@@ -1,7 +1,8 @@
 """torch's CUDA tensors over kolo, each against a reference computed here:
 the "kolo" torch.distributed backend (all_reduce, all_gather, broadcast,
 stream order as NCCL's, DDP with device_ids, FSDP2) and kolo.torch
-(Horovod's API). Run by tools/gpu_check.sh under torchrun; the ranks may
+(Horovod's API, its allreduce, grouped allreduce, broadcast and
+reducescatter with no host copy). Run by tools/gpu_check.sh under torchrun; the ranks may
 share one GPU. Prints
 "CHECK <name> ok" or "CHECK <name> FAIL: <what>" per check (rank 0), and
 exits 1 if any failed on any rank."""
@@ -112,6 +113,37 @@ def main():
     check("kolo.torch allreduce", y.is_cuda and torch.equal(y.cpu(), torch.full((3,), float(world * (world + 1) // 2))))
     g = hvd.allgather(torch.full((2,), float(rank), device=device))
     check("kolo.torch allgather", torch.equal(g.cpu(), torch.tensor([float(r) for r in range(world) for _ in range(2)])))
+
+    # What the engine takes on the GPU never passes through the host: a
+    # host copy of a CUDA tensor fails the check.
+    from kolo.torch import _adapter
+
+    def no_host_copy(t):
+        raise AssertionError("a CUDA tensor was copied to the host")
+
+    host_copy, _adapter.adapter.to_host = _adapter.adapter.to_host, no_host_copy
+    try:
+        # Produced on a side stream still busy when the allreduce is called.
+        side = torch.cuda.Stream(device)
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50_000_000)
+            z = torch.arange(5000, dtype=torch.float32, device=device) * (rank + 1)
+            out = hvd.allreduce(z, op=hvd.Average, prescale_factor=2.0, postscale_factor=0.5)
+        want = torch.arange(5000, dtype=torch.float32) * sum(r + 1 for r in range(world)) / world
+        check("kolo.torch allreduce on the GPU, after a busy side stream", out.is_cuda and torch.allclose(out.cpu(), want))
+        ints = [torch.full((n,), rank + 1, dtype=torch.int16, device=device) for n in (1, 300, 70000)]
+        outs = hvd.grouped_allreduce(ints, op=hvd.Sum)
+        check("kolo.torch grouped_allreduce of int16 on the GPU",
+              all(o.is_cuda and o.dtype == torch.int16 and bool((o.cpu() == world * (world + 1) // 2).all()) for o in outs))
+        b = torch.full((1031,), float(rank), device=device)
+        hvd.broadcast_(b, root_rank=world - 1)
+        check("kolo.torch broadcast_ on the GPU", torch.equal(b.cpu(), torch.full((1031,), float(world - 1))))
+        rs = hvd.reducescatter(torch.ones(2 * world, 3, device=device), op=hvd.Sum)
+        check("kolo.torch reducescatter on the GPU", rs.is_cuda and torch.equal(rs.cpu(), torch.full((2, 3), float(world))))
+    except AssertionError as e:
+        check("kolo.torch on the GPU without host copies", False, str(e))
+    finally:
+        _adapter.adapter.to_host = host_copy
 
     flags = torch.tensor([len(failures)], dtype=torch.float32, device=device)
     dist.all_reduce(flags)

@@ -12,10 +12,16 @@ bytes too), from the array's own memory when it is contiguous; int16 and
 uint16 through a widened copy; complex numbers as pairs of reals, an extra
 dimension of 2.
 
-Arrays in GPU memory (CUDA tensors) go through host copies: the engine
-fuses and scales on the host. The copies are made on the array library's
-current stream, so they follow the work that produced the array and
-precede the work that uses the result.
+Arrays in GPU memory (CUDA tensors) stay there for allreduce, grouped
+allreduce, broadcast and reducescatter: the engine reduces them where they
+lie and scales them with the GPU's kernels (kolo.h, "Named operations").
+Any staging copy (a widened dtype, a strided tensor) is made on the GPU, on
+the array library's current stream, which the legacy default stream is then
+made to wait for: the engine runs a collective on GPU memory after that
+stream's work, and its handle completes once the results are in place.
+What the engine takes on the host only goes through host copies made on
+the current stream: allgather and alltoall (the engine allocates their
+output on the host), a compressed wire format, a reducescatter's prescale.
 """
 import ctypes
 from collections import namedtuple
@@ -61,6 +67,12 @@ class Adapter:
         """y (a host array) moved to x's device."""
         raise NotImplementedError
 
+    def order_before_engine(self, x):
+        """Makes the legacy default stream of x's device wait for the work
+        already on the current stream (the engine's collectives on GPU
+        memory start after the legacy default stream's work)."""
+        raise NotImplementedError
+
 
 def _converted(xp, x, dtype=None):
     info = xp.describe(x)
@@ -92,14 +104,15 @@ def _engine_args(info, plan):
     return DTYPE_CODES[plan.engine_dtype], shape, OP_CODES[plan.engine_op]
 
 
-def _staged(xp, x, inplace, plan, out_shape=None):
+def _staged(xp, x, inplace, plan, out_shape=None, on_gpu=True):
     """Buffers for a reduction of x: (send, recv, result). The engine reads
     send and writes recv; once it is done, recv is copied into result when
     they differ. Contiguous arrays whose memory the engine reads as it is
-    (plan) are used as they are; device arrays through a host copy, the
+    (plan) are used as they are, on the host or the GPU; a device array the
+    engine is to take on the host (on_gpu False) through a host copy, the
     result then copied back to the device."""
     info = xp.describe(x)
-    if xp.on_device(x):
+    if xp.on_device(x) and not on_gpu:
         host = xp.to_host(x)
         send, recv, _ = _staged(xp, host, out_shape is None, plan, out_shape)
         result = x if inplace else xp.empty(info.shape if out_shape is None else out_shape, x)
@@ -142,14 +155,25 @@ def _wire_args(compression, code, op_code):
     return wire, int(feedback)
 
 
+def _gpu_submission(xp, xs, on_gpu):
+    """Whether the engine takes the arrays xs where they lie on the GPU; if
+    so, the work that produced them (and their staging) is ordered first."""
+    if on_gpu and xs and xp.on_device(xs[0]):
+        xp.order_before_engine(xs[0])
+        return True
+    return False
+
+
 def allreduce_async(xp, x, inplace=False, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
                     group=None, compression=None):
     g = group or _runtime.world()
     plan = _reduction(xp, x, op, prescale_factor, postscale_factor, "allreduce")
-    send, recv, result = _staged(xp, x, inplace, plan)
+    wire, feedback = _wire_args(compression, DTYPE_CODES[plan.engine_dtype], OP_CODES[plan.engine_op])
+    on_gpu = wire <= 0  # the wire formats' kernels run on the host
+    send, recv, result = _staged(xp, x, inplace, plan, on_gpu=on_gpu)
+    _gpu_submission(xp, [x], on_gpu)
     info = xp.describe(send)
     code, shape, op_code = _engine_args(info, plan)
-    wire, feedback = _wire_args(compression, code, op_code)
     return g.submit(lib.kolo_submit_allreduce_wire, g.operation_name("allreduce", name), info.ptr,
                            xp.describe(recv).ptr, *_shape_arg(shape), code, op_code, float(prescale_factor),
                            float(postscale_factor), wire, feedback, keep=(x, send, recv, result),
@@ -166,7 +190,10 @@ def grouped_allreduce_async(xp, xs, inplace=False, name=None, op=Average, presca
     if len(dtypes) > 1:
         raise TypeError("grouped_allreduce: all tensors must have one dtype, got %s" % ", ".join(dtypes))
     plan = _reduction(xp, xs[0], op, prescale_factor, postscale_factor, "allreduce")
-    staged = [_staged(xp, x, inplace, plan) for x in xs]
+    wire, feedback = _wire_args(compression, DTYPE_CODES[plan.engine_dtype], OP_CODES[plan.engine_op])
+    on_gpu = wire <= 0
+    staged = [_staged(xp, x, inplace, plan, on_gpu=on_gpu) for x in xs]
+    _gpu_submission(xp, xs, on_gpu)
     infos = [xp.describe(s) for s, _, _ in staged]
     wires = [_engine_args(i, plan) for i in infos]
     n = len(xs)
@@ -177,7 +204,6 @@ def grouped_allreduce_async(xp, xs, inplace=False, name=None, op=Average, presca
     shape_ptrs = (ctypes.POINTER(ctypes.c_int64) * n)(
         *[ctypes.cast(s, ctypes.POINTER(ctypes.c_int64)) for s in shapes])
     code, _, op_code = wires[0]
-    wire, feedback = _wire_args(compression, code, op_code)
 
     def finish(_):
         return [_copy_back(xp, recv, result) for _, recv, result in staged]
@@ -200,7 +226,9 @@ def reducescatter_async(xp, x, name=None, op=Average, prescale_factor=1.0, posts
         raise ValueError("reducescatter needs an array with at least one dimension, got a scalar")
     plan = _reduction(xp, x, op, prescale_factor, postscale_factor, "reducescatter")
     out_shape = (_rows_for(info.shape[0], g.size, g.rank),) + info.shape[1:]
-    send, recv, result = _staged(xp, x, False, plan, out_shape)
+    on_gpu = prescale_factor == 1.0  # the engine prescales a reduce-scatter on the host only
+    send, recv, result = _staged(xp, x, False, plan, out_shape, on_gpu=on_gpu)
+    _gpu_submission(xp, [x], on_gpu)
     send_info = xp.describe(send)
     code, shape, op_code = _engine_args(send_info, plan)
     return g.submit(lib.kolo_submit_reduce_scatter, g.operation_name("reducescatter", name),
@@ -250,12 +278,9 @@ def broadcast_async(xp, x, root_rank, inplace=False, name=None, group=None):
     g = group or _runtime.world()
     info = xp.describe(x)
     root = g.group_rank(root_rank)
-    if xp.on_device(x):
-        buf = xp.to_host(x)
-        result = x if inplace else xp.empty(info.shape, x)
-    else:
-        buf = x if inplace and info.contiguous else _converted(xp, x)
-        result = x if inplace else buf
+    buf = x if inplace and info.contiguous else _converted(xp, x)  # on x's device
+    result = x if inplace else buf
+    _gpu_submission(xp, [x], True)
     code, shape = _movement_wire(xp.describe(buf))
     return g.submit(lib.kolo_submit_broadcast, g.operation_name("broadcast", name),
                            xp.describe(buf).ptr, *_shape_arg(shape), code, root, keep=(x, buf),

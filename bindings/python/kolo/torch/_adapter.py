@@ -1,5 +1,5 @@
-"""CPU and CUDA tensors for the collectives (CUDA ones through host copies
-on PyTorch's current stream; see kolo._collectives)."""
+"""CPU and CUDA tensors for the collectives (CUDA ones on the GPU, or
+through host copies on PyTorch's current stream; see kolo._collectives)."""
 import torch
 
 from kolo import _collectives as C
@@ -39,6 +39,13 @@ class TorchAdapter(C.Adapter):
 
     def to_device_of(self, y, x):
         return y.to(x.device)
+
+    def order_before_engine(self, x):
+        # torch's default stream is CUDA's legacy default stream (handle 0).
+        current = torch.cuda.current_stream(x.device)
+        default = torch.cuda.default_stream(x.device)
+        if current != default:
+            default.wait_stream(current)
 
 
 adapter = TorchAdapter()

@@ -1,5 +1,5 @@
-"""The horovod.torch collectives on CPU tensors (CUDA ones through host
-copies).
+"""The horovod.torch collectives on CPU and CUDA tensors (CUDA ones on the
+GPU where the engine takes them there; kolo._collectives says which).
 
 Each `_async` call returns a handle for poll()/synchronize(); the plain
 forms wait. Out-of-place forms return new tensors; `_` forms write into
@@ -372,7 +372,7 @@ def join(device=-1):
     """This rank is out of data: until every rank has joined, it contributes
     neutral values (zeros to sums, no rows to allgathers). Returns the last
     rank to join. May be called again for the next epoch."""
-    del device  # kolo's neutral contributions are made on the host
+    del device  # kolo makes the neutral contributions where the other ranks' tensors are
     return _runtime.join()
 
 

@@ -1,19 +1,26 @@
-"""Arrays in GPU memory (CUDA tensors in kolo.torch) go through host copies
-in kolo._collectives. Without a GPU, that path runs here on a stand-in
-"device": arrays wrapped so that their memory is unreachable from C (their
-address is NULL), which any collective that handed it to the engine would
-report as an error. Results are checked against NumPy."""
+"""Arrays in GPU memory (CUDA tensors in kolo.torch) in kolo._collectives:
+allreduce, grouped allreduce, broadcast and reducescatter hand the engine
+the device memory itself (staged on the device where the dtype or layout
+asks, after ordering the current stream's work first); allgather, alltoall,
+a compressed wire format and a reducescatter's prescale go through host
+copies. Without a GPU this runs on a stand-in "device": NumPy arrays
+wrapped so that every copy between them and the host is counted (the
+engine, finding no CUDA driver, reduces their memory as host memory; its
+GPU path has its own tests on an emulated GPU, tests/gpu_engine_test.cc).
+Results are checked against NumPy."""
 import numpy as np
 import pytest
 
 import kolo
 from kolo import _collectives as C
 from kolo import _runtime
+from kolo._compression import wire
 from kolo._numpy import NumpyAdapter
 
 
 class DeviceArray:
-    """A device array: data the engine must never be given directly."""
+    """A device array: its memory, and what kolo may not do with it (read
+    it on the host without a counted copy)."""
 
     def __init__(self, data):
         self.data = np.ascontiguousarray(data)
@@ -25,10 +32,12 @@ class DeviceArray:
 class FakeDeviceAdapter(NumpyAdapter):
     def __init__(self):
         self.copies = {"to_host": 0, "to_device": 0}
+        self.ordered = 0  # order_before_engine calls
 
     def describe(self, x):
         if isinstance(x, DeviceArray):
-            return C.ArrayInfo(None, tuple(x.data.shape), x.data.dtype.name, x.data.dtype.itemsize, True)
+            return C.ArrayInfo(x.data.ctypes.data, tuple(x.data.shape), x.data.dtype.name, x.data.dtype.itemsize,
+                               True)
         return super().describe(x)
 
     def empty(self, shape, like, dtype=None):
@@ -38,8 +47,10 @@ class FakeDeviceAdapter(NumpyAdapter):
     def assign(self, dst, src):
         d = dst.data if isinstance(dst, DeviceArray) else dst
         s = src.data if isinstance(src, DeviceArray) else src
-        if isinstance(dst, DeviceArray):
+        if isinstance(dst, DeviceArray) and not isinstance(src, DeviceArray):
             self.copies["to_device"] += 1
+        if isinstance(src, DeviceArray) and not isinstance(dst, DeviceArray):
+            self.copies["to_host"] += 1
         np.copyto(d, s, casting="unsafe")
 
     def on_device(self, x):
@@ -53,6 +64,10 @@ class FakeDeviceAdapter(NumpyAdapter):
         self.copies["to_device"] += 1
         return DeviceArray(y)
 
+    def order_before_engine(self, x):
+        assert isinstance(x, DeviceArray)
+        self.ordered += 1
+
     @staticmethod
     def _dtype(like):
         return like.data.dtype if isinstance(like, DeviceArray) else like.dtype
@@ -62,9 +77,13 @@ def local(r, shape, dtype):
     return ((np.arange(np.prod(shape)) % 7) + r + 1).reshape(shape).astype(dtype)
 
 
+def no_copies(xp):
+    return xp.copies == {"to_host": 0, "to_device": 0}
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int16", "int64"])
 @pytest.mark.parametrize("inplace", [False, True])
-def test_allreduce_of_device_arrays(dtype, inplace):
+def test_allreduce_of_device_arrays_stays_on_the_device(dtype, inplace):
     xp = FakeDeviceAdapter()
     r, n = kolo.rank(), kolo.size()
     x = DeviceArray(local(r, (5, 3), dtype))
@@ -74,28 +93,75 @@ def test_allreduce_of_device_arrays(dtype, inplace):
     assert isinstance(out, DeviceArray), "the result of a device array lives on the device"
     assert out is x if inplace else out is not x
     np.testing.assert_array_equal(out.data.astype("float64"), want)
-    assert xp.copies["to_host"] == 1 and xp.copies["to_device"] == 1
+    assert no_copies(xp), xp.copies  # int16 is widened on the device
+    assert xp.ordered == 1
 
 
-def test_reducescatter_allgather_broadcast_alltoall_of_device_arrays():
+def test_grouped_allreduce_with_scale_factors_stays_on_the_device():
+    xp = FakeDeviceAdapter()
+    r, n = kolo.rank(), kolo.size()
+    xs = [DeviceArray(local(r, (k + 1, 2), "float32")) for k in range(3)]
+    outs = _runtime.synchronize(C.grouped_allreduce_async(xp, xs, False, "dev.grouped", kolo.Sum,
+                                                          prescale_factor=2.0, postscale_factor=0.25))
+    for k, out in enumerate(outs):
+        assert isinstance(out, DeviceArray)
+        want = sum(local(q, (k + 1, 2), "float64") for q in range(n)) * 2.0 * 0.25
+        np.testing.assert_array_equal(out.data, want)
+    assert no_copies(xp), xp.copies
+    assert xp.ordered == 1
+
+
+def test_compressed_allreduce_of_device_arrays_goes_through_the_host():
+    xp = FakeDeviceAdapter()
+    r, n = kolo.rank(), kolo.size()
+    x = DeviceArray(local(r, (3000,), "float32"))
+    out = _runtime.synchronize(C.allreduce_async(xp, x, False, "dev.bf16", kolo.Sum, compression=wire("bf16")))
+    assert isinstance(out, DeviceArray)
+    want = sum(local(q, (3000,), "float64") for q in range(n))
+    np.testing.assert_allclose(out.data, want, rtol=1e-2)
+    assert xp.copies["to_host"] == 1 and xp.copies["to_device"] == 1, xp.copies
+    assert xp.ordered == 0
+
+
+def test_reducescatter_and_broadcast_stay_on_the_device():
     xp = FakeDeviceAdapter()
     r, n = kolo.rank(), kolo.size()
     x = DeviceArray(local(r, (2 * n + 1, 2), "float32"))
-    out = _runtime.synchronize(C.reducescatter_async(xp, x, "dev.rs", kolo.Sum))
+    out = _runtime.synchronize(C.reducescatter_async(xp, x, "dev.rs", kolo.Sum, postscale_factor=0.5))
     full = sum(local(q, (2 * n + 1, 2), "float64") for q in range(n))
     start = sum(C._rows_for(2 * n + 1, n, q) for q in range(r))
     assert isinstance(out, DeviceArray)
-    np.testing.assert_array_equal(out.data, full[start:start + C._rows_for(2 * n + 1, n, r)])
-
-    g = _runtime.synchronize(C.allgather_async(xp, DeviceArray(local(r, (r + 1, 3), "int32")), "dev.ag"))
-    assert isinstance(g, DeviceArray)
-    np.testing.assert_array_equal(g.data, np.concatenate([local(q, (q + 1, 3), "int32") for q in range(n)]))
+    np.testing.assert_array_equal(out.data, 0.5 * full[start:start + C._rows_for(2 * n + 1, n, r)])
 
     b = DeviceArray(local(r, (4,), "float64"))
     res = _runtime.synchronize(C.broadcast_async(xp, b, n - 1, True, "dev.bcast"))
     assert res is b
     np.testing.assert_array_equal(b.data, local(n - 1, (4,), "float64"))
+    c = DeviceArray(local(r, (4,), "int8"))
+    res = _runtime.synchronize(C.broadcast_async(xp, c, 0, False, "dev.bcast.copy"))
+    assert isinstance(res, DeviceArray) and res is not c
+    np.testing.assert_array_equal(res.data, local(0, (4,), "int8"))
+    np.testing.assert_array_equal(c.data, local(r, (4,), "int8"))
+    assert no_copies(xp), xp.copies
+    assert xp.ordered == 3
+
+
+def test_what_the_engine_takes_on_the_host_only_goes_through_host_copies():
+    xp = FakeDeviceAdapter()
+    r, n = kolo.rank(), kolo.size()
+    x = DeviceArray(local(r, (2 * n + 1, 2), "float32"))
+    out = _runtime.synchronize(C.reducescatter_async(xp, x, "dev.rs.pre", kolo.Sum, prescale_factor=2.0))
+    full = sum(local(q, (2 * n + 1, 2), "float64") for q in range(n))
+    start = sum(C._rows_for(2 * n + 1, n, q) for q in range(r))
+    assert isinstance(out, DeviceArray)
+    np.testing.assert_array_equal(out.data, 2.0 * full[start:start + C._rows_for(2 * n + 1, n, r)])
+    assert xp.copies["to_host"] == 1 and xp.copies["to_device"] == 1, xp.copies
+
+    g = _runtime.synchronize(C.allgather_async(xp, DeviceArray(local(r, (r + 1, 3), "int32")), "dev.ag"))
+    assert isinstance(g, DeviceArray)
+    np.testing.assert_array_equal(g.data, np.concatenate([local(q, (q + 1, 3), "int32") for q in range(n)]))
 
     a = _runtime.synchronize(C.alltoall_async(xp, DeviceArray(np.full((n, 2), r, "int64")), None, "dev.a2a"))
     assert isinstance(a, DeviceArray)
     np.testing.assert_array_equal(a.data, np.repeat(np.arange(n), 2).reshape(n, 2))
+    assert xp.copies["to_host"] >= 3 and xp.ordered == 0, (xp.copies, xp.ordered)
