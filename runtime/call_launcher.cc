@@ -59,13 +59,21 @@ Status CallLauncher::gpu_device(Device** device) {
 }
 
 Status CallLauncher::later(const CallRecord& call, BufferList buffers, Launch how, Collective fn) {
-  std::lock_guard<std::mutex> order(order_);
   bool on_device = false;
-  KOLO_RETURN_IF_ERROR(gpu()->classify(buffers, &on_device));
+  GpuContext* context = nullptr;
+  {
+    std::lock_guard<std::mutex> order(order_);
+    KOLO_RETURN_IF_ERROR(gpu()->classify(buffers, &on_device));
+    context = gpu();
+  }
   // Everything the call will need of the GPU, made now, on the caller's
   // thread: made by kolo's thread while a stream is held, it could wait for
-  // that stream (see watch()).
-  if (on_device && hooks_.prepare) KOLO_RETURN_IF_ERROR(hooks_.prepare(gpu(), largest(buffers)));
+  // that stream (see watch()). Made without order_: it may wait for the
+  // whole device, that is for streams held earlier, which kolo's thread
+  // releases as it works through its queue, and on the way a completion
+  // may enqueue a call (a torch future's callback), which takes order_.
+  if (on_device && hooks_.prepare) KOLO_RETURN_IF_ERROR(hooks_.prepare(context, largest(buffers)));
+  std::lock_guard<std::mutex> order(order_);
   if (how.on_stream) return on_stream(call, on_device, how.stream, std::move(fn));
   return async(call, on_device, std::move(how.done), std::move(fn));
 }

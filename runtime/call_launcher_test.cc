@@ -163,6 +163,82 @@ TEST(CallLauncher, AStreamHeldWhileKolosThreadWaitsForTheDeviceIsReleasedByTheDe
   if (allocated) device.release(allocated);
 }
 
+// A caller's thread preparing a call on device buffers may wait for the
+// whole device, that is for a stream held earlier, which kolo's thread
+// releases once it reaches that stream's call. If kolo's thread meets on
+// the way a completion that enqueues another call (as a torch future's
+// callback may), that call must get in: were the caller's thread to keep
+// the launcher's order while it waits, each would wait for the other.
+TEST(CallLauncher, ACompletionEnqueuesWhileACallersThreadWaitsForTheDeviceInPrepare) {
+  EmulatedDevice device(0, DeviceWideCalls::kWaitForHolds);
+  CallLauncher::Hooks h;
+  h.run = [](const CallRecord&, CallLauncher::CollectiveRef fn) { return fn(ScheduleContext()); };
+  h.healthy = [] { return Status::ok(); };
+  h.adapt = [](GpuContext*, ScheduleContext*) { return Status::ok(); };
+  std::mutex mutex;
+  std::vector<void*> grown;
+  // Growing the GPU's memory for a call: an allocation, which waits for
+  // every stream held so far.
+  h.prepare = [&](GpuContext*, size_t largest) {
+    void* p = device.allocate(largest);
+    std::lock_guard<std::mutex> lock(mutex);
+    grown.push_back(p);
+    return Status::ok();
+  };
+  CallLauncher launcher(&device, 0, 30, h);
+  void* stream = device.create_stream();
+  void* small = device.allocate(16);
+  void* large = device.allocate(1 << 20);  // before any hold
+  std::vector<float> host(4);
+
+  // 1. An asynchronous call on host buffers that lasts until released;
+  // its completion enqueues another.
+  std::atomic<bool> first_may_end{false};
+  auto first = std::make_shared<OpHandle>();
+  auto from_completion = std::make_shared<OpHandle>();
+  Status enqueued_from_completion = internal_error("not called");
+  first->set_callback([&](const Status&) {
+    Launch later;
+    later.done.push_back(from_completion);
+    enqueued_from_completion = launcher.launch("from a completion", {{host.data(), 16, "buf"}}, later, slow);
+  });
+  Launch later;
+  later.done.push_back(first);
+  ASSERT_TRUE(launcher
+                  .launch("first", {{host.data(), 16, "buf"}}, later,
+                          [&](const ScheduleContext&) {
+                            while (!first_may_end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                            return Status::ok();
+                          })
+                  .is_ok());
+  // 2. A call on the caller's stream, queued behind it: its hold stays
+  // until kolo's thread gets there.
+  ASSERT_TRUE(launcher.launch("held", {{small, 16, "buf"}}, Launch::on(stream), slow).is_ok());
+  // 3. From another thread, a call whose buffer is larger than any so far:
+  // its preparation waits for the hold of 2.
+  std::atomic<bool> third_launched{false};
+  Status third_status;
+  std::thread third([&] {
+    third_status = launcher.launch("large", {{large, 1 << 20, "buf"}}, Launch::on(stream), slow);
+    third_launched = true;
+    EXPECT_TRUE(device.synchronize_stream(stream, Deadline::after_seconds(20)));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // 3 is waiting for the device by now
+  first_may_end = true;
+  // Expected, not asserted: on a failure the thread is joined all the same
+  // (once the emulated device gives up waiting, after 60 s).
+  EXPECT_TRUE(first->wait(Deadline::after_seconds(20)).is_ok());
+  EXPECT_TRUE(from_completion->wait(Deadline::after_seconds(20)).is_ok()) << "the completion's call never ran";
+  EXPECT_TRUE(enqueued_from_completion.is_ok()) << enqueued_from_completion.to_string();
+  third.join();
+  EXPECT_TRUE(third_launched.load());
+  EXPECT_TRUE(third_status.is_ok()) << third_status.to_string();
+  std::lock_guard<std::mutex> lock(mutex);
+  for (void* p : grown) device.release(p);
+  device.release(small);
+  device.release(large);
+}
+
 TEST(CallLauncher, NothingIsEnqueuedAfterAFailure) {
   Fixture f;
   f.health = aborted("rank 0 aborted its communicator");

@@ -151,15 +151,21 @@ class KoloProcessGroup(Collectives, ProcessGroup):
         call raise it), and the stream is released all the same."""
         stream = torch.cuda.current_stream(device)
         with self._lock:
-            if self._comm is None:
+            comm = self._comm
+            if comm is None:
                 raise RuntimeError("kolo: this process group has been destroyed")
             self._post_batch()
-            code = getattr(lib, "kolo_%s_stream" % call)(self._comm, *args, stream.cuda_stream)
-            if code != SUCCESS:
-                raise failure(code, self._deadline_s)
-            future = torch.futures.Future(devices=[device])
-            future.set_result(complete())
-            work = KoloStreamWork(self, future, device, stream)
+        # Called without the lock: the call may wait for the GPU (growing
+        # kolo's device memory waits for streams held earlier, which kolo's
+        # thread releases as it works through its queue), and a completion
+        # kolo's thread runs on the way may call into this group.
+        code = getattr(lib, "kolo_%s_stream" % call)(comm, *args, stream.cuda_stream)
+        if code != SUCCESS:
+            raise failure(code, self._deadline_s)
+        future = torch.futures.Future(devices=[device])
+        future.set_result(complete())
+        work = KoloStreamWork(self, future, device, stream)
+        with self._lock:
             if self._coalesced is not None:
                 self._coalesced.append(work)
         return work
