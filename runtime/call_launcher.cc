@@ -11,7 +11,9 @@
 namespace kolo {
 
 CallLauncher::CallLauncher(Device* device, int device_rank, double timeout_s, Hooks hooks)
-    : device_(device), device_rank_(device_rank), timeout_s_(timeout_s), hooks_(std::move(hooks)) {}
+    : timeout_s_(timeout_s),
+      hooks_(std::move(hooks)),
+      gpu_(std::make_unique<GpuContext>(device, device_rank)) {}
 
 CallLauncher::~CallLauncher() {
   queue_->stop();  // its jobs use everything else (a stuck one ends by the watchdog)
@@ -35,44 +37,29 @@ size_t largest(BufferList buffers) {
 
 }  // namespace
 
-GpuContext* CallLauncher::gpu() {
-  if (!gpu_) gpu_ = std::make_unique<GpuContext>(device_, device_rank_);
-  return gpu_.get();
-}
+GpuContext* CallLauncher::gpu() { return gpu_.get(); }
 
-Status CallLauncher::classify(BufferList buffers, bool* on_device) {
-  std::lock_guard<std::mutex> order(order_);
-  return gpu()->classify(buffers, on_device);
-}
+Status CallLauncher::classify(BufferList buffers, bool* on_device) { return gpu()->classify(buffers, on_device); }
 
 Status CallLauncher::gpu_ordinal(int* ordinal) {
-  std::lock_guard<std::mutex> order(order_);
   Device* device = nullptr;
   KOLO_RETURN_IF_ERROR(gpu()->device(&device));
   *ordinal = device->ordinal();
   return Status::ok();
 }
 
-Status CallLauncher::gpu_device(Device** device) {
-  std::lock_guard<std::mutex> order(order_);
-  return gpu()->device(device);
-}
+Status CallLauncher::gpu_device(Device** device) { return gpu()->device(device); }
 
 Status CallLauncher::later(const CallRecord& call, BufferList buffers, Launch how, Collective fn) {
   bool on_device = false;
-  GpuContext* context = nullptr;
-  {
-    std::lock_guard<std::mutex> order(order_);
-    KOLO_RETURN_IF_ERROR(gpu()->classify(buffers, &on_device));
-    context = gpu();
-  }
+  KOLO_RETURN_IF_ERROR(gpu()->classify(buffers, &on_device));
   // Everything the call will need of the GPU, made now, on the caller's
   // thread: made by kolo's thread while a stream is held, it could wait for
   // that stream (see watch()). Made without order_: it may wait for the
   // whole device, that is for streams held earlier, which kolo's thread
   // releases as it works through its queue, and on the way a completion
   // may enqueue a call (a torch future's callback), which takes order_.
-  if (on_device && hooks_.prepare) KOLO_RETURN_IF_ERROR(hooks_.prepare(context, largest(buffers)));
+  if (on_device && hooks_.prepare) KOLO_RETURN_IF_ERROR(hooks_.prepare(gpu(), largest(buffers)));
   std::lock_guard<std::mutex> order(order_);
   if (how.on_stream) return on_stream(call, on_device, how.stream, std::move(fn));
   return async(call, on_device, std::move(how.done), std::move(fn));

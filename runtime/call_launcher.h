@@ -80,8 +80,9 @@ class CallLauncher {
     if (how.on_stream || !how.done.empty()) return later(call, buffers, std::move(how), Collective(std::forward<Fn>(fn)));
     return now(call, buffers, fn);
   }
-  // Whether the buffers are device memory, in the order of launches (a
-  // call that must know before it launches).
+  // Whether the buffers are device memory (a call that must know before
+  // it launches; the engine's submissions). Any thread, waiting for no
+  // call in progress.
   Status classify(BufferList buffers, bool* on_device);
   // The GPU's ordinal, opening it if needed.
   Status gpu_ordinal(int* ordinal);
@@ -113,11 +114,9 @@ class CallLauncher {
   // A job's end: its hold (and every earlier one) is released.
   void release_hold(Device* device, uint64_t value);
 
-  Device* const device_;
-  const int device_rank_;
   const double timeout_s_;
   const Hooks hooks_;
-  std::unique_ptr<GpuContext> gpu_;  // created at the first call (gpu())
+  std::unique_ptr<GpuContext> gpu_;  // opens the GPU at the first call on device memory
   std::mutex order_;                 // orders calls between the callers' threads and the queue
   uint64_t stream_ops_ = 0;          // collectives enqueued on streams so far
   // Shared with the handles of what it runs (their waits on its own

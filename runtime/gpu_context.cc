@@ -18,6 +18,7 @@ GpuContext::~GpuContext() {
 }
 
 Status GpuContext::device(Device** out) {
+  std::lock_guard<std::mutex> lock(open_mutex_);
   if (!device_ && !tried_) {
     tried_ = true;
     open_failure_ = open_device(local_rank_, &owned_);
@@ -36,6 +37,11 @@ Status GpuContext::device(Device** out) {
   return Status::ok();
 }
 
+bool GpuContext::opened() {
+  std::lock_guard<std::mutex> lock(open_mutex_);
+  return device_ != nullptr;
+}
+
 Status GpuContext::classify(BufferList buffers, bool* on_device) {
   const NamedBuffer* first_host = nullptr;
   const NamedBuffer* first_device = nullptr;
@@ -43,7 +49,7 @@ Status GpuContext::classify(BufferList buffers, bool* on_device) {
     if (!b.data || b.bytes == 0) continue;
     // Before any GPU is open, the driver tells (it answers "host" in a
     // process without CUDA), so host-only callers never open one.
-    const bool maybe_device = device_ || cuda_driver()->is_device_memory(b.data);
+    const bool maybe_device = opened() || cuda_driver()->is_device_memory(b.data);
     MemoryKind kind = MemoryKind::kHost;
     if (maybe_device) {
       Device* d = nullptr;
@@ -54,7 +60,9 @@ Status GpuContext::classify(BufferList buffers, bool* on_device) {
       kind = d->classify(b.data);
     }
     if (kind == MemoryKind::kOtherDevice) {
-      return invalid_argument(std::string(b.name) + " is memory of another GPU than this rank's " + device_->name() +
+      Device* d = nullptr;
+      (void)device(&d);  // open: it told the kind
+      return invalid_argument(std::string(b.name) + " is memory of another GPU than this rank's " + d->name() +
                               " (kolo uses GPU local_rank % count)");
     }
     if (kind == MemoryKind::kThisDevice) {

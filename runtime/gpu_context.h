@@ -62,11 +62,12 @@ class GpuContext {
   // Whether the call's buffers are device memory (true) or host memory
   // (false). Mixing the two in one call, memory of another GPU, and device
   // memory where no GPU can be used (a build without CUDA) are errors that
-  // name the buffers.
+  // name the buffers. Any thread.
   Status classify(BufferList buffers, bool* on_device);
 
   // The GPU, opened on first use with every kernel loaded
   // (Device::load_kernels); UNSUPPORTED saying why when there is none.
+  // Any thread.
   Status device(Device** out);
 
   // Turns the communicator's schedule context into one for device buffers.
@@ -95,6 +96,9 @@ class GpuContext {
                                 const std::vector<const TransportKind*>& device_routes, const Config& config,
                                 size_t segment_bytes);
 
+  bool opened();  // whether device_ is set (the GPU open, or injected)
+
+  std::mutex open_mutex_;  // the opening (device()) against classify, from any threads
   Device* device_;
   std::unique_ptr<Device> owned_;
   Status open_failure_;  // why the GPU could not be opened, once tried

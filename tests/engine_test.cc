@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -628,6 +629,31 @@ TEST(Engine, WaitTimesOutThenCompletesAndCallbackRuns) {
     EXPECT_EQ(out[7], 2.f);
   });
   EXPECT_EQ(callbacks.load(), 1);
+}
+
+// A submission waits for no collective of the communicator: one thread
+// may sit in a blocking collective that a peer joins only after this
+// rank's named operation has run, submitted by another thread meanwhile.
+TEST(Engine, ASubmissionDoesNotWaitForABlockingCollectiveOfAnotherThread) {
+  EngineWorld w(2, engine_config());
+  w.run([&](int r) {
+    std::vector<float> in(8, 1.f), out(8);
+    std::shared_ptr<OpHandle> h;
+    if (r == 0) {
+      std::thread blocking([&] { ASSERT_TRUE(w.world.comm(r).barrier().is_ok()); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the barrier is waiting for rank 1
+      ASSERT_TRUE(w.engine(r).submit(allreduce_submission("first", in.data(), out.data(), 8), &h).is_ok());
+      Status s = h->wait(Deadline::after_seconds(10));
+      EXPECT_TRUE(s.is_ok()) << s.to_string();
+      blocking.join();
+    } else {
+      ASSERT_TRUE(w.engine(r).submit(allreduce_submission("first", in.data(), out.data(), 8), &h).is_ok());
+      Status s = h->wait(Deadline::after_seconds(10));
+      EXPECT_TRUE(s.is_ok()) << s.to_string();
+      ASSERT_TRUE(w.world.comm(r).barrier().is_ok());
+    }
+    EXPECT_EQ(out[0], 2.f);
+  });
 }
 
 TEST(Engine, AbortFailsWaitsOnEveryRank) {
