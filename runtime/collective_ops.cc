@@ -1,6 +1,7 @@
 // The engine's operations other than allreduce. Each runs one collective of
 // the engine's communicator; a joined rank takes part with the op's
 // identity (or nothing to send) and drops what it receives.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,32 @@ Status broadcast(const OpResources& res, const OpRequest& q, Participation part)
   return res.link->broadcast(buf, count, q.data_type(), q.root);
 }
 
+// Where an allgather's or alltoall's result lands, its size known only
+// now: host memory, or the GPU's where the operation runs on GPU memory;
+// the handle keeps it.
+class Output {
+ public:
+  Status make(const OpResources& res, const OpRequest& q, size_t bytes) {
+    if (!q.on_device) {
+      host_.resize(bytes);
+      return Status::ok();
+    }
+    bytes_ = bytes;
+    return res.link->device_output(bytes, &device_);
+  }
+  void* data() { return device_ ? device_.get() : host_.data(); }
+  void give(OpHandle* handle) {
+    handle->output = std::move(host_);
+    handle->device_output = std::move(device_);
+    handle->device_output_bytes = bytes_;
+  }
+
+ private:
+  std::vector<unsigned char> host_;
+  std::shared_ptr<void> device_;
+  size_t bytes_ = 0;
+};
+
 Status allgather(const OpResources& res, const OpResponse& r, Participation part) {
   const OpRequest& q = r.spec;
   const int size = res.size;
@@ -24,10 +51,11 @@ Status allgather(const OpResources& res, const OpResponse& r, Participation part
   std::vector<size_t> counts(size);
   size_t total = 0;
   for (int p = 0; p < size; ++p) total += counts[p] = static_cast<size_t>(r.rows[p]) * row;
-  std::vector<unsigned char> out(total * dtype_size(static_cast<DataType>(q.dtype)));
+  Output out;
+  KOLO_RETURN_IF_ERROR(out.make(res, q, total * dtype_size(q.data_type())));
   KOLO_RETURN_IF_ERROR(res.link->allgather_v(part.sub ? part.sub->sends[0] : nullptr, out.data(), counts, q.data_type()));
   if (part.handle) {
-    part.handle->output = std::move(out);
+    out.give(part.handle);
     part.handle->output_rows = r.rows;
   }
   return Status::ok();
@@ -78,11 +106,12 @@ Status alltoall(const OpResources& res, const OpResponse& r, Participation part)
     recv_rows[p] = r.rows[p * size + rank];
     total += recv_counts[p] = static_cast<size_t>(recv_rows[p]) * row;
   }
-  std::vector<unsigned char> out(total * dtype_size(static_cast<DataType>(q.dtype)));
+  Output out;
+  KOLO_RETURN_IF_ERROR(out.make(res, q, total * dtype_size(q.data_type())));
   KOLO_RETURN_IF_ERROR(res.link->alltoall(part.sub ? part.sub->sends[0] : nullptr, send_counts, out.data(),
                                           recv_counts, q.data_type()));
   if (part.handle) {
-    part.handle->output = std::move(out);
+    out.give(part.handle);
     part.handle->output_rows = std::move(recv_rows);
   }
   return Status::ok();

@@ -249,10 +249,13 @@ Status Communicator::allgather_v(const void* send, void* recv, const std::vector
   KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "counts"));
   KOLO_RETURN_IF_ERROR(check_buffer(send, counts[world_.rank], "sendbuf"));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, total_of(counts), "recvbuf"));
-  return run("allgather", [&](const ScheduleContext& ctx) {
-    return kolo::allgather(ctx, topology(), thresholds(),
-                           {send, recv, counts, packed_or({}, counts), dtype});
-  });
+  const size_t es = dtype_size(dtype);
+  return dispatch(CallRecord("allgather", dtype, total_of(counts)),
+                  {named(send, counts[world_.rank] * es, "sendbuf"), named(recv, total_of(counts) * es, "recvbuf")}, {},
+                  [&](const ScheduleContext& ctx) {
+                    return kolo::allgather(ctx, topology(), thresholds(),
+                                           {send, recv, counts, packed_or({}, counts), dtype});
+                  });
 }
 
 Status Communicator::reduce_scatter_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype,
@@ -281,9 +284,12 @@ Status Communicator::alltoall(const void* send, const std::vector<size_t>& send_
   KOLO_RETURN_IF_ERROR(check_counts(recv_counts, world_.size, "receive counts"));
   KOLO_RETURN_IF_ERROR(check_buffer(send, total_of(send_counts), "sendbuf"));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, total_of(recv_counts), "recvbuf"));
-  return run("alltoall", [&](const ScheduleContext& ctx) {
-    return pairwise_alltoall(ctx, send, send_counts, recv, recv_counts, dtype);
-  });
+  const size_t es = dtype_size(dtype);
+  return dispatch(CallRecord("alltoall", dtype, total_of(send_counts)),
+                  {named(send, total_of(send_counts) * es, "sendbuf"), named(recv, total_of(recv_counts) * es, "recvbuf")},
+                  {}, [&](const ScheduleContext& ctx) {
+                    return pairwise_alltoall(ctx, send, send_counts, recv, recv_counts, dtype);
+                  });
 }
 
 Status Communicator::allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op,

@@ -54,8 +54,7 @@ class EngineLink {
   // The collectives, as Communicator's of the same names say (wire and
   // residuals: the compressed formats and their error feedback; scales and
   // postscale: what a tensor is multiplied by, where it lies). Buffers are
-  // host memory, or this rank's GPU's for allreduce_spans,
-  // reduce_scatter_v and broadcast.
+  // host memory, or this rank's GPU's (all of one call's).
   virtual Status allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                            std::optional<WireFormat> wire, float* residuals) = 0;
   virtual Status allreduce_spans(const std::vector<Span>& spans, DataType dtype, ReduceOp op,
@@ -69,6 +68,11 @@ class EngineLink {
   virtual Status alltoall(const void* send, const std::vector<size_t>& send_counts, void* recv,
                           const std::vector<size_t>& recv_counts, DataType dtype) = 0;
   virtual Status barrier() = 0;
+  // GPU memory of `bytes` for an operation's output (an allgather's or
+  // alltoall's on GPU memory), released from whichever thread drops the
+  // last copy of *out (or left to the process's end if the link went
+  // first).
+  virtual Status device_output(size_t bytes, std::shared_ptr<void>* out) = 0;
   // GPU memory holding `count` elements of op's identity: a joined rank's
   // part in an allreduce on GPU memory (it has no tensors of its own, and
   // its neighbours reach it on the GPU path). Valid until the next call.

@@ -116,6 +116,9 @@ class FakeFabric::Link : public EngineLink {
     }
     return Status::ok();
   }
+  Status device_output(size_t, std::shared_ptr<void>*) override {
+    return unsupported("the fake link has no GPU");
+  }
   Status identity_on_device(DataType, ReduceOp, size_t, void**) override {
     return unsupported("the fake link has no GPU");
   }

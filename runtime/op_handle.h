@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -45,6 +46,10 @@ class OpHandle {
   // gathered data and the rows each rank contributed; join: the last rank).
   std::vector<unsigned char> output;
   std::vector<int64_t> output_rows;
+  // The output in GPU memory instead (an allgather or alltoall of GPU
+  // buffers), complete, and kept while the handle lives.
+  std::shared_ptr<void> device_output;
+  size_t device_output_bytes = 0;
   int join_last_rank = -1;
 
  private:

@@ -1,6 +1,8 @@
 #include "runtime/sibling_engine_link.h"
 
 #include <algorithm>
+#include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -19,6 +21,8 @@ class SiblingEngineLink : public EngineLink {
   explicit SiblingEngineLink(std::unique_ptr<Communicator> comm) : comm_(std::move(comm)) {}
   ~SiblingEngineLink() override {
     if (identity_.data) identity_.device->release(identity_.data);
+    std::lock_guard<std::mutex> lock(open_->mutex);  // a release in progress ends first
+    open_->device = nullptr;
   }
 
   void interrupt() override { comm_->interrupt(); }
@@ -94,9 +98,25 @@ class SiblingEngineLink : public EngineLink {
     // Filled each time: the allreduce leaves its result there.
     std::vector<unsigned char> host(bytes);
     fill_identity(dtype, op, host.data(), count);
+    // The engine's thread is the only one that works on this GPU's
+    // stream for the link's communicator (its collectives are blocking).
     device->copy(identity_.data, host.data(), bytes);
     KOLO_RETURN_IF_ERROR(device->synchronize(Deadline::after_seconds(comm_->config().timeout_s)));
     *out = identity_.data;
+    return Status::ok();
+  }
+  Status device_output(size_t bytes, std::shared_ptr<void>* out) override {
+    Device* device = nullptr;
+    KOLO_RETURN_IF_ERROR(comm_->gpu_device(&device));
+    void* data = device->allocate(std::max<size_t>(bytes, 1));
+    if (!data) return device_error("no GPU memory for an output of " + std::to_string(bytes) + " bytes");
+    std::shared_ptr<OpenDevice> open = open_;
+    *out = std::shared_ptr<void>(data, [open](void* p) {
+      std::lock_guard<std::mutex> lock(open->mutex);
+      if (open->device) open->device->release(p);  // else the GPU went with the communicator
+    });
+    std::lock_guard<std::mutex> lock(open->mutex);
+    open->device = device;
     return Status::ok();
   }
   void set_reduce_scatter_mark(std::chrono::steady_clock::time_point* mark) override {
@@ -121,6 +141,14 @@ class SiblingEngineLink : public EngineLink {
     size_t bytes = 0;
   };
   DeviceBuffer identity_;  // identity_on_device's
+  // The GPU the outputs handed out (device_output) are released to,
+  // shared with them: they may outlive the link, and its communicator's
+  // GPU with it.
+  struct OpenDevice {
+    std::mutex mutex;
+    Device* device = nullptr;  // nullptr once the link has gone
+  };
+  std::shared_ptr<OpenDevice> open_ = std::make_shared<OpenDevice>();
   Request token_in_, token_out_;
   bool token_posted_ = false;
 };

@@ -93,10 +93,6 @@ Status validate_submission(const Submission& s, int rank, int size) {
 Status check_placement(const OpRequest& r) {
   if (!r.on_device) return Status::ok();
   const std::string what = std::string(op_kind_name(r.kind)) + " '" + r.name + "' on GPU memory";
-  if (r.kind == OpKind::kAllgather || r.kind == OpKind::kAlltoall) {
-    return unsupported(what + ": its output, sized by the negotiation, is host memory the engine allocates; "
-                       "pass host buffers");
-  }
   if (r.wire > 0 || r.error_feedback) {
     return unsupported(what + ": the wire formats' kernels run on the host; pass host buffers or no wire format");
   }

@@ -27,10 +27,11 @@ struct Submission {
 // naming the operation and what is wrong.
 Status validate_submission(const Submission& s, int rank, int size);
 
-// What the engine takes on GPU memory (request.on_device): allreduce (one
-// tensor or a group, scaled by the GPU's kernels), broadcast and
-// reduce-scatter, in the tensors' own dtype. Anything else is UNSUPPORTED,
-// saying why.
+// What the engine takes on GPU memory (request.on_device): every kind, in
+// the tensors' own dtype (allreduce and reduce-scatter scaled by the GPU's
+// kernels; allgather's and alltoall's output in GPU memory the handle
+// keeps), but no wire format or error feedback, and no prescale of a
+// reduce-scatter: those are UNSUPPORTED, saying why.
 Status check_placement(const OpRequest& request);
 
 }  // namespace kolo

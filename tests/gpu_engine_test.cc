@@ -5,9 +5,10 @@
 // back before it was written, gives wrong bytes. Over CUDA IPC and over
 // staging through TCP: every dtype and op of a single allreduce against
 // tests/reference.h; fused batches and grouped allreduces from different
-// submission orders, with scale factors; broadcast and reduce-scatter; a
-// rank that has joined; what GPU memory is refused, and a rank whose
-// tensors are elsewhere than its peers'.
+// submission orders, with scale factors; broadcast and reduce-scatter;
+// allgather and alltoall into GPU memory the handle keeps; a rank that has
+// joined; what GPU memory is refused, and a rank whose tensors are
+// elsewhere than its peers'.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -269,6 +270,75 @@ TEST_P(GpuEngine, BroadcastAndReduceScatterMatchWhatEveryRankSent) {
   });
 }
 
+// The output, sized by the negotiation, in GPU memory the handle keeps,
+// complete once the handle is.
+Bytes device_output(GpuEngineWorld& w, int r, const OpHandle& h) {
+  EXPECT_NE(h.device_output, nullptr);
+  EXPECT_TRUE(h.output.empty());
+  if (!h.device_output) return {};
+  EXPECT_EQ(w.device(r).classify(h.device_output.get()), MemoryKind::kThisDevice);
+  return GpuEngineWorld::download(h.device_output.get(), h.device_output_bytes);
+}
+
+TEST_P(GpuEngine, AllgatherAndAlltoallGatherIntoGpuMemoryTheHandleKeeps) {
+  GpuEngineWorld w(GetParam());
+  const int n = w.size();
+  const int64_t row = 129;
+  w.run([&](int r) {
+    // Allgather: rank r gives r + 1 rows.
+    std::vector<float> mine(static_cast<size_t>((r + 1) * row));
+    for (size_t i = 0; i < mine.size(); ++i) mine[i] = value(r, 1, i);
+    void* send = w.upload(r, floats(mine));
+    Submission g;
+    g.request.name = "gather";
+    g.request.kind = OpKind::kAllgather;
+    g.request.dtype = static_cast<int>(DataType::kFloat32);
+    g.request.shapes = {{r + 1, row}};
+    g.sends = {send};
+    std::shared_ptr<OpHandle> hg;
+    ASSERT_TRUE(w.engine(r).submit(std::move(g), &hg).is_ok());
+
+    // Alltoall: rank r sends q + 1 rows of its values to rank q.
+    std::vector<int64_t> splits;
+    int64_t rows = 0;
+    for (int q = 0; q < n; ++q) rows += splits.emplace_back(q + 1);
+    std::vector<float> out(static_cast<size_t>(rows * row));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = value(r, 2, i);
+    void* a_send = w.upload(r, floats(out));
+    Submission a;
+    a.request.name = "alltoall";
+    a.request.kind = OpKind::kAlltoall;
+    a.request.dtype = static_cast<int>(DataType::kFloat32);
+    a.request.shapes = {{rows, row}};
+    a.request.splits = splits;
+    a.sends = {a_send};
+    std::shared_ptr<OpHandle> ha;
+    ASSERT_TRUE(w.engine(r).submit(std::move(a), &ha).is_ok());
+
+    Status s = wait(hg);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    s = wait(ha);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    std::vector<float> gathered_want;
+    for (int q = 0; q < n; ++q) {
+      for (size_t i = 0; i < static_cast<size_t>((q + 1) * row); ++i) gathered_want.push_back(value(q, 1, i));
+    }
+    EXPECT_EQ(as_floats(device_output(w, r, *hg)), gathered_want) << "rank " << r;
+    // From each rank q: its rows [sum of splits before r, + r + 1).
+    std::vector<float> received_want;
+    const size_t first_row = static_cast<size_t>(r * (r + 1) / 2);
+    for (int q = 0; q < n; ++q) {
+      for (size_t i = 0; i < static_cast<size_t>((r + 1) * row); ++i) {
+        received_want.push_back(value(q, 2, first_row * row + i));
+      }
+    }
+    EXPECT_EQ(as_floats(device_output(w, r, *ha)), received_want) << "rank " << r;
+    EXPECT_EQ(ha->output_rows, std::vector<int64_t>(n, r + 1));
+    w.device(r).release(send);
+    w.device(r).release(a_send);
+  });
+}
+
 TEST_P(GpuEngine, ARankThatJoinedTakesPartFromGpuMemoryOfItsOwn) {
   GpuEngineWorld w(GetParam());
   const int n = w.size();
@@ -315,19 +385,9 @@ TEST(GpuEngineRefusals, WhatGpuMemoryCannotTakeIsRefusedSayingWhy) {
   std::vector<float> host(16);
   std::shared_ptr<OpHandle> h;
 
-  Submission gather;
-  gather.request.name = "gather";
-  gather.request.kind = OpKind::kAllgather;
-  gather.request.dtype = static_cast<int>(DataType::kFloat32);
-  gather.request.shapes = {{16}};
-  gather.sends = {a};
-  Status s = e.submit(gather, &h);
-  EXPECT_EQ(s.code(), Code::kUnsupported) << s.to_string();
-  EXPECT_NE(s.message().find("output"), std::string::npos) << s.message();
-
   Submission wire = allreduce_submission("wire", a, b, 16);
   wire.request.wire = static_cast<int>(WireFormat::kBf16);
-  s = e.submit(wire, &h);
+  Status s = e.submit(wire, &h);
   EXPECT_EQ(s.code(), Code::kUnsupported) << s.to_string();
   EXPECT_NE(s.message().find("wire format"), std::string::npos) << s.message();
 

@@ -1,8 +1,8 @@
 """torch's CUDA tensors over kolo, each against a reference computed here:
 the "kolo" torch.distributed backend (all_reduce, all_gather, broadcast,
 stream order as NCCL's, DDP with device_ids, FSDP2) and kolo.torch
-(Horovod's API, its allreduce, grouped allreduce, broadcast and
-reducescatter with no host copy). Run by tools/gpu_check.sh under torchrun; the ranks may
+(Horovod's API: allreduce, grouped allreduce, broadcast, reducescatter,
+allgather and alltoall with no host copy). Run by tools/gpu_check.sh under torchrun; the ranks may
 share one GPU. Prints
 "CHECK <name> ok" or "CHECK <name> FAIL: <what>" per check (rank 0), and
 exits 1 if any failed on any rank."""
@@ -111,9 +111,6 @@ def main():
     hvd.init()
     y = hvd.allreduce(torch.full((3,), float(rank + 1), device=device), op=hvd.Sum)
     check("kolo.torch allreduce", y.is_cuda and torch.equal(y.cpu(), torch.full((3,), float(world * (world + 1) // 2))))
-    g = hvd.allgather(torch.full((2,), float(rank), device=device))
-    check("kolo.torch allgather", torch.equal(g.cpu(), torch.tensor([float(r) for r in range(world) for _ in range(2)])))
-
     # What the engine takes on the GPU never passes through the host: a
     # host copy of a CUDA tensor fails the check.
     from kolo.torch import _adapter
@@ -140,6 +137,12 @@ def main():
         check("kolo.torch broadcast_ on the GPU", torch.equal(b.cpu(), torch.full((1031,), float(world - 1))))
         rs = hvd.reducescatter(torch.ones(2 * world, 3, device=device), op=hvd.Sum)
         check("kolo.torch reducescatter on the GPU", rs.is_cuda and torch.equal(rs.cpu(), torch.full((2, 3), float(world))))
+        g = hvd.allgather(torch.full((rank + 1, 2), float(rank), device=device))
+        want = torch.tensor([[float(r)] * 2 for r in range(world) for _ in range(r + 1)])
+        check("kolo.torch allgather on the GPU", g.is_cuda and torch.equal(g.cpu(), want))
+        a = hvd.alltoall(torch.arange(world, dtype=torch.int64, device=device) + 10 * rank)
+        check("kolo.torch alltoall on the GPU",
+              a.is_cuda and torch.equal(a.cpu(), torch.tensor([10 * r + rank for r in range(world)])))
     except AssertionError as e:
         check("kolo.torch on the GPU without host copies", False, str(e))
     finally:

@@ -577,18 +577,19 @@ kolo_result_t kolo_comm_dump_flight_record(kolo_comm_t comm, const char* path);
  * released before that. Outputs whose size is only known after
  * negotiation (allgather, alltoall) are owned by the handle.
  *
- * GPU memory: kolo_submit_allreduce, _grouped_allreduce, _broadcast and
- * _reduce_scatter take CUDA device memory of this rank's GPU as well (all
- * of one operation's buffers, on every rank: where differs is a
- * KOLO_ERR_MISMATCH on the field "memory"). The operation then runs as a
- * blocking collective on device buffers does (after the work on the
- * legacy default stream at the time it runs; done, results in place, when
- * its handle completes); tensors are reduced where they lie, never fused
- * through host memory, and scaled by the GPU's kernels. Not on GPU memory
- * (KOLO_ERR_UNSUPPORTED, saying why): allgather and alltoall, whose outputs
- * the engine allocates on the host; wire formats and error feedback, whose
- * kernels run on the host; a reduce-scatter's prescale factor. A rank that
- * has joined takes part in such an allreduce from GPU memory of its own.
+ * GPU memory: every kolo_submit_* takes CUDA device memory of this rank's
+ * GPU as well (all of one operation's buffers, on every rank: where
+ * differs is a KOLO_ERR_MISMATCH on the field "memory"). The operation
+ * then runs as a blocking collective on device buffers does (after the
+ * work on the legacy default stream at the time it runs; done, results in
+ * place, when its handle completes); tensors are reduced where they lie,
+ * never fused through host memory, and scaled by the GPU's kernels; an
+ * allgather's or alltoall's output is GPU memory the handle owns
+ * (kolo_handle_output). Not on GPU memory
+ * (KOLO_ERR_UNSUPPORTED, saying why): wire formats and error feedback,
+ * whose kernels run on the host; a reduce-scatter's prescale factor. A
+ * rank that has joined takes part in such an allreduce from GPU memory of
+ * its own.
  *
  * Errors: a bad argument is returned by the submit call itself, with no
  * handle. When ranks submit one name with different arguments (operation,
@@ -700,8 +701,10 @@ kolo_result_t kolo_handle_set_callback(kolo_handle_t handle, kolo_callback_t cal
 
 /* After completion (in the operation's callback too, which runs before a wait
  * returns): the output of an allgather or alltoall (owned by the
- * handle, valid until it is released), and the rows each rank contributed
- * (allgather) or sent to this rank (alltoall): world_size entries. */
+ * handle, valid until it is released; memory of this rank's GPU where the
+ * operation ran on GPU memory: complete, to be read with a device copy
+ * from any stream), and the rows each rank contributed (allgather) or sent
+ * to this rank (alltoall): world_size entries. */
 kolo_result_t kolo_handle_output(kolo_handle_t handle, const void** data, size_t* bytes);
 kolo_result_t kolo_handle_output_rows(kolo_handle_t handle, int64_t* rows, int world_size);
 kolo_result_t kolo_handle_join_rank(kolo_handle_t handle, int* last_rank);

@@ -238,8 +238,9 @@ kolo_result_t kolo_handle_output(kolo_handle_t handle, const void** data, size_t
   if (!data || !bytes) return report(kolo::invalid_argument("data and bytes output pointers must not be NULL"));
   return guarded([&] {
     if (!handle->impl->finished()) return kolo::invalid_usage("the operation has not completed");
-    *data = handle->impl->output.data();
-    *bytes = handle->impl->output.size();
+    const kolo::OpHandle& h = *handle->impl;
+    *data = h.device_output ? h.device_output.get() : h.output.data();
+    *bytes = h.device_output ? h.device_output_bytes : h.output.size();
     return kolo::Status::ok();
   });
 }

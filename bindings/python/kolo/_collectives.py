@@ -12,16 +12,15 @@ bytes too), from the array's own memory when it is contiguous; int16 and
 uint16 through a widened copy; complex numbers as pairs of reals, an extra
 dimension of 2.
 
-Arrays in GPU memory (CUDA tensors) stay there for allreduce, grouped
-allreduce, broadcast and reducescatter: the engine reduces them where they
-lie and scales them with the GPU's kernels (kolo.h, "Named operations").
-Any staging copy (a widened dtype, a strided tensor) is made on the GPU, on
-the array library's current stream, which the legacy default stream is then
-made to wait for: the engine runs a collective on GPU memory after that
-stream's work, and its handle completes once the results are in place.
-What the engine takes on the host only goes through host copies made on
-the current stream: allgather and alltoall (the engine allocates their
-output on the host), a compressed wire format, a reducescatter's prescale.
+Arrays in GPU memory (CUDA tensors) stay there: the engine reduces them
+where they lie, scales them with the GPU's kernels and gathers into GPU
+memory (kolo.h, "Named operations"). Any staging copy (a widened dtype, a
+strided tensor) is made on the GPU, on the array library's current stream,
+which the legacy default stream is then made to wait for: the engine runs
+a collective on GPU memory after that stream's work, and its handle
+completes once the results are in place. What the engine takes on the
+host only goes through host copies made on the current stream: a
+compressed wire format, and a reducescatter's prescale.
 """
 import ctypes
 from collections import namedtuple
@@ -63,8 +62,10 @@ class Adapter:
         """A contiguous host copy of a device array, in the library's stream order."""
         raise NotImplementedError
 
-    def to_device_of(self, y, x):
-        """y (a host array) moved to x's device."""
+    def copy_from_device_memory(self, out, address, nbytes):
+        """Copies nbytes of the engine's GPU memory at `address` (complete)
+        into out, an array on the same GPU; done, or ordered before the
+        library's later work, when it returns."""
         raise NotImplementedError
 
     def order_before_engine(self, x):
@@ -132,10 +133,8 @@ def _staged(xp, x, inplace, plan, out_shape=None, on_gpu=True):
 
 
 def _sendable(xp, x):
-    """x as the engine can read it: itself when contiguous host memory, else
-    a contiguous host copy."""
-    if xp.on_device(x):
-        return xp.to_host(x)
+    """x as the engine can read it: itself when contiguous, else a
+    contiguous copy where it lies."""
     return x if xp.describe(x).contiguous else _converted(xp, x)
 
 
@@ -238,10 +237,9 @@ def reducescatter_async(xp, x, name=None, op=Average, prescale_factor=1.0, posts
 
 
 def _output_array(xp, handle, like, rows, row_shape):
-    """The engine-owned output of an allgather or alltoall, copied into a
-    new array of like's dtype with sum(rows) rows (on like's device)."""
-    if xp.on_device(like):
-        return xp.to_device_of(_output_array(xp, handle, xp.to_host(like[:0]), rows, row_shape), like)
+    """The engine-owned output of an allgather or alltoall (GPU memory where
+    like is on the GPU), copied into a new array of like's dtype with
+    sum(rows) rows, where like lies."""
     out = xp.empty((sum(rows),) + tuple(row_shape), like)
     out_info = xp.describe(out)
     ptr, nbytes = handle.output_bytes()
@@ -250,7 +248,9 @@ def _output_array(xp, handle, like, rows, row_shape):
         expected *= d
     if nbytes != expected:
         raise RuntimeError("kolo: engine output has %d bytes, expected %d" % (nbytes, expected))
-    if nbytes:
+    if nbytes and xp.on_device(like):
+        xp.copy_from_device_memory(out, ptr, nbytes)
+    elif nbytes:
         ctypes.memmove(out_info.ptr, ptr, nbytes)
     return out
 
@@ -263,6 +263,7 @@ def allgather_async(xp, x, name=None, group=None):
     if not info.shape:
         raise ValueError("allgather needs an array with at least one dimension, got a scalar")
     send = _sendable(xp, x)
+    _gpu_submission(xp, [x], True)
     code, shape = _movement_wire(xp.describe(send))
 
     def finish(h):
@@ -295,6 +296,7 @@ def alltoall_async(xp, x, splits=None, name=None, group=None):
     if not info.shape:
         raise ValueError("alltoall needs an array with at least one dimension, got a scalar")
     send = _sendable(xp, x)
+    _gpu_submission(xp, [x], True)
     code, shape = _movement_wire(xp.describe(send))
     split_arg = None
     if splits is not None:
