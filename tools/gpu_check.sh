@@ -22,6 +22,7 @@
 #   torch          tools/gpu_check_torch.py under torchrun, 2 ranks: torch's CUDA
 #                  tensors on the "kolo" backend (all_reduce, all_gather,
 #                  broadcast, DDP with device_ids, FSDP2) and through kolo.torch
+#                  (Horovod's API: every collective on the GPU, no host copy)
 #   jax            tools/gpu_check_jax.py under kolorun, 2 ranks: kolo.jax's
 #                  collectives on GPU arrays, eager and in jit, and a gradient
 #   IPC speed      gpu_worker bench: allreduce busbw next to a device-to-device
@@ -165,10 +166,10 @@ host_side() {
   local per_step=$STEP_TIMEOUT
   STEP_TIMEOUT=${KOLO_GPU_CHECK_BUILD_S:-1800}
   step bash -c "cd '$ROOT' && bazel test --config=cuda //runtime:call_launcher_test //tests:gpu_collectives_test \
-    //tests:gpu_collectives_more_test //gpu:all --test_output=errors"
+    //tests:gpu_collectives_more_test //tests:gpu_engine_test //gpu:all --test_output=errors"
   STEP_TIMEOUT=$per_step
   if [ "$RC" -eq 0 ]; then
-    row "emulated GPU" PASS "strict mode: call_launcher_test, gpu_collectives_test, gpu_collectives_more_test, //gpu"
+    row "emulated GPU" PASS "strict mode: call_launcher_test, gpu_collectives_test, gpu_collectives_more_test, gpu_engine_test, //gpu"
   else
     row "emulated GPU" FAIL "exit $RC: $(echo "$OUT" | grep -m1 -E 'FAILED|TIMEOUT|ERROR')"
   fi
