@@ -26,18 +26,6 @@ namespace {
 
 using Bytes = std::vector<unsigned char>;
 
-Bytes make_input(DataType d, ReduceOp op, int rank, size_t count) {
-  Bytes b(count * dtype_size(d));
-  for (size_t i = 0; i < count; ++i) ref::store(d, b.data(), i, ref::input_value(rank, i, op, ref::is_signed(d)));
-  return b;
-}
-
-Bytes make_expected(DataType d, ReduceOp op, int n, size_t count) {
-  Bytes b(count * dtype_size(d));
-  for (size_t i = 0; i < count; ++i) ref::expected(d, op, n, i, b.data(), i);
-  return b;
-}
-
 struct Mode {
   int ranks;
   bool ipc;    // CUDA IPC between the ranks, else staging over TCP
@@ -111,10 +99,10 @@ TEST_P(GpuCollectives, AllreduceEveryDtypeAndOp) {
       const auto d = static_cast<DataType>(di);
       const auto op = static_cast<ReduceOp>(oi);
       for (size_t count : {size_t{0}, size_t{1}, static_cast<size_t>(n + 1), size_t{5003}}) {
-        const Bytes want = make_expected(d, op, n, count);
+        const Bytes want = ref::expected_buffer(d, op, n, count);
         const bool in_place = count == 5003;
         g.world().run([&](int r) {
-          const Bytes in = make_input(d, op, r, count);
+          const Bytes in = ref::input_buffer(d, op, r, count);
           void* send = g.upload(r, in);
           void* recv = in_place ? send : g.upload(r, Bytes(in.size(), 0xAB));
           Status s = g.comm(r).allreduce(send, recv, count, static_cast<DataType>(di), static_cast<ReduceOp>(oi));
@@ -131,9 +119,9 @@ TEST_P(GpuCollectives, AllreduceEveryDtypeAndOp) {
 TEST_P(GpuCollectives, SmallMessageAlgorithmToo) {
   // Recursive doubling (the default up to 64 KiB) on device buffers.
   GpuWorld g(GetParam(), 64 << 10);
-  const Bytes want = make_expected(DataType::kFloat32, ReduceOp::kAvg, g.size(), 777);
+  const Bytes want = ref::expected_buffer(DataType::kFloat32, ReduceOp::kAvg, g.size(), 777);
   g.world().run([&](int r) {
-    void* buf = g.upload(r, make_input(DataType::kFloat32, ReduceOp::kAvg, r, 777));
+    void* buf = g.upload(r, ref::input_buffer(DataType::kFloat32, ReduceOp::kAvg, r, 777));
     Status s = g.comm(r).allreduce(buf, buf, 777, DataType::kFloat32, ReduceOp::kAvg);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
     EXPECT_EQ(std::memcmp(buf, want.data(), want.size()), 0) << "rank " << r;
@@ -147,10 +135,10 @@ TEST_P(GpuCollectives, ReduceScatterAllgatherBroadcast) {
   const auto d = DataType::kBfloat16;
   const size_t es = dtype_size(d);
   const size_t block = 3001;
-  const Bytes want_sum = make_expected(d, ReduceOp::kSum, n, block * n);
+  const Bytes want_sum = ref::expected_buffer(d, ReduceOp::kSum, n, block * n);
   g.world().run([&](int r) {
     // reduce-scatter: rank r gets block r of the sum.
-    void* send = g.upload(r, make_input(d, ReduceOp::kSum, r, block * n));
+    void* send = g.upload(r, ref::input_buffer(d, ReduceOp::kSum, r, block * n));
     void* recv = g.upload(r, Bytes(block * es, 0));
     Status s = g.comm(r).reduce_scatter(send, recv, block, d, ReduceOp::kSum);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -164,7 +152,7 @@ TEST_P(GpuCollectives, ReduceScatterAllgatherBroadcast) {
     EXPECT_EQ(std::memcmp(all, want_sum.data(), want_sum.size()), 0) << "allgather rank " << r;
 
     // broadcast from the last rank.
-    const Bytes root_data = make_input(d, ReduceOp::kSum, n - 1, 9999);
+    const Bytes root_data = ref::input_buffer(d, ReduceOp::kSum, n - 1, 9999);
     void* buf = g.upload(r, r == n - 1 ? root_data : Bytes(root_data.size(), 0));
     s = g.comm(r).broadcast(buf, 9999, d, n - 1);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -178,10 +166,10 @@ TEST_P(GpuCollectives, OnStreamReturnsAtOnceAndOrdersTheStream) {
   const int n = g.size();
   const auto d = DataType::kFloat32;
   const size_t count = 20000;
-  const Bytes want = make_expected(d, ReduceOp::kSum, n, count);
+  const Bytes want = ref::expected_buffer(d, ReduceOp::kSum, n, count);
   g.world().run([&](int r) {
     void* stream = g.device(r).create_stream();
-    const Bytes in = make_input(d, ReduceOp::kSum, r, count);
+    const Bytes in = ref::input_buffer(d, ReduceOp::kSum, r, count);
     void* buf = g.upload(r, Bytes(in.size(), 0));
     std::atomic<bool> produced{false};
     // The caller's "kernel" that writes the input runs late on its stream:
@@ -275,7 +263,7 @@ TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold)
         for (auto [d, op] : {std::pair{DataType::kFloat32, ReduceOp::kSum}, std::pair{DataType::kInt32, ReduceOp::kMax},
                              std::pair{DataType::kFloat16, ReduceOp::kAvg}, std::pair{DataType::kInt64, ReduceOp::kProd}}) {
           if (count > 2000 && d != DataType::kFloat32) continue;  // the large size once
-          calls.push_back({d, op, count, g.upload(r, make_input(d, op, r, count)), make_expected(d, op, n, count)});
+          calls.push_back({d, op, count, g.upload(r, ref::input_buffer(d, op, r, count)), ref::expected_buffer(d, op, n, count)});
           Status s = g.comm(r).allreduce(calls.back().buf, calls.back().buf, count, d, op, Launch::on(stream));
           ASSERT_TRUE(s.is_ok()) << label(d, op, count) << ": " << s.to_string();
         }
@@ -304,8 +292,8 @@ TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold)
           g.comm(r).reduce_scatter(scatter_in, scattered, rows, DataType::kInt32, ReduceOp::kSum, Launch::on(stream)).is_ok());
       // Two buffers in one allreduce, and an alltoall of int32 blocks: rank
       // r's block for q holds r * 100 + q.
-      void* many_a = g.upload(r, make_input(DataType::kFloat32, ReduceOp::kSum, r, 1031));
-      void* many_b = g.upload(r, make_input(DataType::kFloat32, ReduceOp::kSum, r, 5));
+      void* many_a = g.upload(r, ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, 1031));
+      void* many_b = g.upload(r, ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, 5));
       ASSERT_TRUE(g.comm(r)
                       .allreduce_many({{many_a, many_a, 1031}, {many_b, many_b, 5}}, DataType::kFloat32, ReduceOp::kSum,
                                       Launch::on(stream))
@@ -344,7 +332,7 @@ TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold)
                                       Launch::on(stream))
                       .is_ok());
       // And one asynchronous call on device buffers.
-      void* async_buf = g.upload(r, make_input(DataType::kFloat32, ReduceOp::kSum, r, 4099));
+      void* async_buf = g.upload(r, ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, 4099));
       Launch later;
       later.done.push_back(std::make_shared<OpHandle>());
       ASSERT_TRUE(g.comm(r).allreduce(async_buf, async_buf, 4099, DataType::kFloat32, ReduceOp::kSum, later).is_ok());
@@ -371,12 +359,12 @@ TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold)
         std::memcpy(block.data() + i * 4, &v, 4);
       }
       EXPECT_EQ(g.download(scattered, rows * 4), block) << "reduce_scatter, rank " << r;
-      EXPECT_EQ(g.download(async_buf, 4099 * 4), make_expected(DataType::kFloat32, ReduceOp::kSum, n, 4099))
+      EXPECT_EQ(g.download(async_buf, 4099 * 4), ref::expected_buffer(DataType::kFloat32, ReduceOp::kSum, n, 4099))
           << "asynchronous allreduce, rank " << r;
       EXPECT_EQ(g.download(p2p_in, shift * 4), from_prev) << "point-to-point, rank " << r;
-      EXPECT_EQ(g.download(many_a, 1031 * 4), make_expected(DataType::kFloat32, ReduceOp::kSum, n, 1031))
+      EXPECT_EQ(g.download(many_a, 1031 * 4), ref::expected_buffer(DataType::kFloat32, ReduceOp::kSum, n, 1031))
           << "allreduce_many's first buffer, rank " << r;
-      EXPECT_EQ(g.download(many_b, 5 * 4), make_expected(DataType::kFloat32, ReduceOp::kSum, n, 5))
+      EXPECT_EQ(g.download(many_b, 5 * 4), ref::expected_buffer(DataType::kFloat32, ReduceOp::kSum, n, 5))
           << "allreduce_many's second buffer, rank " << r;
       EXPECT_EQ(g.download(a2a_out, from_each.size()), from_each) << "alltoall, rank " << r;
       // Over IPC the first calls found no peer's buffer open and staged
@@ -423,8 +411,8 @@ TEST(GpuStreams, SettingUpTheNextCallWaitsForTheHeldStreamWithoutDeadlock) {
       const size_t counts[] = {1000, 1000, 200000};
       // Uploaded first: the test's own allocations wait for held streams too.
       for (size_t count : counts) {
-        bufs.push_back(g.upload(r, make_input(DataType::kFloat32, ReduceOp::kSum, r, count)));
-        wants.push_back(make_expected(DataType::kFloat32, ReduceOp::kSum, n, count));
+        bufs.push_back(g.upload(r, ref::input_buffer(DataType::kFloat32, ReduceOp::kSum, r, count)));
+        wants.push_back(ref::expected_buffer(DataType::kFloat32, ReduceOp::kSum, n, count));
       }
       const auto call = [&](size_t k) {
         Status s = g.comm(r).allreduce(bufs[k], bufs[k], counts[k], DataType::kFloat32, ReduceOp::kSum,
@@ -501,9 +489,9 @@ TEST(GpuBuffers, AStagedRankWorksWithAHostBufferRank) {
   GpuWorld g(Mode{2, false, 20});
   const auto d = DataType::kFloat16;
   const size_t count = 30011;
-  const Bytes want = make_expected(d, ReduceOp::kMax, 2, count);
+  const Bytes want = ref::expected_buffer(d, ReduceOp::kMax, 2, count);
   g.world().run([&](int r) {
-    Bytes in = make_input(d, ReduceOp::kMax, r, count);
+    Bytes in = ref::input_buffer(d, ReduceOp::kMax, r, count);
     void* buf = r == 0 ? g.upload(r, in) : in.data();
     Status s = g.comm(r).allreduce(buf, buf, count, d, ReduceOp::kMax);
     ASSERT_TRUE(s.is_ok()) << s.to_string();

@@ -85,18 +85,6 @@ class GpuEngineWorld {
 
 Status wait(const std::shared_ptr<OpHandle>& h) { return h->wait(Deadline::after_seconds(30)); }
 
-Bytes make_input(DataType d, ReduceOp op, int rank, size_t count) {
-  Bytes b(count * dtype_size(d));
-  for (size_t i = 0; i < count; ++i) ref::store(d, b.data(), i, ref::input_value(rank, i, op, ref::is_signed(d)));
-  return b;
-}
-
-Bytes make_expected(DataType d, ReduceOp op, int n, size_t count) {
-  Bytes b(count * dtype_size(d));
-  for (size_t i = 0; i < count; ++i) ref::expected(d, op, n, i, b.data(), i);
-  return b;
-}
-
 // Rank r's float value at element i of tensor t: small integers, so sums
 // and the scale factors below (powers of two) are exact in float.
 float value(int r, int t, size_t i) { return static_cast<float>((r * 5 + t * 3 + static_cast<int>(i % 11)) % 13); }
@@ -126,7 +114,7 @@ TEST_P(GpuEngine, AllreduceOfEveryDtypeAndOpRunsOnTheGpuAndMatchesTheReference) 
         const auto op = static_cast<ReduceOp>(oi);
         for (size_t count : {size_t{0}, size_t{1}, size_t{3001}}) {
           const std::string name = std::string(dtype_name(d)) + "." + op_name(op) + "." + std::to_string(count);
-          const Bytes in = make_input(d, op, r, count);
+          const Bytes in = ref::input_buffer(d, op, r, count);
           const bool in_place = count == 1;
           void* send = w.upload(r, in);
           void* recv = in_place ? send : w.upload(r, Bytes(in.size(), 0xAB));
@@ -135,7 +123,7 @@ TEST_P(GpuEngine, AllreduceOfEveryDtypeAndOpRunsOnTheGpuAndMatchesTheReference) 
           ASSERT_TRUE(s.is_ok()) << name << ": " << s.to_string();
           s = wait(h);
           ASSERT_TRUE(s.is_ok()) << name << ": " << s.to_string();
-          EXPECT_EQ(GpuEngineWorld::download(recv, in.size()), make_expected(d, op, n, count))
+          EXPECT_EQ(GpuEngineWorld::download(recv, in.size()), ref::expected_buffer(d, op, n, count))
               << name << " on rank " << r;
           w.device(r).release(send);
           if (!in_place) w.device(r).release(recv);
