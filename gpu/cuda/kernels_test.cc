@@ -230,12 +230,30 @@ TEST_P(ReduceTest, MatchesCpuBitForBit) {
   }
 }
 
-class DivideTest : public ::testing::TestWithParam<DataType> {
+// Failures (up to 5 reported) of a kernel of one input, element by element
+// against the host's result.
+int elementwise_failures(const Format& f, const std::vector<unsigned char>& in, const std::vector<unsigned char>& want,
+                         const std::vector<unsigned char>& got) {
+  int failures = 0;
+  for (size_t i = 0; i < in.size() / f.size && failures < 5; ++i) {
+    const uint64_t x = get(f, in, i);
+    auto r = same(f, x, x, get(f, want, i), get(f, got, i), i);
+    if (!r) {
+      ++failures;
+      ADD_FAILURE() << r.message();
+    }
+  }
+  return failures;
+}
+
+class PerDtypeTest : public ::testing::TestWithParam<DataType> {
  protected:
   void SetUp() override {
     if (!no_gpu_reason().empty()) GTEST_SKIP() << no_gpu_reason();
   }
 };
+using DivideTest = PerDtypeTest;
+using ScaleTest = PerDtypeTest;
 
 TEST_P(DivideTest, MatchesCpuBitForBit) {
   const DataType dt = GetParam();
@@ -256,27 +274,11 @@ TEST_P(DivideTest, MatchesCpuBitForBit) {
         std::vector<unsigned char> want = in, got(in.size());
         cpu(want.data() + offset * f.size, count, divisor);
         ASSERT_EQ(cudaMemcpy(got.data(), d.get(), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-        int failures = 0;
-        for (size_t i = 0; i < slots && failures < 5; ++i) {
-          const uint64_t x = get(f, in, i);
-          auto r = same(f, x, x, get(f, want, i), get(f, got, i), i);
-          if (!r) {
-            ++failures;
-            ADD_FAILURE() << r.message();
-          }
-        }
-        if (failures) return;
+        if (elementwise_failures(f, in, want, got)) return;
       }
     }
   }
 }
-
-class ScaleTest : public ::testing::TestWithParam<DataType> {
- protected:
-  void SetUp() override {
-    if (!no_gpu_reason().empty()) GTEST_SKIP() << no_gpu_reason();
-  }
-};
 
 // The engine's prescale and postscale on a GPU against scale_copy, into
 // another buffer and in place.
@@ -299,16 +301,7 @@ TEST_P(ScaleTest, MatchesCpuBitForBit) {
         std::vector<unsigned char> want = in, got(in.size());
         scale_copy(dt, want.data() + f.size, in.data() + f.size, count, factor);
         ASSERT_EQ(cudaMemcpy(got.data(), out, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-        int failures = 0;
-        for (size_t i = 0; i < slots && failures < 5; ++i) {
-          const uint64_t x = get(f, in, i);
-          auto r = same(f, x, x, get(f, want, i), get(f, got, i), i);
-          if (!r) {
-            ++failures;
-            ADD_FAILURE() << r.message();
-          }
-        }
-        if (failures) return;
+        if (elementwise_failures(f, in, want, got)) return;
       }
     }
   }
