@@ -140,6 +140,7 @@ size_t elements(const std::vector<size_t>& counts) {
 NamedBuffer named(const void* data, size_t bytes, const char* name) {
   return {data, data ? std::max<size_t>(bytes, 1) : 0, name};
 }
+
 }  // namespace
 
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, Launch launch) {
@@ -286,7 +287,8 @@ Status Communicator::alltoall(const void* send, const std::vector<size_t>& send_
   KOLO_RETURN_IF_ERROR(check_buffer(recv, total_of(recv_counts), "recvbuf"));
   const size_t es = dtype_size(dtype);
   return dispatch(CallRecord("alltoall", dtype, total_of(send_counts)),
-                  {named(send, total_of(send_counts) * es, "sendbuf"), named(recv, total_of(recv_counts) * es, "recvbuf")},
+                  {named(send, total_of(send_counts) * es, "sendbuf"),
+                   named(recv, total_of(recv_counts) * es, "recvbuf")},
                   {}, [&](const ScheduleContext& ctx) {
                     return pairwise_alltoall(ctx, send, send_counts, recv, recv_counts, dtype);
                   });
@@ -334,7 +336,8 @@ Status Communicator::allreduce_spans(const std::vector<Span>& spans, DataType dt
     KOLO_RETURN_IF_ERROR(kolo::allreduce(ctx, topology(), thresholds(), args));
     if (scales) {
       for (size_t i = 0; i < reduced.size(); ++i) {
-        if ((*scales)[i].post != 1) ctx.memory->scale(dtype, reduced[i].recv, reduced[i].recv, reduced[i].count, (*scales)[i].post);
+        const Span& s = reduced[i];
+        if ((*scales)[i].post != 1) ctx.memory->scale(dtype, s.recv, s.recv, s.count, (*scales)[i].post);
       }
     }
     return Status::ok();

@@ -263,7 +263,8 @@ TEST(GpuStreams, TheSequenceThatHungRunsWithNothingThatWaitsForTheDeviceInAHold)
         for (auto [d, op] : {std::pair{DataType::kFloat32, ReduceOp::kSum}, std::pair{DataType::kInt32, ReduceOp::kMax},
                              std::pair{DataType::kFloat16, ReduceOp::kAvg}, std::pair{DataType::kInt64, ReduceOp::kProd}}) {
           if (count > 2000 && d != DataType::kFloat32) continue;  // the large size once
-          calls.push_back({d, op, count, g.upload(r, ref::input_buffer(d, op, r, count)), ref::expected_buffer(d, op, n, count)});
+          calls.push_back(
+              {d, op, count, g.upload(r, ref::input_buffer(d, op, r, count)), ref::expected_buffer(d, op, n, count)});
           Status s = g.comm(r).allreduce(calls.back().buf, calls.back().buf, count, d, op, Launch::on(stream));
           ASSERT_TRUE(s.is_ok()) << label(d, op, count) << ": " << s.to_string();
         }

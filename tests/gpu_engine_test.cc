@@ -119,7 +119,8 @@ TEST_P(GpuEngine, AllreduceOfEveryDtypeAndOpRunsOnTheGpuAndMatchesTheReference) 
           void* send = w.upload(r, in);
           void* recv = in_place ? send : w.upload(r, Bytes(in.size(), 0xAB));
           std::shared_ptr<OpHandle> h;
-          Status s = w.engine(r).submit(allreduce_submission(name, send, recv, static_cast<int64_t>(count), di, oi), &h);
+          Status s =
+              w.engine(r).submit(allreduce_submission(name, send, recv, static_cast<int64_t>(count), di, oi), &h);
           ASSERT_TRUE(s.is_ok()) << name << ": " << s.to_string();
           s = wait(h);
           ASSERT_TRUE(s.is_ok()) << name << ": " << s.to_string();

@@ -127,16 +127,19 @@ def main():
             z = torch.arange(5000, dtype=torch.float32, device=device) * (rank + 1)
             out = hvd.allreduce(z, op=hvd.Average, prescale_factor=2.0, postscale_factor=0.5)
         want = torch.arange(5000, dtype=torch.float32) * sum(r + 1 for r in range(world)) / world
-        check("kolo.torch allreduce on the GPU, after a busy side stream", out.is_cuda and torch.allclose(out.cpu(), want))
+        check("kolo.torch allreduce on the GPU, after a busy side stream",
+              out.is_cuda and torch.allclose(out.cpu(), want))
         ints = [torch.full((n,), rank + 1, dtype=torch.int16, device=device) for n in (1, 300, 70000)]
         outs = hvd.grouped_allreduce(ints, op=hvd.Sum)
         check("kolo.torch grouped_allreduce of int16 on the GPU",
-              all(o.is_cuda and o.dtype == torch.int16 and bool((o.cpu() == world * (world + 1) // 2).all()) for o in outs))
+              all(o.is_cuda and o.dtype == torch.int16 and bool((o.cpu() == world * (world + 1) // 2).all())
+                  for o in outs))
         b = torch.full((1031,), float(rank), device=device)
         hvd.broadcast_(b, root_rank=world - 1)
         check("kolo.torch broadcast_ on the GPU", torch.equal(b.cpu(), torch.full((1031,), float(world - 1))))
         rs = hvd.reducescatter(torch.ones(2 * world, 3, device=device), op=hvd.Sum)
-        check("kolo.torch reducescatter on the GPU", rs.is_cuda and torch.equal(rs.cpu(), torch.full((2, 3), float(world))))
+        check("kolo.torch reducescatter on the GPU",
+              rs.is_cuda and torch.equal(rs.cpu(), torch.full((2, 3), float(world))))
         g = hvd.allgather(torch.full((rank + 1, 2), float(rank), device=device))
         want = torch.tensor([[float(r)] * 2 for r in range(world) for _ in range(r + 1)])
         check("kolo.torch allgather on the GPU", g.is_cuda and torch.equal(g.cpu(), want))
