@@ -20,7 +20,8 @@ which the legacy default stream is then made to wait for: the engine runs
 a collective on GPU memory after that stream's work, and its handle
 completes once the results are in place. What the engine takes on the
 host only goes through host copies made on the current stream: a
-compressed wire format, and a reducescatter's prescale.
+compressed wire format, a reducescatter's prescale, and everything where
+libkolo was built without CUDA or the rank has no GPU it can use.
 """
 import ctypes
 from collections import namedtuple
@@ -105,13 +106,27 @@ def _engine_args(info, plan):
     return DTYPE_CODES[plan.engine_dtype], shape, OP_CODES[plan.engine_op]
 
 
-def _staged(xp, x, inplace, plan, out_shape=None, on_gpu=True):
+def _on_gpu(xp, g, xs, allowed=True):
+    """Whether the engine takes the device arrays xs where they lie: the
+    call is one the engine takes on GPU memory (`allowed`), and group g's
+    libkolo runs collectives on GPU memory."""
+    return bool(xs) and xp.on_device(xs[0]) and allowed and g.takes_gpu_memory()
+
+
+def _ordered(xp, xs, on_gpu):
+    """Before a submission that the engine takes on the GPU: the work the
+    current stream has so far (what produced xs, then their staging) is
+    ordered before the engine's."""
+    if on_gpu:
+        xp.order_before_engine(xs[0])
+
+
+def _staged(xp, x, inplace, plan, out_shape=None, on_gpu=False):
     """Buffers for a reduction of x: (send, recv, result). The engine reads
     send and writes recv; once it is done, recv is copied into result when
     they differ. Contiguous arrays whose memory the engine reads as it is
-    (plan) are used as they are, on the host or the GPU; a device array the
-    engine is to take on the host (on_gpu False) through a host copy, the
-    result then copied back to the device."""
+    (plan) are used as they are, on the host or the GPU (on_gpu); other
+    device arrays through a host copy, the result then copied back."""
     info = xp.describe(x)
     if xp.on_device(x) and not on_gpu:
         host = xp.to_host(x)
@@ -132,9 +147,12 @@ def _staged(xp, x, inplace, plan, out_shape=None, on_gpu=True):
     return send, recv, recv
 
 
-def _sendable(xp, x):
+def _sendable(xp, x, on_gpu):
     """x as the engine can read it: itself when contiguous, else a
-    contiguous copy where it lies."""
+    contiguous copy where it lies; a device array the engine takes on the
+    host (not on_gpu) as a host copy."""
+    if xp.on_device(x) and not on_gpu:
+        return xp.to_host(x)
     return x if xp.describe(x).contiguous else _converted(xp, x)
 
 
@@ -154,23 +172,14 @@ def _wire_args(compression, code, op_code):
     return wire, int(feedback)
 
 
-def _gpu_submission(xp, xs, on_gpu):
-    """Whether the engine takes the arrays xs where they lie on the GPU; if
-    so, the work that produced them (and their staging) is ordered first."""
-    if on_gpu and xs and xp.on_device(xs[0]):
-        xp.order_before_engine(xs[0])
-        return True
-    return False
-
-
 def allreduce_async(xp, x, inplace=False, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
                     group=None, compression=None):
     g = group or _runtime.world()
     plan = _reduction(xp, x, op, prescale_factor, postscale_factor, "allreduce")
     wire, feedback = _wire_args(compression, DTYPE_CODES[plan.engine_dtype], OP_CODES[plan.engine_op])
-    on_gpu = wire <= 0  # the wire formats' kernels run on the host
+    on_gpu = _on_gpu(xp, g, [x], allowed=wire <= 0)  # the wire formats' kernels run on the host
     send, recv, result = _staged(xp, x, inplace, plan, on_gpu=on_gpu)
-    _gpu_submission(xp, [x], on_gpu)
+    _ordered(xp, [x], on_gpu)
     info = xp.describe(send)
     code, shape, op_code = _engine_args(info, plan)
     return g.submit(lib.kolo_submit_allreduce_wire, g.operation_name("allreduce", name), info.ptr,
@@ -190,9 +199,9 @@ def grouped_allreduce_async(xp, xs, inplace=False, name=None, op=Average, presca
         raise TypeError("grouped_allreduce: all tensors must have one dtype, got %s" % ", ".join(dtypes))
     plan = _reduction(xp, xs[0], op, prescale_factor, postscale_factor, "allreduce")
     wire, feedback = _wire_args(compression, DTYPE_CODES[plan.engine_dtype], OP_CODES[plan.engine_op])
-    on_gpu = wire <= 0
+    on_gpu = _on_gpu(xp, g, xs, allowed=wire <= 0)
     staged = [_staged(xp, x, inplace, plan, on_gpu=on_gpu) for x in xs]
-    _gpu_submission(xp, xs, on_gpu)
+    _ordered(xp, xs, on_gpu)
     infos = [xp.describe(s) for s, _, _ in staged]
     wires = [_engine_args(i, plan) for i in infos]
     n = len(xs)
@@ -225,9 +234,9 @@ def reducescatter_async(xp, x, name=None, op=Average, prescale_factor=1.0, posts
         raise ValueError("reducescatter needs an array with at least one dimension, got a scalar")
     plan = _reduction(xp, x, op, prescale_factor, postscale_factor, "reducescatter")
     out_shape = (_rows_for(info.shape[0], g.size, g.rank),) + info.shape[1:]
-    on_gpu = prescale_factor == 1.0  # the engine prescales a reduce-scatter on the host only
+    on_gpu = _on_gpu(xp, g, [x], allowed=prescale_factor == 1.0)  # a reduce-scatter prescales on the host only
     send, recv, result = _staged(xp, x, False, plan, out_shape, on_gpu=on_gpu)
-    _gpu_submission(xp, [x], on_gpu)
+    _ordered(xp, [x], on_gpu)
     send_info = xp.describe(send)
     code, shape, op_code = _engine_args(send_info, plan)
     return g.submit(lib.kolo_submit_reduce_scatter, g.operation_name("reducescatter", name),
@@ -236,10 +245,15 @@ def reducescatter_async(xp, x, name=None, op=Average, prescale_factor=1.0, posts
                            finish=lambda h: _copy_back(xp, recv, result))
 
 
-def _output_array(xp, handle, like, rows, row_shape):
+def _output_array(xp, handle, like, rows, row_shape, on_gpu):
     """The engine-owned output of an allgather or alltoall (GPU memory where
-    like is on the GPU), copied into a new array of like's dtype with
-    sum(rows) rows, where like lies."""
+    the engine took a device array on the GPU), copied into a new array of
+    like's dtype with sum(rows) rows, where like lies."""
+    if xp.on_device(like) and not on_gpu:
+        host = _output_array(xp, handle, xp.to_host(like[:0]), rows, row_shape, False)
+        out = xp.empty(xp.describe(host).shape, like)
+        xp.assign(out, host)
+        return out
     out = xp.empty((sum(rows),) + tuple(row_shape), like)
     out_info = xp.describe(out)
     ptr, nbytes = handle.output_bytes()
@@ -262,13 +276,14 @@ def allgather_async(xp, x, name=None, group=None):
     info = xp.describe(x)
     if not info.shape:
         raise ValueError("allgather needs an array with at least one dimension, got a scalar")
-    send = _sendable(xp, x)
-    _gpu_submission(xp, [x], True)
+    on_gpu = _on_gpu(xp, g, [x])
+    send = _sendable(xp, x, on_gpu)
+    _ordered(xp, [x], on_gpu)
     code, shape = _movement_wire(xp.describe(send))
 
     def finish(h):
         h.rows = h.output_rows()
-        return _output_array(xp, h, x, h.rows, info.shape[1:])
+        return _output_array(xp, h, x, h.rows, info.shape[1:], on_gpu)
 
     return g.submit(lib.kolo_submit_allgather, g.operation_name("allgather", name),
                            xp.describe(send).ptr, *_shape_arg(shape), code, keep=(x, send), finish=finish)
@@ -279,9 +294,14 @@ def broadcast_async(xp, x, root_rank, inplace=False, name=None, group=None):
     g = group or _runtime.world()
     info = xp.describe(x)
     root = g.group_rank(root_rank)
-    buf = x if inplace and info.contiguous else _converted(xp, x)  # on x's device
-    result = x if inplace else buf
-    _gpu_submission(xp, [x], True)
+    on_gpu = _on_gpu(xp, g, [x])
+    if xp.on_device(x) and not on_gpu:
+        buf = xp.to_host(x)
+        result = x if inplace else xp.empty(info.shape, x)
+    else:
+        buf = x if inplace and info.contiguous else _converted(xp, x)  # where x lies
+        result = x if inplace else buf
+    _ordered(xp, [x], on_gpu)
     code, shape = _movement_wire(xp.describe(buf))
     return g.submit(lib.kolo_submit_broadcast, g.operation_name("broadcast", name),
                            xp.describe(buf).ptr, *_shape_arg(shape), code, root, keep=(x, buf),
@@ -295,8 +315,9 @@ def alltoall_async(xp, x, splits=None, name=None, group=None):
     info = xp.describe(x)
     if not info.shape:
         raise ValueError("alltoall needs an array with at least one dimension, got a scalar")
-    send = _sendable(xp, x)
-    _gpu_submission(xp, [x], True)
+    on_gpu = _on_gpu(xp, g, [x])
+    send = _sendable(xp, x, on_gpu)
+    _ordered(xp, [x], on_gpu)
     code, shape = _movement_wire(xp.describe(send))
     split_arg = None
     if splits is not None:
@@ -307,7 +328,7 @@ def alltoall_async(xp, x, splits=None, name=None, group=None):
 
     def finish(h):
         h.rows = h.output_rows()
-        return _output_array(xp, h, x, h.rows, info.shape[1:])
+        return _output_array(xp, h, x, h.rows, info.shape[1:], on_gpu)
 
     return g.submit(lib.kolo_submit_alltoall, g.operation_name("alltoall", name),
                            xp.describe(send).ptr, *_shape_arg(shape), split_arg, code, keep=(x, send, split_arg),

@@ -169,6 +169,7 @@ _SIGNATURES = {
     "kolo_comm_destroy": [ctypes.c_void_p],
     "kolo_comm_split": [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, _c_void_pp],
     "kolo_comm_rank": [ctypes.c_void_p, _c_int_p],
+    "kolo_comm_gpu": [ctypes.c_void_p, _c_int_p],
     "kolo_comm_size": [ctypes.c_void_p, _c_int_p],
     "kolo_comm_local_rank": [ctypes.c_void_p, _c_int_p],
     "kolo_comm_local_size": [ctypes.c_void_p, _c_int_p],

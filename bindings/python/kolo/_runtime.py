@@ -30,6 +30,17 @@ class Group:
         self.label = label
         self._counters = {}  # kind -> itertools.count
         self._lock = threading.Lock()
+        self._takes_gpu_memory = None
+
+    def takes_gpu_memory(self):
+        """Whether this communicator runs collectives on GPU memory: a
+        libkolo built with CUDA, and a GPU this rank can use (kolo_comm_gpu,
+        asked once). Where not, kolo's layers copy device arrays to the host
+        and back."""
+        if self._takes_gpu_memory is None:
+            device = ctypes.c_int()
+            self._takes_gpu_memory = lib.kolo_comm_gpu(self.comm, ctypes.byref(device)) == SUCCESS
+        return self._takes_gpu_memory
 
     def operation_name(self, kind, name):
         """The engine name of an operation: the caller's, else

@@ -3,11 +3,13 @@ every collective hands the engine the device memory itself (staged on the
 device where the dtype or layout asks, after ordering the current stream's
 work first; outputs of allgather and alltoall copied from the engine's GPU
 memory into a new device array); a compressed wire format and a
-reducescatter's prescale go through host copies. Without a GPU this runs on a stand-in "device": NumPy arrays
-wrapped so that every copy between them and the host is counted (the
-engine, finding no CUDA driver, reduces their memory as host memory; its
-GPU path has its own tests on an emulated GPU, tests/gpu_engine_test.cc).
-Results are checked against NumPy."""
+reducescatter's prescale go through host copies, and so does everything where libkolo has no GPU to run on. Without
+a GPU this runs on a stand-in "device": NumPy arrays wrapped so that every
+copy between them and the host is counted, with the group's answer to
+whether it runs collectives on GPU memory set by the test (the engine,
+finding no CUDA driver, reduces their memory as host memory; its GPU path
+has its own tests on an emulated GPU, tests/gpu_engine_test.cc). Results
+are checked against NumPy."""
 import ctypes
 
 import numpy as np
@@ -78,6 +80,18 @@ class FakeDeviceAdapter(NumpyAdapter):
         return like.data.dtype if isinstance(like, DeviceArray) else like.dtype
 
 
+@pytest.fixture
+def gpu_collectives(monkeypatch):
+    """The groups answer that they run collectives on GPU memory."""
+    monkeypatch.setattr(_runtime.Group, "takes_gpu_memory", lambda self: True)
+
+
+@pytest.fixture
+def no_gpu_collectives(monkeypatch):
+    """The groups answer that they do not (a build without CUDA, no GPU)."""
+    monkeypatch.setattr(_runtime.Group, "takes_gpu_memory", lambda self: False)
+
+
 def local(r, shape, dtype):
     return ((np.arange(np.prod(shape)) % 7) + r + 1).reshape(shape).astype(dtype)
 
@@ -88,7 +102,7 @@ def no_copies(xp):
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int16", "int64"])
 @pytest.mark.parametrize("inplace", [False, True])
-def test_allreduce_of_device_arrays_stays_on_the_device(dtype, inplace):
+def test_allreduce_of_device_arrays_stays_on_the_device(dtype, inplace, gpu_collectives):
     xp = FakeDeviceAdapter()
     r, n = kolo.rank(), kolo.size()
     x = DeviceArray(local(r, (5, 3), dtype))
@@ -102,7 +116,7 @@ def test_allreduce_of_device_arrays_stays_on_the_device(dtype, inplace):
     assert xp.ordered == 1
 
 
-def test_grouped_allreduce_with_scale_factors_stays_on_the_device():
+def test_grouped_allreduce_with_scale_factors_stays_on_the_device(gpu_collectives):
     xp = FakeDeviceAdapter()
     r, n = kolo.rank(), kolo.size()
     xs = [DeviceArray(local(r, (k + 1, 2), "float32")) for k in range(3)]
@@ -116,7 +130,7 @@ def test_grouped_allreduce_with_scale_factors_stays_on_the_device():
     assert xp.ordered == 1
 
 
-def test_compressed_allreduce_of_device_arrays_goes_through_the_host():
+def test_compressed_allreduce_of_device_arrays_goes_through_the_host(gpu_collectives):
     xp = FakeDeviceAdapter()
     r, n = kolo.rank(), kolo.size()
     x = DeviceArray(local(r, (3000,), "float32"))
@@ -128,7 +142,7 @@ def test_compressed_allreduce_of_device_arrays_goes_through_the_host():
     assert xp.ordered == 0
 
 
-def test_reducescatter_and_broadcast_stay_on_the_device():
+def test_reducescatter_and_broadcast_stay_on_the_device(gpu_collectives):
     xp = FakeDeviceAdapter()
     r, n = kolo.rank(), kolo.size()
     x = DeviceArray(local(r, (2 * n + 1, 2), "float32"))
@@ -151,7 +165,7 @@ def test_reducescatter_and_broadcast_stay_on_the_device():
     assert xp.ordered == 3
 
 
-def test_allgather_and_alltoall_gather_into_a_new_device_array():
+def test_allgather_and_alltoall_gather_into_a_new_device_array(gpu_collectives):
     xp = FakeDeviceAdapter()
     r, n = kolo.rank(), kolo.size()
     g = _runtime.synchronize(C.allgather_async(xp, DeviceArray(local(r, (r + 1, 3), "int32")), "dev.ag"))
@@ -165,7 +179,7 @@ def test_allgather_and_alltoall_gather_into_a_new_device_array():
     assert xp.ordered == 2 and xp.device_outputs == 2
 
 
-def test_what_the_engine_takes_on_the_host_only_goes_through_host_copies():
+def test_what_the_engine_takes_on_the_host_only_goes_through_host_copies(gpu_collectives):
     xp = FakeDeviceAdapter()
     r, n = kolo.rank(), kolo.size()
     x = DeviceArray(local(r, (2 * n + 1, 2), "float32"))
@@ -176,3 +190,25 @@ def test_what_the_engine_takes_on_the_host_only_goes_through_host_copies():
     np.testing.assert_array_equal(out.data, 2.0 * full[start:start + C._rows_for(2 * n + 1, n, r)])
     assert xp.copies["to_host"] == 1 and xp.copies["to_device"] == 1, xp.copies
     assert xp.ordered == 0
+
+
+def test_without_gpu_collectives_every_device_array_goes_through_the_host(no_gpu_collectives):
+    xp = FakeDeviceAdapter()
+    r, n = kolo.rank(), kolo.size()
+    x = DeviceArray(local(r, (5, 3), "int16"))
+    out = _runtime.synchronize(C.allreduce_async(xp, x, False, "host.allreduce", kolo.Sum))
+    assert isinstance(out, DeviceArray)
+    np.testing.assert_array_equal(out.data, sum(local(q, (5, 3), "int64") for q in range(n)))
+    b = DeviceArray(local(r, (4,), "float32"))
+    assert _runtime.synchronize(C.broadcast_async(xp, b, 0, True, "host.bcast")) is b
+    np.testing.assert_array_equal(b.data, local(0, (4,), "float32"))
+    g = _runtime.synchronize(C.allgather_async(xp, DeviceArray(local(r, (r + 1, 3), "int32")), "host.ag"))
+    assert isinstance(g, DeviceArray)
+    np.testing.assert_array_equal(g.data, np.concatenate([local(q, (q + 1, 3), "int32") for q in range(n)]))
+    a = _runtime.synchronize(C.alltoall_async(xp, DeviceArray(np.full((n, 2), r, "int64")), None, "host.a2a"))
+    assert isinstance(a, DeviceArray)
+    np.testing.assert_array_equal(a.data, np.repeat(np.arange(n), 2).reshape(n, 2))
+    # Each input to the host and each result back; the gathers' outputs take
+    # an empty host copy of the input as their template besides.
+    assert xp.copies["to_host"] == 6 and xp.copies["to_device"] == 4, xp.copies
+    assert xp.ordered == 0 and xp.device_outputs == 0
