@@ -119,31 +119,28 @@ Status run_single_tensor(const OpResources& res, const OpRequest& spec, Particip
 Status run_device_batch(const OpResources& res, const std::vector<const OpRequest*>& specs,
                         const std::vector<Participation>& parts, RingTrace* trace) {
   const OpRequest& first = *specs[0];
-  std::vector<size_t> counts;  // per tensor, in batch order
-  std::vector<SpanScale> scales;
-  size_t total = 0;
-  for (const OpRequest* spec : specs) {
-    for (const auto& shape : spec->shapes) {
-      counts.push_back(static_cast<size_t>(element_count(shape)));
-      scales.push_back({spec->prescale, spec->postscale});
-      total += counts.back();
-    }
+  const size_t elem = dtype_size(first.data_type());
+  const std::vector<FusionPiece> pieces = plan_pieces(specs);  // each piece one span: none packed here
+  unsigned char* identity = nullptr;  // a joined rank's, where it has no submissions
+  if (!parts[0].sub) {
+    size_t total = 0;
+    for (const FusionPiece& pc : pieces) total += pc.count;
+    void* memory = nullptr;
+    KOLO_RETURN_IF_ERROR(res.link->identity_on_device(first.data_type(), first.reduce_op(), total, &memory));
+    identity = static_cast<unsigned char*>(memory);
   }
   std::vector<Span> spans;
-  if (!parts[0].sub) {
-    void* identity = nullptr;
-    KOLO_RETURN_IF_ERROR(res.link->identity_on_device(first.data_type(), first.reduce_op(), total, &identity));
-    auto* at = static_cast<unsigned char*>(identity);
-    for (size_t count : counts) {
-      spans.push_back({at, at, count});
-      at += count * dtype_size(first.data_type());
+  std::vector<SpanScale> scales;
+  for (const FusionPiece& pc : pieces) {
+    const Submission* sub = parts[pc.member].sub;
+    if (!sub) {
+      spans.push_back({identity, identity, pc.count});
+      scales.push_back({});  // nothing of the identity is kept
+      identity += pc.count * elem;
+      continue;
     }
-    scales.assign(spans.size(), SpanScale{});  // nothing of the identity is kept
-  } else {
-    for (size_t m = 0; m < specs.size(); ++m) {
-      const Submission& sub = *parts[m].sub;
-      for (size_t t = 0; t < sub.sends.size(); ++t) spans.push_back({sub.sends[t], sub.recvs[t], counts[spans.size()]});
-    }
+    spans.push_back({sub->sends[pc.tensor], sub->recvs[pc.tensor], pc.count});
+    scales.push_back({specs[pc.member]->prescale, specs[pc.member]->postscale});
   }
   const auto begin = Clock::now();
   KOLO_RETURN_IF_ERROR(
