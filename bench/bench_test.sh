@@ -15,7 +15,7 @@ grep -q "^simulate:" "$DIR/help.txt" || fail "--help does not explain simulate"
 
 # The simulator: one process, no launcher; auto's choice and its estimate.
 "$BENCH" simulate --layout 4x2 --min-bytes 64K --max-bytes 64K >"$DIR/sim.txt" || fail "simulate failed"
-grep -qE "^ +65536 .* (recursive_doubling|ring|tree|hierarchical) " "$DIR/sim.txt" || fail "simulate printed no row: $(cat "$DIR/sim.txt")"
+grep -qE "^ +65536 .* (recursive_doubling|halving_doubling|ring|tree|hierarchical) " "$DIR/sim.txt" || fail "simulate printed no row: $(cat "$DIR/sim.txt")"
 "$BENCH" simulate --layout 0x1 >/dev/null 2>&1 && fail "simulate took a layout of no hosts"
 "$BENCH" simulate --min-bytes 1M --max-bytes 1M | grep -q "^# simulated: 8 hosts x 1 ranks" ||
   fail "simulate's default layout is not --help's 8x1"

@@ -87,7 +87,8 @@ simulate: kolo's own allreduce code, one fiber per rank, over a modelled
                     shared memory's and 10 Gbit/s TCP's defaults)
   --reduce-gbps G   one rank's reduction speed (default 8)
   --segment-bytes N KOLO_SEGMENT_BYTES (default 2M)
-  --algorithms LIST comma-separated (default ring,recursive_doubling,tree,hierarchical)
+  --algorithms LIST comma-separated (default ring,recursive_doubling,halving_doubling,tree,
+                    hierarchical)
   --min-bytes, --max-bytes, --step-factor as for sweep (default 8 to 256M, x4)
   --model M, --bucket-mb B, --compute-scale S as for scaling (no default model)
   --horovod         the Horovod paper's setting: 128 hosts x 4 GPUs, 25 Gbit/s
@@ -254,8 +255,8 @@ int main(int argc, char** argv) {
     if (sw.max_bytes != SweepOptions().max_bytes) si.max_bytes = sw.max_bytes;
     if (sw.step_factor != SweepOptions().step_factor) si.step_factor = sw.step_factor;
     for (const auto& a : si.algorithms) {
-      if (a != "ring" && a != "recursive_doubling" && a != "tree" && a != "hierarchical") {
-        usage_error("--algorithms: '" + a + "' is not ring, recursive_doubling, tree or hierarchical");
+      if (a != "ring" && a != "recursive_doubling" && a != "halving_doubling" && a != "tree" && a != "hierarchical") {
+        usage_error("--algorithms: '" + a + "' is not ring, recursive_doubling, halving_doubling, tree or hierarchical");
       }
     }
     return run_simulate(si) ? 0 : 1;

@@ -17,7 +17,8 @@ namespace kolo::bench {
 
 struct SimulateOptions {
   SimulatedNetwork network;
-  std::vector<std::string> algorithms = {"ring", "recursive_doubling", "tree", "hierarchical"};
+  std::vector<std::string> algorithms = {"ring", "recursive_doubling", "halving_doubling", "tree",
+                                         "hierarchical"};
   size_t min_bytes = 8;
   size_t max_bytes = size_t(256) << 20;
   double step_factor = 4;

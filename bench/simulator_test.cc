@@ -83,7 +83,7 @@ TEST(Simulator, EveryAlgorithmFinishesAtEverySizeAndScale) {
       net.hosts = hosts;
       net.ranks_per_host = per_host;
       net.segment_bytes = 64 << 10;
-      for (const char* a : {"auto", "ring", "recursive_doubling", "tree", "hierarchical"}) {
+      for (const char* a : {"auto", "ring", "recursive_doubling", "halving_doubling", "tree", "hierarchical"}) {
         for (size_t bytes : {size_t(4), size_t(4096), size_t(1) << 20}) {
           const SimulatedRun r = run(net, a, bytes);
           if (net.ranks() > 1) {

@@ -8,6 +8,7 @@
 #include "collectives/arena_collectives.h"
 #include "collectives/choice_memo.h"
 #include "collectives/cost_model.h"
+#include "collectives/halving_doubling.h"
 #include "collectives/hierarchical.h"
 #include "collectives/recursive_doubling.h"
 #include "collectives/single_copy_allreduce.h"
@@ -63,6 +64,7 @@ const std::vector<const AllreduceAlgorithm*>& allreduce_algorithms() {
       &kSharedMemoryAllreduce,
       &kRecursiveDoublingAllreduce,
       &kHierarchicalAllreduce,
+      &kHalvingDoublingAllreduce,
       &kTreeAllreduce,
       &kRingAllreduce,
   };

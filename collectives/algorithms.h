@@ -4,7 +4,8 @@
 // (blocking, stream, asynchronous, the engine's fused operations, the v
 // variants) goes through these, so one call picks alike whatever the entry.
 //
-//   allreduce:      shared_memory, recursive_doubling, hierarchical, tree, ring
+//   allreduce:      shared_memory, recursive_doubling, hierarchical,
+//                   halving_doubling, tree, ring
 //   allgather:      hierarchical, shared_memory, ring
 //   reduce_scatter: hierarchical, shared_memory, ring
 //   broadcast:      shared_memory, ring (a pipelined chain)
@@ -29,7 +30,8 @@ const std::vector<const ReduceScatterAlgorithm*>& reduce_scatter_algorithms();
 const std::vector<const BroadcastAlgorithm*>& broadcast_algorithms();
 
 // What allreduce runs for a buffer of `bytes`: its name ("ring",
-// "recursive_doubling", "hierarchical", "shared_memory").
+// "recursive_doubling", "halving_doubling", "tree", "hierarchical",
+// "shared_memory").
 const char* allreduce_algorithm(const Topology& topology, const Thresholds& thresholds, size_t bytes,
                                 bool host_memory);
 

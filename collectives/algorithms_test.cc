@@ -97,14 +97,18 @@ std::vector<int> sorted(std::vector<int> v) {
 TEST(AlgorithmTables, PeersAreTheRingsNeighboursAndTheLatencyPartners) {
   // Rank 0 of 8: ring neighbours 1 and 7; recursive doubling 1, 2, 4.
   EXPECT_EQ(sorted(algorithm_peers(World(0, 8).topology, World(0, 8).thresholds)), (std::vector<int>{1, 2, 4, 7}));
-  World no_small(0, 8, 0);  // KOLO_SMALL_ALLREDUCE_BYTES=0: the ring only
-  EXPECT_EQ(sorted(algorithm_peers(no_small.topology, no_small.thresholds)), (std::vector<int>{1, 7}));
+  // KOLO_SMALL_ALLREDUCE_BYTES=0: halving and doubling's are the same.
+  World no_small(0, 8, 0);
+  EXPECT_EQ(sorted(algorithm_peers(no_small.topology, no_small.thresholds)), (std::vector<int>{1, 2, 4, 7}));
+  World three(0, 3, 0);  // the ring's two, which are also the fold partner and the group's
+  EXPECT_EQ(sorted(algorithm_peers(three.topology, three.thresholds)), (std::vector<int>{1, 2}));
   EXPECT_EQ(algorithm_peers(World(0, 1).topology, World(0, 1).thresholds), std::vector<int>{});
   // Rank 5 of 8 on 2 hosts of 4 (0-3, 4-7): its host's ring (4, 6) and the
-  // ring across hosts (1), besides the flat ones (4, 6; 4, 7, 1).
+  // ring across hosts (1), besides the flat ones (the ring's 4, 6; halving
+  // and doubling's 4, 7, 1).
   World h(5, 8, 0);
   h.spread_over(2);
-  EXPECT_EQ(sorted(algorithm_peers(h.topology, h.thresholds)), (std::vector<int>{1, 4, 6}));
+  EXPECT_EQ(sorted(algorithm_peers(h.topology, h.thresholds)), (std::vector<int>{1, 4, 6, 7}));
 }
 
 }  // namespace

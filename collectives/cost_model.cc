@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "collectives/halving_doubling.h"
+
 namespace kolo {
 namespace {
 
@@ -101,6 +103,31 @@ double recursive_doubling_seconds(const CostModel& m, const Topology& t, size_t 
   }
   if (p != n) s += 2 * (slowest(m, t).seconds(b)) + reduce(m, b);
   return s;
+}
+
+double halving_doubling_seconds(const CostModel& m, const Topology& t, size_t bytes) {
+  // Per block (halving_doubling.h), log2(p) exchanges that halve what each
+  // pair holds, each reducing what arrives, then as many that double it
+  // back; the first ones, at the nearest distances, move the largest
+  // pieces. Those at a distance of a host's ranks or more cross hosts, all
+  // of a host's ranks at once over its one link. Past a power of two, the
+  // whole block in and out of the folded ranks first and last, as
+  // recursive doubling's.
+  const int n = t.size;
+  if (n < 2) return 0;
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  const double blocks = std::max(1.0, std::ceil(double(bytes) / double(halving_doubling_block_bytes(n, m.segment_bytes))));
+  const double block = double(bytes) / blocks;
+  double piece = block, s = 0;
+  for (int d = 1; d < p; d *= 2) {
+    piece /= 2;
+    const bool crosses = t.host_count > 1 && d >= t.ranks_per_host;
+    const LinkCost& link = crosses ? m.remote : m.local;
+    s += 2 * (link.latency_s + piece * (crosses ? t.ranks_per_host : 1) / link.bytes_per_s) + reduce(m, piece);
+  }
+  if (p != n) s += 2 * (slowest(m, t).seconds(block)) + reduce(m, block);
+  return blocks * s;
 }
 
 double arena_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes) {

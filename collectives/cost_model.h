@@ -52,6 +52,7 @@ size_t tree_segment_bytes(const CostModel& m, const Topology& t, size_t bytes);
 // allgather: the result; reduce-scatter: the input).
 double ring_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes);
 double recursive_doubling_seconds(const CostModel& m, const Topology& t, size_t bytes);
+double halving_doubling_seconds(const CostModel& m, const Topology& t, size_t bytes);
 double arena_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes);
 // The arena's single-copy schedule (single_copy_allreduce.h).
 double single_copy_allreduce_seconds(const CostModel& m, const Topology& t, size_t bytes);

@@ -84,13 +84,50 @@ TEST(CostModel, ChoosesByLatencyAtSmallSizesAndBandwidthAtLarge) {
   Modelled flat(8, 8, kShm, kTcp10G);
   EXPECT_EQ(flat.allreduce(8), "recursive_doubling");
   EXPECT_EQ(flat.allreduce(size_t(256) << 20), "ring");
-  // Past the small sizes and short of the large, log2 N steps beat 2(N - 1).
+  // Past the small sizes, 2 log2 N exchanges that carry the ring's bytes
+  // beat the ring's 2(N - 1) steps and the tree's log2 N steps of twice
+  // the bytes.
   Modelled many(64, 64, kShm, kTcp10G);
-  EXPECT_EQ(many.allreduce(size_t(256) << 10), "tree");
-  EXPECT_EQ(many.allreduce(size_t(1) << 30), "ring");
+  EXPECT_EQ(many.allreduce(size_t(256) << 10), "halving_doubling");
+  EXPECT_EQ(many.allreduce(size_t(16) << 20), "halving_doubling");
   // 4 hosts of 2: the hierarchical schedule halves what crosses hosts.
   Modelled two_each(8, 4, kShm, kTcp10G);
   EXPECT_EQ(two_each.allreduce(size_t(64) << 20), "hierarchical");
+}
+
+TEST(CostModel, HalvingDoublingCarriesTheRingsBytesInFewerSteps) {
+  // Its blocks (halving_doubling.h) each pay 2 log2 p latencies: far above
+  // them both come to the bandwidth bound.
+  Modelled m(64, 64, kShm, kTcp10G);
+  const double b = 256e6;
+  const double bound = 2.0 * 63 / 64 * b / kTcp10G.bytes_per_s;
+  const double ring = ring_allreduce_seconds(m.costs, m.topology, size_t(b));
+  const double hd = halving_doubling_seconds(m.costs, m.topology, size_t(b));
+  EXPECT_GT(hd, bound);
+  EXPECT_LT(hd, 1.1 * bound);
+  EXPECT_NEAR(hd / ring, 1.0, 0.05);
+  // Past a power of two, the folded ranks' whole buffers in and out.
+  Modelled six(6, 6, kShm, kTcp10G), four(4, 4, kShm, kTcp10G);
+  EXPECT_GT(halving_doubling_seconds(six.costs, six.topology, 1 << 20),
+            halving_doubling_seconds(four.costs, four.topology, 1 << 20) + 2 * kTcp10G.seconds(1 << 20));
+}
+
+TEST(CostModel, OneHostOverTcpHalvesAndDoublesAtMidSizes) {
+  // Four ranks of one host over loopback TCP (no arena), as measured
+  // (docs/performance.md): recursive doubling for small buffers, the
+  // halving and doubling from there to a block's size, the ring above.
+  const LinkCost loopback = {20e-6, 3e9};
+  Modelled m(4, 1, loopback, kTcp10G);
+  EXPECT_EQ(m.allreduce(8), "recursive_doubling");
+  EXPECT_EQ(m.allreduce(1 << 20), "halving_doubling");
+  EXPECT_EQ(m.allreduce(4 << 20), "halving_doubling");
+  EXPECT_EQ(m.allreduce(size_t(64) << 20), "ring");
+  // Two ranks: the ring's exchange, overlapped. An arena: never.
+  Modelled two(2, 1, loopback, kTcp10G);
+  EXPECT_EQ(two.allreduce(1 << 20), "ring");
+  int arena_stand_in = 0;
+  m.topology.arena = reinterpret_cast<SharedArena*>(&arena_stand_in);
+  EXPECT_EQ(m.allreduce(1 << 20), "shared_memory");
 }
 
 TEST(CostModel, OneHostTakesTheArenaAtEverySize) {

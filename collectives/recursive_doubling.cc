@@ -5,6 +5,7 @@
 
 #include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
+#include "collectives/power_of_two_group.h"
 
 namespace kolo {
 namespace {
@@ -29,31 +30,16 @@ Status one_way(const ScheduleContext& ctx, int peer, const void* out, void* in, 
   return Status::ok();
 }
 
-int largest_power_of_two_at_most(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
-
-// Rank in the power-of-two group, or -1 for a rank folded out.
-int group_rank_of(int r, int extra) {
-  if (r < 2 * extra) return r % 2 == 0 ? -1 : r / 2;
-  return r - extra;
-}
-
-int rank_of_group_member(int g, int extra) { return g < extra ? g * 2 + 1 : g + extra; }
-
 }  // namespace
 
 std::vector<int> recursive_doubling_peers(int r, int n) {
   std::vector<int> peers;
   if (n < 2) return peers;
-  const int p = largest_power_of_two_at_most(n);
-  const int extra = n - p;
-  if (r < 2 * extra) peers.push_back(r % 2 == 0 ? r + 1 : r - 1);
-  const int g = group_rank_of(r, extra);
+  const PowerOfTwoGroup group(n);
+  if (group.folds(r)) peers.push_back(group.fold_partner(r));
+  const int g = group.group_rank(r);
   if (g >= 0) {
-    for (int mask = 1; mask < p; mask <<= 1) peers.push_back(rank_of_group_member(g ^ mask, extra));
+    for (int mask = 1; mask < group.size; mask <<= 1) peers.push_back(group.rank_of(g ^ mask));
   }
   return peers;
 }
@@ -71,14 +57,13 @@ Status recursive_doubling_allreduce(const ScheduleContext& ctx, const void* send
   unsigned char* theirs = static_cast<unsigned char*>(m->staging(bytes));
   if (!theirs) return device_error("cannot allocate " + std::to_string(bytes) + " bytes of staging memory");
   const int n = ctx.size, r = ctx.rank;
-  const int p = largest_power_of_two_at_most(n);
-  const int extra = n - p;
+  const PowerOfTwoGroup group(n);
 
   // Fold the extra ranks in: even ranks below 2*extra give their data away.
   // Every partner was connected when the communicator was made
   // (recursive_doubling_peers), so nothing here waits for a connection.
-  const int group_rank = group_rank_of(r, extra);
-  if (r < 2 * extra) {
+  const int group_rank = group.group_rank(r);
+  if (group.folds(r)) {
     if (r % 2 == 0) {
       KOLO_RETURN_IF_ERROR(one_way(ctx, r + 1, recv, nullptr, bytes, tag));
     } else {
@@ -88,8 +73,8 @@ Status recursive_doubling_allreduce(const ScheduleContext& ctx, const void* send
   }
 
   if (group_rank >= 0) {
-    for (int mask = 1; mask < p; mask <<= 1) {
-      const int partner = rank_of_group_member(group_rank ^ mask, extra);
+    for (int mask = 1; mask < group.size; mask <<= 1) {
+      const int partner = group.rank_of(group_rank ^ mask);
       KOLO_RETURN_IF_ERROR(exchange(ctx, partner, recv, theirs, bytes, tag));
       if (partner < r) m->reduce(dtype, op, recv, theirs, recv, count);
       else m->reduce(dtype, op, recv, recv, theirs, count);
@@ -98,7 +83,7 @@ Status recursive_doubling_allreduce(const ScheduleContext& ctx, const void* send
   }
 
   // Hand the result back to the folded-out ranks.
-  if (r < 2 * extra) {
+  if (group.folds(r)) {
     if (r % 2 == 1) KOLO_RETURN_IF_ERROR(one_way(ctx, r - 1, recv, nullptr, bytes, tag));
     else KOLO_RETURN_IF_ERROR(one_way(ctx, r + 1, nullptr, recv, bytes, tag));
   }

@@ -120,7 +120,8 @@ class Communicator {
   // hierarchical schedules' phases within a host go (open_host_arena).
   bool has_host_arena() const { return wiring_.host_arena != nullptr; }
   // The allreduce schedule for a host buffer of `bytes`: "ring",
-  // "recursive_doubling", "hierarchical" or "shared_memory".
+  // "recursive_doubling", "halving_doubling", "tree", "hierarchical" or
+  // "shared_memory".
   const char* allreduce_algorithm(size_t bytes);
   // What `collective` (allreduce, allgather, reduce_scatter, broadcast,
   // reduce, gather, scatter, alltoall) of `bytes` would run on host

@@ -70,7 +70,7 @@ TEST_F(ConfigTest, ErrorsNameTheVariable) {
 // new table entry is a new value without a list to keep by hand.
 TEST_F(ConfigTest, AlgorithmsAreTheTablesNames) {
   const std::vector<std::string> names = algorithm_names();
-  for (const char* expected : {"ring", "recursive_doubling", "shared_memory", "tree", "hierarchical"}) {
+  for (const char* expected : {"ring", "recursive_doubling", "halving_doubling", "shared_memory", "tree", "hierarchical"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
   }
   EXPECT_TRUE(check_algorithm("KOLO_ALGORITHM", "auto").is_ok());

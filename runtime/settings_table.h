@@ -71,8 +71,8 @@
   /* KOLO_CONFIG_VERSION 2 */                                                                                     \
   X(algorithm, Algorithm, "KOLO_ALGORITHM", "auto", 0, 0, "auto",                                                  \
     "allreduce: `auto` (the cost model's fastest of those that apply; see docs/performance.md), or one "           \
-    "at every size where it applies: `ring`, `recursive_doubling`, `shared_memory` (one host), `tree`, "          \
-    "`hierarchical` (hosts with equal numbers of ranks, 2+)")                                                      \
+    "at every size where it applies: `ring`, `recursive_doubling`, `halving_doubling`, `shared_memory` (one "     \
+    "host), `tree`, `hierarchical` (hosts with equal numbers of ranks, 2+)")                                       \
   X(host_name, Text, "KOLO_HOSTNAME", "", 0, 0, "the host name",                                                   \
     "what tells hosts apart (with the kernel and the network and IPC namespaces): ranks with different names "    \
     "never share memory")                                                                                          \

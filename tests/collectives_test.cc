@@ -100,6 +100,22 @@ TEST_P(Collectives, TreeAllreduceEveryDtypeOp) {
   }
 }
 
+TEST_P(Collectives, HalvingDoublingAllreduceEveryDtypeOp) {
+  Config c = test_config(4096);
+  c.algorithm = "halving_doubling";  // at every size, folding ranks in past a power of two
+  ThreadWorld w = make_world(GetParam(), c);
+  if (w.size() > 1) {
+    ASSERT_STREQ(w.comm(0).allreduce_algorithm(4), "halving_doubling");
+  }
+  sweep_allreduce(w);
+  // Many pieces per step and many blocks (p segments of 4 KiB each), in
+  // place and not.
+  for (int d = 0; d < kNumDataTypes; ++d) {
+    check_allreduce(w, static_cast<DataType>(d), ReduceOp::kSum, 40000 + 3, false);
+    check_allreduce(w, static_cast<DataType>(d), ReduceOp::kAvg, 40000 + 3, true);
+  }
+}
+
 // A sanitizer checks every byte a kernel touches, so its builds send a
 // quarter of the bytes in segments a quarter the size: the same number of
 // segments, pipelined the same way, where the races would be; this test

@@ -127,7 +127,8 @@ TEST(ConfigTest, VersionTwoSettings) {
   EXPECT_EQ(c.algorithm, "ring");
   EXPECT_EQ(c.host_name, "node-7");
   EXPECT_EQ(c.bind_address, "127.0.0.1");  // the interface's address
-  for (const char* every : {"auto", "ring", "recursive_doubling", "shared_memory", "tree", "hierarchical"}) {
+  for (const char* every : {"auto", "ring", "recursive_doubling", "halving_doubling", "shared_memory", "tree",
+                            "hierarchical"}) {
     config.algorithm = every;
     ASSERT_TRUE(kolo_c::config_from_c(&config, &c).is_ok()) << every;
     EXPECT_EQ(c.algorithm, every);

@@ -143,7 +143,7 @@ typedef struct kolo_config {
   double stall_shutdown_s;        /* KOLO_STALL_SHUTDOWN_S */
   const char* job_id;             /* KOLO_JOB_ID (refused by kolo_comm_init_rank: the id carries one) */
   /* KOLO_CONFIG_VERSION 2 */
-  const char* algorithm;          /* KOLO_ALGORITHM: "auto", "ring", "recursive_doubling", "shared_memory", "tree" or "hierarchical" */
+  const char* algorithm;          /* KOLO_ALGORITHM: "auto", "ring", "recursive_doubling", "halving_doubling", "shared_memory", "tree" or "hierarchical" */
   const char* host_name;          /* KOLO_HOSTNAME */
   const char* interface_name;     /* KOLO_IFNAME */
   const struct kolo_config* defaults; /* see above; NULL = none */
@@ -311,7 +311,8 @@ kolo_result_t kolo_comm_local_size(kolo_comm_t comm, int* local_size);
  * the transports its peers are reached by, in order of preference ("shm",
  * "tcp", "ib", or several joined by '+': "shm+tcp"), or to the allreduce
  * schedule it runs for a host buffer of `bytes` ("ring",
- * "recursive_doubling", "hierarchical", "shared_memory", "tree"); the
+ * "recursive_doubling", "halving_doubling", "hierarchical",
+ * "shared_memory", "tree"); the
  * string lives as long as comm. */
 kolo_result_t kolo_comm_get_transport(kolo_comm_t comm, const char** name);
 kolo_result_t kolo_comm_get_allreduce_algorithm(kolo_comm_t comm, size_t bytes, const char** name);
