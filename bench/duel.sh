@@ -27,7 +27,8 @@
 #   Usage: bash bench/duel.sh [N ...]   (default 2 4)
 #   SIZE (67108864)  ROUNDS (5)  ITERS (16)
 #   BASELINE: another kolo_bench (e.g. built from an earlier commit) run in
-#   the same rounds as "kolo_baseline", for a before/after ratio.
+#   the same rounds as "kolo_baseline" and "kolo_tcp_baseline", for a
+#   before/after ratio of each.
 set -euo pipefail
 # shellcheck source=bench/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -45,7 +46,7 @@ rm -f "$BY_ROUND".*
 BENCHES=("kolo $WORK/kolo_bench" "kolo_tcp $WORK/kolo_bench KOLO_TRANSPORT=tcp")
 if [[ -n "${BASELINE:-}" ]]; then
   cp "$BASELINE" "$WORK/kolo_baseline"
-  BENCHES+=("kolo_baseline $WORK/kolo_baseline")
+  BENCHES+=("kolo_baseline $WORK/kolo_baseline" "kolo_tcp_baseline $WORK/kolo_baseline KOLO_TRANSPORT=tcp")
 fi
 
 for ((round = 1; round <= ROUNDS; round++)); do
@@ -98,7 +99,7 @@ for n in "${NS[@]}"; do
           med = (m % 2) ? xs[(m + 1) / 2] : (xs[m / 2] + xs[m / 2 + 1]) / 2;
           printf "N=%s %-24s median %6.3f  all:%s\n", n, k, med, v[k];
           if (k == "kolo") kolo = med; else if (k == "kolo_baseline") base = med;
-          else if (k == "kolo_tcp") tcp = med;
+          else if (k == "kolo_tcp") tcp = med; else if (k == "kolo_tcp_baseline") tcp_base = med;
           else {
             if (med > best) { best = med; bestname = k }
             if (k != "mpi_shm" && med > best_tcp) { best_tcp = med; best_tcp_name = k }
@@ -126,6 +127,7 @@ for n in "${NS[@]}"; do
           printf "N=%s kolo_tcp = %.0f%% of the cached streams alone (%.2f GB/s busbw)\n", n, 100 * tcp / (tcp_ceiling / n), tcp_ceiling / n;
         }
         if (base > 0) printf "N=%s kolo/kolo_baseline = %.2fx\n", n, kolo / base;
+        if (tcp_base > 0) printf "N=%s kolo_tcp/kolo_tcp_baseline = %.2fx\n", n, tcp / tcp_base;
       }'
   if [[ -f "$BY_ROUND.$n" ]]; then
     echo "N=$n kolo by round (a cache line's round trip between two cores):$(cat "$BY_ROUND.$n")"
