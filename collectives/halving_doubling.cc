@@ -1,49 +1,56 @@
 #include "collectives/halving_doubling.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
 #include "collectives/power_of_two_group.h"
 #include "collectives/recursive_doubling.h"
+#include "collectives/span_cutter.h"
 
 namespace kolo {
 namespace {
 
-// Elements [offset, offset + count) of a buffer.
-struct Range {
-  size_t offset = 0;
-  size_t count = 0;
-};
+// The call's spans, read as one logical buffer (zero-copy fusion, as the
+// ring reads them): its input (each span's send) and its result (each
+// span's recv). Every rank's spans have the same counts, so a range cut at
+// span boundaries makes the same messages on every rank.
+enum class Side { kInput, kResult };
 
-// One exchange with a partner: `out` goes to it while `in` comes from it,
-// each in pieces of the pipeline's segment. Without `local` the pieces land
-// in `in`, all posted at once. With it they land in staging slots, as many
-// as the pipeline's (a few pieces, still in the cache when they are
-// reduced), and each is reduced into `in` (in = local OP received, the
-// lower rank's operand first) as soon as it has arrived, its slot then
-// taking the next piece while the later ones are on the wire. Either side
-// may be empty: the partner computes the same ranges.
+// One exchange with a partner: elements `out` of `out_side` go to it while
+// elements `in` of the result come from it, each in pieces of the
+// pipeline's segment, cut where spans end. Without a reduction the pieces
+// land in the result, all posted at once. With one (`reduces`) they land
+// in staging slots, as many as the pipeline's (a few pieces, still in the
+// cache when they are reduced), and each is reduced into the result (its
+// `local_side` OP what arrived, the lower rank's operand first) as soon as
+// it has arrived, its slot then taking the next piece while the later ones
+// are on the wire. Either range may be empty: the partner computes the
+// same ranges.
 struct Exchange {
   int peer;
-  const unsigned char* out;
-  size_t out_count;
-  unsigned char* in;
-  size_t in_count;
-  const unsigned char* local = nullptr;
+  Range out;
+  Side out_side;
+  Range in;
+  bool reduces = false;
+  Side local_side = Side::kInput;
 };
 
 class Exchanger {
  public:
-  Exchanger(const ScheduleContext& ctx, DataType dtype, ReduceOp op, uint64_t tag)
+  Exchanger(const ScheduleContext& ctx, SpanList spans, DataType dtype, ReduceOp op, uint64_t tag)
       : ctx_(ctx),
+        buffer_(spans),
         dtype_(dtype),
         op_(op),
         tag_(tag),
         elem_size_(dtype_size(dtype)),
         piece_(std::max<size_t>(1, ctx.segment_bytes / elem_size_)),
         slots_(std::max<size_t>(1, ctx.pipeline.staging_slots)) {}
+
+  size_t total() const { return buffer_.total(); }
 
   // Takes the staging that reducing exchanges of up to `count` elements
   // need; false if it cannot be had.
@@ -54,25 +61,42 @@ class Exchanger {
   }
 
   Status run(const Exchange& x) {
-    const size_t sends = pieces(x.out_count), recvs = pieces(x.in_count);
-    const size_t posted_ahead = x.local ? std::min(recvs, slots_) : recvs;
+    plan(x);
+    const size_t sends = sends_.size(), recvs = recvs_.size();
     requests_.assign(sends + recvs, Request{});
     for (size_t i = 0; i < sends; ++i) {
-      const Range p = piece(x.out_count, i);
-      KOLO_RETURN_IF_ERROR(ctx_.transport->post_send(x.peer, x.out + p.offset * elem_size_, p.count * elem_size_,
-                                                     tag_, &requests_[i]));
+      KOLO_RETURN_IF_ERROR(ctx_.transport->post_send(x.peer, sends_[i].data, sends_[i].count * elem_size_, tag_,
+                                                     &requests_[i]));
     }
-    for (size_t i = 0; i < posted_ahead; ++i) KOLO_RETURN_IF_ERROR(post_recv(x, sends, i));
-    size_t sent = 0, received = 0;
+    size_t sent = 0, received = 0, posted = 0;
+    // A piece's slot takes the next piece's parts once all of its own have
+    // been reduced.
+    const auto post_what_fits = [&]() -> Status {
+      const size_t open_below = received < recvs ? recvs_[received].piece + slots_ : SIZE_MAX;
+      while (posted < recvs && (!x.reduces || recvs_[posted].piece < open_below)) {
+        const Part& p = recvs_[posted];
+        KOLO_RETURN_IF_ERROR(ctx_.transport->post_recv(x.peer, p.landing, p.count * elem_size_, tag_,
+                                                       &requests_[sends + posted]));
+        ++posted;
+      }
+      return Status::ok();
+    };
+    KOLO_RETURN_IF_ERROR(post_what_fits());
     Deadline deadline = Deadline::after_seconds_coarse(ctx_.pipeline.timeout_s);
     for (;;) {
       while (sent < sends && requests_[sent].done) ++sent;
-      while (received < recvs && requests_[sends + received].done) {
-        if (x.local) {
-          reduce_piece(x, received);
-          if (received + slots_ < recvs) KOLO_RETURN_IF_ERROR(post_recv(x, sends, received + slots_));
+      const size_t before = received;
+      while (received < posted && requests_[sends + received].done) {
+        const Part& p = recvs_[received];
+        if (x.reduces) {
+          const bool theirs_first = x.peer < ctx_.rank;
+          ctx_.memory->reduce(dtype_, op_, p.dest, theirs_first ? p.landing : p.local,
+                              theirs_first ? p.local : p.landing, p.count);
         }
         ++received;
+      }
+      if (received != before) {
+        KOLO_RETURN_IF_ERROR(post_what_fits());
         deadline = Deadline::after_seconds_coarse(ctx_.pipeline.timeout_s);
       }
       if (sent == sends && received == recvs) return Status::ok();
@@ -80,27 +104,56 @@ class Exchanger {
     }
   }
 
- private:
-  size_t pieces(size_t count) const { return (count + piece_ - 1) / piece_; }
-  Range piece(size_t count, size_t i) const { return {i * piece_, std::min(piece_, count - i * piece_)}; }
-  unsigned char* slot(size_t i) const { return staging_ + (i % slots_) * piece_ * elem_size_; }
-
-  Status post_recv(const Exchange& x, size_t sends, size_t i) {
-    const Range p = piece(x.in_count, i);
-    unsigned char* landing = x.local ? slot(i) : x.in + p.offset * elem_size_;
-    return ctx_.transport->post_recv(x.peer, landing, p.count * elem_size_, tag_, &requests_[sends + i]);
+  // Applies an average's division to elements `range` of the result.
+  void finalize(Range range, int divisor) {
+    if (range.count == 0) return;
+    buffer_.for_each_piece(range, [&](const Span& sp, size_t at, size_t count) {
+      ctx_.memory->finalize(dtype_, op_, result(sp, at), count, divisor);
+    });
   }
 
-  void reduce_piece(const Exchange& x, size_t i) {
-    const Range p = piece(x.in_count, i);
-    const unsigned char* theirs = slot(i);
-    const unsigned char* mine = x.local + p.offset * elem_size_;
-    const bool theirs_first = x.peer < ctx_.rank;
-    ctx_.memory->reduce(dtype_, op_, x.in + p.offset * elem_size_, theirs_first ? theirs : mine,
-                        theirs_first ? mine : theirs, p.count);
+ private:
+  // One message: a piece of a segment within one span.
+  struct Part {
+    size_t piece;                  // the segment-sized piece of the range it belongs to
+    unsigned char* landing;        // where it arrives: the result, or a staging slot
+    unsigned char* dest;           // where its reduction goes
+    const unsigned char* local;    // the reduction's other operand
+    size_t count;
+  };
+  struct Outgoing {
+    const unsigned char* data;
+    size_t count;
+  };
+
+  unsigned char* result(const Span& sp, size_t at) const { return static_cast<unsigned char*>(sp.recv) + at * elem_size_; }
+  const unsigned char* side(Side s, const Span& sp, size_t at) const {
+    return s == Side::kInput ? static_cast<const unsigned char*>(sp.send) + at * elem_size_ : result(sp, at);
+  }
+
+  // The messages of one exchange, in the order both partners post them.
+  void plan(const Exchange& x) {
+    sends_.clear();
+    recvs_.clear();
+    for (size_t j = 0; j * piece_ < x.out.count; ++j) {
+      const Range r{x.out.offset + j * piece_, std::min(piece_, x.out.count - j * piece_)};
+      buffer_.for_each_piece(r, [&](const Span& sp, size_t at, size_t count) {
+        sends_.push_back({side(x.out_side, sp, at), count});
+      });
+    }
+    for (size_t j = 0; j * piece_ < x.in.count; ++j) {
+      const Range r{x.in.offset + j * piece_, std::min(piece_, x.in.count - j * piece_)};
+      unsigned char* slot = staging_ + (j % slots_) * piece_ * elem_size_;
+      buffer_.for_each_piece(r, [&](const Span& sp, size_t at, size_t count) {
+        unsigned char* dest = result(sp, at);
+        recvs_.push_back({j, x.reduces ? slot : dest, dest, x.reduces ? side(x.local_side, sp, at) : nullptr, count});
+        slot += count * elem_size_;
+      });
+    }
   }
 
   const ScheduleContext& ctx_;
+  const SpanCutter buffer_;
   const DataType dtype_;
   const ReduceOp op_;
   const uint64_t tag_;
@@ -108,27 +161,27 @@ class Exchanger {
   const size_t piece_;  // elements
   const size_t slots_;
   unsigned char* staging_ = nullptr;  // slots_ pieces
-  std::vector<Request> requests_;     // sends, then receives; at fixed addresses while posted
+  std::vector<Outgoing> sends_;
+  std::vector<Part> recvs_;
+  std::vector<Request> requests_;  // sends, then receives; at fixed addresses while posted
 };
 
-// The whole schedule over one block of the buffer.
+// The whole schedule over elements `block` of the logical buffer.
 Status halving_doubling_block(const ScheduleContext& ctx, const PowerOfTwoGroup& group, Exchanger& exchanger,
-                              const void* send, void* recv, size_t count, DataType dtype, ReduceOp op) {
-  const size_t elem_size = dtype_size(dtype);
-  Memory* m = ctx.memory;
+                              Range block) {
   const int n = ctx.size, r = ctx.rank;
-  auto* result = static_cast<unsigned char*>(recv);
   // Where this rank's current values are: its input until a reduction has
-  // written them to recv.
-  const unsigned char* values = static_cast<const unsigned char*>(send);
+  // written them to the result.
+  Side values = Side::kInput;
+  const Range none{block.offset, 0};
 
   if (group.folds(r)) {
     const int partner = group.fold_partner(r);
     if (r % 2 == 0) {
-      KOLO_RETURN_IF_ERROR(exchanger.run({partner, values, count, nullptr, 0}));
+      KOLO_RETURN_IF_ERROR(exchanger.run({partner, block, values, none}));
     } else {
-      KOLO_RETURN_IF_ERROR(exchanger.run({partner, nullptr, 0, result, count, values}));
-      values = result;
+      KOLO_RETURN_IF_ERROR(exchanger.run({partner, none, values, block, /*reduces=*/true, values}));
+      values = Side::kResult;
     }
   }
 
@@ -137,28 +190,25 @@ Status halving_doubling_block(const ScheduleContext& ctx, const PowerOfTwoGroup&
     // Reduce-scatter: each step keeps half of the range the pair holds.
     // The ranges held before each step, for the allgather to retrace.
     std::vector<Range> held;
-    Range mine{0, count};
+    Range mine = block;
     for (int mask = 1; mask < group.size; mask <<= 1) {
       const size_t half = mine.count / 2;
       const Range lower{mine.offset, half}, upper{mine.offset + half, mine.count - half};
       const bool keep_lower = (g & mask) == 0;
       const Range keep = keep_lower ? lower : upper, give = keep_lower ? upper : lower;
-      KOLO_RETURN_IF_ERROR(exchanger.run({group.rank_of(g ^ mask), values + give.offset * elem_size, give.count,
-                                          result + keep.offset * elem_size, keep.count,
-                                          values + keep.offset * elem_size}));
+      KOLO_RETURN_IF_ERROR(exchanger.run({group.rank_of(g ^ mask), give, values, keep, /*reduces=*/true, values}));
       held.push_back(mine);
       mine = keep;
-      values = result;
+      values = Side::kResult;
     }
-    m->finalize(dtype, op, result + mine.offset * elem_size, mine.count, n);
+    exchanger.finalize(mine, n);
     // Allgather: the steps in reverse, each pair joining its two halves.
     for (int mask = group.size / 2; mask >= 1; mask >>= 1) {
       const Range whole = held.back();
       held.pop_back();
       const Range theirs = mine.offset == whole.offset ? Range{whole.offset + mine.count, whole.count - mine.count}
                                                        : Range{whole.offset, whole.count - mine.count};
-      KOLO_RETURN_IF_ERROR(exchanger.run({group.rank_of(g ^ mask), result + mine.offset * elem_size, mine.count,
-                                          result + theirs.offset * elem_size, theirs.count}));
+      KOLO_RETURN_IF_ERROR(exchanger.run({group.rank_of(g ^ mask), mine, Side::kResult, theirs}));
       mine = whole;
     }
   }
@@ -166,8 +216,8 @@ Status halving_doubling_block(const ScheduleContext& ctx, const PowerOfTwoGroup&
   // Hand the result back to the folded-out ranks.
   if (group.folds(r)) {
     const int partner = group.fold_partner(r);
-    if (r % 2 == 1) KOLO_RETURN_IF_ERROR(exchanger.run({partner, result, count, nullptr, 0}));
-    else KOLO_RETURN_IF_ERROR(exchanger.run({partner, nullptr, 0, result, count}));
+    if (r % 2 == 1) KOLO_RETURN_IF_ERROR(exchanger.run({partner, block, Side::kResult, none}));
+    else KOLO_RETURN_IF_ERROR(exchanger.run({partner, none, Side::kResult, block}));
   }
   return Status::ok();
 }
@@ -178,27 +228,26 @@ size_t halving_doubling_block_bytes(int ranks, size_t segment_bytes) {
   return std::max<size_t>(1, segment_bytes) * PowerOfTwoGroup(ranks).size;
 }
 
-Status halving_doubling_allreduce(const ScheduleContext& ctx, const void* send, void* recv, size_t count,
-                                  DataType dtype, ReduceOp op) {
+Status halving_doubling_allreduce(const ScheduleContext& ctx, SpanList spans, DataType dtype, ReduceOp op) {
   const size_t elem_size = dtype_size(dtype);
-  const size_t bytes = count * elem_size;
-  Memory* m = ctx.memory;
+  size_t count = 0;
+  for (const Span& s : spans) count += s.count;
   if (count == 0 || ctx.size == 1) {
-    m->copy(recv, send, bytes);
-    m->finalize(dtype, op, recv, count, ctx.size);
+    for (const Span& s : spans) {
+      ctx.memory->copy(s.recv, s.send, s.count * elem_size);
+      ctx.memory->finalize(dtype, op, s.recv, s.count, ctx.size);
+    }
     return Status::ok();
   }
   const PowerOfTwoGroup group(ctx.size);
   const size_t block = std::max<size_t>(1, halving_doubling_block_bytes(ctx.size, ctx.segment_bytes) / elem_size);
-  Exchanger exchanger(ctx, dtype, op, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, count));
+  Exchanger exchanger(ctx, spans, dtype, op, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, count));
   if (!exchanger.take_staging(std::min(block, count))) {
-    return device_error("cannot allocate staging memory for an allreduce of " + std::to_string(bytes) + " bytes");
+    return device_error("cannot allocate staging memory for an allreduce of " + std::to_string(count * elem_size) +
+                        " bytes");
   }
   for (size_t at = 0; at < count; at += block) {
-    const size_t offset = at * elem_size;
-    KOLO_RETURN_IF_ERROR(halving_doubling_block(ctx, group, exchanger, static_cast<const unsigned char*>(send) + offset,
-                                                static_cast<unsigned char*>(recv) + offset,
-                                                std::min(block, count - at), dtype, op));
+    KOLO_RETURN_IF_ERROR(halving_doubling_block(ctx, group, exchanger, Range{at, std::min(block, count - at)}));
   }
   return Status::ok();
 }
@@ -225,7 +274,7 @@ void peers(const Topology& t, const Thresholds& th, std::vector<int>* out) {
 }
 
 Status run(const ScheduleContext& ctx, const Topology&, const AllreduceArgs& a) {
-  return allreduce_over_one_buffer(ctx, a, halving_doubling_allreduce);
+  return halving_doubling_allreduce(ctx, a.spans, a.dtype, a.op);
 }
 
 double seconds(const Topology& t, const Call& c) { return halving_doubling_seconds(*t.costs, t, c.bytes); }

@@ -16,32 +16,33 @@
 // a pair holds: each keeps one half and sends the other, and reduces what
 // its partner sends of the half it keeps, piece by piece as the pieces
 // arrive. Each block of the result is reduced by one rank only and copied
-// from there, so every rank ends with bitwise identical results.
+// from there, so every rank ends with bitwise identical results. Its
+// partners are recursive doubling's (recursive_doubling_peers), connected
+// up front.
 #pragma once
 
-#include <vector>
+#include <cstddef>
 
 #include "collectives/algorithm.h"
 #include "collectives/schedule_context.h"
 
 namespace kolo {
 
-// The ranks `rank` exchanges with (recursive doubling's: the fold partner,
-// if any, then distance 1, 2, 4, ...), connected up front.
-std::vector<int> halving_doubling_peers(int rank, int size);
-
 // The buffer runs through the schedule in blocks of this many bytes at
-// most, one after another: p segments of the pipeline, so that each step
-// moves a few segments, which the next step reads back while they are
-// still in the cache (where the whole buffer went through each step at
-// once, 32 and 64 MiB ran 10-15% slower than in blocks; docs/performance.md).
+// most, one after another: p segments of the pipeline, so that what one
+// step writes and the next reads back is a few segments. Run whole, 32 and
+// 64 MiB took 10-15% longer than in blocks of 4 or 8 MiB (4 ranks over
+// loopback TCP; docs/performance-log.md).
 size_t halving_doubling_block_bytes(int ranks, size_t segment_bytes);
 
-Status halving_doubling_allreduce(const ScheduleContext& ctx, const void* send, void* recv, size_t count,
-                                  DataType dtype, ReduceOp op);
+// An allreduce over the spans' concatenation, in place where a span's send
+// is its recv. The spans are read where they lie (zero-copy fusion, as the
+// ring's): every rank's must have the same counts.
+Status halving_doubling_allreduce(const ScheduleContext& ctx, SpanList spans, DataType dtype, ReduceOp op);
 
-// Its entry in the allreduce table: two ranks or more, host or GPU memory,
-// the native wire format.
+// Its entry in the allreduce table: three ranks or more, host buffers, the
+// native wire format, no arena (KOLO_ALGORITHM=halving_doubling: two ranks
+// or more, any buffers).
 extern const AllreduceAlgorithm kHalvingDoublingAllreduce;
 
 }  // namespace kolo

@@ -424,7 +424,9 @@ TEST_P(Collectives, BarrierAndRandomFloatsAgreeBitwise) {
 // Zero-copy fusion: spans of assorted sizes (empty ones, ones smaller than
 // a segment, ones spanning chunks), some in place, with each rank's spans at
 // different addresses, give exactly the per-span allreduce results; by the
-// algorithm the tables choose, and by the shared-memory arena, whose copies
+// algorithm the tables choose, by halving and doubling, whose pieces are
+// cut where spans end (a piece of 256 elements, blocks of p of them), and
+// by the shared-memory arena, whose copies
 // in and out walk the spans together (one span crosses its half-slot
 // chunks, 512 KiB) and whose reduction reads a rank's own share from them
 // where the rank writes into its slot through the cache. A rank's first
@@ -435,7 +437,7 @@ TEST_P(Collectives, BarrierAndRandomFloatsAgreeBitwise) {
 TEST_P(Collectives, AllreduceOverSpansEqualsEachSpanReduced) {
   const int n = std::get<0>(GetParam());
   const std::vector<size_t> counts = {0, 1, 700, 3, 0, 5000, 257, 1, 12000, 64, 140001, 2, 0, 1030};
-  for (const char* algorithm : {"auto", "shared_memory"}) {
+  for (const char* algorithm : {"auto", "halving_doubling", "shared_memory"}) {
     Config c = test_config(1024);
     c.algorithm = algorithm;
     ThreadWorld w = make_world(GetParam(), c);
