@@ -85,36 +85,27 @@ TEST_P(Collectives, RecursiveDoublingAllreduceEveryDtypeOp) {
   sweep_allreduce(w);
 }
 
-TEST_P(Collectives, TreeAllreduceEveryDtypeOp) {
+// KOLO_ALGORITHM=`algorithm` (at every size, on one host as across
+// hosts): the edge counts, then buffers of many segments of 4 KiB (a tree's
+// pipeline; halving and doubling's pieces and blocks), in place and not.
+void sweep_forced_allreduce(const WorldParam& param, const char* algorithm) {
   Config c = test_config(4096);
-  c.algorithm = "tree";  // the latency tree for every size, on one host as across hosts
-  ThreadWorld w = make_world(GetParam(), c);
+  c.algorithm = algorithm;
+  ThreadWorld w = make_world(param, c);
   if (w.size() > 1) {
-    ASSERT_STREQ(w.comm(0).allreduce_algorithm(4), "tree");
+    ASSERT_STREQ(w.comm(0).allreduce_algorithm(4), algorithm);
   }
   sweep_allreduce(w);
-  // Many segments per tree, in place and not.
   for (int d = 0; d < kNumDataTypes; ++d) {
     check_allreduce(w, static_cast<DataType>(d), ReduceOp::kSum, 40000 + 3, false);
     check_allreduce(w, static_cast<DataType>(d), ReduceOp::kAvg, 40000 + 3, true);
   }
 }
 
-TEST_P(Collectives, HalvingDoublingAllreduceEveryDtypeOp) {
-  Config c = test_config(4096);
-  c.algorithm = "halving_doubling";  // at every size, folding ranks in past a power of two
-  ThreadWorld w = make_world(GetParam(), c);
-  if (w.size() > 1) {
-    ASSERT_STREQ(w.comm(0).allreduce_algorithm(4), "halving_doubling");
-  }
-  sweep_allreduce(w);
-  // Many pieces per step and many blocks (p segments of 4 KiB each), in
-  // place and not.
-  for (int d = 0; d < kNumDataTypes; ++d) {
-    check_allreduce(w, static_cast<DataType>(d), ReduceOp::kSum, 40000 + 3, false);
-    check_allreduce(w, static_cast<DataType>(d), ReduceOp::kAvg, 40000 + 3, true);
-  }
-}
+TEST_P(Collectives, TreeAllreduceEveryDtypeOp) { sweep_forced_allreduce(GetParam(), "tree"); }
+
+// Past a power of two, the ranks beyond it fold in.
+TEST_P(Collectives, HalvingDoublingAllreduceEveryDtypeOp) { sweep_forced_allreduce(GetParam(), "halving_doubling"); }
 
 // A sanitizer checks every byte a kernel touches, so its builds send a
 // quarter of the bytes in segments a quarter the size: the same number of
