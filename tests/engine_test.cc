@@ -346,12 +346,9 @@ TEST(Engine, AnAllgatherWhileARankHasJoinedFailsWithoutWaitingForItsName) {
     std::shared_ptr<OpHandle> j;
     if (r != 0) {
       std::vector<float> rows(3, 1.f);
-      Submission gather;
-      gather.request.name = "allgather.noname." + std::to_string(r);  // a different name on each rank
-      gather.request.kind = OpKind::kAllgather;
-      gather.request.dtype = kF32;
-      gather.request.shapes = {{1, 3}};
-      gather.sends = {rows.data()};
+      // A different name on each rank.
+      Submission gather =
+          one_tensor_submission("allgather.noname." + std::to_string(r), OpKind::kAllgather, {1, 3}, {rows.data()}, {});
       std::shared_ptr<OpHandle> g;
       ASSERT_TRUE(w.world.comm(r).barrier().is_ok());  // after rank 0 has joined
       ASSERT_TRUE(w.engine(r).submit(std::move(gather), &g).is_ok());
@@ -384,12 +381,8 @@ TEST(Engine, JoinLetsRanksWithMoreBatchesFinish) {
                       .submit(allreduce_submission("big." + std::to_string(b), big_in.data(), big_out.data(), 30000),
                               &big)
                       .is_ok());
-      Submission gather;
-      gather.request.name = "rows." + std::to_string(b);
-      gather.request.kind = OpKind::kAllgather;
-      gather.request.dtype = kF32;
-      gather.request.shapes = {{r + 1, 3}};
-      gather.sends = {rows.data()};
+      Submission gather = one_tensor_submission("rows." + std::to_string(b), OpKind::kAllgather, {r + 1, 3},
+                                                {rows.data()}, {});
       ASSERT_TRUE(w.engine(r).submit(std::move(gather), &g).is_ok());
       ASSERT_TRUE(wait(h).is_ok());
       ASSERT_TRUE(wait(big).is_ok());

@@ -215,13 +215,9 @@ TEST_P(GpuEngine, BroadcastAndReduceScatterMatchWhatEveryRankSent) {
     std::vector<float> mine(rows * row);
     for (size_t i = 0; i < mine.size(); ++i) mine[i] = value(r, 0, i);
     void* buf = w.upload(r, floats(mine));
-    Submission b;
-    b.request.name = "broadcast";
-    b.request.kind = OpKind::kBroadcast;
-    b.request.dtype = static_cast<int>(DataType::kFloat32);
+    const std::vector<int64_t> shape = {static_cast<int64_t>(rows), static_cast<int64_t>(row)};
+    Submission b = one_tensor_submission("broadcast", OpKind::kBroadcast, shape, {}, {buf});
     b.request.root = root;
-    b.request.shapes = {{static_cast<int64_t>(rows), static_cast<int64_t>(row)}};
-    b.recvs = {buf};
     std::shared_ptr<OpHandle> hb;
     ASSERT_TRUE(w.engine(r).submit(std::move(b), &hb).is_ok());
 
@@ -229,15 +225,8 @@ TEST_P(GpuEngine, BroadcastAndReduceScatterMatchWhatEveryRankSent) {
     void* send = w.upload(r, floats(mine));
     const Range part = partition(rows, n, r);
     void* recv = w.upload(r, Bytes(part.count * row * sizeof(float), 0xEE));
-    Submission rs;
-    rs.request.name = "reduce_scatter";
-    rs.request.kind = OpKind::kReduceScatter;
-    rs.request.dtype = static_cast<int>(DataType::kFloat32);
-    rs.request.op = static_cast<int>(ReduceOp::kSum);
+    Submission rs = one_tensor_submission("reduce_scatter", OpKind::kReduceScatter, shape, {send}, {recv});
     rs.request.postscale = 0.5;
-    rs.request.shapes = {{static_cast<int64_t>(rows), static_cast<int64_t>(row)}};
-    rs.sends = {send};
-    rs.recvs = {recv};
     std::shared_ptr<OpHandle> hr;
     ASSERT_TRUE(w.engine(r).submit(std::move(rs), &hr).is_ok());
 
@@ -278,12 +267,7 @@ TEST_P(GpuEngine, AllgatherAndAlltoallGatherIntoGpuMemoryTheHandleKeeps) {
     std::vector<float> mine(static_cast<size_t>((r + 1) * row));
     for (size_t i = 0; i < mine.size(); ++i) mine[i] = value(r, 1, i);
     void* send = w.upload(r, floats(mine));
-    Submission g;
-    g.request.name = "gather";
-    g.request.kind = OpKind::kAllgather;
-    g.request.dtype = static_cast<int>(DataType::kFloat32);
-    g.request.shapes = {{r + 1, row}};
-    g.sends = {send};
+    Submission g = one_tensor_submission("gather", OpKind::kAllgather, {r + 1, row}, {send}, {});
     std::shared_ptr<OpHandle> hg;
     ASSERT_TRUE(w.engine(r).submit(std::move(g), &hg).is_ok());
 
@@ -294,13 +278,8 @@ TEST_P(GpuEngine, AllgatherAndAlltoallGatherIntoGpuMemoryTheHandleKeeps) {
     std::vector<float> out(static_cast<size_t>(rows * row));
     for (size_t i = 0; i < out.size(); ++i) out[i] = value(r, 2, i);
     void* a_send = w.upload(r, floats(out));
-    Submission a;
-    a.request.name = "alltoall";
-    a.request.kind = OpKind::kAlltoall;
-    a.request.dtype = static_cast<int>(DataType::kFloat32);
-    a.request.shapes = {{rows, row}};
+    Submission a = one_tensor_submission("alltoall", OpKind::kAlltoall, {rows, row}, {a_send}, {});
     a.request.splits = splits;
-    a.sends = {a_send};
     std::shared_ptr<OpHandle> ha;
     ASSERT_TRUE(w.engine(r).submit(std::move(a), &ha).is_ok());
 
@@ -380,14 +359,8 @@ TEST(GpuEngineRefusals, WhatGpuMemoryCannotTakeIsRefusedSayingWhy) {
   EXPECT_EQ(s.code(), Code::kUnsupported) << s.to_string();
   EXPECT_NE(s.message().find("wire format"), std::string::npos) << s.message();
 
-  Submission rs;
-  rs.request.name = "rs";
-  rs.request.kind = OpKind::kReduceScatter;
-  rs.request.dtype = static_cast<int>(DataType::kFloat32);
+  Submission rs = one_tensor_submission("rs", OpKind::kReduceScatter, {16}, {a}, {b});
   rs.request.prescale = 2;
-  rs.request.shapes = {{16}};
-  rs.sends = {a};
-  rs.recvs = {b};
   s = e.submit(rs, &h);
   EXPECT_EQ(s.code(), Code::kUnsupported) << s.to_string();
   EXPECT_NE(s.message().find("prescale"), std::string::npos) << s.message();

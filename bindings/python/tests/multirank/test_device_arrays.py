@@ -165,16 +165,21 @@ def test_reducescatter_and_broadcast_stay_on_the_device(gpu_collectives):
     assert xp.ordered == 3
 
 
-def test_allgather_and_alltoall_gather_into_a_new_device_array(gpu_collectives):
-    xp = FakeDeviceAdapter()
+def check_gathers(xp, prefix):
+    """An allgather of r + 1 rows from rank r, and an alltoall of a row
+    from each rank to each: new device arrays, equal to what was sent."""
     r, n = kolo.rank(), kolo.size()
-    g = _runtime.synchronize(C.allgather_async(xp, DeviceArray(local(r, (r + 1, 3), "int32")), "dev.ag"))
+    g = _runtime.synchronize(C.allgather_async(xp, DeviceArray(local(r, (r + 1, 3), "int32")), prefix + ".ag"))
     assert isinstance(g, DeviceArray)
     np.testing.assert_array_equal(g.data, np.concatenate([local(q, (q + 1, 3), "int32") for q in range(n)]))
-
-    a = _runtime.synchronize(C.alltoall_async(xp, DeviceArray(np.full((n, 2), r, "int64")), None, "dev.a2a"))
+    a = _runtime.synchronize(C.alltoall_async(xp, DeviceArray(np.full((n, 2), r, "int64")), None, prefix + ".a2a"))
     assert isinstance(a, DeviceArray)
     np.testing.assert_array_equal(a.data, np.repeat(np.arange(n), 2).reshape(n, 2))
+
+
+def test_allgather_and_alltoall_gather_into_a_new_device_array(gpu_collectives):
+    xp = FakeDeviceAdapter()
+    check_gathers(xp, "dev")
     assert no_copies(xp), xp.copies
     assert xp.ordered == 2 and xp.device_outputs == 2
 
@@ -202,12 +207,7 @@ def test_without_gpu_collectives_every_device_array_goes_through_the_host(no_gpu
     b = DeviceArray(local(r, (4,), "float32"))
     assert _runtime.synchronize(C.broadcast_async(xp, b, 0, True, "host.bcast")) is b
     np.testing.assert_array_equal(b.data, local(0, (4,), "float32"))
-    g = _runtime.synchronize(C.allgather_async(xp, DeviceArray(local(r, (r + 1, 3), "int32")), "host.ag"))
-    assert isinstance(g, DeviceArray)
-    np.testing.assert_array_equal(g.data, np.concatenate([local(q, (q + 1, 3), "int32") for q in range(n)]))
-    a = _runtime.synchronize(C.alltoall_async(xp, DeviceArray(np.full((n, 2), r, "int64")), None, "host.a2a"))
-    assert isinstance(a, DeviceArray)
-    np.testing.assert_array_equal(a.data, np.repeat(np.arange(n), 2).reshape(n, 2))
+    check_gathers(xp, "host")
     # Each input to the host and each result back; the gathers' outputs take
     # an empty host copy of the input as their template besides.
     assert xp.copies["to_host"] == 6 and xp.copies["to_device"] == 4, xp.copies
