@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "collectives/halving_doubling.h"
+#include "collectives/power_of_two_group.h"
 
 namespace kolo {
 namespace {
@@ -92,8 +93,7 @@ double recursive_doubling_seconds(const CostModel& m, const Topology& t, size_t 
   // and one out.
   const int n = t.size;
   if (n < 2) return 0;
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
+  const int p = PowerOfTwoGroup(n).size;
   const double b = double(bytes);
   double s = 0;
   for (int d = 1; d < p; d *= 2) {
@@ -115,9 +115,9 @@ double halving_doubling_seconds(const CostModel& m, const Topology& t, size_t by
   // recursive doubling's.
   const int n = t.size;
   if (n < 2) return 0;
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  const double blocks = std::max(1.0, std::ceil(double(bytes) / double(halving_doubling_block_bytes(n, m.segment_bytes))));
+  const int p = PowerOfTwoGroup(n).size;
+  const double block_bytes = double(halving_doubling_block_bytes(n, m.segment_bytes));
+  const double blocks = std::max(1.0, std::ceil(double(bytes) / block_bytes));
   const double block = double(bytes) / blocks;
   double piece = block, s = 0;
   for (int d = 1; d < p; d *= 2) {

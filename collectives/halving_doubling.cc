@@ -50,8 +50,6 @@ class Exchanger {
         piece_(std::max<size_t>(1, ctx.segment_bytes / elem_size_)),
         slots_(std::max<size_t>(1, ctx.pipeline.staging_slots)) {}
 
-  size_t total() const { return buffer_.total(); }
-
   // Takes the staging that reducing exchanges of up to `count` elements
   // need; false if it cannot be had.
   bool take_staging(size_t count) {
