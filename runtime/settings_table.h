@@ -96,4 +96,9 @@
   /* KOLO_CONFIG_VERSION 6 */                                                                                     \
   X(encrypt, Bool, "KOLO_ENCRYPT", 0, 0, 1, "0",                                                                  \
     "1: every TCP connection of the job (data and rendezvous store) encrypted and authenticated, AES-256-GCM "    \
-    "with keys derived from `KOLO_SECRET` (docs/transports.md); RDMA refuses; the same on every rank")
+    "with keys derived from `KOLO_SECRET` (docs/transports.md); RDMA refuses; the same on every rank")    \
+  /* KOLO_CONFIG_VERSION 7 */                                                                                     \
+  X(tcp_congestion, Text, "KOLO_TCP_CONGESTION", "auto", 0, 0, "auto",                                            \
+    "TCP congestion control of data connections: `auto` (a connection within one host runs `reno`, which does "   \
+    "not pace its sends as BBR does: BBR halved loopback streams; one to another host keeps the system's), "       \
+    "`system` (every connection the system's), or a kernel's name for every connection (`cubic`, `bbr`, ...)")

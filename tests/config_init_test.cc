@@ -225,7 +225,7 @@ TEST(ConfigTest, DescribeListsEveryField) {
                            0),
             0u)
       << lines[1];
-  EXPECT_EQ(lines.back().rfind("encrypt\tint64\t", 0), 0u) << lines.back();
+  EXPECT_EQ(lines.back().rfind("tcp_congestion\tstring\t", 0), 0u) << lines.back();
   bool found_defaults = false;
   for (const auto& line : lines) {
     if (line.rfind("defaults\tconfig\t" + std::to_string(offsetof(kolo_config_t, defaults)) + "\t", 0) == 0) {

@@ -5,7 +5,10 @@
 #  2. Hosts of several ranks (2 x 2 and 3 x 2): ranks of one host reach each
 #     other over shared memory and the other hosts over TCP, and allreduce
 #     runs the hierarchical schedule; every collective exact.
-#  3. A host's link goes down in the middle of long allreduces: every rank
+#  3. TCP congestion control (KOLO_TCP_CONGESTION=auto): connections between
+#     ranks of one host run Reno, connections between hosts the hosts'
+#     default (set to another algorithm here, so the two differ).
+#  4. A host's link goes down in the middle of long allreduces: every rank
 #     returns an error (no hang), within the deadline plus a margin.
 # Needs network namespaces, tc and iptables in them (root on a machine or a
 # privileged container); where `tools/netns.sh probe` finds one missing, it
@@ -72,7 +75,31 @@ for shape in "2 4" "3 6"; do
   bash "$NETNS" down
 done
 
-# 3. A link goes down mid-collective.
+# 3. Congestion control, 2 hosts x 2 ranks over TCP: ranks 0 and 1 on one
+# host, 2 and 3 on the other; each rank logs each connection's algorithm.
+other=""
+for name in cubic bbr; do
+  grep -qw "$name" /proc/sys/net/ipv4/tcp_available_congestion_control && other=$name && break
+done
+if [ -z "$other" ]; then
+  echo "congestion control: the kernel has neither cubic nor bbr; not checked"
+else
+  bash "$NETNS" up 2
+  for h in 0 1; do ip netns exec "${KOLO_NETNS_PREFIX}h$h" sysctl -qw net.ipv4.tcp_congestion_control="$other"; done
+  KOLO_TRANSPORT=tcp KOLO_LOG_LEVEL=debug timeout 60 "$KOLORUN" -np 4 --netns "${KOLO_NETNS_PREFIX}:2" "$BENCH" \
+    --min-bytes 4K --max-bytes 4K --iters 1 --warmup 0 >"$OUT" 2>&1 || fail "congestion control: the job failed"
+  summary=$(awk -v other="$other" '/connected to rank .* congestion control/ {
+      rank = substr($1, 2, length($1) - 2); peer = $0; sub(/.*connected to rank /, "", peer); sub(/ .*/, "", peer)
+      want = int(rank / 2) == int(peer / 2) ? "reno" : other
+      if ($NF == want) ok[want]++; else { bad++; print "rank " rank " to rank " peer ": " $NF ", not " want > "/dev/stderr" }
+    } END { printf "%d within hosts, %d between, %d wrong", ok["reno"], ok[other], bad + 0 }' "$OUT")
+  echo "congestion control ($other the hosts' default), connections' ends: $summary"
+  # Rings on 2 hosts of 2 join ranks within and between hosts both.
+  [[ $summary =~ ^[1-9][0-9]*\ within\ hosts,\ [1-9][0-9]*\ between,\ 0\ wrong$ ]] || fail "congestion control: $summary"
+  bash "$NETNS" down
+fi
+
+# 4. A link goes down mid-collective.
 bash "$NETNS" up 3
 rank_wrapper() { echo ip netns exec "${KOLO_NETNS_PREFIX}h$1"; }
 start_long_ranks 3 "$OUT" KOLO_MASTER_ADDR=10.77.0.1 KOLO_MASTER_PORT=29500 KOLO_TIMEOUT_S=5 \

@@ -17,7 +17,11 @@
 // written to memory as the collective's must be (bench/duel.sh measures both
 // and says how it combines them).
 //
-// Usage: tcp_ceiling [--bytes-per-stream B] [--write-bytes W] [--buffer-bytes B]
+// The loopback streams run Reno (--congestion NAME another, "system" the
+// kernel's default), as kolo's connections within a host do: an algorithm
+// that paces, such as BBR, halved them on a VM whose kernel defaults to it.
+//
+// Usage: tcp_ceiling [--bytes-per-stream B] [--write-bytes W] [--buffer-bytes B] [--congestion NAME]
 // Prints:
 //   memcpy_1core_GBps X
 //   tcp_one_stream_GBps X
@@ -105,10 +109,25 @@ int Listen(uint32_t ip, uint16_t port, int backlog, sockaddr_in* addr) {
   return listener;
 }
 
+// The congestion control of the loopback streams, set before they connect:
+// Reno, as kolo's own connections within a host run by default
+// (KOLO_TCP_CONGESTION; transport/socket/congestion.h says why); --congestion
+// NAME another, "system" the kernel's default.
+std::string g_congestion = "reno";
+
+void SetCongestion(int fd) {
+  if (g_congestion == "system") return;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, g_congestion.data(),
+                 static_cast<socklen_t>(g_congestion.size())) != 0) {
+    Die(("TCP_CONGESTION " + g_congestion).c_str());
+  }
+}
+
 // The sending end of a stream to `addr`.
 int Dial(const sockaddr_in& addr) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) Die("socket");
+  SetCongestion(fd);
   if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) Die("connect");
   // Bulk transfer with large writes: Nagle never matters, but the collective
   // libraries set NODELAY, so do the same to measure the same socket setup.
@@ -125,6 +144,7 @@ int Accept(int listener) {
 
 Stream Connect(int listener, const sockaddr_in& addr) {
   Stream s;
+  SetCongestion(listener);  // accepted connections inherit it
   s.tx = Dial(addr);
   s.rx = Accept(listener);
   return s;
@@ -271,10 +291,12 @@ int main(int argc, char** argv) {
       receive_port = static_cast<int>(ParseSize(argv[i], argv[i + 1]));
     } else if (flag == "--send") {
       send_to = argv[i + 1];
+    } else if (flag == "--congestion") {
+      g_congestion = argv[i + 1];
     } else {
       std::fprintf(stderr,
                    "usage: tcp_ceiling [--bytes-per-stream B] [--write-bytes W] [--buffer-bytes B]\n"
-                   "                   [--receive PORT | --send ADDR:PORT]\n");
+                   "                   [--congestion NAME|system] [--receive PORT | --send ADDR:PORT]\n");
       return 2;
     }
   }
@@ -283,8 +305,8 @@ int main(int argc, char** argv) {
   if (receive_port > 0) return ReceiveOne(receive_port, bytes, chunk, buffer);
   if (!send_to.empty()) return SendOne(send_to, bytes, chunk, buffer);
   std::printf("# loopback TCP ceiling: %zu bytes per stream, %zu-byte writes, %zu-byte buffers at each end, "
-              "GB = 1e9 bytes, %u hardware threads\n",
-              bytes, chunk, buffer, std::thread::hardware_concurrency());
+              "congestion control %s, GB = 1e9 bytes, %u hardware threads\n",
+              bytes, chunk, buffer, g_congestion.c_str(), std::thread::hardware_concurrency());
   std::printf("memcpy_1core_GBps %.3f\n", MemcpyGBps());
   std::fflush(stdout);
   std::printf("tcp_one_stream_GBps %.3f\n", StreamsGBps(1, bytes, chunk, buffer));

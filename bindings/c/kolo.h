@@ -113,7 +113,7 @@ kolo_result_t kolo_comm_init(kolo_comm_t* comm, int rank, int world_size, const 
  * newer library: the fields beyond an older version's size are unset. A
  * version newer than the library's, or a size smaller than the version
  * implies, is KOLO_ERR_INVALID_ARGUMENT. Strings are copied. */
-#define KOLO_CONFIG_VERSION 6
+#define KOLO_CONFIG_VERSION 7
 #define KOLO_CONFIG_UNSET_INT (-9223372036854775807LL - 1)
 #define KOLO_CONFIG_UNSET_DOUBLE (-1.0e300)
 typedef struct kolo_config {
@@ -156,6 +156,8 @@ typedef struct kolo_config {
   const char* wire_format;        /* KOLO_WIRE_FORMAT: "native", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2" or "int8" */
   /* KOLO_CONFIG_VERSION 6 */
   int64_t encrypt;                /* KOLO_ENCRYPT: 0 or 1 */
+  /* KOLO_CONFIG_VERSION 7 */
+  const char* tcp_congestion;     /* KOLO_TCP_CONGESTION: "auto", "system" or an algorithm's name */
 } kolo_config_t;
 #define KOLO_CONFIG_INITIALIZER                                                                         \
   {                                                                                                     \
@@ -165,7 +167,7 @@ typedef struct kolo_config {
         KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT, KOLO_CONFIG_UNSET_INT,     \
         KOLO_CONFIG_UNSET_DOUBLE, KOLO_CONFIG_UNSET_INT, NULL, KOLO_CONFIG_UNSET_DOUBLE,                \
         KOLO_CONFIG_UNSET_DOUBLE, NULL, NULL, NULL, NULL, NULL, KOLO_CONFIG_UNSET_INT, NULL, NULL, NULL, \
-        KOLO_CONFIG_UNSET_INT                                                                            \
+        KOLO_CONFIG_UNSET_INT, NULL                                                                      \
   }
 
 /* Every field of kolo_config_t after size and version, for bindings that

@@ -12,6 +12,8 @@
 #include <boost/asio/error.hpp>
 #include <boost/asio/socket_base.hpp>
 
+#include "transport/socket/congestion.h"
+
 namespace kolo {
 
 namespace asio = boost::asio;
@@ -67,7 +69,7 @@ Status read_fully(asio::ip::tcp::socket& socket, void* data, size_t bytes, Deadl
   return Status::ok();
 }
 
-Status configure_data_socket(asio::ip::tcp::socket& socket, int buffer_bytes) {
+Status configure_data_socket(asio::ip::tcp::socket& socket, int buffer_bytes, const std::string& congestion) {
   boost::system::error_code ec;
   socket.set_option(asio::ip::tcp::no_delay(true), ec);
   if (ec) return transport_error("cannot set TCP_NODELAY: " + ec.message());
@@ -77,6 +79,7 @@ Status configure_data_socket(asio::ip::tcp::socket& socket, int buffer_bytes) {
     socket.set_option(asio::socket_base::receive_buffer_size(buffer_bytes), ec);
     if (ec) return transport_error("cannot set SO_RCVBUF: " + ec.message());
   }
+  KOLO_RETURN_IF_ERROR(apply_congestion_control(socket.native_handle(), congestion));
   socket.non_blocking(true, ec);
   if (ec) return transport_error("cannot make socket non-blocking: " + ec.message());
   return Status::ok();

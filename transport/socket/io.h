@@ -33,7 +33,8 @@ Status connect_with_retry(boost::asio::io_context& io, const boost::asio::ip::tc
                           std::unique_ptr<boost::asio::ip::tcp::socket>* out);
 
 // Applies the data-path socket options: TCP_NODELAY, buffer sizes (0 keeps
-// the kernel's autotuning), non-blocking mode.
-Status configure_data_socket(boost::asio::ip::tcp::socket& socket, int buffer_bytes);
+// the kernel's autotuning), the congestion control (KOLO_TCP_CONGESTION's
+// value; congestion.h), non-blocking mode.
+Status configure_data_socket(boost::asio::ip::tcp::socket& socket, int buffer_bytes, const std::string& congestion);
 
 }  // namespace kolo

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "transport/socket/address.h"
+#include "transport/socket/congestion.h"
 
 namespace kolo {
 
@@ -121,6 +122,11 @@ Status TcpListener::start(const asio::ip::address& bind_address) {
   acceptor_ = std::make_unique<tcp::acceptor>(io_);
   tcp::endpoint ep(bind_address, 0);
   acceptor_->open(ep.protocol(), ec);
+  // Accepted connections begin with the listener's congestion control, and
+  // most of a job's are within one host, where KOLO_TCP_CONGESTION=auto
+  // wants Reno; the transport switches the others to what the setting
+  // wants for them once accepted (transport/socket/congestion.h).
+  if (!ec) begin_congestion_control(acceptor_->native_handle(), "reno");
   if (!ec) acceptor_->bind(ep, ec);
   if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return transport_error("cannot listen on " + bind_address.to_string() + ": " + ec.message());

@@ -18,7 +18,8 @@ class TcpKind final : public TransportKind {
     return same_host ? LinkCost{15e-6, 3e9} : LinkCost{30e-6, 1.25e9};
   }
   std::vector<std::string> settings() const override {
-    return {"KOLO_SOCKETS_PER_PEER", "KOLO_SOCKET_BUFFER", "KOLO_CHECKSUM", "KOLO_SECRET", "KOLO_ENCRYPT"};
+    return {"KOLO_SOCKETS_PER_PEER", "KOLO_SOCKET_BUFFER", "KOLO_CHECKSUM", "KOLO_SECRET", "KOLO_ENCRYPT",
+            "KOLO_TCP_CONGESTION"};
   }
   Status offer(const TransportContext&, std::string*, std::unique_ptr<DirectTransport>*) const override {
     return Status::ok();
@@ -46,6 +47,7 @@ TcpOptions tcp_options(const TransportContext& c) {
   options.bind_address = c.bind_address;
   options.streams_per_peer = static_cast<int>(c.settings.integer("KOLO_SOCKETS_PER_PEER", 1));
   options.socket_buffer_bytes = static_cast<int>(c.settings.integer("KOLO_SOCKET_BUFFER", 0));
+  options.congestion = c.settings.text("KOLO_TCP_CONGESTION");
   options.checksum = c.settings.flag("KOLO_CHECKSUM", false);
   options.encrypt = c.settings.flag("KOLO_ENCRYPT", false);
   options.secret = c.settings.text("KOLO_SECRET");

@@ -1,6 +1,8 @@
 #include "transport/tcp/tcp_transport.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <future>
 
 #include <boost/asio/connect.hpp>
@@ -9,6 +11,7 @@
 #include "common/log.h"
 #include "transport/handshake.h"
 #include "transport/socket/address.h"
+#include "transport/socket/congestion.h"
 #include "transport/socket/io.h"
 
 namespace kolo {
@@ -69,6 +72,10 @@ Status TcpTransport::connect_stream(int peer, const std::string& address, int st
   tcp::endpoint ep;
   KOLO_RETURN_IF_ERROR(resolve_endpoint(host, port, &ep));
 
+  sockaddr_storage destination{};
+  std::memcpy(&destination, ep.data(), std::min(sizeof(destination), static_cast<size_t>(ep.size())));
+  const bool this_host = is_this_hosts_address(destination);
+
   // The peer published its address only after it started listening, so a
   // refused connection means it is gone; still retry briefly in case its
   // backlog was momentarily full.
@@ -76,6 +83,9 @@ Status TcpTransport::connect_stream(int peer, const std::string& address, int st
     if (loop_.aborted()) return aborted("communicator aborted while connecting to " + who);
     asio::io_context& io = listener_->io();
     auto socket = std::make_unique<tcp::socket>(io);
+    boost::system::error_code opened;
+    socket->open(ep.protocol(), opened);
+    if (!opened) begin_congestion_control(socket->native_handle(), congestion_control_for(options_.congestion, this_host));
     std::promise<boost::system::error_code> done;
     auto result = done.get_future();
     asio::post(io, [&] { socket->async_connect(ep, [&](const boost::system::error_code& ec) { done.set_value(ec); }); });
@@ -95,7 +105,7 @@ Status TcpTransport::connect_stream(int peer, const std::string& address, int st
       }
       return peer_lost("cannot connect to " + who + ": " + ec.message());
     }
-    KOLO_RETURN_IF_ERROR(configure_data_socket(*socket, options_.socket_buffer_bytes));
+    KOLO_RETURN_IF_ERROR(configure_data_socket(*socket, options_.socket_buffer_bytes, options_.congestion));
     Challenge challenge{};
     KOLO_RETURN_IF_ERROR(
         read_fully(*socket, &challenge, sizeof(challenge), deadline, "waiting for the handshake challenge from " + who));
@@ -139,7 +149,7 @@ Status TcpTransport::connect(int peer, Deadline deadline) {
         return timeout_error("rank " + std::to_string(peer) + " (" + address + ") did not connect to this rank in time");
       }
       KOLO_RETURN_IF_ERROR(taken);
-      KOLO_RETURN_IF_ERROR(configure_data_socket(*sockets[i], options_.socket_buffer_bytes));
+      KOLO_RETURN_IF_ERROR(configure_data_socket(*sockets[i], options_.socket_buffer_bytes, options_.congestion));
     }
     if (options_.encrypt) {
       sealed.emplace_back();
@@ -156,7 +166,7 @@ Status TcpTransport::connect(int peer, Deadline deadline) {
   }));
   active_.push_back(added);
   KOLO_DEBUG("connected to rank " << peer << " at " << address << " with " << options_.streams_per_peer
-                                  << " socket(s)");
+                                  << " socket(s), congestion control " << congestion_control_of(added->first_fd()));
   return Status::ok();
 }
 

@@ -32,6 +32,7 @@ struct TcpOptions {
   std::string store_prefix = "tcp/";       // keys this transport owns in the store
   int streams_per_peer = 1;                // parallel sockets to each peer
   int socket_buffer_bytes = 0;             // SO_SNDBUF/SO_RCVBUF; 0 keeps kernel autotuning
+  std::string congestion = "auto";         // KOLO_TCP_CONGESTION (transport/socket/congestion.h)
   double handshake_timeout_s = 10;
   bool checksum = false;                   // CRC-32C on every payload (KOLO_CHECKSUM)
   bool encrypt = false;                    // every stream sealed (KOLO_ENCRYPT; sealed_stream.h)

@@ -1,0 +1,109 @@
+#include "transport/socket/congestion.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace kolo {
+
+namespace {
+
+bool set_algorithm(int fd, const std::string& name, int* error) {
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) == 0) {
+    return true;
+  }
+  *error = errno;
+  return false;
+}
+
+std::string first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+bool same_address(const sockaddr* a, const sockaddr_storage& b) {
+  if (a == nullptr || a->sa_family != b.ss_family) return false;
+  if (a->sa_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in&>(b).sin_addr.s_addr;
+  }
+  if (a->sa_family == AF_INET6) {
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6&>(b).sin6_addr, sizeof(in6_addr)) == 0;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string congestion_control_of(int fd) {
+  char name[32] = {};
+  socklen_t length = sizeof(name) - 1;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &length) != 0) return "";
+  return std::string(name, strnlen(name, length));
+}
+
+bool is_this_hosts_address(const sockaddr_storage& address) {
+  if (address.ss_family == AF_INET) {
+    const in_addr_t a = ntohl(reinterpret_cast<const sockaddr_in&>(address).sin_addr.s_addr);
+    if ((a >> 24) == 127) return true;  // 127.0.0.0/8
+  } else if (address.ss_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127) return true;
+  } else {
+    return false;
+  }
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (const ifaddrs* i = list; i != nullptr && !found; i = i->ifa_next) found = same_address(i->ifa_addr, address);
+  ::freeifaddrs(list);
+  return found;
+}
+
+bool connects_this_host(int fd) {
+  sockaddr_storage remote{};
+  socklen_t length = sizeof(remote);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &length) != 0) return false;
+  return is_this_hosts_address(remote);
+}
+
+std::string congestion_control_for(const std::string& setting, bool this_host) {
+  if (setting.empty() || setting == "auto") {
+    // Reno is built into every Linux kernel and allowed to every user,
+    // and does not pace.
+    if (this_host) return "reno";
+    return first_line("/proc/sys/net/ipv4/tcp_congestion_control");
+  }
+  if (setting == "system") return first_line("/proc/sys/net/ipv4/tcp_congestion_control");
+  return setting;
+}
+
+void begin_congestion_control(int fd, const std::string& algorithm) {
+  int ignored = 0;
+  if (!algorithm.empty()) set_algorithm(fd, algorithm, &ignored);
+}
+
+Status apply_congestion_control(int fd, const std::string& setting) {
+  const std::string algorithm = congestion_control_for(setting, connects_this_host(fd));
+  if (algorithm.empty() || congestion_control_of(fd) == algorithm) return Status::ok();
+  int error = 0;
+  if (set_algorithm(fd, algorithm, &error)) return Status::ok();
+  if (setting.empty() || setting == "auto" || setting == "system") return Status::ok();
+  return invalid_argument("KOLO_TCP_CONGESTION=" + setting + ": the kernel refused it (" + std::strerror(error) +
+                          "); it has: " + first_line("/proc/sys/net/ipv4/tcp_available_congestion_control") +
+                          "; a process without CAP_NET_ADMIN may choose: " +
+                          first_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control") +
+                          "; `auto` or `system` never fail");
+}
+
+}  // namespace kolo
