@@ -8,7 +8,7 @@
 // CUBIC, and allreduce over TCP ran 1.3-1.7x faster with its connections
 // switched to Reno (docs/performance-log.md, "Congestion control on
 // loopback"). So by default ("auto") a connection between two addresses of
-// one host runs Reno, and a connection to another host keeps the system's
+// one host runs Reno, and a connection to another host the system's
 // choice, which its network's operators made.
 #pragma once
 
