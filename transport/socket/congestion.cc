@@ -58,7 +58,14 @@ bool is_this_hosts_address(const sockaddr_storage& address) {
   } else if (address.ss_family == AF_INET6) {
     const in6_addr& a = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
     if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
-    if (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&a)) {
+      // A dual-stack socket's IPv4 peer: compared as the IPv4 address it is.
+      sockaddr_storage four{};
+      auto& v4 = reinterpret_cast<sockaddr_in&>(four);
+      v4.sin_family = AF_INET;
+      std::memcpy(&v4.sin_addr, &a.s6_addr[12], sizeof(v4.sin_addr));
+      return is_this_hosts_address(four);
+    }
   } else {
     return false;
   }

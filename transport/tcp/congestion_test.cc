@@ -117,7 +117,7 @@ TEST(CongestionControlTest, ThisHostsAddressesAreLoopbackAndItsInterfaces) {
     EXPECT_TRUE(is_this_hosts_address(address_of(local))) << local;
   }
   // Reserved for documentation (RFC 5737, RFC 3849): no host has them.
-  for (const char* remote : {"192.0.2.1", "2001:db8::1"}) {
+  for (const char* remote : {"192.0.2.1", "2001:db8::1", "::ffff:192.0.2.1"}) {
     EXPECT_FALSE(is_this_hosts_address(address_of(remote))) << remote;
   }
   ifaddrs* list = nullptr;
@@ -128,6 +128,13 @@ TEST(CongestionControlTest, ThisHostsAddressesAreLoopbackAndItsInterfaces) {
     sockaddr_storage a{};
     std::memcpy(&a, i->ifa_addr, i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
     EXPECT_TRUE(is_this_hosts_address(a)) << i->ifa_name;
+    if (i->ifa_addr->sa_family == AF_INET) {
+      // The same address as a dual-stack socket reports an IPv4 peer.
+      char text[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof(text));
+      const std::string mapped = std::string("::ffff:") + text;
+      EXPECT_TRUE(is_this_hosts_address(address_of(mapped.c_str()))) << mapped;
+    }
     ++interfaces;
   }
   freeifaddrs(list);
