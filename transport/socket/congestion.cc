@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -40,6 +41,15 @@ bool same_address(const sockaddr* a, const sockaddr_storage& b) {
                        &reinterpret_cast<const sockaddr_in6&>(b).sin6_addr, sizeof(in6_addr)) == 0;
   }
   return false;
+}
+
+// A name the kernel would not set, and what it would.
+Status refused(const std::string& setting, int error) {
+  return invalid_argument("KOLO_TCP_CONGESTION=" + setting + ": the kernel refused it (" + std::strerror(error) +
+                          "); it has: " + first_line("/proc/sys/net/ipv4/tcp_available_congestion_control") +
+                          "; a process without CAP_NET_ADMIN may choose: " +
+                          first_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control") +
+                          "; `auto` or `system` never fail");
 }
 
 }  // namespace
@@ -100,17 +110,23 @@ void begin_congestion_control(int fd, const std::string& algorithm) {
   if (!algorithm.empty()) set_algorithm(fd, algorithm, &ignored);
 }
 
+Status check_congestion_setting(const std::string& setting) {
+  if (setting.empty() || setting == "auto" || setting == "system") return Status::ok();
+  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (probe < 0) return Status::ok();  // the transport's own sockets will say why
+  int error = 0;
+  const bool taken = set_algorithm(probe, setting, &error);
+  ::close(probe);
+  return taken ? Status::ok() : refused(setting, error);
+}
+
 Status apply_congestion_control(int fd, const std::string& setting) {
   const std::string algorithm = congestion_control_for(setting, connects_this_host(fd));
   if (algorithm.empty() || congestion_control_of(fd) == algorithm) return Status::ok();
   int error = 0;
   if (set_algorithm(fd, algorithm, &error)) return Status::ok();
   if (setting.empty() || setting == "auto" || setting == "system") return Status::ok();
-  return invalid_argument("KOLO_TCP_CONGESTION=" + setting + ": the kernel refused it (" + std::strerror(error) +
-                          "); it has: " + first_line("/proc/sys/net/ipv4/tcp_available_congestion_control") +
-                          "; a process without CAP_NET_ADMIN may choose: " +
-                          first_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control") +
-                          "; `auto` or `system` never fail");
+  return refused(setting, error);
 }
 
 }  // namespace kolo

@@ -36,6 +36,11 @@ std::string congestion_control_for(const std::string& setting, bool this_host);
 // on loopback than one that began under Reno or CUBIC.
 void begin_congestion_control(int fd, const std::string& algorithm);
 
+// Whether the kernel takes the setting's algorithm, tried on a socket of
+// its own: an error naming the setting and what the kernel has, or OK
+// ("auto" and "system" always).
+Status check_congestion_setting(const std::string& setting);
+
 // Once connected (or accepted): makes the connection run what the setting
 // says for it. A name the kernel refuses is an error naming the setting and
 // what the kernel offers; "auto" and "system" never fail (at worst the

@@ -3,8 +3,9 @@
 // store, connected over loopback.
 //  - By default ("auto") both ends of a connection within one host run
 //    Reno, whatever the system's default; "system" leaves the system's;
-//    a name sets that one; a name the kernel refuses fails the connect
-//    with an error naming the setting and what the kernel has.
+//    a name sets that one; a name the kernel refuses fails the transport
+//    on every rank before any connection, with an error naming the setting
+//    and what the kernel has.
 //  - What counts as this host: loopback addresses and this namespace's
 //    interfaces' addresses; documentation-only addresses do not.
 // (tests/netns_test.sh checks that connections between emulated hosts keep
@@ -89,13 +90,23 @@ TEST(CongestionControlTest, ANameSetsThatAlgorithm) {
   if (kernel_has("cubic")) expect_both_run("cubic", "cubic");
 }
 
-TEST(CongestionControlTest, ANameTheKernelRefusesFailsTheConnectNamingTheSetting) {
-  Connected c;
-  connect_pair("no_such_algo", &c);
-  ASSERT_FALSE(c.status[0].is_ok());
-  const std::string& message = c.status[0].message();
-  EXPECT_NE(message.find("KOLO_TCP_CONGESTION=no_such_algo: the kernel refused it"), std::string::npos) << message;
-  EXPECT_NE(message.find("it has: "), std::string::npos) << message;
+// Refused where the transport is made, on every rank alike, before any
+// rank dials (a rank that failed while dialing would leave its peer
+// waiting for it).
+TEST(CongestionControlTest, ANameTheKernelRefusesFailsTheTransportNamingTheSetting) {
+  MemoryStore store;
+  TcpOptions o;
+  o.congestion = "no_such_algo";
+  std::unique_ptr<TcpTransport> t;
+  const Status s = TcpTransport::create(&store, 0, 2, o, &t);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(t, nullptr);
+  EXPECT_NE(s.message().find("KOLO_TCP_CONGESTION=no_such_algo: the kernel refused it"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("it has: "), std::string::npos) << s.message();
+  EXPECT_TRUE(check_congestion_setting("auto").is_ok());
+  EXPECT_TRUE(check_congestion_setting("system").is_ok());
+  EXPECT_TRUE(check_congestion_setting("reno").is_ok());
 }
 
 sockaddr_storage address_of(const char* text) {

@@ -41,6 +41,9 @@ Status TcpTransport::create(Store* store, int rank, int size, const TcpOptions& 
     return invalid_argument("KOLO_ENCRYPT=1 needs the job's secret (KOLO_SECRET; kolorun and kolo_get_unique_id "
                             "make one): the connections' keys are derived from it");
   }
+  // Every rank refuses a bad name here, before any connection, rather than
+  // the first to dial leaving its peers waiting for it.
+  KOLO_RETURN_IF_ERROR(check_congestion_setting(options.congestion));
   std::unique_ptr<TcpTransport> t(new TcpTransport(store, rank, size, options));
   KOLO_RETURN_IF_ERROR(t->start());
   *out = std::move(t);
