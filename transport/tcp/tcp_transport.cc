@@ -88,7 +88,9 @@ Status TcpTransport::connect_stream(int peer, const std::string& address, int st
     auto socket = std::make_unique<tcp::socket>(io);
     boost::system::error_code opened;
     socket->open(ep.protocol(), opened);
-    if (!opened) begin_congestion_control(socket->native_handle(), congestion_control_for(options_.congestion, this_host));
+    if (!opened) {
+      begin_congestion_control(socket->native_handle(), congestion_control_for(options_.congestion, this_host));
+    }
     std::promise<boost::system::error_code> done;
     auto result = done.get_future();
     asio::post(io, [&] { socket->async_connect(ep, [&](const boost::system::error_code& ec) { done.set_value(ec); }); });
