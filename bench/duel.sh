@@ -9,7 +9,7 @@
 # of the buffer, at the memcpy bandwidth of all cores measured each round),
 # and kolo_tcp's as a fraction of the TCP ring bound. That bound comes from
 # the loopback ceiling that bench/peers/tcp_ceiling measures each round, two
-# concurrent streams, over N (a ring on one host keeps N streams busy, and
+# concurrent streams under Reno as kolo's own within a host, over N (a ring on one host keeps N streams busy, and
 # their bytes share what the cores can push through the kernel), measured
 # twice: between buffers that stay in the cache (the stack alone) and between
 # buffers of SIZE bytes (each byte read from memory and written to memory).
