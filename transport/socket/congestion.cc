@@ -43,6 +43,12 @@ bool same_address(const sockaddr* a, const sockaddr_storage& b) {
   return false;
 }
 
+// Whether the setting names an algorithm, rather than leaving the choice
+// to kolo ("auto", or empty) or to the system ("system").
+bool names_an_algorithm(const std::string& setting) {
+  return !setting.empty() && setting != "auto" && setting != "system";
+}
+
 // A name the kernel would not set, and what it would.
 Status refused(const std::string& setting, int error) {
   return invalid_argument("KOLO_TCP_CONGESTION=" + setting + ": the kernel refused it (" + std::strerror(error) +
@@ -95,14 +101,11 @@ bool connects_this_host(int fd) {
 }
 
 std::string congestion_control_for(const std::string& setting, bool this_host) {
-  if (setting.empty() || setting == "auto") {
-    // Reno is built into every Linux kernel and allowed to every user,
-    // and does not pace.
-    if (this_host) return "reno";
-    return first_line("/proc/sys/net/ipv4/tcp_congestion_control");
-  }
-  if (setting == "system") return first_line("/proc/sys/net/ipv4/tcp_congestion_control");
-  return setting;
+  if (names_an_algorithm(setting)) return setting;
+  // Reno is built into every Linux kernel and allowed to every user, and
+  // does not pace.
+  if (this_host && setting != "system") return "reno";
+  return first_line("/proc/sys/net/ipv4/tcp_congestion_control");
 }
 
 void begin_congestion_control(int fd, const std::string& algorithm) {
@@ -111,7 +114,7 @@ void begin_congestion_control(int fd, const std::string& algorithm) {
 }
 
 Status check_congestion_setting(const std::string& setting) {
-  if (setting.empty() || setting == "auto" || setting == "system") return Status::ok();
+  if (!names_an_algorithm(setting)) return Status::ok();
   const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
   if (probe < 0) return Status::ok();  // the transport's own sockets will say why
   int error = 0;
@@ -125,7 +128,7 @@ Status apply_congestion_control(int fd, const std::string& setting) {
   if (algorithm.empty() || congestion_control_of(fd) == algorithm) return Status::ok();
   int error = 0;
   if (set_algorithm(fd, algorithm, &error)) return Status::ok();
-  if (setting.empty() || setting == "auto" || setting == "system") return Status::ok();
+  if (!names_an_algorithm(setting)) return Status::ok();
   return refused(setting, error);
 }
 
