@@ -163,7 +163,8 @@ class FixedJob:
                 prefix = "" if self.opts.no_prefix else "[%d] " % p.rank
                 ranks.append([p.rank, {k: str(v) for k, v in env.items()}, prefix, self.output_dir(p.rank)])
             s.send({"start": {"argv": self.opts.command, "cwd": os.getcwd(), "env": self.env, "ranks": ranks,
-                              "timestamp": self.opts.timestamp}})
+                              "timestamp": self.opts.timestamp,
+                              "bind": getattr(self.opts, "bind_to", "auto")}})
         self.wait_all("started", deadline, "start its ranks")
 
     def output_dir(self, rank):

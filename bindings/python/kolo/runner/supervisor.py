@@ -11,10 +11,12 @@ this file, then JSON lines:
   {"hello": {"host", "token", "mark", "ports", "heartbeat_s", "grace_s"}}
   {"probe": [[host, interface, address, port], ...]}  connect to each, reply "reached"
   {"start": {"argv", "cwd", "env", "ranks": [[rank, {env}, prefix, output], ...], "remove": [path, ...],
-             "timestamp": bool}}
-      (output: a directory the rank's stdout and stderr are also written to,
-      or null; remove: files of this host to remove when the ranks have
-      ended; timestamp: the time before each line, after the prefix's rank)
+             "timestamp": bool, "bind": "auto" | "none" | "core"}}
+      (ranks: this host's, in local rank order; output: a directory the
+      rank's stdout and stderr are also written to, or null; remove: files
+      of this host to remove when the ranks have ended; timestamp: the time
+      before each line, after the prefix's rank; bind: kolorun's --bind-to,
+      see core_shares)
   {"signal": "USR1" | "TERM"}                          forwarded to every rank
   {"stop": true}                                       end the ranks, then exit
   {"heartbeat": true}                                  (any line counts as one)
@@ -111,6 +113,37 @@ def free_port(addr=""):
         return s.getsockname()[1]
 
 
+def core_shares(mode, cores, ranks):
+    """kolorun's --bind-to: the cores each of a host's `ranks` local ranks
+    may run on, in local rank order, out of `cores` (the supervisor's own,
+    sorted), or None to leave them unbound. `core` gives each rank an equal
+    run of consecutive cores, or, when the ranks outnumber the cores, one
+    core that consecutive ranks share. `auto` does so where every rank's
+    share is one core or part of one (the ranks at least as many as the
+    cores). Unbound there, each rank's thread pools (OpenMP's, under torch;
+    TensorFlow's) start a thread for every core of the host, and the host
+    runs several times as many threads as it has cores: a torch matmul ran
+    4.6x slower with 2 ranks on 2 cores. And the scheduler moves ranks
+    between cores and wakes them where their caches are not; bound, the
+    ranks that share a core are neighbours, whose messages stay in its
+    caches. docs/performance-log.md's "Ranks bound to cores" has the
+    figures. Where each rank would get several cores, `auto` leaves them to
+    the scheduler: a run of consecutive numbers is not a run of one
+    socket's cores on every machine (hyperthreads are often numbered after
+    all the cores), so which cores go together is better said by the user
+    (`core`, or a launcher that reads the topology)."""
+    count = len(cores)
+    if mode == "none" or ranks < 1 or count < 1:
+        return None
+    if mode == "auto" and ranks < count:
+        return None
+    shares = []
+    for r in range(ranks):
+        first = r * count // ranks
+        shares.append(cores[first:max(first + 1, (r + 1) * count // ranks)])
+    return shares
+
+
 class Supervisor:
     def __init__(self, hello):
         self.host = hello["host"]
@@ -193,13 +226,23 @@ class Supervisor:
         self.remove = job.get("remove", [])
         base = dict(os.environ)
         base.update(job["env"])
-        for rank, extra, prefix, *output in job["ranks"]:
+        own_cores = os.sched_getaffinity(0)
+        shares = core_shares(job.get("bind", "none"), sorted(own_cores), len(job["ranks"]))
+        for index, (rank, extra, prefix, *output) in enumerate(job["ranks"]):
             env = dict(base)
             env.update(extra)
             try:
                 files = self.output_files(output[0] if output else None)
-                proc = subprocess.Popen(job["argv"], env=env, cwd=job["cwd"], stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                # The rank inherits this thread's cores when it is forked:
+                # bound from its first instruction, before any thread of its own.
+                if shares:
+                    os.sched_setaffinity(0, shares[index])
+                try:
+                    proc = subprocess.Popen(job["argv"], env=env, cwd=job["cwd"], stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                finally:
+                    if shares:
+                        os.sched_setaffinity(0, own_cores)
             except OSError as e:
                 self.tell("exit", {"rank": rank, "status": 127,
                                    "error": "cannot start %s: %s" % (e.filename or job["argv"][0], e.strerror or e)})
