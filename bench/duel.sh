@@ -29,6 +29,11 @@
 #   BASELINE: another kolo_bench (e.g. built from an earlier commit) run in
 #   the same rounds as "kolo_baseline" and "kolo_tcp_baseline", for a
 #   before/after ratio of each.
+#   UNBOUND=1: kolo also as "kolo_unbound" and "kolo_tcp_unbound", started
+#   with kolorun --bind-to none, for the ratio of kolorun's binding. Where
+#   kolorun binds the ranks to cores, each peer runs both as its own
+#   launcher places it and bound as kolo's ranks are ("..._bound"), and
+#   the faster counts (run_peers.sh's PEER_BINDING).
 set -euo pipefail
 # shellcheck source=bench/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -48,6 +53,9 @@ if [[ -n "${BASELINE:-}" ]]; then
   cp "$BASELINE" "$WORK/kolo_baseline"
   BENCHES+=("kolo_baseline $WORK/kolo_baseline" "kolo_tcp_baseline $WORK/kolo_baseline KOLO_TRANSPORT=tcp")
 fi
+if [[ -n "${UNBOUND:-}" ]]; then
+  BENCHES+=("kolo_unbound $WORK/kolo_bench" "kolo_tcp_unbound $WORK/kolo_bench KOLO_TRANSPORT=tcp")
+fi
 
 for ((round = 1; round <= ROUNDS; round++)); do
   echo "== round $round of $ROUNDS" >&2
@@ -62,8 +70,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
   for n in "${NS[@]}"; do
     for bench in "${BENCHES[@]}"; do
       read -r name binary settings <<<"$bench"
-      env $settings tools/kolorun -np "$n" --no-prefix "$binary" --min-bytes "$SIZE" --max-bytes "$SIZE" \
-        --iters "$ITERS" --no-check | awk -v n="$n" -v name="$name" '/^ +[0-9]/ {print name, n, $6}' >>"$RESULTS"
+      binding=auto
+      [[ $name == *_unbound ]] && binding=none
+      env $settings tools/kolorun -np "$n" --no-prefix --bind-to "$binding" "$binary" --min-bytes "$SIZE" \
+        --max-bytes "$SIZE" --iters "$ITERS" --no-check | awk -v n="$n" -v name="$name" '/^ +[0-9]/ {print name, n, $6}' >>"$RESULTS"
       if [[ $name == kolo ]]; then
         tail -1 "$RESULTS" | awk -v r="${round_trip:-?}" '{printf " %s (%s ns)", $3, r}' >>"$BY_ROUND.$n"
       fi
@@ -75,6 +85,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     awk '/^== gloo algo=/ {split($3, a, "="); name = "gloo_" a[2]; split($4, b, "="); n = b[2]}
          /^== MPI_Allreduce.*btl tcp/ {name = "mpi_tcp"; n = substr($NF, 3)}
          /^== MPI_Allreduce.*btl vader/ {name = "mpi_shm"; n = substr($NF, 3)}
+         /^== .*bound like kolorun/ {name = name "_bound"}
          /^ +[0-9]/ && name != "" {print name, n, $5; name = ""}' >>"$RESULTS"
 done
 
@@ -100,9 +111,10 @@ for n in "${NS[@]}"; do
           printf "N=%s %-24s median %6.3f  all:%s\n", n, k, med, v[k];
           if (k == "kolo") kolo = med; else if (k == "kolo_baseline") base = med;
           else if (k == "kolo_tcp") tcp = med; else if (k == "kolo_tcp_baseline") tcp_base = med;
+          else if (k == "kolo_unbound") unbound = med; else if (k == "kolo_tcp_unbound") tcp_unbound = med;
           else {
             if (med > best) { best = med; bestname = k }
-            if (k != "mpi_shm" && med > best_tcp) { best_tcp = med; best_tcp_name = k }
+            if (k !~ /^mpi_shm/ && med > best_tcp) { best_tcp = med; best_tcp_name = k }
           }
         }
         if (best > 0) printf "N=%s kolo/best = %.2fx (best peer: %s)\n", n, kolo / best, bestname;
@@ -128,6 +140,8 @@ for n in "${NS[@]}"; do
         }
         if (base > 0) printf "N=%s kolo/kolo_baseline = %.2fx\n", n, kolo / base;
         if (tcp_base > 0) printf "N=%s kolo_tcp/kolo_tcp_baseline = %.2fx\n", n, tcp / tcp_base;
+        if (unbound > 0) printf "N=%s kolo/kolo_unbound = %.2fx\n", n, kolo / unbound;
+        if (tcp_unbound > 0) printf "N=%s kolo_tcp/kolo_tcp_unbound = %.2fx\n", n, tcp / tcp_unbound;
       }'
   if [[ -f "$BY_ROUND.$n" ]]; then
     echo "N=$n kolo by round (a cache line's round trip between two cores):$(cat "$BY_ROUND.$n")"

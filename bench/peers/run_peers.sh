@@ -9,6 +9,12 @@
 #   MIN_BYTES (4096)  MAX_BYTES (268435456)  STEP_FACTOR (4)
 #   ITERS (20)  WARMUP (3)  ALGOS ("ring ring_chunked halving_doubling allreduce")
 #   SKIP_CEILING=1  to leave out the TCP ceiling (it moves 6 GiB, ~2 s)
+#   PEER_BINDING (both): where kolorun binds N ranks to cores (kolorun
+#     --bind-to auto), each peer runs twice, as its own launcher places it
+#     and bound as kolorun binds kolo's ranks (bind_like_kolorun.sh; its
+#     tables' titles say "bound like kolorun"): either may be the faster
+#     (Gloo's busy-polling ranks crawl when two share a core; Open MPI's
+#     run faster bound). own: only the first; kolorun: only the second
 #   RUN_TIMEOUT (900) seconds before a stuck run is killed
 set -euo pipefail
 
@@ -42,17 +48,32 @@ BIN="$(bazel info bazel-bin 2>/dev/null)/bench/peers"
 cp "$BIN/gloo_bench" "$BIN/tcp_ceiling" "$WORK/"
 mpicc -O2 -o "$WORK/mpi_bench" bench/peers/mpi_bench.c
 
+# --- placement ---------------------------------------------------------------
+# "own" (as the peer's launcher places its ranks) and "bound" (as kolorun
+# binds kolo's): which of them run N ranks (PEER_BINDING), what starts a rank
+# under one, and what its table's title says of it.
+placements() {
+  case "${PEER_BINDING:-both}" in
+    own) echo own ;;
+    kolorun) echo bound ;;
+    both) if bench/peers/bind_like_kolorun.sh --binds "$1"; then echo own bound; else echo own; fi ;;
+    *) die "PEER_BINDING must be both, own or kolorun, not '$PEER_BINDING'" ;;
+  esac
+}
+wrapper() { [[ $1 == bound ]] && echo bench/peers/bind_like_kolorun.sh || true; }
+title() { [[ $1 == bound ]] && echo " (bound like kolorun)" || true; }
+
 # --- gloo --------------------------------------------------------------------
 # Each algorithm gets fresh processes and a fresh rendezvous directory: the
 # Debian Gloo snapshot degrades when algorithms share a context, and a stale
 # store would pair ranks from different runs.
 run_gloo() {
-  local n="$1" algo="$2"
-  local store="$WORK/store-$algo-$n" logs="$WORK/logs-$algo-$n"
+  local n="$1" algo="$2" placement="$3"
+  local store="$WORK/store-$algo-$n-$placement" logs="$WORK/logs-$algo-$n-$placement"
   mkdir -p "$store" "$logs"
   local pids=() r
   for ((r = 0; r < n; r++)); do
-    KOLO_RANK="$r" KOLO_WORLD_SIZE="$n" timeout "$RUN_TIMEOUT" \
+    KOLO_RANK="$r" KOLO_WORLD_SIZE="$n" timeout "$RUN_TIMEOUT" $(wrapper "$placement") \
       "$WORK/gloo_bench" --store-dir "$store" --algo "$algo" "${SWEEP[@]}" \
       >"$logs/$r.out" 2>"$logs/$r.err" &
     pids+=("$!")
@@ -68,7 +89,7 @@ run_gloo() {
     fi
   done
   echo
-  echo "== gloo algo=$algo N=$n"
+  echo "== gloo algo=$algo N=$n$(title "$placement")"
   cat "$logs/0.out"
   [[ $failed -eq 0 ]] || die "gloo $algo N=$n failed (a FAIL row or a crash)"
 }
@@ -78,18 +99,20 @@ run_gloo() {
 # TCP that Gloo and kolo's TCP transport use; and over its shared memory
 # (btl vader,self: Open MPI's default on one machine), the peer of kolo's.
 run_mpi() {
-  local n="$1" btl="$2"
+  local n="$1" btl="$2" placement="$3"
   echo
-  echo "== MPI_Allreduce (Open MPI, pml ob1, btl $btl) N=$n"
+  echo "== MPI_Allreduce (Open MPI, pml ob1, btl $btl$(title "$placement")) N=$n"
   timeout "$RUN_TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np "$n" \
-    --mca pml ob1 --mca btl "$btl" "$WORK/mpi_bench" "${SWEEP[@]}" \
+    --mca pml ob1 --mca btl "$btl" $(wrapper "$placement") "$WORK/mpi_bench" "${SWEEP[@]}" \
     || die "MPI ($btl) N=$n failed (a FAIL row or a crash)"
 }
 
 for n in "${NS[@]}"; do
-  for algo in $ALGOS; do run_gloo "$n" "$algo"; done
-  run_mpi "$n" tcp,self
-  run_mpi "$n" vader,self
+  for placement in $(placements "$n"); do
+    for algo in $ALGOS; do run_gloo "$n" "$algo" "$placement"; done
+    run_mpi "$n" tcp,self "$placement"
+    run_mpi "$n" vader,self "$placement"
+  done
 done
 
 if [[ "${SKIP_CEILING:-0}" != 1 ]]; then
