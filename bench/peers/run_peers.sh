@@ -13,8 +13,9 @@
 #     --bind-to auto), each peer runs twice, as its own launcher places it
 #     and bound as kolorun binds kolo's ranks (bind_like_kolorun.sh; its
 #     tables' titles say "bound like kolorun"): either may be the faster
-#     (Gloo's busy-polling ranks crawl when two share a core; Open MPI's
-#     run faster bound). own: only the first; kolorun: only the second
+#     (Gloo's rings, whose ranks busy-poll, run slower when two share a
+#     core; Open MPI's tcp runs faster). own: only the first; kolorun: only
+#     the second
 #   RUN_TIMEOUT (900) seconds before a stuck run is killed
 set -euo pipefail
 

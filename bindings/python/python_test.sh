@@ -57,8 +57,8 @@ PYTEST=("$KOLO_PYTHON" -m pytest -q -p no:cacheprovider --durations=8
 [ "${KOLO_TEST_EXTENDED:-0}" = 1 ] || PYTEST+=(-m "not extended")
 if [[ "$1" == launcher ]]; then  # kolorun's pure parts (ssh_test runs it across hosts), the package's shape,
   # and the framework-free logic the front ends share
-  PYTHONPATH="$ROOT/bindings/python" exec "${PYTEST[@]}" test_launcher.py test_core_binding.py test_horovodrun_flags.py \
-    test_package_layout.py test_training_logic.py
+  PYTHONPATH="$ROOT/bindings/python" exec "${PYTEST[@]}" test_launcher.py test_core_binding.py \
+    test_horovodrun_flags.py test_package_layout.py test_training_logic.py
 fi
 if [[ "$1" == ray || "$1" == spark ]]; then
   # A local Ray instance, or Spark in local mode and as a standalone
