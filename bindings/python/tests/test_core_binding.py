@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from kolo.runner.supervisor import core_shares
+from kolo.runner.supervisor import core_shares, start_on
 
 KOLORUN = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir, "tools", "kolorun")
 
@@ -48,6 +48,22 @@ def test_none_and_degenerate_hosts_bind_nothing():
     assert core_shares("none", [0, 1], 4) is None
     assert core_shares("core", [0, 1], 0) is None
     assert core_shares("auto", [], 4) is None
+
+
+def test_a_process_starts_on_its_cores_and_the_starter_keeps_its_own():
+    own = os.sched_getaffinity(0)
+    first = min(own)
+    run = start_on([first], lambda: subprocess.run(
+        [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"], capture_output=True, text=True))
+    assert run.stdout.strip() == "[%d]" % first
+    assert os.sched_getaffinity(0) == own
+
+
+def test_a_host_that_forbids_binding_starts_the_process_unbound(monkeypatch):
+    def refuse(pid, cores):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(os, "sched_setaffinity", refuse)
+    assert start_on([0], lambda: "started") == "started"
 
 
 def ranks_cores(tmp_path, cores, *argv):

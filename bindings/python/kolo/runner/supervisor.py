@@ -144,6 +144,25 @@ def core_shares(mode, cores, ranks):
     return shares
 
 
+def start_on(cores, start):
+    """start()'s result, the process it forks bound to `cores` (None:
+    unbound). The child inherits the forking thread's cores, so it is bound
+    from its first instruction, before any thread of its own; this thread's
+    own are put back after. Where the host forbids it (a container's
+    policy), the process starts unbound: binding only speeds it up."""
+    if cores is None:
+        return start()
+    own = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cores)
+    except OSError:
+        return start()
+    try:
+        return start()
+    finally:
+        os.sched_setaffinity(0, own)
+
+
 class Supervisor:
     def __init__(self, hello):
         self.host = hello["host"]
@@ -226,23 +245,15 @@ class Supervisor:
         self.remove = job.get("remove", [])
         base = dict(os.environ)
         base.update(job["env"])
-        own_cores = os.sched_getaffinity(0)
-        shares = core_shares(job.get("bind", "none"), sorted(own_cores), len(job["ranks"]))
+        shares = core_shares(job.get("bind", "none"), sorted(os.sched_getaffinity(0)), len(job["ranks"]))
         for index, (rank, extra, prefix, *output) in enumerate(job["ranks"]):
             env = dict(base)
             env.update(extra)
             try:
                 files = self.output_files(output[0] if output else None)
-                # The rank inherits this thread's cores when it is forked:
-                # bound from its first instruction, before any thread of its own.
-                if shares:
-                    os.sched_setaffinity(0, shares[index])
-                try:
-                    proc = subprocess.Popen(job["argv"], env=env, cwd=job["cwd"], stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-                finally:
-                    if shares:
-                        os.sched_setaffinity(0, own_cores)
+                proc = start_on(shares[index] if shares else None, lambda: subprocess.Popen(
+                    job["argv"], env=env, cwd=job["cwd"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, start_new_session=True))
             except OSError as e:
                 self.tell("exit", {"rank": rank, "status": 127,
                                    "error": "cannot start %s: %s" % (e.filename or job["argv"][0], e.strerror or e)})
