@@ -53,9 +53,9 @@ def test_none_and_degenerate_hosts_bind_nothing():
 def test_a_process_starts_on_its_cores_and_the_starter_keeps_its_own():
     own = os.sched_getaffinity(0)
     first = min(own)
-    run = start_on([first], lambda: subprocess.run(
+    run, bound = start_on([first], lambda: subprocess.run(
         [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"], capture_output=True, text=True))
-    assert run.stdout.strip() == "[%d]" % first
+    assert bound and run.stdout.strip() == "[%d]" % first
     assert os.sched_getaffinity(0) == own
 
 
@@ -63,7 +63,7 @@ def test_a_host_that_forbids_binding_starts_the_process_unbound(monkeypatch):
     def refuse(pid, cores):
         raise PermissionError(1, "Operation not permitted")
     monkeypatch.setattr(os, "sched_setaffinity", refuse)
-    assert start_on([0], lambda: "started") == "started"
+    assert start_on([0], lambda: "started") == ("started", False)
 
 
 def ranks_cores(tmp_path, cores, *argv):
@@ -76,6 +76,20 @@ def ranks_cores(tmp_path, cores, *argv):
     assert run.returncode == 0, run.stderr
     got = dict(line.split() for line in run.stdout.splitlines())
     return {int(rank): [int(c) for c in listed.split(",")] for rank, listed in got.items()}
+
+
+def test_kolorun_verbose_says_where_it_bound_the_ranks(tmp_path):
+    allowed = sorted(os.sched_getaffinity(0))
+    assert len(allowed) >= 2, "this test needs two cores to share among the ranks"
+    a, b = allowed[:2]
+    run = subprocess.run([sys.executable, KOLORUN, "-np", "4", "--verbose", "true"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60, preexec_fn=lambda: os.sched_setaffinity(0, [a, b]))
+    assert run.returncode == 0, run.stderr
+    assert ("kolorun: host localhost: ranks bound to cores (--bind-to auto): 0 on %d, 1 on %d, 2 on %d, 3 on %d\n"
+            % (a, a, b, b)) in run.stderr
+    run = subprocess.run([sys.executable, KOLORUN, "-np", "4", "--verbose", "--bind-to", "none", "true"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and "bound" not in run.stderr, run.stderr
 
 
 def test_kolorun_starts_its_ranks_on_their_cores(tmp_path):

@@ -165,7 +165,13 @@ class FixedJob:
             s.send({"start": {"argv": self.opts.command, "cwd": os.getcwd(), "env": self.env, "ranks": ranks,
                               "timestamp": self.opts.timestamp,
                               "bind": getattr(self.opts, "bind_to", "auto")}})
-        self.wait_all("started", deadline, "start its ranks")
+        started = self.wait_all("started", deadline, "start its ranks")
+        if self.opts.verbose:
+            for s, value in zip(self.sessions, started):
+                if value.get("cores"):
+                    self.say("host %s: ranks bound to cores (--bind-to %s): %s" % (
+                        s.name, getattr(self.opts, "bind_to", "auto"),
+                        ", ".join("%d on %s" % (rank, ",".join(map(str, cores))) for rank, cores in value["cores"])))
 
     def output_dir(self, rank):
         """--output-filename's directory for a rank's output, horovodrun's

@@ -25,7 +25,8 @@ standard output and error, and its own messages on standard output, each a
 line `MARK JSON` (MARK: random per job, so no rank's line is taken for one):
   {"ready": {"interfaces", "default", "probe_port", "ports"}}
   {"reached": [[host, interface, address], ...]}
-  {"started": [pid, ...]}
+  {"started": {"pids": [pid, ...], "cores": [[rank, [core, ...]], ...] | null}}
+      (cores: where --bind-to bound the ranks; null: unbound)
   {"exit": {"rank", "status", "error"}}                one per rank
   {"done": {"why"}}                                    the last line
 Its ranks end (SIGTERM, then SIGKILL after grace_s) when kolorun says stop,
@@ -145,20 +146,21 @@ def core_shares(mode, cores, ranks):
 
 
 def start_on(cores, start):
-    """start()'s result, the process it forks bound to `cores` (None:
-    unbound). The child inherits the forking thread's cores, so it is bound
-    from its first instruction, before any thread of its own; this thread's
-    own are put back after. Where the host forbids it (a container's
-    policy), the process starts unbound: binding only speeds it up."""
+    """(start()'s result, whether it was bound): the process start() forks
+    bound to `cores` (None: unbound). The child inherits the forking
+    thread's cores, so it is bound from its first instruction, before any
+    thread of its own; this thread's own are put back after. Where the host
+    forbids it (a container's policy), the process starts unbound: binding
+    only speeds it up."""
     if cores is None:
-        return start()
+        return start(), False
     own = os.sched_getaffinity(0)
     try:
         os.sched_setaffinity(0, cores)
     except OSError:
-        return start()
+        return start(), False
     try:
-        return start()
+        return start(), True
     finally:
         os.sched_setaffinity(0, own)
 
@@ -246,14 +248,17 @@ class Supervisor:
         base = dict(os.environ)
         base.update(job["env"])
         shares = core_shares(job.get("bind", "none"), sorted(os.sched_getaffinity(0)), len(job["ranks"]))
+        bound = []  # (rank, its cores) of the ranks started bound
         for index, (rank, extra, prefix, *output) in enumerate(job["ranks"]):
             env = dict(base)
             env.update(extra)
             try:
                 files = self.output_files(output[0] if output else None)
-                proc = start_on(shares[index] if shares else None, lambda: subprocess.Popen(
+                proc, was_bound = start_on(shares[index] if shares else None, lambda: subprocess.Popen(
                     job["argv"], env=env, cwd=job["cwd"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE, start_new_session=True))
+                if was_bound:
+                    bound.append((rank, shares[index]))
             except OSError as e:
                 self.tell("exit", {"rank": rank, "status": 127,
                                    "error": "cannot start %s: %s" % (e.filename or job["argv"][0], e.strerror or e)})
@@ -268,7 +273,8 @@ class Supervisor:
                 t.start()
             self.pumps += pumps
             threading.Thread(target=self.reap, args=(rank, proc, pumps), daemon=True).start()
-        self.tell("started", [p.pid for p in self.ranks.values()])
+        self.tell("started", {"pids": [p.pid for p in self.ranks.values()],
+                              "cores": [[r, c] for r, c in bound] if bound else None})
 
     @staticmethod
     def output_files(directory):
