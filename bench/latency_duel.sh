@@ -38,13 +38,15 @@ for ((round = 1; round <= ROUNDS; round++)); do
   for n in "${NS[@]}"; do
     tools/kolorun -np "$n" --no-prefix "$WORK/kolo_bench" "${SWEEP[@]}" --no-check |
       awk -v n="$n" '/^ +[0-9]/ {print "kolo", n, $1, $3, $NF}' >>"$RESULTS"
-    timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 --mca btl vader,self \
-      "$WORK/mpi_bench" "${SWEEP[@]}" 2>/dev/null | awk -v n="$n" '/^ +[0-9]/ {print "mpi", n, $1, $3, "-"}' >>"$RESULTS"
-    if bench/peers/bind_like_kolorun.sh --binds "$n"; then
+    placements=(mpi)
+    bench/peers/bind_like_kolorun.sh --binds "$n" && placements+=(mpi_bound)
+    for who in "${placements[@]}"; do
+      bound=()
+      [[ $who == mpi_bound ]] && bound=(bench/peers/bind_like_kolorun.sh)
       timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 --mca btl vader,self \
-        bench/peers/bind_like_kolorun.sh "$WORK/mpi_bench" "${SWEEP[@]}" 2>/dev/null |
-        awk -v n="$n" '/^ +[0-9]/ {print "mpi_bound", n, $1, $3, "-"}' >>"$RESULTS"
-    fi
+        "${bound[@]}" "$WORK/mpi_bench" "${SWEEP[@]}" 2>/dev/null |
+        awk -v n="$n" -v who="$who" '/^ +[0-9]/ {print who, n, $1, $3, "-"}' >>"$RESULTS"
+    done
   done
 done
 python3 - "$RESULTS" "$ROUNDS" <<'PY'

@@ -66,36 +66,41 @@ def test_a_host_that_forbids_binding_starts_the_process_unbound(monkeypatch):
     assert start_on([0], lambda: "started") == ("started", False)
 
 
+def two_cores():
+    """Two of the cores this process may use: the tests start kolorun on them."""
+    allowed = sorted(os.sched_getaffinity(0))
+    assert len(allowed) >= 2, "this test needs two cores to share among the ranks"
+    return allowed[:2]
+
+
+def kolorun(tmp_path, cores, *argv):
+    """kolorun with `argv`, started from a process allowed `cores`; it must succeed."""
+    run = subprocess.run([sys.executable, KOLORUN] + list(argv), cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60, preexec_fn=lambda: os.sched_setaffinity(0, cores))
+    assert run.returncode == 0, run.stderr
+    return run
+
+
 def ranks_cores(tmp_path, cores, *argv):
     """{rank: the cores it may run on} of a job kolorun starts from a process
     allowed `cores`."""
     program = "import os; print(os.environ['KOLO_RANK'], ','.join(map(str, sorted(os.sched_getaffinity(0)))))"
-    run = subprocess.run([sys.executable, KOLORUN, "--no-prefix"] + list(argv) + [sys.executable, "-c", program],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                         preexec_fn=lambda: os.sched_setaffinity(0, cores))
-    assert run.returncode == 0, run.stderr
+    run = kolorun(tmp_path, cores, "--no-prefix", *argv, sys.executable, "-c", program)
     got = dict(line.split() for line in run.stdout.splitlines())
     return {int(rank): [int(c) for c in listed.split(",")] for rank, listed in got.items()}
 
 
 def test_kolorun_verbose_says_where_it_bound_the_ranks(tmp_path):
-    allowed = sorted(os.sched_getaffinity(0))
-    assert len(allowed) >= 2, "this test needs two cores to share among the ranks"
-    a, b = allowed[:2]
-    run = subprocess.run([sys.executable, KOLORUN, "-np", "4", "--verbose", "true"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=60, preexec_fn=lambda: os.sched_setaffinity(0, [a, b]))
-    assert run.returncode == 0, run.stderr
+    a, b = two_cores()
+    run = kolorun(tmp_path, [a, b], "-np", "4", "--verbose", "true")
     assert ("kolorun: host localhost: ranks bound to cores (--bind-to auto): 0 on %d, 1 on %d, 2 on %d, 3 on %d\n"
             % (a, a, b, b)) in run.stderr
-    run = subprocess.run([sys.executable, KOLORUN, "-np", "4", "--verbose", "--bind-to", "none", "true"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0 and "bound" not in run.stderr, run.stderr
+    run = kolorun(tmp_path, [a, b], "-np", "4", "--verbose", "--bind-to", "none", "true")
+    assert "bound" not in run.stderr, run.stderr
 
 
 def test_kolorun_starts_its_ranks_on_their_cores(tmp_path):
-    allowed = sorted(os.sched_getaffinity(0))
-    assert len(allowed) >= 2, "this test needs two cores to share among the ranks"
-    a, b = allowed[:2]
+    a, b = two_cores()
     assert ranks_cores(tmp_path, [a, b], "-np", "4") == {0: [a], 1: [a], 2: [b], 3: [b]}
     assert ranks_cores(tmp_path, [a, b], "-np", "3") == {0: [a], 1: [a], 2: [b]}
     assert ranks_cores(tmp_path, [a, b], "-np", "1") == {0: [a, b]}

@@ -140,6 +140,7 @@ class FixedJob:
         master = choices[0].address
         job_id = os.environ.get("KOLO_JOB_ID") or "kolorun-" + secrets.token_hex(8)
         secret = os.environ.get("KOLO_SECRET") or secrets.token_hex(32)
+        bind = getattr(self.opts, "bind_to", "auto")
         for s, choice in zip(self.sessions, choices):
             ranks = []
             for p in self.placements:
@@ -164,13 +165,13 @@ class FixedJob:
                 ranks.append([p.rank, {k: str(v) for k, v in env.items()}, prefix, self.output_dir(p.rank)])
             s.send({"start": {"argv": self.opts.command, "cwd": os.getcwd(), "env": self.env, "ranks": ranks,
                               "timestamp": self.opts.timestamp,
-                              "bind": getattr(self.opts, "bind_to", "auto")}})
+                              "bind": bind}})
         started = self.wait_all("started", deadline, "start its ranks")
         if self.opts.verbose:
             for s, value in zip(self.sessions, started):
                 if value.get("cores"):
                     self.say("host %s: ranks bound to cores (--bind-to %s): %s" % (
-                        s.name, getattr(self.opts, "bind_to", "auto"),
+                        s.name, bind,
                         ", ".join("%d on %s" % (rank, ",".join(map(str, cores))) for rank, cores in value["cores"])))
 
     def output_dir(self, rank):
