@@ -27,9 +27,11 @@ def record(rank, entries, host="", report=None):
             "host": host or "host-%d" % rank, "dumped_ns": 100 * S, "failure_report": report, "entries": entries}
 
 
-def diagnose(errors, missing, hosts=None, store=None):
+def diagnose(errors, missing, hosts=None, store=None, late=None):
     """Records of N ranks that all completed calls 0-4 and failed call #5
     with errors[rank] (rank: (error, seconds waited)); missing ranks left none.
+    A rank in errors with None stopped before call #5 (its record ends at
+    #4). late[rank]: how many seconds after the others it started #5.
     hosts[rank]: its host (default one each); store[rank]: how its failure
     report to the job's store went ("reached", "unreachable" or "pending",
     started when its call failed)."""
@@ -37,10 +39,15 @@ def diagnose(errors, missing, hosts=None, store=None):
         for r in range(N):
             if r in missing:
                 continue
-            err, waited = errors[r]
             entries = [entry(s) for s in range(5)]
-            end = 5 * S + int(waited * S)
-            entries.append(entry(5, "failed", err, start=5 * S, end=end))
+            if errors[r] is None:
+                with open(os.path.join(d, "kolo-flight.job-1.world.%d.json" % r), "w") as f:
+                    json.dump(record(r, entries, (hosts or {}).get(r)), f)
+                continue
+            err, waited = errors[r]
+            start = 5 * S + int((late or {}).get(r, 0) * S)
+            end = start + int(waited * S)
+            entries.append(entry(5, "failed", err, start=start, end=end))
             report = None
             if store:
                 # "unreachable": waited out its 2 s; "refused": at once
@@ -66,7 +73,7 @@ def expect(name, text, first, words):
 
 
 def main():
-    timeout = "TIMED_OUT: no progress before the deadline while receiving message 36 from rank %d (0 of 0 bytes)"
+    timeout = "TIMEOUT: no progress before the deadline while receiving message 36 from rank %d (0 of 0 bytes)"
     closed = "PEER_LOST: rank %d (shared memory) closed the connection: its communicator closed or failed"
     died = "PEER_LOST: rank %d (shared memory) closed the connection: its process ended"
     ok = True
@@ -95,6 +102,23 @@ def main():
     ok &= expect("killed rank, over TCP", text, "culprit: rank 2: died (world)", ["died"])
     text = diagnose({0: ("PEER_LOST: rank 0 lost a peer", 0.1), 1: (timeout % 0, 2.0), 3: (timeout % 0, 2.0)}, {2})
     ok &= expect("killed rank, no peer named", text, "culprit: rank 2: died (world)", ["died"])
+    # Rank 2 killed while rank 3 (sharing its core) was still on its way to
+    # call #5: the others failed at once, so rank 3 had no time to arrive and
+    # is not to blame (a CI run's case).
+    text = diagnose({0: (closed % 1, 0.1), 1: (ended % 2, 0.1), 3: (ended % 2, 0.001)}, {2}, late={3: 0.101})
+    ok &= expect("killed rank, a neighbour arriving after the others failed", text, "culprit: rank 2: died (world)",
+                 ["rank 2 left no flight record: it died"])
+    text = diagnose({0: (closed % 1, 0.1), 1: (ended % 2, 0.1), 3: None}, {2})
+    ok &= expect("killed rank, a neighbour not yet at the call", text, "culprit: rank 2: died (world)", ["died"])
+    # Where the others waited out their deadline, a rank that came after
+    # they gave up, or never came, is the one missing.
+    text = diagnose({0: (timeout % 3, 2.0), 1: (timeout % 0, 2.0), 2: (timeout % 1, 2.0), 3: (closed % 2, 0.001)}, set(),
+                    late={3: 2.5})
+    ok &= expect("a rank arriving after the others timed out", text, "culprit: rank 3: never-arrived (world)",
+                 ["rank 3 never arrived at call #5", "in time: it came 0.50 s after the others had given up"])
+    text = diagnose({0: (timeout % 3, 2.0), 1: (timeout % 0, 2.0), 2: (timeout % 1, 2.0), 3: None}, set())
+    ok &= expect("a rank that never came", text, "culprit: rank 3: never-arrived (world)",
+                 ["rank 3 never arrived at call #5", "its record ends at call #4"])
     # A partition: rank 2's host's link went down. Every rank waited for its
     # ring neighbour (rank 2's wait crosses the cut, and so do the others'
     # in a ring), all left records, and only rank 2's failure never reached
