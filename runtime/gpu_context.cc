@@ -24,6 +24,7 @@ Status GpuContext::device(Device** out) {
     open_failure_ = open_device(local_rank_, &owned_);
     if (open_failure_.is_ok()) {
       device_ = owned_.get();
+      opened_.store(true, std::memory_order_release);
       KOLO_INFO("using " << device_->name() << " for device buffers (local rank " << local_rank_ << ")");
     }
   }
@@ -35,11 +36,6 @@ Status GpuContext::device(Device** out) {
   }
   *out = device_;
   return Status::ok();
-}
-
-bool GpuContext::opened() {
-  std::lock_guard<std::mutex> lock(open_mutex_);
-  return device_ != nullptr;
 }
 
 Status GpuContext::classify(BufferList buffers, bool* on_device) {

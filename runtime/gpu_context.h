@@ -5,6 +5,7 @@
 // own transport to the others.
 #pragma once
 
+#include <atomic>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -56,7 +57,8 @@ class GpuContext {
  public:
   // injected: a Device to use instead of opening one (tests pass an
   // emulated GPU); nullptr opens GPU local_rank % count when needed.
-  GpuContext(Device* injected, int local_rank) : device_(injected), local_rank_(local_rank) {}
+  GpuContext(Device* injected, int local_rank)
+      : device_(injected), opened_(injected != nullptr), local_rank_(local_rank) {}
   ~GpuContext();
 
   // Whether the call's buffers are device memory (true) or host memory
@@ -96,10 +98,13 @@ class GpuContext {
                                 const std::vector<const TransportKind*>& device_routes, const Config& config,
                                 size_t segment_bytes);
 
-  bool opened();  // whether device_ is set (the GPU open, or injected)
+  // Whether device_ is set (the GPU open, or injected). Without a lock:
+  // every call asks, for each of its buffers.
+  bool opened() const { return opened_.load(std::memory_order_acquire); }
 
-  std::mutex open_mutex_;  // the opening (device()) against classify, from any threads
-  Device* device_;
+  std::mutex open_mutex_;  // the opening (device()), from any threads
+  Device* device_;  // under open_mutex_
+  std::atomic<bool> opened_;  // device_ set: it never goes back to nullptr
   std::unique_ptr<Device> owned_;
   Status open_failure_;  // why the GPU could not be opened, once tried
   bool tried_ = false;

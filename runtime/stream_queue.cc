@@ -32,8 +32,7 @@ void StreamQueue::push(std::function<void()> job, std::function<void()> then) {
 }
 
 bool StreamQueue::drain(double timeout_s) {
-  // Acquire: what the last job did is seen once its count is.
-  if (unfinished_.load(std::memory_order_acquire) == 0) return true;
+  if (idle()) return true;  // acquire: what the last job did is seen once its count is
   std::unique_lock<std::mutex> lock(mutex_);
   const Deadline deadline = Deadline::after_seconds(timeout_s);
   while (unfinished_.load(std::memory_order_relaxed) > 0) {

@@ -46,6 +46,8 @@ class StreamQueue {
   // (which start only if there is something to wait for: an idle queue
   // costs no clock read and no lock).
   bool drain(double timeout_s);
+  // Whether every job pushed so far has run (drain() would return at once).
+  bool idle() const { return unfinished_.load(std::memory_order_acquire) == 0; }
 
   // For a wait on the queue's own thread (a callback in a `then` waiting
   // for a job it pushed, which would otherwise wait for itself): runs the
