@@ -23,6 +23,12 @@ grep -qE "^ +65536 .* (recursive_doubling|halving_doubling|ring|tree|hierarchica
 timeout 120 "$KOLORUN" -np 3 "$BENCH" sweep --collective allreduce --dtype bfloat16 --op max --min-bytes 4K \
   --max-bytes 1M --iters 5 --link-gbps 5 --json "$DIR/sweep.json" >"$DIR/sweep.out" 2>&1 ||
   { cat "$DIR/sweep.out"; fail "sweep failed"; }
+# In place (as the duels call it): checked on the first call of each size.
+timeout 120 "$KOLORUN" -np 3 --no-prefix "$BENCH" --in-place --min-bytes 8 --max-bytes 4M --step-factor 64 --iters 3 \
+  >"$DIR/in_place.out" 2>&1 || { cat "$DIR/in_place.out"; fail "the in-place sweep failed"; }
+[ "$(grep -cE "^ +[0-9]+ .* OK " "$DIR/in_place.out")" = 4 ] || fail "the in-place sweep printed: $(cat "$DIR/in_place.out")"
+timeout 60 "$KOLORUN" -np 2 "$BENCH" --in-place --collective allgather >/dev/null 2>&1 &&
+  fail "--in-place was taken for an allgather"
 timeout 300 "$KOLORUN" -np 2 "$BENCH" scaling --model resnet50 --steps 2 --compute-ms 60 --predict-ranks 64 \
   --json "$DIR/scaling.json" >"$DIR/scaling.out" 2>&1 || { cat "$DIR/scaling.out"; fail "scaling failed"; }
 grep -q "PREDICTION" "$DIR/scaling.out" || fail "the prediction is not labelled as one"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # kolo against every peer at one size, interleaved over several rounds, so
 # that the machine's drift (these machines are shared and noisy) hits all of
-# them alike. Prints the median busbw of each and kolo's ratio to the best
-# peer: kolo as it runs by default (one machine's ranks share memory), and
+# them alike, each reducing in place. Prints the median busbw of each and
+# kolo's ratio to the best peer: kolo as it runs by default (one machine's ranks share memory), and
 # kolo_tcp (KOLO_TRANSPORT=tcp) against the best TCP peer (Gloo, Open MPI
 # over tcp); and kolo's busbw as a fraction of the memory-bandwidth bound
 # (every rank must at least read its input and write its output: N copies
@@ -57,6 +57,14 @@ if [[ -n "${UNBOUND:-}" ]]; then
   BENCHES+=("kolo_unbound $WORK/kolo_bench" "kolo_tcp_unbound $WORK/kolo_bench KOLO_TRANSPORT=tcp")
 fi
 
+# kolo in place, as the peers' benchmarks call theirs (bench/peers/mpi_bench.c,
+# gloo_bench.cc): out of place, a call also writes a second buffer the
+# others never touch. A baseline built before kolo_bench had --in-place
+# runs out of place.
+in_place() { "$1" --help 2>&1 | grep -q -- '--in-place' && echo --in-place || true; }
+[[ -n "${BASELINE:-}" && -z "$(in_place "$WORK/kolo_baseline")" ]] &&
+  echo "duel: the baseline has no --in-place: it runs out of place" >&2
+
 for ((round = 1; round <= ROUNDS; round++)); do
   echo "== round $round of $ROUNDS" >&2
   "$WORK/memcpy_bandwidth" | awk '{print "memcpy 0", $2}' >>"$RESULTS"
@@ -72,8 +80,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
       read -r name binary settings <<<"$bench"
       binding=auto
       [[ $name == *_unbound ]] && binding=none
-      env $settings tools/kolorun -np "$n" --no-prefix --bind-to "$binding" "$binary" --min-bytes "$SIZE" \
-        --max-bytes "$SIZE" --iters "$ITERS" --no-check | awk -v n="$n" -v name="$name" '/^ +[0-9]/ {print name, n, $6}' >>"$RESULTS"
+      env $settings tools/kolorun -np "$n" --no-prefix --bind-to "$binding" "$binary" $(in_place "$binary") \
+        --min-bytes "$SIZE" --max-bytes "$SIZE" --iters "$ITERS" --no-check | awk -v n="$n" -v name="$name" '/^ +[0-9]/ {print name, n, $6}' >>"$RESULTS"
       if [[ $name == kolo ]]; then
         tail -1 "$RESULTS" | awk -v r="${round_trip:-?}" '{printf " %s (%s ns)", $3, r}' >>"$BY_ROUND.$n"
       fi

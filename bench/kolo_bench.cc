@@ -42,6 +42,10 @@ sweep (default): one collective over a range of sizes, as nccl-tests does.
                     bytes (effective bandwidth), and the check allows the format's error
   --no-check        skip the correctness check (by default each size is checked
                     once against values computed independently, for any dtype and op)
+  --in-place        allreduce: sendbuf == recvbuf, as Open MPI's (bench/peers/mpi_bench.c)
+                    and Gloo's benchmarks call it (by default two buffers, as
+                    nccl-tests does); the check runs on the first call, and later
+                    calls keep reducing the result into itself
   --staged          do not declare the buffers (kolo_comm_register_memory): over
                     RDMA every message is then copied through kolo's staging rings
   --link-gbps G     what the links carry in total (e.g. bench/peers/tcp_ceiling's
@@ -192,6 +196,7 @@ int main(int argc, char** argv) {
     } else if (a == "--check") sw.check = true;
     else if (a == "--no-check") sw.check = false;
     else if (a == "--staged") sw.declare_buffers = false;
+    else if (a == "--in-place") sw.in_place = true;
     else if (a == "--link-gbps") sw.link_gbps = std::atof(next());
     else if (a == "--plot") plot = next();
     else if (a == "--model") model = next(), model_given = true;
@@ -227,6 +232,7 @@ int main(int argc, char** argv) {
   if (sw.step_factor <= 1 || sw.min_bytes == 0 || sw.max_bytes < sw.min_bytes || sw.iters < 1 || sw.warmup < 0) {
     usage_error("need --step-factor > 1, 0 < --min-bytes <= --max-bytes, --iters >= 1, --warmup >= 0");
   }
+  if (sw.in_place && sw.collective != kolo::bench::Collective::kAllreduce) usage_error("--in-place is for allreduce");
   if (sc.steps < 1 || sc.bucket_mb <= 0 || sc.compute_scale <= 0 || sc.compute_ms < 0 || sc.predict_ranks < 0) {
     usage_error("need --steps >= 1, --bucket-mb > 0, --compute-scale > 0, --compute-ms >= 0, --predict-ranks >= 0");
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Small allreduces on one machine: kolo as it runs by default (shared
-# memory; recursive doubling or the arena, as the cost model chooses)
-# against Open MPI over its shared memory (btl vader, its default on one
+# memory; recursive doubling or the arena, as the cost model chooses), in
+# place as bench/peers/mpi_bench.c calls Open MPI's, against Open MPI over its shared memory (btl vader, its default on one
 # machine), 8 bytes to 64 KiB, interleaved over several rounds so that the
 # machine's drift hits both alike. Prints, per N and size, the median and
 # the best round's time of each (each round's time: max over ranks of each
@@ -36,7 +36,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
   echo "== round $round of $ROUNDS" >&2
   ROUND_TRIPS="$ROUND_TRIPS $("$WORK/core_round_trip" 2>/dev/null | awk '{print $2}' || echo '?')"
   for n in "${NS[@]}"; do
-    tools/kolorun -np "$n" --no-prefix "$WORK/kolo_bench" "${SWEEP[@]}" --no-check |
+    tools/kolorun -np "$n" --no-prefix "$WORK/kolo_bench" "${SWEEP[@]}" --in-place --no-check |
       awk -v n="$n" '/^ +[0-9]/ {print "kolo", n, $1, $3, $NF}' >>"$RESULTS"
     placements=(mpi)
     bench/peers/bind_like_kolorun.sh --binds "$n" && placements+=(mpi_bound)

@@ -113,7 +113,8 @@ kolo_result_t run_sweep(kolo_comm_t comm, const SweepOptions& o, std::vector<Swe
     auto run_once = [&]() -> kolo_result_t {
       switch (o.collective) {
         case Collective::kAllreduce:
-          return kolo_allreduce_wire(comm, send.data(), recv.data(), count, o.dtype, o.op, o.wire, nullptr);
+          return kolo_allreduce_wire(comm, o.in_place ? recv.data() : send.data(), recv.data(), count, o.dtype, o.op,
+                                     o.wire, nullptr);
         case Collective::kAllgather: return kolo_allgather(comm, send.data(), recv.data(), block, o.dtype);
         case Collective::kBroadcast: return kolo_broadcast(comm, recv.data(), count, o.dtype, 0);
         case Collective::kReduceScatter:
@@ -149,7 +150,7 @@ kolo_result_t run_sweep(kolo_comm_t comm, const SweepOptions& o, std::vector<Swe
       const size_t fill = one_block ? block : count;
       const kolo_op_t fill_op = reducing ? o.op : KOLO_SUM;
       for (size_t i = 0; i < fill; ++i) set_value(o.dtype, send.data(), i, input(fill_op, rank, n, i));
-      if (o.collective == Collective::kBroadcast) std::memcpy(recv.data(), send.data(), bytes);
+      if (o.collective == Collective::kBroadcast || o.in_place) std::memcpy(recv.data(), send.data(), bytes);
       if (kolo_result_t r = run_once()) return r;
       size_t out = c == Collective::kReduceScatter || c == Collective::kReduceScatterv || c == Collective::kScatter
                        ? block

@@ -27,6 +27,7 @@ struct SweepOptions {
   // bytes: with a format, the effective bandwidth.
   kolo_wire_format_t wire = KOLO_WIRE_DEFAULT;
   bool check = true;
+  bool in_place = false;  // allreduce: sendbuf == recvbuf (the peers' benchmarks call it so)
   bool declare_buffers = true;  // kolo_comm_register_memory (RDMA: no staging copy); --staged: off
   double link_gbps = 0;  // total throughput of the links, for the %ideal column
   bool progress = false;

@@ -113,8 +113,9 @@ int main(int argc, char** argv) {
     }
     for (int i = 0; i < count; ++i) data[i] = (float)(rank + 1);
 
-    /* In place, like Gloo and kolo: an out-of-place call would add a copy the
-     * others do not make. The correctness run comes first, on known input;
+    /* In place, like gloo_bench and kolo_bench --in-place (as the duels run
+     * it): an out-of-place call would add a copy the others do not make.
+     * The correctness run comes first, on known input;
      * later runs keep summing the result into itself, which only grows the
      * values and never approaches float overflow in a few dozen rounds. */
     MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_FLOAT, MPI_SUM,
