@@ -98,6 +98,8 @@ Status single_copy_allreduce(const ScheduleContext& ctx, SharedArena& arena, Spa
   if (arena.rank() == 0 && way == static_cast<int>(mine.way) && counts) {
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     ways.record(way, took.count() / static_cast<double>(bytes));
+  } else {
+    ways.ran(way);
   }
   return Status::ok();
 }
