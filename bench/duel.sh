@@ -61,7 +61,7 @@ fi
 # gloo_bench.cc): out of place, a call also writes a second buffer the
 # others never touch. A baseline built before kolo_bench had --in-place
 # runs out of place.
-in_place() { "$1" --help 2>&1 | grep -q -- '--in-place' && echo --in-place || true; }
+in_place() { [[ "$("$1" --help 2>&1)" == *--in-place* ]] && echo --in-place || true; }
 [[ -n "${BASELINE:-}" && -z "$(in_place "$WORK/kolo_baseline")" ]] &&
   echo "duel: the baseline has no --in-place: it runs out of place" >&2
 
