@@ -2,9 +2,9 @@
 # kolo against every peer at one size, interleaved over several rounds, so
 # that the machine's drift (these machines are shared and noisy) hits all of
 # them alike, each reducing in place. Prints the median busbw of each and
-# kolo's ratio to the best peer: kolo as it runs by default (one machine's ranks share memory), and
-# kolo_tcp (KOLO_TRANSPORT=tcp) against the best TCP peer (Gloo, Open MPI
-# over tcp); and kolo's busbw as a fraction of the memory-bandwidth bound
+# kolo's ratio to the best peer: kolo as it runs by default (one machine's
+# ranks share memory), and kolo_tcp (KOLO_TRANSPORT=tcp) against the best
+# TCP peer (Gloo, Open MPI over tcp); and kolo's busbw as a fraction of the memory-bandwidth bound
 # (every rank must at least read its input and write its output: N copies
 # of the buffer, at the memcpy bandwidth of all cores measured each round),
 # and kolo_tcp's as a fraction of the TCP ring bound. That bound comes from

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Small allreduces on one machine: kolo as it runs by default (shared
 # memory; recursive doubling or the arena, as the cost model chooses), in
-# place as bench/peers/mpi_bench.c calls Open MPI's, against Open MPI over its shared memory (btl vader, its default on one
-# machine), 8 bytes to 64 KiB, interleaved over several rounds so that the
-# machine's drift hits both alike. Prints, per N and size, the median and
+# place as bench/peers/mpi_bench.c calls Open MPI's, against Open MPI over
+# its shared memory (btl vader, its default on one machine), 8 bytes to
+# 64 KiB, interleaved over several rounds so that the machine's drift hits
+# both alike. Prints, per N and size, the median and
 # the best round's time of each (each round's time: max over ranks of each
 # rank's median, as both benchmarks report it) and kolo's time over Open
 # MPI's (below 1: kolo is faster), and a cache line's round trip between
