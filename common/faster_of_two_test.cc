@@ -161,7 +161,7 @@ TEST(FasterOfTwo, QuickTriesNeverFindAWayThatWarmsUpOverSeveralRuns) {
 
 TEST(FasterOfTwo, ASettlingTryOfASteadySlowerWayIsShort) {
   // Way 1 in use at 1.0; way 0 steady at 2.0: each try is a run to switch,
-  // two counted runs and the run back, none of them counted for way 1.
+  // two counted runs, and the run back (not counted).
   FasterOfTwo ways(1, 12);
   run(ways, 1 + static_cast<int>(FasterOfTwo::kFirstRuns), 2.0, 1.0);
   ASSERT_EQ(ways.faster(), 1);
@@ -169,7 +169,7 @@ TEST(FasterOfTwo, ASettlingTryOfASteadySlowerWayIsShort) {
   EXPECT_GE(ones, 4 * static_cast<int>(FasterOfTwo::kTryEvery) - 4 * 3);
   EXPECT_EQ(ways.faster(), 1);
   EXPECT_DOUBLE_EQ(ways.cost(0), 2.0);
-  EXPECT_DOUBLE_EQ(ways.cost(1), 1.0);  // the run back, slow or not, is not counted
+  EXPECT_DOUBLE_EQ(ways.cost(1), 1.0);
 }
 
 TEST(FasterOfTwo, ASettlingChoiceCountsNoRunThatSwitchesWays) {
