@@ -19,22 +19,23 @@ GpuContext::~GpuContext() {
 
 Status GpuContext::device(Device** out) {
   std::lock_guard<std::mutex> lock(open_mutex_);
-  if (!device_ && !tried_) {
+  Device* device = device_.load(std::memory_order_relaxed);  // only this lock's holder sets it
+  if (!device && !tried_) {
     tried_ = true;
     open_failure_ = open_device(local_rank_, &owned_);
     if (open_failure_.is_ok()) {
-      device_ = owned_.get();
-      opened_.store(true, std::memory_order_release);
-      KOLO_INFO("using " << device_->name() << " for device buffers (local rank " << local_rank_ << ")");
+      device = owned_.get();
+      device_.store(device, std::memory_order_release);
+      KOLO_INFO("using " << device->name() << " for device buffers (local rank " << local_rank_ << ")");
     }
   }
-  if (!device_) return open_failure_;
+  if (!device) return open_failure_;
   if (!kernels_loaded_) {
-    Status loaded = device_->load_kernels();
-    if (!loaded.is_ok()) return loaded.with_context("opening " + device_->name());
+    Status loaded = device->load_kernels();
+    if (!loaded.is_ok()) return loaded.with_context("opening " + device->name());
     kernels_loaded_ = true;
   }
-  *out = device_;
+  *out = device;
   return Status::ok();
 }
 

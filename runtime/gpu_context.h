@@ -58,7 +58,7 @@ class GpuContext {
   // injected: a Device to use instead of opening one (tests pass an
   // emulated GPU); nullptr opens GPU local_rank % count when needed.
   GpuContext(Device* injected, int local_rank)
-      : device_(injected), opened_(injected != nullptr), local_rank_(local_rank) {}
+      : device_(injected), local_rank_(local_rank) {}
   ~GpuContext();
 
   // Whether the call's buffers are device memory (true) or host memory
@@ -100,11 +100,11 @@ class GpuContext {
 
   // Whether device_ is set (the GPU open, or injected). Without a lock:
   // every call asks, for each of its buffers.
-  bool opened() const { return opened_.load(std::memory_order_acquire); }
+  bool opened() const { return device_.load(std::memory_order_acquire) != nullptr; }
 
   std::mutex open_mutex_;  // the opening (device()), from any threads
-  Device* device_;  // under open_mutex_
-  std::atomic<bool> opened_;  // device_ set: it never goes back to nullptr
+  // Set under open_mutex_, read without it; never goes back to nullptr.
+  std::atomic<Device*> device_;
   std::unique_ptr<Device> owned_;
   Status open_failure_;  // why the GPU could not be opened, once tried
   bool tried_ = false;
