@@ -4,8 +4,8 @@
 # them alike, each reducing in place. Prints the median busbw of each and
 # kolo's ratio to the best peer: kolo as it runs by default (one machine's
 # ranks share memory), and kolo_tcp (KOLO_TRANSPORT=tcp) against the best
-# TCP peer (Gloo, Open MPI over tcp); and kolo's busbw as a fraction of the memory-bandwidth bound
-# (every rank must at least read its input and write its output: N copies
+# TCP peer (Gloo, Open MPI over tcp); and kolo's busbw as a fraction of the
+# memory-bandwidth bound (every rank must at least read its input and write its output: N copies
 # of the buffer, at the memcpy bandwidth of all cores measured each round),
 # and kolo_tcp's as a fraction of the TCP ring bound. That bound comes from
 # the loopback ceiling that bench/peers/tcp_ceiling measures each round, two
@@ -62,8 +62,14 @@ fi
 # others never touch. A baseline built before kolo_bench had --in-place
 # runs out of place.
 in_place() { [[ "$("$1" --help 2>&1)" == *--in-place* ]] && echo --in-place || true; }
-[[ -n "${BASELINE:-}" && -z "$(in_place "$WORK/kolo_baseline")" ]] &&
-  echo "duel: the baseline has no --in-place: it runs out of place" >&2
+declare -A IN_PLACE  # each kolo binary's flag, asked once
+IN_PLACE["$WORK/kolo_bench"]=$(in_place "$WORK/kolo_bench")
+if [[ -n "${BASELINE:-}" ]]; then
+  IN_PLACE["$WORK/kolo_baseline"]=$(in_place "$WORK/kolo_baseline")
+  if [[ -z ${IN_PLACE["$WORK/kolo_baseline"]} ]]; then
+    echo "duel: the baseline has no --in-place: it runs out of place" >&2
+  fi
+fi
 
 for ((round = 1; round <= ROUNDS; round++)); do
   echo "== round $round of $ROUNDS" >&2
@@ -80,8 +86,9 @@ for ((round = 1; round <= ROUNDS; round++)); do
       read -r name binary settings <<<"$bench"
       binding=auto
       [[ $name == *_unbound ]] && binding=none
-      env $settings tools/kolorun -np "$n" --no-prefix --bind-to "$binding" "$binary" $(in_place "$binary") \
-        --min-bytes "$SIZE" --max-bytes "$SIZE" --iters "$ITERS" --no-check | awk -v n="$n" -v name="$name" '/^ +[0-9]/ {print name, n, $6}' >>"$RESULTS"
+      env $settings tools/kolorun -np "$n" --no-prefix --bind-to "$binding" "$binary" ${IN_PLACE["$binary"]} \
+        --min-bytes "$SIZE" --max-bytes "$SIZE" --iters "$ITERS" --no-check |
+        awk -v n="$n" -v name="$name" '/^ +[0-9]/ {print name, n, $6}' >>"$RESULTS"
       if [[ $name == kolo ]]; then
         tail -1 "$RESULTS" | awk -v r="${round_trip:-?}" '{printf " %s (%s ns)", $3, r}' >>"$BY_ROUND.$n"
       fi
