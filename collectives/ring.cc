@@ -8,6 +8,7 @@
 #include "collectives/compressed_ring.h"
 #include "collectives/cost_model.h"
 #include "collectives/fingerprint.h"
+#include "collectives/halving_doubling.h"
 #include "collectives/rooted.h"
 #include "collectives/ring_schedule.h"
 #include "collectives/ring_wavefront.h"
@@ -229,6 +230,11 @@ namespace {
 
 bool always(const Topology&, const Thresholds&, const Call&) { return true; }
 
+// Always but where halving and doubling outruns it (halving_doubling.h).
+bool allreduce_applies(const Topology& t, const Thresholds& th, const Call& c) {
+  return is_forced(th, "ring") || !halving_doubling_outruns_ring(t, c);
+}
+
 void neighbours(const Topology& t, const Thresholds&, std::vector<int>* out) {
   if (t.size < 2) return;
   add_peer((t.rank + 1) % t.size, t.rank, out);
@@ -261,7 +267,7 @@ double broadcast_seconds(const Topology& t, const Call& c) { return chain_second
 
 }  // namespace
 
-const AllreduceAlgorithm kRingAllreduce = {"ring", always, neighbours, run_allreduce, allreduce_seconds,
+const AllreduceAlgorithm kRingAllreduce = {"ring", allreduce_applies, neighbours, run_allreduce, allreduce_seconds,
                                            /*carries_wire_formats=*/true};
 const AllgatherAlgorithm kRingAllgather = {"ring", always, neighbours, run_allgather, allgather_seconds};
 const ReduceScatterAlgorithm kRingReduceScatter = {"ring", always, neighbours, run_reduce_scatter,
