@@ -46,18 +46,17 @@ Status halving_doubling_allreduce(const ScheduleContext& ctx, SpanList spans, Da
 extern const AllreduceAlgorithm kHalvingDoublingAllreduce;
 
 // Where the ring's allreduce yields to it whatever the estimates say: one
-// host's ranks over a transport (no arena), a power of two of four or
-// more, host buffers, the native wire format. There the two move the same
-// bytes over the same links, and from 16 MiB up the cost model prices
-// them within 2% of each other, so what it does not price decides: where
-// the data sits. Each of the ring's steps takes a new chunk of B/N bytes
-// through its staging slots; within a block here, each exchange rereads
-// what the one before it just wrote. Measured, this schedule ran at
-// 1.13-1.35x the ring's busbw at 4, 16 and 64 MiB on 4 ranks (the 2-core
-// Intel VM, in place or not), 1.1x at 64 MiB on 8, and at least the ring's
-// at 16-64 MiB on 4 on the 2-core AMD VM (docs/performance-log.md). Across
-// hosts, where the links and not the caches set the pace, the estimates
-// choose.
+// host's ranks over a transport (no arena), a power of two of four or more,
+// host buffers, the native wire format. There the two move the same bytes over
+// the same links, and from 16 MiB up the cost model prices them within 2% of
+// each other, so what it does not price decides: where the data sits. Each of
+// the ring's steps takes a new chunk of B/N bytes through its staging slots;
+// within a block here, each exchange rereads what the one before it just wrote.
+// Measured, this schedule ran at 1.11-1.49x the ring's busbw at 4, 16 and 64
+// MiB on 4 ranks (the 2-core Intel VM, in place or not) and 1.07-1.15x at 64
+// MiB on 8; when its blocks were first measured, at least the ring's at 16-64
+// MiB on 4 (docs/performance-log.md). Across hosts, where the links and not the
+// caches set the pace, the estimates choose.
 bool halving_doubling_outruns_ring(const Topology& t, const Call& c);
 
 }  // namespace kolo
