@@ -141,7 +141,7 @@ TEST(CostModel, OneHostOverTcpHalvesAndDoublesAboveTheSmallSizes) {
   Modelled two(2, 1, loopback, kTcp10G);
   EXPECT_EQ(two.allreduce(1 << 20), "ring");
   // Across hosts the links set the pace, and the estimates choose: the
-  // ring for the largest buffers on 8 hosts (LargeRings... above).
+  // ring for the largest buffers on 4 hosts of one rank each.
   Modelled hosts(4, 4, loopback, kTcp10G);
   EXPECT_EQ(hosts.allreduce(size_t{256} << 20), "ring");
   // An arena: never.

@@ -230,7 +230,7 @@ namespace {
 
 bool always(const Topology&, const Thresholds&, const Call&) { return true; }
 
-// Always but where halving and doubling outruns it (halving_doubling.h).
+// Everywhere but where halving and doubling outruns it (halving_doubling.h).
 bool allreduce_applies(const Topology& t, const Thresholds& th, const Call& c) {
   return is_forced(th, "ring") || !halving_doubling_outruns_ring(t, c);
 }
