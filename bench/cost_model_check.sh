@@ -17,7 +17,7 @@ LAYOUTS="${1:-8x1 4x2}"
 RATES="${2:-1gbit 10gbit}"
 MAX_BYTES="${MAX_BYTES:-16M}"
 ITERS="${ITERS:-10}"
-ALGORITHMS="ring recursive_doubling tree hierarchical"
+ALGORITHMS="ring recursive_doubling halving_doubling tree hierarchical"
 export KOLO_NETNS_PREFIX="${KOLO_NETNS_PREFIX:-kc-}"
 
 why=$(bash tools/netns.sh probe) || { echo "cost_model_check: cannot emulate hosts here: $why" >&2; exit 1; }
@@ -66,8 +66,9 @@ PY
       run "$a" "$N" "$H" KOLO_ALGORITHM="$a" -- --min-bytes 8 --max-bytes "$MAX_BYTES" --step-factor 8
     done
     run auto "$N" "$H" KOLO_LINK_COSTS="$links" -- --min-bytes 8 --max-bytes "$MAX_BYTES" --step-factor 8
-    "$WORK/kolo_bench" simulate --layout "$layout" --links "$links" --min-bytes 8 --max-bytes "$MAX_BYTES" \
-      --step-factor 8 > "$WORK/simulated.txt"
+    # The simulator's columns in the order of ALGORITHMS, which the table reads them by.
+    "$WORK/kolo_bench" simulate --layout "$layout" --links "$links" --algorithms "${ALGORITHMS// /,}" \
+      --min-bytes 8 --max-bytes "$MAX_BYTES" --step-factor 8 > "$WORK/simulated.txt"
     # 3. The table.
     python3 - "$WORK" "$ALGORITHMS" <<'PY'
 import json, sys
