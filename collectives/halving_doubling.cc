@@ -282,8 +282,10 @@ double seconds(const Topology& t, const Call& c) { return halving_doubling_secon
 const AllreduceAlgorithm kHalvingDoublingAllreduce = {"halving_doubling", applies, peers, run, seconds};
 
 bool halving_doubling_outruns_ring(const Topology& t, const Call& c) {
-  return t.costs && t.host_count == 1 && t.arena == nullptr && t.size >= 4 && PowerOfTwoGroup(t.size).size == t.size &&
-         c.bytes > 0 && c.host_memory && c.wire == WireFormat::kNative;
+  // Where its entry applies unforced (and so with no arena), in the native
+  // format its messages carry.
+  return applies(t, Thresholds{}, c) && c.wire == WireFormat::kNative && t.host_count == 1 && t.size >= 4 &&
+         PowerOfTwoGroup(t.size).size == t.size;
 }
 
 }  // namespace kolo
