@@ -91,6 +91,7 @@ simulate: kolo's own allreduce code, one fiber per rank, over a modelled
                     shared memory's and 10 Gbit/s TCP's defaults)
   --reduce-gbps G   one rank's reduction speed (default 8)
   --segment-bytes N KOLO_SEGMENT_BYTES (default 2M)
+  --cache-bytes N   half of a core's L2 cache (default 1M)
   --algorithms LIST comma-separated (default ring,recursive_doubling,halving_doubling,tree,
                     hierarchical)
   --min-bytes, --max-bytes, --step-factor as for sweep (default 8 to 256M, x4)
@@ -209,6 +210,7 @@ int main(int argc, char** argv) {
     } else if (a == "--links") links = next();
     else if (a == "--reduce-gbps") si.network.reduce_bytes_per_s = std::atof(next()) * 1e9;
     else if (a == "--segment-bytes") si.network.segment_bytes = parse_size(next());
+    else if (a == "--cache-bytes") si.network.cache_bytes = parse_size(next());
     else if (a == "--algorithms") {
       si.algorithms = comma_separated(next());
     } else if (a == "--horovod") {

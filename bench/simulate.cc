@@ -38,10 +38,10 @@ class Cache {
 
 void print_network(const SimulatedNetwork& n) {
   std::printf("# simulated: %d hosts x %d ranks = %d ranks; within a host %.3g us, %.3g GB/s; between hosts %.3g us, "
-              "%.3g GB/s (%.3g Gbit/s); reduction %.3g GB/s; segments %zu KiB\n",
+              "%.3g GB/s (%.3g Gbit/s); reduction %.3g GB/s; segments %zu KiB; cache %zu KiB\n",
               n.hosts, n.ranks_per_host, n.ranks(), n.local.latency_s * 1e6, n.local.bytes_per_s / 1e9,
               n.remote.latency_s * 1e6, n.remote.bytes_per_s / 1e9, n.remote.bytes_per_s * 8 / 1e9,
-              n.reduce_bytes_per_s / 1e9, n.segment_bytes >> 10);
+              n.reduce_bytes_per_s / 1e9, n.segment_bytes >> 10, n.cache_bytes >> 10);
 }
 
 bool sweep(const SimulateOptions& o, Cache& cache) {

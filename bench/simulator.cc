@@ -243,6 +243,7 @@ Status Simulation::run(const std::string& algorithm, size_t bytes, SimulatedRun*
   costs.remote = net_.remote;
   costs.reduce_bytes_per_s = net_.reduce_bytes_per_s;
   costs.segment_bytes = net_.segment_bytes;
+  costs.cache_bytes = net_.cache_bytes;
   costs.tree_depth = double_tree_depth(n_);
   costs.tree_host_load = double_tree_host_load(n_, net_.ranks_per_host);
   Thresholds thresholds;
@@ -277,6 +278,7 @@ Status Simulation::run(const std::string& algorithm, size_t bytes, SimulatedRun*
     ctx.left = (r + n_ - 1) % n_;
     ctx.right = (r + 1) % n_;
     ctx.segment_bytes = net_.segment_bytes;
+    ctx.cache_bytes = net_.cache_bytes;
     ctx.pipeline.staging_slots = 4;
     void* buffer = SimulatedRank::nowhere();
     const std::vector<Span> spans = {Span{buffer, buffer, count}};

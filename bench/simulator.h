@@ -28,6 +28,7 @@ struct SimulatedNetwork {
   double reduce_bytes_per_s = 8e9;  // one rank reducing one input into its own
   double copy_bytes_per_s = 16e9;   // one rank's local copies
   size_t segment_bytes = 2 << 20;   // KOLO_SEGMENT_BYTES
+  size_t cache_bytes = 1 << 20;     // half of a core's L2 (pipeline_cache_bytes)
   size_t small_bytes = 64 << 10;    // KOLO_SMALL_ALLREDUCE_BYTES
   int ranks() const { return hosts * ranks_per_host; }
 };

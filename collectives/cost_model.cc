@@ -116,7 +116,7 @@ double halving_doubling_seconds(const CostModel& m, const Topology& t, size_t by
   const int n = t.size;
   if (n < 2) return 0;
   const int p = PowerOfTwoGroup(n).size;
-  const double block_bytes = double(halving_doubling_block_bytes(n, m.segment_bytes));
+  const double block_bytes = double(halving_doubling_block_bytes(t, m.segment_bytes, m.cache_bytes));
   const double blocks = std::max(1.0, std::ceil(double(bytes) / block_bytes));
   const double block = double(bytes) / blocks;
   double piece = block, s = 0;

@@ -28,6 +28,7 @@ struct CostModel {
   std::string local_class = "shm", remote_class = "tcp";  // the kinds that price them, for the log line
   double reduce_bytes_per_s = 8e9;  // one rank reducing one input into its own
   size_t segment_bytes = 2 << 20;   // KOLO_SEGMENT_BYTES: the pipelined schedules' unit
+  size_t cache_bytes = 1 << 20;     // pipeline_cache_bytes: one host's halving and doubling block
   int tree_depth = 0;               // double_tree_depth(size), computed once
   int tree_host_load = 2;           // double_tree_host_load(size, ranks per host), computed once
   // Every host's ranks share an arena (shared memory joins them): the

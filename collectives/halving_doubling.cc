@@ -222,11 +222,13 @@ Status halving_doubling_block(const ScheduleContext& ctx, const PowerOfTwoGroup&
 
 }  // namespace
 
-size_t halving_doubling_block_bytes(int ranks, size_t segment_bytes) {
-  return std::max<size_t>(1, segment_bytes) * PowerOfTwoGroup(ranks).size;
+size_t halving_doubling_block_bytes(const Topology& t, size_t segment_bytes, size_t cache_bytes) {
+  const size_t segments = std::max<size_t>(1, segment_bytes) * PowerOfTwoGroup(t.size).size;
+  return t.host_count == 1 ? std::min(segments, std::max<size_t>(1, cache_bytes)) : segments;
 }
 
-Status halving_doubling_allreduce(const ScheduleContext& ctx, SpanList spans, DataType dtype, ReduceOp op) {
+Status halving_doubling_allreduce(const ScheduleContext& ctx, const Topology& t, SpanList spans, DataType dtype,
+                                  ReduceOp op) {
   const size_t elem_size = dtype_size(dtype);
   size_t count = 0;
   for (const Span& s : spans) count += s.count;
@@ -238,7 +240,8 @@ Status halving_doubling_allreduce(const ScheduleContext& ctx, SpanList spans, Da
     return Status::ok();
   }
   const PowerOfTwoGroup group(ctx.size);
-  const size_t block = std::max<size_t>(1, halving_doubling_block_bytes(ctx.size, ctx.segment_bytes) / elem_size);
+  const size_t block =
+      std::max<size_t>(1, halving_doubling_block_bytes(t, ctx.segment_bytes, ctx.cache_bytes) / elem_size);
   Exchanger exchanger(ctx, spans, dtype, op, fingerprint(CollectiveKind::kAllreduce, dtype, op, 0, count));
   if (!exchanger.take_staging(std::min(block, count))) {
     return device_error("cannot allocate staging memory for an allreduce of " + std::to_string(count * elem_size) +
@@ -271,8 +274,8 @@ void peers(const Topology& t, const Thresholds& th, std::vector<int>* out) {
   for (int peer : recursive_doubling_peers(t.rank, t.size)) add_peer(peer, t.rank, out);
 }
 
-Status run(const ScheduleContext& ctx, const Topology&, const AllreduceArgs& a) {
-  return halving_doubling_allreduce(ctx, a.spans, a.dtype, a.op);
+Status run(const ScheduleContext& ctx, const Topology& t, const AllreduceArgs& a) {
+  return halving_doubling_allreduce(ctx, t, a.spans, a.dtype, a.op);
 }
 
 double seconds(const Topology& t, const Call& c) { return halving_doubling_seconds(*t.costs, t, c.bytes); }

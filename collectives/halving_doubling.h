@@ -29,16 +29,21 @@
 namespace kolo {
 
 // The buffer runs through the schedule in blocks of this many bytes at
-// most, one after another: p segments of the pipeline, so that what one
-// step writes and the next reads back is a few segments. Run whole, 32 and
-// 64 MiB took 10-15% longer than in blocks of 4 or 8 MiB (4 ranks over
-// loopback TCP; docs/performance-log.md).
-size_t halving_doubling_block_bytes(int ranks, size_t segment_bytes);
+// most, one after another, so that what one step writes and the next reads
+// back is still in the cache. Across hosts, p segments of the pipeline:
+// each block costs 2 log2(p) of the links' latencies. On one host, where a
+// latency is microseconds, the block is what stays in one core's cache
+// (`cache_bytes`, pipeline_cache_bytes) if that is smaller: 1 MiB blocks
+// ran 1.1-1.2x faster than 8 MiB ones on 4 ranks over loopback TCP and
+// 1.35x faster than 16 MiB ones on 8 (docs/performance-log.md).
+size_t halving_doubling_block_bytes(const Topology& t, size_t segment_bytes, size_t cache_bytes);
 
 // An allreduce over the spans' concatenation, in place where a span's send
 // is its recv. The spans are read where they lie (zero-copy fusion, as the
-// ring's): every rank's must have the same counts.
-Status halving_doubling_allreduce(const ScheduleContext& ctx, SpanList spans, DataType dtype, ReduceOp op);
+// ring's): every rank's must have the same counts. `t` says how many
+// hosts the ranks are on, for the block.
+Status halving_doubling_allreduce(const ScheduleContext& ctx, const Topology& t, SpanList spans, DataType dtype,
+                                  ReduceOp op);
 
 // Its entry in the allreduce table: three ranks or more, host buffers, the
 // native wire format, no arena (KOLO_ALGORITHM=halving_doubling: two ranks

@@ -6,11 +6,14 @@
 
 namespace kolo {
 
-size_t pipeline_segment_bytes(int64_t configured, bool own_core, size_t l2) {
-  if (configured > 0) return static_cast<size_t>(configured);
-  if (!own_core) return size_t{2} << 20;
+size_t pipeline_cache_bytes(size_t l2) {
   if (l2 == 0) l2 = size_t{1} << 20;
   return std::clamp(l2 / 2, size_t{256} << 10, size_t{2} << 20);
+}
+
+size_t pipeline_segment_bytes(int64_t configured, bool own_core, size_t l2) {
+  if (configured > 0) return static_cast<size_t>(configured);
+  return own_core ? pipeline_cache_bytes(l2) : size_t{2} << 20;
 }
 
 Status run_pipeline(const Pipeline& p, const PipelineOptions& options, Memory* memory) {

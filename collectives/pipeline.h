@@ -49,12 +49,17 @@ struct RecvUnit {
   bool transient = false;
 };
 
+// What a rank's working set may take and still be in the cache when it is
+// read back: half of a core's L2 cache `l2`, clamped to 256 KiB..2 MiB
+// (an unknown L2, 0, is taken as 1 MiB).
+size_t pipeline_cache_bytes(size_t l2);
+
 // The pipeline's unit on the wire: `configured` (KOLO_SEGMENT_BYTES) when
-// positive; for 0 (automatic), half of a core's L2 cache `l2` (clamped to
-// 256 KiB..2 MiB; 1 MiB when unknown, 0) where every rank on the machine
-// has a core of its own, so that a staged segment is still in the cache
-// when it is reduced, and 2 MiB where ranks share cores, whose waits then
-// sleep and wake per unit (settings_table.h has the measurements).
+// positive; for 0 (automatic), pipeline_cache_bytes where every rank on
+// the machine has a core of its own, so that a staged segment is still in
+// the cache when it is reduced, and 2 MiB where ranks share cores, whose
+// waits then sleep and wake per unit (settings_table.h has the
+// measurements).
 size_t pipeline_segment_bytes(int64_t configured, bool own_core, size_t l2);
 
 // What a schedule does to its units besides moving them, where that is

@@ -300,6 +300,9 @@ TEST(Pipeline, SegmentIsTheSettingOrSizedByTheCacheAndTheCores) {
   EXPECT_EQ(pipeline_segment_bytes(0, true, 32u << 20), 2u << 20);      // at most 2 MiB
   EXPECT_EQ(pipeline_segment_bytes(0, true, 0), 512u << 10);            // L2 unknown: 1 MiB assumed
   EXPECT_EQ(pipeline_segment_bytes(0, false, 1 << 20), 2u << 20);       // ranks share cores
+  EXPECT_EQ(pipeline_cache_bytes(1 << 20), 512u << 10);
+  EXPECT_EQ(pipeline_cache_bytes(32u << 20), 2u << 20);
+  EXPECT_EQ(pipeline_cache_bytes(0), 512u << 10);
 }
 
 }  // namespace

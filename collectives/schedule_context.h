@@ -21,6 +21,7 @@ struct ScheduleContext {
   int left;   // rank - 1
   int right;  // rank + 1
   size_t segment_bytes;
+  size_t cache_bytes = size_t{1} << 20;  // pipeline_cache_bytes of this machine
   PipelineOptions pipeline;
   // Holds every buffer the call names (host memory, or a GPU's), and the
   // scratch space of the same kind.

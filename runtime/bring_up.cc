@@ -82,7 +82,7 @@ Pacing pacing_here(const Config& config, const Membership& world) {
 }
 
 void choose_hosts(const Config& config, const Membership& world, Wiring* out) {
-  out->shape = choose_costs(config, world.facts, world.transport, out->pacing.segment_bytes);
+  out->shape = choose_costs(config, world.facts, world.transport, out->pacing);
   bool hierarchical_refused = false;
   out->hosts = choose_host_layout(config, world.facts, world.rank, &hierarchical_refused);
   if (hierarchical_refused) {

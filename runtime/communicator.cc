@@ -43,6 +43,7 @@ ScheduleContext Communicator::schedule_context() {
   ctx.left = world_.rank == 0 ? world_.size - 1 : world_.rank - 1;
   ctx.right = world_.rank + 1 == world_.size ? 0 : world_.rank + 1;
   ctx.segment_bytes = wiring_.pacing.segment_bytes;
+  ctx.cache_bytes = wiring_.pacing.cache_bytes;
   ctx.pipeline.staging_slots = static_cast<size_t>(config_.pipeline_depth);
   ctx.pipeline.timeout_s = config_.timeout_s;
   ctx.memory = &host_memory_;

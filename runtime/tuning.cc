@@ -14,14 +14,16 @@ Pacing choose_pacing(const Config& config, int machine_ranks, int cores, size_t 
   p.spin_us = config.spin_us >= 0 ? static_cast<int>(config.spin_us) : own_core ? 2000 : 50;
   p.yield = config.spin_yield >= 0 ? config.spin_yield != 0 : !own_core;
   p.segment_bytes = pipeline_segment_bytes(config.segment_bytes, own_core, l2_bytes);
+  p.cache_bytes = pipeline_cache_bytes(l2_bytes);
   return p;
 }
 
 CostShape choose_costs(const Config& config, const std::vector<RankFacts>& facts, const std::string& transport,
-                       size_t segment_bytes) {
+                       const Pacing& pacing) {
   CostShape shape;
   const int size = std::max(1, static_cast<int>(facts.size()));
-  shape.costs.segment_bytes = segment_bytes;
+  shape.costs.segment_bytes = pacing.segment_bytes;
+  shape.costs.cache_bytes = pacing.cache_bytes;
   shape.costs.tree_depth = double_tree_depth(size);
   if (facts.size() < 2) return shape;
   std::map<std::string, std::vector<int>> ranks_of_host;

@@ -16,11 +16,13 @@
 
 namespace kolo {
 
-// How a rank waits for bytes, and the pipeline's unit.
+// How a rank waits for bytes, the pipeline's unit and what stays in the
+// cache (pipeline.h).
 struct Pacing {
   int spin_us = 50;
   bool yield = true;
   size_t segment_bytes = size_t{2} << 20;
+  size_t cache_bytes = size_t{1} << 20;
 };
 // Busy-polling saves the cost of waking a sleeping process (tens of
 // microseconds in a VM) but steals the core from other ranks when they
@@ -39,8 +41,9 @@ struct CostShape {
 // first rank's routes say which kinds carry its ranks' traffic, and of
 // those the slowest on any host prices the local (same host) and remote
 // links, each kind at its own link_cost; KOLO_LINK_COSTS overrides.
+// The schedules' units come from `pacing`.
 CostShape choose_costs(const Config& config, const std::vector<RankFacts>& facts, const std::string& transport,
-                       size_t segment_bytes);
+                       const Pacing& pacing);
 
 // Where the ranks run, for the hierarchical schedules: the layout when it
 // applies (several hosts, the same number of ranks, two or more, on each)

@@ -31,6 +31,14 @@ std::vector<RankFacts> machine(int hosts, int per_host, bool rdma = false) {
   return facts;
 }
 
+// The pipeline's units the cost model takes.
+Pacing units(size_t segment_bytes, size_t cache_bytes) {
+  Pacing p;
+  p.segment_bytes = segment_bytes;
+  p.cache_bytes = cache_bytes;
+  return p;
+}
+
 void expect_cost(const LinkCost& got, const LinkCost& want) {
   EXPECT_DOUBLE_EQ(got.latency_s, want.latency_s);
   EXPECT_DOUBLE_EQ(got.bytes_per_s, want.bytes_per_s);
@@ -38,7 +46,7 @@ void expect_cost(const LinkCost& got, const LinkCost& want) {
 
 TEST(Tuning, TwoHostsOfFourShareMemoryWithinAndTcpBetween) {
   const Config config;
-  const CostShape shape = choose_costs(config, machine(2, 4), "auto", 1 << 20);
+  const CostShape shape = choose_costs(config, machine(2, 4), "auto", units(1 << 20, 512 << 10));
   EXPECT_EQ(shape.host_count, 2);
   EXPECT_EQ(shape.ranks_per_host, 4);
   EXPECT_EQ(shape.costs.local_class, "shm");
@@ -47,6 +55,7 @@ TEST(Tuning, TwoHostsOfFourShareMemoryWithinAndTcpBetween) {
   expect_cost(shape.costs.remote, find_transport_kind("tcp")->link_cost(false));
   EXPECT_TRUE(shape.costs.host_arenas);
   EXPECT_EQ(shape.costs.segment_bytes, size_t{1} << 20);
+  EXPECT_EQ(shape.costs.cache_bytes, size_t{512} << 10);
   // Every rank finds its place among the hosts.
   for (int rank : {0, 5}) {
     bool refused = true;
@@ -62,11 +71,11 @@ TEST(Tuning, TwoHostsOfFourShareMemoryWithinAndTcpBetween) {
 
 TEST(Tuning, EachLinkIsPricedByTheKindThatCarriesIt) {
   // RDMA between the hosts.
-  CostShape shape = choose_costs(Config{}, machine(2, 2, /*rdma=*/true), "auto", 1 << 20);
+  CostShape shape = choose_costs(Config{}, machine(2, 2, /*rdma=*/true), "auto", units(1 << 20, 512 << 10));
   EXPECT_EQ(shape.costs.remote_class, "ib");
   expect_cost(shape.costs.remote, find_transport_kind("ib")->link_cost(false));
   // TCP forced: the loopback within a host, no arenas for the hosts.
-  shape = choose_costs(Config{}, machine(2, 4), "tcp", 1 << 20);
+  shape = choose_costs(Config{}, machine(2, 4), "tcp", units(1 << 20, 512 << 10));
   EXPECT_EQ(shape.costs.local_class, "tcp");
   expect_cost(shape.costs.local, find_transport_kind("tcp")->link_cost(true));
   EXPECT_FALSE(shape.costs.host_arenas);
@@ -78,7 +87,7 @@ TEST(Tuning, EachLinkIsPricedByTheKindThatCarriesIt) {
 
 TEST(Tuning, OneHostHasNoHierarchyAndSaysSoWhenAskedForOne) {
   Config config;
-  const CostShape shape = choose_costs(config, machine(1, 4), "auto", 1 << 20);
+  const CostShape shape = choose_costs(config, machine(1, 4), "auto", units(1 << 20, 512 << 10));
   EXPECT_EQ(shape.host_count, 1);
   EXPECT_FALSE(shape.costs.host_arenas);
   // The remote link no rank takes is still priced, as TCP between hosts.
@@ -102,7 +111,7 @@ TEST(Tuning, TheRingAndConfiguredCostsOverrideTheFacts) {
   EXPECT_EQ(choose_host_layout(config, machine(2, 4), 0, &refused), nullptr);
   EXPECT_FALSE(refused);
   config.link_costs = "remote=50/0.125";
-  const CostShape shape = choose_costs(config, machine(2, 4), "auto", 1 << 20);
+  const CostShape shape = choose_costs(config, machine(2, 4), "auto", units(1 << 20, 512 << 10));
   EXPECT_EQ(shape.costs.remote_class, "configured");
   expect_cost(shape.costs.remote, LinkCost{50e-6, 0.125e9});
   expect_cost(shape.costs.local, find_transport_kind("shm")->link_cost(true));
@@ -113,6 +122,8 @@ TEST(Tuning, RanksThatOutnumberTheCoresYieldThemAndSpinLess) {
   const Pacing crowded = choose_pacing(config, /*machine_ranks=*/4, /*cores=*/2, 1 << 20);
   EXPECT_EQ(crowded.spin_us, 50);
   EXPECT_TRUE(crowded.yield);
+  EXPECT_EQ(crowded.segment_bytes, 2u << 20);
+  EXPECT_EQ(crowded.cache_bytes, 512u << 10);  // half the L2, shared or not
   const Pacing roomy = choose_pacing(config, 2, 16, 1 << 20);
   EXPECT_EQ(roomy.spin_us, 2000);
   EXPECT_FALSE(roomy.yield);
@@ -123,6 +134,7 @@ TEST(Tuning, RanksThatOutnumberTheCoresYieldThemAndSpinLess) {
   EXPECT_EQ(set.spin_us, 7);
   EXPECT_FALSE(set.yield);
   EXPECT_EQ(set.segment_bytes, 4096u);
+  EXPECT_EQ(set.cache_bytes, 512u << 10);
 }
 
 }  // namespace
