@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "collectives/arena_writes.h"
+#include "collectives/pipeline.h"
+#include "common/cpu_caches.h"
 #include "runtime/op_handle.h"
 #include "tests/reference.h"
 #include "tests/thread_world.h"
@@ -106,6 +108,20 @@ TEST_P(Collectives, TreeAllreduceEveryDtypeOp) { sweep_forced_allreduce(GetParam
 
 // Past a power of two, the ranks beyond it fold in.
 TEST_P(Collectives, HalvingDoublingAllreduceEveryDtypeOp) { sweep_forced_allreduce(GetParam(), "halving_doubling"); }
+
+// On one host halving and doubling goes through the buffer in blocks of
+// what stays in a core's cache where p segments would be more
+// (halving_doubling.h): segments of 1 MiB make p segments of 2 MiB or
+// more, and the buffer spans two and a half cache-sized blocks, the last
+// one partial.
+TEST_P(Collectives, HalvingDoublingOnOneHostRunsInCacheSizedBlocks) {
+  Config c = test_config(int64_t{1} << 20);
+  c.algorithm = "halving_doubling";
+  ThreadWorld w = make_world(GetParam(), c);
+  const size_t block = pipeline_cache_bytes(cpu_caches().l2);
+  check_allreduce(w, DataType::kFloat32, ReduceOp::kSum, block * 5 / 2 / 4 + 3, true);
+  check_allreduce(w, DataType::kInt32, ReduceOp::kAvg, block * 5 / 2 / 4 + 1, false);
+}
 
 // A sanitizer checks every byte a kernel touches, so its builds send a
 // quarter of the bytes in segments a quarter the size: the same number of
