@@ -33,9 +33,10 @@ namespace kolo {
 // back is still in the cache. Across hosts, p segments of the pipeline:
 // each block costs 2 log2(p) of the links' latencies. On one host, where a
 // latency is microseconds, the block is what stays in one core's cache
-// (`cache_bytes`, pipeline_cache_bytes) if that is smaller: 1 MiB blocks
-// ran 1.1-1.2x faster than 8 MiB ones on 4 ranks over loopback TCP and
-// 1.35x faster than 16 MiB ones on 8 (docs/performance-log.md).
+// (`cache_bytes`, pipeline_cache_bytes) if that is smaller: from 4 MiB up,
+// 1 MiB blocks ran 1.09-1.24x faster than 8 MiB ones on 4 ranks over
+// loopback TCP and 1.13-1.36x faster than 16 MiB ones on 8
+// (docs/performance-log.md).
 size_t halving_doubling_block_bytes(const Topology& t, size_t segment_bytes, size_t cache_bytes);
 
 // An allreduce over the spans' concatenation, in place where a span's send
