@@ -77,22 +77,29 @@ int main(int argc, char** argv) {
   if (map == MAP_FAILED) return fail(std::string("mmap: ") + std::strerror(errno));
   Line* lines = static_cast<Line*>(map);
 
-  // No rank waits for ever: a peer that never comes (it failed to start)
-  // ends the run within a minute.
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  // No rank waits for ever: a peer that stops coming (it failed to start,
+  // or ended) ends the run after a minute without progress. The clock is
+  // read only in a wait that has already looked 4096 times.
   long round = 0;
   const auto barrier = [&]() -> bool {
     ++round;
     lines[rank].round.store(round, std::memory_order_release);
     for (int q = 0; q < size; ++q) {
+      auto deadline = Clock::time_point::max();
       for (long looks = 1; lines[q].round.load(std::memory_order_acquire) < round; ++looks) {
         if (yield) sched_yield();
-        if (looks % 4096 == 0 && Clock::now() > deadline) return false;
+        if (looks % 4096 != 0) continue;
+        const auto now = Clock::now();
+        if (deadline == Clock::time_point::max()) deadline = now + std::chrono::seconds(60);
+        if (now > deadline) return false;
       }
     }
     return true;
   };
-  if (!barrier()) return fail("rank(s) did not arrive within a minute");
+  if (!barrier()) {
+    shm_unlink(name.c_str());  // no file is left behind
+    return fail("rank(s) did not arrive within a minute");
+  }
   if (rank == 0) shm_unlink(name.c_str());  // all have it mapped now
   for (int i = 0; i < warmup; ++i) {
     if (!barrier()) return fail("rank(s) stopped arriving");

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End to end: a short sweep and a short scaling run through kolorun, and the
-# JSON they write checked for shape and arithmetic; the call-cost probe.
+# JSON they write checked for shape and arithmetic; the call-cost probe and
+# the barrier floor.
 set -uo pipefail
 KOLORUN="$TEST_SRCDIR/$TEST_WORKSPACE/tools/kolorun"
 BENCH="$TEST_SRCDIR/$TEST_WORKSPACE/bench/kolo_bench"
@@ -39,6 +40,16 @@ timeout 60 "$KOLORUN" -np 2 --no-prefix "$CALL_COST" --bytes 8 --bytes 2048 --it
   { cat "$DIR/call.out"; fail "call_cost failed"; }
 [ "$(grep -cE "^ +(8|2048) B +[0-9]+ ns$" "$DIR/call.out")" = 2 ] || fail "call_cost printed: $(cat "$DIR/call.out")"
 "$CALL_COST" --bytes 6 >/dev/null 2>&1 && fail "call_cost took 6 bytes of float32"
+
+# The floor bench/latency_duel.sh prints: one line from rank 0 of three,
+# and outside kolorun a clear refusal.
+FLOOR="$TEST_SRCDIR/$TEST_WORKSPACE/bench/barrier_floor"
+timeout 60 "$KOLORUN" -np 3 --no-prefix "$FLOOR" --iters 200 >"$DIR/floor.out" 2>&1 ||
+  { cat "$DIR/floor.out"; fail "barrier_floor failed"; }
+grep -qE "^3 rank\(s\) on [0-9]+ core\(s\).*: a barrier takes [0-9.]+ us$" "$DIR/floor.out" ||
+  fail "barrier_floor printed: $(cat "$DIR/floor.out")"
+env -u KOLO_JOB_ID "$FLOOR" >"$DIR/floor_alone.out" 2>&1 && fail "barrier_floor ran outside kolorun"
+grep -q "run it under kolorun" "$DIR/floor_alone.out" || fail "barrier_floor alone said: $(cat "$DIR/floor_alone.out")"
 
 python3 - "$DIR/sweep.json" "$DIR/scaling.json" <<'PY' || fail "JSON checks failed"
 import json, sys

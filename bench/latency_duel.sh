@@ -12,7 +12,8 @@
 # both take longer), and each round a barrier of N processes placed as
 # kolo's ranks, with nothing else (bench/barrier_floor): no call among
 # them can take less, and where ranks outnumber the cores it is most of
-# both times (the scheduler's switches between the ranks of a core). Where kolorun binds kolo's ranks to cores, Open MPI
+# both times (the scheduler's switches between the ranks of a core).
+# Where kolorun binds kolo's ranks to cores, Open MPI
 # runs both as mpirun places its ranks and bound as kolo's are
 # (bench/peers/bind_like_kolorun.sh), and each point takes the placement
 # with the lower median (its best round: the lower of both).
