@@ -35,7 +35,23 @@ inline const unsigned char* element(const void* base, size_t index, size_t elem_
 }
 inline bool valid_op(int o) { return o >= 0 && o < kNumReduceOps; }
 
-size_t dtype_size(DataType d);
+// Inline: every call's path asks it several times. 0 for a value that is
+// no DataType.
+inline size_t dtype_size(DataType d) {
+  switch (d) {
+    case DataType::kInt8:
+    case DataType::kUint8: return 1;
+    case DataType::kFloat16:
+    case DataType::kBfloat16: return 2;
+    case DataType::kInt32:
+    case DataType::kUint32:
+    case DataType::kFloat32: return 4;
+    case DataType::kInt64:
+    case DataType::kUint64:
+    case DataType::kFloat64: return 8;
+  }
+  return 0;
+}
 const char* dtype_name(DataType d);
 const char* op_name(ReduceOp op);
 

@@ -23,14 +23,19 @@ const char* code_name(Code code) {
   return "UNKNOWN";
 }
 
+const std::string& Status::message() const {
+  static const std::string none;
+  return rep_ ? rep_->message : none;
+}
+
 std::string Status::to_string() const {
   if (is_ok()) return "OK";
-  return std::string(code_name(code_)) + ": " + message_;
+  return std::string(code_name(code())) + ": " + message();
 }
 
 Status Status::with_context(const std::string& context) const {
   if (is_ok()) return *this;
-  return Status(code_, context + ": " + message_);
+  return Status(code(), context + ": " + message());
 }
 
 Status invalid_argument(std::string m) { return Status(Code::kInvalidArgument, std::move(m)); }

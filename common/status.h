@@ -1,8 +1,11 @@
 // Errors as values. Every fallible internal call returns a Status; the C API
-// converts it to a kolo_result_t plus a message. OK is a single enum, so the
-// success path costs no allocation.
+// converts it to a kolo_result_t plus a message. OK is a null pointer: the
+// success path, which every call takes through a dozen layers, builds,
+// moves and destroys one word, where a code and an empty string would cost
+// several stores and a compare each time.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -32,13 +35,21 @@ const char* code_name(Code code);
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(Code code, std::string message)
+      : rep_(code == Code::kOk && message.empty() ? nullptr : new Rep{code, std::move(message)}) {}
+  Status(const Status& other) : rep_(other.rep_ ? new Rep(*other.rep_) : nullptr) {}
+  Status(Status&&) noexcept = default;
+  Status& operator=(const Status& other) {
+    if (this != &other) rep_.reset(other.rep_ ? new Rep(*other.rep_) : nullptr);
+    return *this;
+  }
+  Status& operator=(Status&&) noexcept = default;
 
   static Status ok() { return Status(); }
 
-  bool is_ok() const { return code_ == Code::kOk; }
-  Code code() const { return code_; }
-  const std::string& message() const { return message_; }
+  bool is_ok() const { return code() == Code::kOk; }
+  Code code() const { return rep_ ? rep_->code : Code::kOk; }
+  const std::string& message() const;
 
   // "CODE: message", for logs and test failure output.
   std::string to_string() const;
@@ -47,8 +58,11 @@ class [[nodiscard]] Status {
   Status with_context(const std::string& context) const;
 
  private:
-  Code code_ = Code::kOk;
-  std::string message_;
+  struct Rep {
+    Code code;
+    std::string message;
+  };
+  std::unique_ptr<Rep> rep_;  // null: OK with no message
 };
 
 Status invalid_argument(std::string message);

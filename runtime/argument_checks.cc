@@ -14,29 +14,15 @@ std::vector<size_t> packed_or(const std::vector<size_t>& displs, const std::vect
   return displs.empty() ? packed_displs(counts) : displs;
 }
 
-Status check_dtype(DataType dtype) {
-  const int d = static_cast<int>(dtype);
-  if (!valid_dtype(d)) return invalid_argument("unknown dtype " + std::to_string(d));
-  return Status::ok();
+Status unknown_dtype(DataType dtype) {
+  return invalid_argument("unknown dtype " + std::to_string(static_cast<int>(dtype)));
 }
 
-Status check_op(ReduceOp op) {
-  const int o = static_cast<int>(op);
-  if (!valid_op(o)) return invalid_argument("unknown reduction op " + std::to_string(o));
-  return Status::ok();
+Status unknown_op(ReduceOp op) {
+  return invalid_argument("unknown reduction op " + std::to_string(static_cast<int>(op)));
 }
 
-Status check_buffer(const void* p, size_t count, const char* name) {
-  if (p == nullptr && count > 0) return invalid_argument(std::string(name) + " is NULL with count > 0");
-  return Status::ok();
-}
-
-Status check_reduction(DataType dtype, ReduceOp op, const void* send, const void* recv, size_t count) {
-  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
-  KOLO_RETURN_IF_ERROR(check_op(op));
-  KOLO_RETURN_IF_ERROR(check_buffer(send, count, "sendbuf"));
-  return check_buffer(recv, count, "recvbuf");
-}
+Status null_buffer(const char* name) { return invalid_argument(std::string(name) + " is NULL with count > 0"); }
 
 Status check_root(int root, int size) {
   if (root < 0 || root >= size) {

@@ -15,14 +15,29 @@ namespace kolo {
 std::vector<size_t> packed_or(const std::vector<size_t>& displs, const std::vector<size_t>& counts);
 size_t total_of(const std::vector<size_t>& counts);
 
+// The refusals of the checks below, out of line: the checks themselves are
+// inline, as every call makes several.
+Status unknown_dtype(DataType dtype);
+Status unknown_op(ReduceOp op);
+Status null_buffer(const char* name);
+
 // The C++ API takes the enums, but a value cast from a caller's int may be
 // none of them: refused, naming it.
-Status check_dtype(DataType dtype);
-Status check_op(ReduceOp op);
+inline Status check_dtype(DataType dtype) {
+  return valid_dtype(static_cast<int>(dtype)) ? Status::ok() : unknown_dtype(dtype);
+}
+inline Status check_op(ReduceOp op) { return valid_op(static_cast<int>(op)) ? Status::ok() : unknown_op(op); }
 // NULL is allowed only with nothing to move.
-Status check_buffer(const void* p, size_t count, const char* name);
+inline Status check_buffer(const void* p, size_t count, const char* name) {
+  return p == nullptr && count > 0 ? null_buffer(name) : Status::ok();
+}
 // A reducing collective's arguments: its dtype, op and both buffers.
-Status check_reduction(DataType dtype, ReduceOp op, const void* send, const void* recv, size_t count);
+inline Status check_reduction(DataType dtype, ReduceOp op, const void* send, const void* recv, size_t count) {
+  KOLO_RETURN_IF_ERROR(check_dtype(dtype));
+  KOLO_RETURN_IF_ERROR(check_op(op));
+  KOLO_RETURN_IF_ERROR(check_buffer(send, count, "sendbuf"));
+  return check_buffer(recv, count, "recvbuf");
+}
 Status check_root(int root, int size);
 // One count per rank.
 Status check_counts(const std::vector<size_t>& counts, int size, const char* name);
