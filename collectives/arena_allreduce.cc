@@ -28,7 +28,7 @@ Status arena_agree(const ScheduleContext& ctx, SharedArena& arena, uint64_t mine
   };
   int differs = -1;
   KOLO_RETURN_IF_ERROR(
-      arena.exchange(mine, Deadline::after_seconds_coarse(ctx.pipeline.timeout_s), stalled, &differs));
+      arena.exchange(mine, ctx.pipeline.timeout_s, stalled, &differs));
   if (differs >= 0) {
     return mismatch("rank " + std::to_string(differs) + " runs " + describe_fingerprint(arena.fingerprint_of(differs)) +
                     " where this rank runs " + describe_fingerprint(mine));

@@ -18,7 +18,7 @@ class TablesOnly final : public SharedArena {
   unsigned char* slot(int) override { return nullptr; }
   Status barrier(Deadline) override { return Status::ok(); }
   unsigned char* outbox(size_t) override { return nullptr; }
-  Status exchange(uint64_t, Deadline, const Stalled&, int* differs) override {
+  Status exchange(uint64_t, double, const Stalled&, int* differs) override {
     *differs = -1;
     return Status::ok();
   }

@@ -37,6 +37,8 @@ class CudaDriver final : public GpuDriver {
     error_string_ = reinterpret_cast<GetErrorString>(::dlsym(lib, "cuGetErrorString"));
   }
 
+  bool present() const override { return pointer_attribute_ != nullptr; }
+
   bool is_device_memory(const void* p) override {
     if (!pointer_attribute_ || !p) return false;
     // Not initialized (the process never used CUDA) or not CUDA memory:

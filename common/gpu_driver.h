@@ -17,6 +17,10 @@ class GpuDriver {
  public:
   virtual ~GpuDriver() = default;
 
+  // False where there is no driver at all: then no pointer is device
+  // memory, and a caller with several to ask need ask none.
+  virtual bool present() const { return true; }
+
   // True when p points into memory on a CUDA device (cudaMalloc, cuMemAlloc).
   virtual bool is_device_memory(const void* p) = 0;
 

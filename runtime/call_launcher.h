@@ -74,10 +74,11 @@ class CallLauncher {
 
   // A collective: tells host from device buffers, and runs it now or
   // enqueues it. Only an enqueued one is copied into a Collective: a
-  // blocking call, the common one, allocates nothing for its schedule.
+  // blocking call, the common one, allocates nothing for its schedule,
+  // and takes `how` by reference (later() copies what it queues).
   template <typename Fn>
-  Status launch(const CallRecord& call, BufferList buffers, Launch how, Fn&& fn) {
-    if (how.on_stream || !how.done.empty()) return later(call, buffers, std::move(how), Collective(std::forward<Fn>(fn)));
+  Status launch(const CallRecord& call, BufferList buffers, const Launch& how, Fn&& fn) {
+    if (how.on_stream || !how.done.empty()) return later(call, buffers, how, Collective(std::forward<Fn>(fn)));
     return now(call, buffers, fn);
   }
   // Whether the buffers are device memory (a call that must know before

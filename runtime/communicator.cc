@@ -109,6 +109,10 @@ Status Communicator::wire_for(std::optional<WireFormat> wire, DataType dtype, Re
 
 Status Communicator::wire_for_buffers(std::optional<WireFormat> wire, DataType dtype, ReduceOp op, size_t bytes,
                                       BufferList buffers, WireFormat* out) {
+  if (!wire && bytes <= thresholds_.small_bytes) {  // the common small call, answered without asking wire_for
+    *out = WireFormat::kNative;
+    return Status::ok();
+  }
   KOLO_RETURN_IF_ERROR(wire_for(wire, dtype, op, bytes, out));
   if (*out == WireFormat::kNative) return Status::ok();
   // The wire formats' kernels run on the host: device buffers reduce in
@@ -159,7 +163,7 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
   const NamedBuffer buffers[] = {{send, bytes, "sendbuf"}, {recv, bytes, "recvbuf"}};
   WireFormat format;
   KOLO_RETURN_IF_ERROR(wire_for_buffers(wire, dtype, op, bytes, buffers, &format));
-  return dispatch(CallRecord("allreduce", dtype, count, op), buffers, std::move(launch),
+  return dispatch(CallRecord("allreduce", dtype, count, op), buffers, launch,
                   [=](const ScheduleContext& ctx) {
                     const Span spans[] = {{send, recv, count}};
                     AllreduceArgs args{spans, dtype, op};
@@ -190,7 +194,7 @@ Status Communicator::allreduce_many(std::vector<Span> spans, DataType dtype, Red
   }
   WireFormat format;
   KOLO_RETURN_IF_ERROR(wire_for_buffers(std::nullopt, dtype, op, total * dtype_size(dtype), buffers, &format));
-  return dispatch(CallRecord("allreduce", dtype, total, op), buffers, std::move(launch),
+  return dispatch(CallRecord("allreduce", dtype, total, op), buffers, launch,
                   [this, spans = std::move(spans), dtype, op, format](const ScheduleContext& ctx) {
                     AllreduceArgs args{spans, dtype, op};
                     args.wire = format;
@@ -207,7 +211,7 @@ Status Communicator::allgather(const void* send, void* recv, size_t send_count, 
   if (send != recv && send != own && ranges_overlap(send, block, recv, block * world_.size)) {
     return invalid_argument("sendbuf overlaps recvbuf but is neither recvbuf nor this rank's block of it");
   }
-  return dispatch(CallRecord("allgather", dtype, send_count), {{send, block, "sendbuf"}, {recv, block * world_.size, "recvbuf"}}, std::move(launch),
+  return dispatch(CallRecord("allgather", dtype, send_count), {{send, block, "sendbuf"}, {recv, block * world_.size, "recvbuf"}}, launch,
                   [=](const ScheduleContext& ctx) {
                     const std::vector<size_t> counts(world_.size, send_count);
                     return kolo::allgather(ctx, topology(), thresholds(),
@@ -223,7 +227,7 @@ Status Communicator::broadcast(void* buf, size_t count, DataType dtype, int root
                             std::to_string(world_.size));
   }
   const size_t bytes = count * dtype_size(dtype);
-  return dispatch(CallRecord("broadcast", dtype, count, root), {{buf, bytes, "buf"}}, std::move(launch), [=](const ScheduleContext& ctx) {
+  return dispatch(CallRecord("broadcast", dtype, count, root), {{buf, bytes, "buf"}}, launch, [=](const ScheduleContext& ctx) {
     return kolo::broadcast(ctx, topology(), thresholds(), {buf, count, dtype, root});
   });
 }
@@ -232,7 +236,7 @@ Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_co
   KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, recv_count));
   const size_t block = recv_count * dtype_size(dtype);
   return dispatch(CallRecord("reduce_scatter", dtype, recv_count, op), {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}},
-                  std::move(launch),
+                  launch,
                   [=](const ScheduleContext& ctx) {
                     const std::vector<size_t> counts(world_.size, recv_count);
                     return kolo::reduce_scatter(ctx, topology(), thresholds(),
@@ -243,7 +247,7 @@ Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_co
 
 
 Status Communicator::barrier(Launch launch) {
-  return dispatch("barrier", {}, std::move(launch), [](const ScheduleContext& ctx) { return ring_barrier(ctx); });
+  return dispatch("barrier", {}, launch, [](const ScheduleContext& ctx) { return ring_barrier(ctx); });
 }
 
 Status Communicator::allgather_v(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype) {
@@ -365,7 +369,7 @@ Status Communicator::reduce(const void* send, void* recv, size_t count, DataType
     }
   }
   void* out = is_root ? recv : nullptr;
-  return dispatch(CallRecord("reduce", dtype, count, op, root), {named(send, bytes, "sendbuf"), named(out, bytes, "recvbuf")}, std::move(launch),
+  return dispatch(CallRecord("reduce", dtype, count, op, root), {named(send, bytes, "sendbuf"), named(out, bytes, "recvbuf")}, launch,
                   [=](const ScheduleContext& ctx) {
                     return ring_reduce(ctx, send, out, count, dtype, op,
                                        root);
@@ -384,7 +388,7 @@ Status Communicator::gatherv(const void* send, size_t send_count, void* recv, co
   const bool is_root = world_.rank == root;
   void* out = is_root ? recv : nullptr;
   return dispatch(CallRecord("gather", dtype, elements(counts), root), {named(send, send_count * es, "sendbuf"), named(out, extent * es, "recvbuf")},
-                  std::move(launch),
+                  launch,
                   [=](const ScheduleContext& ctx) {
                     return ring_gather_v(ctx, send, out, counts, displs, dtype, root);
                   });
@@ -403,7 +407,7 @@ Status Communicator::scatterv(const void* send, const std::vector<size_t>& count
   const bool is_root = world_.rank == root;
   const void* in = is_root ? send : nullptr;
   return dispatch(CallRecord("scatter", dtype, elements(counts), root), {named(in, extent * es, "sendbuf"), named(recv, recv_count * es, "recvbuf")},
-                  std::move(launch),
+                  launch,
                   [=](const ScheduleContext& ctx) {
                     return ring_scatter_v(ctx, in, recv, counts, displs, dtype, root);
                   });
@@ -428,7 +432,7 @@ Status Communicator::allgatherv(const void* send, size_t send_count, void* recv,
     return invalid_argument("sendbuf overlaps recvbuf but is not this rank's block of it");
   }
   return dispatch(CallRecord("allgatherv", dtype, elements(counts)),
-                  {named(send, send_count * es, "sendbuf"), named(recv, extent * es, "recvbuf")}, std::move(launch),
+                  {named(send, send_count * es, "sendbuf"), named(recv, extent * es, "recvbuf")}, launch,
                   [=](const ScheduleContext& ctx) {
                     return kolo::allgather(ctx, topology(), thresholds(),
                                            {send, recv, counts, displs, dtype});
@@ -447,7 +451,7 @@ Status Communicator::reduce_scatterv(const void* send, void* recv, const std::ve
   // Any overlap of recvbuf with sendbuf is fine: ring_reduce_scatter_v then
   // works through scratch.
   return dispatch(CallRecord("reduce_scatterv", dtype, elements(counts), op),
-                  {named(send, total * es, "sendbuf"), named(recv, counts[world_.rank] * es, "recvbuf")}, std::move(launch),
+                  {named(send, total * es, "sendbuf"), named(recv, counts[world_.rank] * es, "recvbuf")}, launch,
                   [=](const ScheduleContext& ctx) {
                     return kolo::reduce_scatter(ctx, topology(), thresholds(),
                                                 {send, recv, counts, dtype,
@@ -483,7 +487,7 @@ Status Communicator::alltoallv(const void* send, const std::vector<size_t>& send
     return invalid_argument("sendbuf and recvbuf overlap (alltoall is not in place)");
   }
   return dispatch(CallRecord("alltoallv", dtype),
-                  {named(send, send_extent * es, "sendbuf"), named(recv, recv_extent * es, "recvbuf")}, std::move(launch),
+                  {named(send, send_extent * es, "sendbuf"), named(recv, recv_extent * es, "recvbuf")}, launch,
                   [=](const ScheduleContext& ctx) {
                     if (!mesh_connected_) {
                       // First over the ring's connections, so that a rank
@@ -546,7 +550,7 @@ Status Communicator::point_to_point(const std::vector<PointToPoint>& ops, Launch
       peers.push_back(op.peer);
     }
   }
-  return dispatch("send/recv", buffers, std::move(launch), [this, ops, peers](const ScheduleContext& ctx) {
+  return dispatch("send/recv", buffers, launch, [this, ops, peers](const ScheduleContext& ctx) {
     // Connected on first use: both ranks of a pair post to each other, so
     // both connect; the listening side accepts in the background, so the
     // order of the peers does not matter. Through the host transport, which
@@ -584,7 +588,7 @@ Status Communicator::recv_any(void* buf, size_t count, DataType dtype, int* sour
     KOLO_RETURN_IF_ERROR(launcher_->classify({{buf, bytes, "receive buffer"}}, &on_device));
     if (on_device) return unsupported("a receive from any rank takes host buffers; recvbuf is device memory");
   }
-  return dispatch(CallRecord("recv_any", dtype, count), {{buf, bytes, "receive buffer"}}, std::move(launch),
+  return dispatch(CallRecord("recv_any", dtype, count), {{buf, bytes, "receive buffer"}}, launch,
                   [this, buf, count, dtype, source](const ScheduleContext& ctx) {
                     return receive_from_any(ctx, buf, count, dtype, &any_source_, source);
                   });

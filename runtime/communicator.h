@@ -292,8 +292,8 @@ class Communicator {
   // A collective of the public API, launched as `launch` says
   // (call_launcher.h), each kind ending in run().
   template <typename Fn>
-  Status dispatch(const CallRecord& call, BufferList buffers, Launch launch, Fn&& fn) {
-    return launcher_->launch(call, buffers, std::move(launch), std::forward<Fn>(fn));
+  Status dispatch(const CallRecord& call, BufferList buffers, const Launch& launch, Fn&& fn) {
+    return launcher_->launch(call, buffers, launch, std::forward<Fn>(fn));
   }
   FlightRecorder::Identity identity() const;
   // Dumps into KOLO_FLIGHT_RECORDER_DIR, when set (a failure, SIGUSR1).

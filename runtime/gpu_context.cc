@@ -40,6 +40,13 @@ Status GpuContext::device(Device** out) {
 }
 
 Status GpuContext::classify(BufferList buffers, bool* on_device) {
+  // No GPU open and no CUDA driver in the process: all host memory, with
+  // nothing to ask (the common call of a CPU job: a small one's path
+  // notices a question per buffer).
+  if (!opened() && !cuda_driver()->present()) {
+    *on_device = false;
+    return Status::ok();
+  }
   const NamedBuffer* first_host = nullptr;
   const NamedBuffer* first_device = nullptr;
   for (const NamedBuffer& b : buffers) {

@@ -48,7 +48,9 @@ class SharedArena {
   // collective from a slow one). Mailboxes alternate as the
   // halves do, counted by the same `chunks`, so that a rank reads a peer's
   // mailbox until the exchange or chunk after next, which the peer enters
-  // only once it is done with this one. Fails as barrier() does.
+  // only once it is done with this one. Fails as barrier() does, its
+  // deadline timeout_s from when it starts to wait (a call that finds every
+  // post there reads no clock).
   static constexpr size_t kMailboxBytes = (16 << 10) - 64;  // data per mailbox: 16 KiB with its header
   // Up to this much rides on the line that posts it: one line between the
   // cores instead of two. outbox(bytes) and inbox(q, bytes) say where a
@@ -56,7 +58,7 @@ class SharedArena {
   static constexpr size_t kInlineBytes = 48;
   virtual unsigned char* outbox(size_t bytes) = 0;
   using Stalled = std::function<Status(int q)>;
-  virtual Status exchange(uint64_t fingerprint, Deadline deadline, const Stalled& stalled, int* differs) = 0;
+  virtual Status exchange(uint64_t fingerprint, double timeout_s, const Stalled& stalled, int* differs) = 0;
   virtual const unsigned char* inbox(int q, size_t bytes) const = 0;
   virtual uint64_t fingerprint_of(int q) const = 0;
 

@@ -12,6 +12,7 @@
 #include <climits>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -345,7 +346,7 @@ Status ShmArena::barrier(Deadline deadline) {
   }
 }
 
-Status ShmArena::exchange(uint64_t fingerprint, Deadline deadline, const Stalled& stalled, int* differs) {
+Status ShmArena::exchange(uint64_t fingerprint, double timeout_s, const Stalled& stalled, int* differs) {
   *differs = -1;
   if (!failed_.is_ok()) return failed_;
   if (aborted_.load(std::memory_order_relaxed)) return failed_ = aborted("communicator aborted");
@@ -360,11 +361,13 @@ Status ShmArena::exchange(uint64_t fingerprint, Deadline deadline, const Stalled
   Member& me = member(rank_);
   me.posts.store(static_cast<uint32_t>(round), std::memory_order_seq_cst);
   if (header_->post_sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(&me.posts);
+  std::optional<Deadline> deadline;  // from the first wait: a call that waits for no one reads no clock
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
     const Mailbox* box = mailbox(q, parity);
     if (box->round.load(std::memory_order_acquire) != round) {
-      KOLO_RETURN_IF_ERROR(wait_for_post(q, box, round, deadline, stalled));
+      if (!deadline) deadline = Deadline::after_seconds(timeout_s);
+      KOLO_RETURN_IF_ERROR(wait_for_post(q, box, round, *deadline, stalled));
     }
     // On the line just read.
     if (box->fingerprint != fingerprint && *differs < 0) *differs = q;

@@ -50,7 +50,7 @@ class ShmArena final : public SharedArena {
   unsigned char* slot(int r) override;
   Status barrier(Deadline deadline) override;
   unsigned char* outbox(size_t bytes) override;
-  Status exchange(uint64_t fingerprint, Deadline deadline, const Stalled& stalled, int* differs) override;
+  Status exchange(uint64_t fingerprint, double timeout_s, const Stalled& stalled, int* differs) override;
   const unsigned char* inbox(int q, size_t bytes) const override;
   uint64_t fingerprint_of(int q) const override;
   void abort() override;

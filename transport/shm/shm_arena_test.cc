@@ -173,7 +173,7 @@ TEST(ShmArena, ExchangesShowEveryRanksBytesRoundAfterRoundBesideBarriers) {
       unsigned char* out = a.outbox(bytes);
       for (size_t i = 0; i < bytes; ++i) out[i] = posted_byte(r, round, i);
       int differs = -2;
-      ASSERT_TRUE(a.exchange(round, Deadline::after_seconds(30), nullptr, &differs).is_ok());
+      ASSERT_TRUE(a.exchange(round, 30, nullptr, &differs).is_ok());
       ASSERT_EQ(differs, -1);
       for (int q = 0; q < n; ++q) {
         ASSERT_EQ(a.fingerprint_of(q), round);
@@ -191,7 +191,7 @@ TEST(ShmArena, AnExchangeNamesTheRankWhoseFingerprintDiffers) {
   Arenas arenas(n, 0xa8);
   std::vector<int> differs(n, -2);
   arenas.run([&](int r) {
-    ASSERT_TRUE(arenas.a[r]->exchange(r == 2 ? 99 : 42, Deadline::after_seconds(30), nullptr, &differs[r]).is_ok());
+    ASSERT_TRUE(arenas.a[r]->exchange(r == 2 ? 99 : 42, 30, nullptr, &differs[r]).is_ok());
   });
   EXPECT_EQ(differs[0], 2);
   EXPECT_EQ(differs[1], 2);
@@ -207,10 +207,10 @@ TEST(ShmArena, AnExchangeWaitsForALatePosterAndAsksWhileItWaits) {
   std::thread late([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     int differs = 0;
-    EXPECT_TRUE(arenas.a[1]->exchange(7, Deadline::after_seconds(30), nullptr, &differs).is_ok());
+    EXPECT_TRUE(arenas.a[1]->exchange(7, 30, nullptr, &differs).is_ok());
   });
   int differs = -2;
-  waited = arenas.a[0]->exchange(7, Deadline::after_seconds(30), [&](int q) {
+  waited = arenas.a[0]->exchange(7, 30, [&](int q) {
     EXPECT_EQ(q, 1);
     ++asked;
     return Status::ok();
@@ -225,7 +225,7 @@ TEST(ShmArena, WhatTheStalledCallbackSaysEndsTheWait) {
   Arenas arenas(2, 0xaa);
   int differs = -2;
   const auto start = Clock::now();
-  Status s = arenas.a[0]->exchange(7, Deadline::after_seconds(60), [](int q) {
+  Status s = arenas.a[0]->exchange(7, 60, [](int q) {
     return mismatch("rank " + std::to_string(q) + " runs something else");
   }, &differs);
   EXPECT_EQ(s.code(), Code::kMismatch) << s.to_string();
@@ -243,7 +243,7 @@ Status exchange_while_a_rank_aborts(Arenas& arenas, int aborting) {
   });
   int differs = -2;
   const auto start = Clock::now();
-  Status s = arenas.a[0]->exchange(1, Deadline::after_seconds(60), nullptr, &differs);
+  Status s = arenas.a[0]->exchange(1, 60, nullptr, &differs);
   aborter.join();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
   return s;
@@ -262,14 +262,14 @@ TEST(ShmArena, AnExchangeEndsOnAbortOrALostRankAndTimesOutNamingWhoIsMissing) {
     const Status s = exchange_while_a_rank_aborts(arenas, 1);
     EXPECT_EQ(s.code(), Code::kPeerLost) << s.to_string();
     int differs = -2;
-    EXPECT_EQ(arenas.a[1]->exchange(1, Deadline::after_seconds(60), nullptr, &differs).code(), Code::kAborted);
+    EXPECT_EQ(arenas.a[1]->exchange(1, 60, nullptr, &differs).code(), Code::kAborted);
   }
   {
     Arenas arenas(3, 0xac);
     Status s[2];
     arenas.run([&](int r) {
       int differs = -2;
-      if (r < 2) s[r] = arenas.a[r]->exchange(1, Deadline::after_seconds(0.3), nullptr, &differs);
+      if (r < 2) s[r] = arenas.a[r]->exchange(1, 0.3, nullptr, &differs);
     });
     for (int r = 0; r < 2; ++r) {
       EXPECT_EQ(s[r].code(), Code::kTimeout) << s[r].to_string();
