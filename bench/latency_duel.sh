@@ -18,7 +18,8 @@
 # (bench/peers/bind_like_kolorun.sh), and each point takes the placement
 # with the lower median (its best round: the lower of both).
 #   Usage: bash bench/latency_duel.sh [N ...]   (default 2 4 8)
-#   ROUNDS (5)  ITERS (200)  MIN_BYTES (8)  MAX_BYTES (64K)
+#   ROUNDS (5)  ITERS (200)  MIN_BYTES (8)  MAX_BYTES (64K)  STEP_FACTOR (2: every
+#   power of two, so that 8 B, 32 B, 128 B, 512 B, 4 KiB and 64 KiB are all in it)
 set -euo pipefail
 # shellcheck source=bench/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -28,12 +29,13 @@ ROUNDS="${ROUNDS:-5}"
 ITERS="${ITERS:-200}"
 MIN_BYTES="${MIN_BYTES:-8}"
 MAX_BYTES="${MAX_BYTES:-64K}"
+STEP_FACTOR="${STEP_FACTOR:-2}"
 command -v mpicc >/dev/null || { echo "latency_duel: needs Open MPI (mpicc, mpirun)" >&2; exit 1; }
 
 build_and_copy latency //bench:kolo_bench //bench:core_round_trip //bench:barrier_floor
 mpicc -O2 -o "$WORK/mpi_bench" bench/peers/mpi_bench.c
 to_bytes() { python3 -c "s='$1'; m={'K':1<<10,'M':1<<20}; print(int(float(s[:-1])*m[s[-1]]) if s[-1] in m else int(s))"; }
-SWEEP=(--min-bytes "$(to_bytes "$MIN_BYTES")" --max-bytes "$(to_bytes "$MAX_BYTES")" --step-factor 4 --iters "$ITERS"
+SWEEP=(--min-bytes "$(to_bytes "$MIN_BYTES")" --max-bytes "$(to_bytes "$MAX_BYTES")" --step-factor "$STEP_FACTOR" --iters "$ITERS"
   --warmup 20)
 RESULTS="$WORK/results"
 ROUND_TRIPS=""
