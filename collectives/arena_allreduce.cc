@@ -42,29 +42,33 @@ namespace {
 // of it and reduces all N in rank order, the same on every rank, so the
 // results are bit-identical. The mailboxes carry each rank's fingerprint,
 // so ranks that disagree about the call all see it here, with no message.
-Status one_shot_allreduce(const ScheduleContext& ctx, SharedArena& arena, const SpanCutter& buffer,
-                          DataType dtype, ReduceOp op) {
+// The spans lie one after another in the mailbox: the whole buffer moves,
+// so nothing is cut.
+Status one_shot_allreduce(const ScheduleContext& ctx, SharedArena& arena, SpanList spans, DataType dtype,
+                          ReduceOp op) {
   const size_t elem = dtype_size(dtype);
-  const size_t total = buffer.total();
+  size_t total = 0;
+  for (const Span& sp : spans) total += sp.count;
   const int n = arena.size();
   const size_t bytes = total * elem;
   const uint64_t mine = fingerprint(CollectiveKind::kSharedAllreduce, dtype, op, 0, total);
   unsigned char* outbox = arena.outbox(bytes);
-  size_t taken = 0;
-  buffer.for_each_piece(Range{0, total}, [&](const Span& sp, size_t at, size_t c) {
-    ctx.memory->copy(outbox + taken * elem, element(sp.send, at, elem), c * elem);
-    taken += c;
-  });
+  size_t at = 0;  // bytes into the mailbox
+  for (const Span& sp : spans) {
+    if (sp.count == 0) continue;  // its pointers may be NULL
+    ctx.memory->copy(outbox + at, sp.send, sp.count * elem);
+    at += sp.count * elem;
+  }
   KOLO_RETURN_IF_ERROR(arena_agree(ctx, arena, mine));
-  size_t done = 0;
-  buffer.for_each_piece(Range{0, total}, [&](const Span& sp, size_t at, size_t c) {
-    unsigned char* out = element(sp.recv, at, elem);
-    const size_t from = done * elem;
-    ctx.memory->reduce(dtype, op, out, arena.inbox(0, bytes) + from, arena.inbox(1, bytes) + from, c);
-    for (int q = 2; q < n; ++q) ctx.memory->reduce(dtype, op, out, out, arena.inbox(q, bytes) + from, c);
-    ctx.memory->finalize(dtype, op, out, c, n);
-    done += c;
-  });
+  at = 0;
+  for (const Span& sp : spans) {
+    if (sp.count == 0) continue;  // its pointers may be NULL
+    unsigned char* out = static_cast<unsigned char*>(sp.recv);
+    ctx.memory->reduce(dtype, op, out, arena.inbox(0, bytes) + at, arena.inbox(1, bytes) + at, sp.count);
+    for (int q = 2; q < n; ++q) ctx.memory->reduce(dtype, op, out, out, arena.inbox(q, bytes) + at, sp.count);
+    ctx.memory->finalize(dtype, op, out, sp.count, n);
+    at += sp.count * elem;
+  }
   return Status::ok();
 }
 
@@ -197,8 +201,7 @@ bool one_shot_applies(const Topology& t, const Thresholds& th, const Call& c) {
 double one_shot_seconds(const Topology& t, const Call& c) { return one_shot_allreduce_seconds(*t.costs, t, c.bytes); }
 
 Status run_one_shot(const ScheduleContext& ctx, const Topology& t, const AllreduceArgs& a) {
-  const SpanCutter buffer(a.spans);
-  return one_shot_allreduce(ctx, *t.arena, buffer, a.dtype, a.op);
+  return one_shot_allreduce(ctx, *t.arena, a.spans, a.dtype, a.op);
 }
 
 }  // namespace
