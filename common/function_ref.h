@@ -8,6 +8,7 @@
 // (it lives until the call returns), never store a FunctionRef.
 #pragma once
 
+#include <cstddef>
 #include <type_traits>
 #include <utility>
 
@@ -19,6 +20,8 @@ class FunctionRef;
 template <typename R, typename... Args>
 class FunctionRef<R(Args...)> {
  public:
+  // None: a callback that is optional (test it with `if (f)`).
+  FunctionRef(std::nullptr_t) : object_(nullptr), call_(nullptr) {}  // NOLINT: as std::function takes nullptr
   template <typename F, typename = std::enable_if_t<!std::is_same<std::decay_t<F>, FunctionRef>::value &&
                                                     std::is_invocable_r<R, F&, Args...>::value>>
   FunctionRef(F&& f)  // NOLINT: converts from any callable, as std::function does
@@ -28,6 +31,7 @@ class FunctionRef<R(Args...)> {
         }) {}
 
   R operator()(Args... args) const { return call_(object_, std::forward<Args>(args)...); }
+  explicit operator bool() const { return call_ != nullptr; }
 
  private:
   void* object_;

@@ -149,12 +149,12 @@ NamedBuffer named(const void* data, size_t bytes, const char* name) {
 
 }  // namespace
 
-Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, Launch launch) {
-  return allreduce(send, recv, count, dtype, op, std::nullopt, nullptr, std::move(launch));
+Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, const Launch& launch) {
+  return allreduce(send, recv, count, dtype, op, std::nullopt, nullptr, launch);
 }
 
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
-                               std::optional<WireFormat> wire, float* residuals, Launch launch) {
+                               std::optional<WireFormat> wire, float* residuals, const Launch& launch) {
   KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, count));
   const size_t bytes = count * dtype_size(dtype);
   if (send != recv && ranges_overlap(send, bytes, recv, bytes)) {
@@ -177,7 +177,7 @@ Status Communicator::allreduce(const void* send, void* recv, size_t count, DataT
                   });
 }
 
-Status Communicator::allreduce_many(std::vector<Span> spans, DataType dtype, ReduceOp op, Launch launch) {
+Status Communicator::allreduce_many(std::vector<Span> spans, DataType dtype, ReduceOp op, const Launch& launch) {
   if (spans.empty()) return invalid_argument("no buffers to reduce");
   std::vector<NamedBuffer> buffers;
   size_t total = 0;
@@ -202,7 +202,7 @@ Status Communicator::allreduce_many(std::vector<Span> spans, DataType dtype, Red
                   });
 }
 
-Status Communicator::allgather(const void* send, void* recv, size_t send_count, DataType dtype, Launch launch) {
+Status Communicator::allgather(const void* send, void* recv, size_t send_count, DataType dtype, const Launch& launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_buffer(send, send_count, "sendbuf"));
   KOLO_RETURN_IF_ERROR(check_buffer(recv, send_count, "recvbuf"));
@@ -219,7 +219,7 @@ Status Communicator::allgather(const void* send, void* recv, size_t send_count, 
                   });
 }
 
-Status Communicator::broadcast(void* buf, size_t count, DataType dtype, int root, Launch launch) {
+Status Communicator::broadcast(void* buf, size_t count, DataType dtype, int root, const Launch& launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_buffer(buf, count, "buf"));
   if (root < 0 || root >= world_.size) {
@@ -232,7 +232,7 @@ Status Communicator::broadcast(void* buf, size_t count, DataType dtype, int root
   });
 }
 
-Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op, Launch launch) {
+Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op, const Launch& launch) {
   KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, recv_count));
   const size_t block = recv_count * dtype_size(dtype);
   return dispatch(CallRecord("reduce_scatter", dtype, recv_count, op), {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}},
@@ -246,7 +246,7 @@ Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_co
 }
 
 
-Status Communicator::barrier(Launch launch) {
+Status Communicator::barrier(const Launch& launch) {
   return dispatch("barrier", {}, launch, [](const ScheduleContext& ctx) { return ring_barrier(ctx); });
 }
 
@@ -355,7 +355,7 @@ Status Communicator::run_custom(const char* what, const std::function<Status(con
 }
 
 
-Status Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root, Launch launch) {
+Status Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root, const Launch& launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
   KOLO_RETURN_IF_ERROR(check_root(root, world_.size));
@@ -377,7 +377,7 @@ Status Communicator::reduce(const void* send, void* recv, size_t count, DataType
 }
 
 Status Communicator::gatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                             const std::vector<size_t>& displs_or_packed, DataType dtype, int root, Launch launch) {
+                             const std::vector<size_t>& displs_or_packed, DataType dtype, int root, const Launch& launch) {
   std::vector<size_t> displs;
   size_t extent = 0;
   KOLO_RETURN_IF_ERROR(check_rooted_blocks({dtype, root, world_.rank, world_.size, counts, "recvcounts",
@@ -396,7 +396,7 @@ Status Communicator::gatherv(const void* send, size_t send_count, void* recv, co
 
 Status Communicator::scatterv(const void* send, const std::vector<size_t>& counts,
                               const std::vector<size_t>& displs_or_packed, void* recv, size_t recv_count, DataType dtype,
-                              int root, Launch launch) {
+                              int root, const Launch& launch) {
   std::vector<size_t> displs;
   size_t extent = 0;
   KOLO_RETURN_IF_ERROR(check_rooted_blocks({dtype, root, world_.rank, world_.size, counts, "sendcounts",
@@ -414,7 +414,7 @@ Status Communicator::scatterv(const void* send, const std::vector<size_t>& count
 }
 
 Status Communicator::allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                                const std::vector<size_t>& displs_or_packed, DataType dtype, Launch launch) {
+                                const std::vector<size_t>& displs_or_packed, DataType dtype, const Launch& launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "recvcounts"));
   if (counts[world_.rank] != send_count) {
@@ -440,7 +440,7 @@ Status Communicator::allgatherv(const void* send, size_t send_count, void* recv,
 }
 
 Status Communicator::reduce_scatterv(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype,
-                                     ReduceOp op, Launch launch) {
+                                     ReduceOp op, const Launch& launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
   KOLO_RETURN_IF_ERROR(check_counts(counts, world_.size, "recvcounts"));
@@ -462,7 +462,7 @@ Status Communicator::reduce_scatterv(const void* send, void* recv, const std::ve
 Status Communicator::alltoallv(const void* send, const std::vector<size_t>& send_counts,
                                const std::vector<size_t>& send_displs_or_packed, void* recv,
                                const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs_or_packed,
-                               DataType dtype, Launch launch) {
+                               DataType dtype, const Launch& launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_counts(send_counts, world_.size, "sendcounts"));
   KOLO_RETURN_IF_ERROR(check_counts(recv_counts, world_.size, "recvcounts"));
@@ -539,7 +539,7 @@ Status Communicator::check_point_to_point(const PointToPoint& op) const {
   return Status::ok();
 }
 
-Status Communicator::point_to_point(const std::vector<PointToPoint>& ops, Launch launch) {
+Status Communicator::point_to_point(const std::vector<PointToPoint>& ops, const Launch& launch) {
   std::vector<NamedBuffer> buffers;
   std::vector<int> peers;  // to connect: every peer but this rank, once
   for (const PointToPoint& op : ops) {
@@ -560,7 +560,7 @@ Status Communicator::point_to_point(const std::vector<PointToPoint>& ops, Launch
   });
 }
 
-Status Communicator::recv_any(void* buf, size_t count, DataType dtype, int* source, Launch launch) {
+Status Communicator::recv_any(void* buf, size_t count, DataType dtype, int* source, const Launch& launch) {
   if (source == nullptr) return invalid_argument("source output pointer is NULL");
   *source = -1;
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));

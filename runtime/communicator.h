@@ -145,7 +145,7 @@ class Communicator {
   // their arguments: they run on the communicator's thread in call order,
   // with the stream-ordered ones, and complete their handles (a failure is
   // sticky as well). A blocking call first waits for everything queued.
-  Status allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, Launch launch = {});
+  Status allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, const Launch& launch = {});
   // The same with `wire` on the wire (wire_format.h): kNative for the
   // elements themselves, std::nullopt for the communicator's default
   // (Config::wire_format, which applies where it can: float sums and
@@ -154,15 +154,15 @@ class Communicator {
   // feedback's state for this buffer, `count` floats the caller keeps
   // between calls (compressed_ring.h); unused without a format.
   Status allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
-                   std::optional<WireFormat> wire, float* residuals, Launch launch = {});
+                   std::optional<WireFormat> wire, float* residuals, const Launch& launch = {});
   // One allreduce over several buffers at once, as over their
   // concatenation, each reduced where it lies (allreduce_spans below),
   // launched as the others are: blocking, asynchronous or on a stream.
-  Status allreduce_many(std::vector<Span> spans, DataType dtype, ReduceOp op, Launch launch = {});
-  Status allgather(const void* send, void* recv, size_t send_count, DataType dtype, Launch launch = {});
-  Status broadcast(void* buf, size_t count, DataType dtype, int root, Launch launch = {});
-  Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op, Launch launch = {});
-  Status barrier(Launch launch = {});
+  Status allreduce_many(std::vector<Span> spans, DataType dtype, ReduceOp op, const Launch& launch = {});
+  Status allgather(const void* send, void* recv, size_t send_count, DataType dtype, const Launch& launch = {});
+  Status broadcast(void* buf, size_t count, DataType dtype, int root, const Launch& launch = {});
+  Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op, const Launch& launch = {});
+  Status barrier(const Launch& launch = {});
   // Opens this rank's GPU (gpu_context.h) and gives its CUDA device number.
   Status gpu_ordinal(int* ordinal);
   // Whether the buffers are this rank's GPU's memory (GpuContext::classify).
@@ -235,19 +235,19 @@ class Communicator {
   // displacements run as chains around the ring (collectives/rooted.h).
   // counts are elements per rank, significant on every rank; displs
   // (elements; empty = blocks in rank order, packed) as kolo.h says.
-  Status reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root, Launch launch = {});
+  Status reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root, const Launch& launch = {});
   Status gatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                 const std::vector<size_t>& displs, DataType dtype, int root, Launch launch = {});
+                 const std::vector<size_t>& displs, DataType dtype, int root, const Launch& launch = {});
   Status scatterv(const void* send, const std::vector<size_t>& counts, const std::vector<size_t>& displs, void* recv,
-                  size_t recv_count, DataType dtype, int root, Launch launch = {});
+                  size_t recv_count, DataType dtype, int root, const Launch& launch = {});
   Status allgatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                    const std::vector<size_t>& displs, DataType dtype, Launch launch = {});
+                    const std::vector<size_t>& displs, DataType dtype, const Launch& launch = {});
   Status reduce_scatterv(const void* send, void* recv, const std::vector<size_t>& counts, DataType dtype, ReduceOp op,
-                         Launch launch = {});
+                         const Launch& launch = {});
   // Connects every pair of ranks first, once (see connect_mesh_once).
   Status alltoallv(const void* send, const std::vector<size_t>& send_counts, const std::vector<size_t>& send_displs,
                    void* recv, const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
-                   DataType dtype, Launch launch = {});
+                   DataType dtype, const Launch& launch = {});
 
   // Point-to-point (kolo_send, kolo_recv): messages between a pair match in
   // call order, per direction. point_to_point posts a batch (a group) at
@@ -257,7 +257,7 @@ class Communicator {
   // Peers are connected on first use.
   Status send(const void* buf, size_t count, DataType dtype, int peer);
   Status recv(void* buf, size_t count, DataType dtype, int peer);
-  Status point_to_point(const std::vector<PointToPoint>& ops, Launch launch = {});
+  Status point_to_point(const std::vector<PointToPoint>& ops, const Launch& launch = {});
   // One operation's arguments (dtype, buffer, peer), as point_to_point
   // checks them: for callers that queue operations first (groups).
   Status check_point_to_point(const PointToPoint& op) const;
@@ -268,7 +268,7 @@ class Communicator {
   // buffers only; refused at once (nothing sticky) in a world of one and
   // where a peer's transport cannot look at messages before they are
   // received (RDMA), both saying why.
-  Status recv_any(void* buf, size_t count, DataType dtype, int* source, Launch launch = {});
+  Status recv_any(void* buf, size_t count, DataType dtype, int* source, const Launch& launch = {});
 
  private:
   explicit Communicator(const Config& config);

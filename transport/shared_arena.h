@@ -15,6 +15,7 @@
 
 #include "common/deadline.h"
 #include "common/faster_of_two.h"
+#include "common/function_ref.h"
 #include "common/status.h"
 
 namespace kolo {
@@ -57,7 +58,7 @@ class SharedArena {
   // buffer of `bytes` goes.
   static constexpr size_t kInlineBytes = 48;
   virtual unsigned char* outbox(size_t bytes) = 0;
-  using Stalled = std::function<Status(int q)>;
+  using Stalled = FunctionRef<Status(int q)>;  // called only while exchange() waits; nullptr: none
   virtual Status exchange(uint64_t fingerprint, double timeout_s, const Stalled& stalled, int* differs) = 0;
   virtual const unsigned char* inbox(int q, size_t bytes) const = 0;
   virtual uint64_t fingerprint_of(int q) const = 0;

@@ -26,9 +26,9 @@ kolo_result_t point_to_point(kolo_comm_t comm, kolo::PointToPoint::Direction dir
   };
   kolo::PointToPointGroup& group = kolo::PointToPointGroup::of_this_thread();
   if (!group.open()) {
-    auto call = [&](kolo::Launch launch) {
+    auto call = [&](const kolo::Launch& launch) {
       KOLO_RETURN_IF_ERROR(check_dtype());
-      return comm->impl()->point_to_point({op()}, std::move(launch));
+      return comm->impl()->point_to_point({op()}, launch);
     };
     return handle ? kolo_c::asynchronous(comm, handle, call) : kolo_c::blocking(comm, call);
   }
@@ -48,7 +48,7 @@ kolo_result_t point_to_point(kolo_comm_t comm, kolo::PointToPoint::Direction dir
 // a group: which message it takes depends on every receive posted before
 // it, and a group posts all of its own at once.
 kolo_result_t receive_any(kolo_comm_t comm, void* recvbuf, size_t count, int d, int* source, kolo_handle_t* handle) {
-  auto call = [&](kolo::Launch launch) {
+  auto call = [&](const kolo::Launch& launch) {
     if (kolo::PointToPointGroup::of_this_thread().open()) {
       if (source) *source = -1;
       return kolo::invalid_argument(
@@ -56,7 +56,7 @@ kolo_result_t receive_any(kolo_comm_t comm, void* recvbuf, size_t count, int d, 
           "takes depends on the receives posted before it, and a group posts all of its own at once; call it "
           "outside the group");
     }
-    return comm->impl()->recv_any(recvbuf, count, static_cast<kolo::DataType>(d), source, std::move(launch));
+    return comm->impl()->recv_any(recvbuf, count, static_cast<kolo::DataType>(d), source, launch);
   };
   return handle ? kolo_c::asynchronous(comm, handle, call) : kolo_c::blocking(comm, call);
 }
