@@ -50,6 +50,12 @@ class SpanList {
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   const Span& operator[](size_t i) const { return data_[i]; }
+  // The elements of all the spans: the logical buffer's length.
+  size_t elements() const {
+    size_t total = 0;
+    for (const Span& s : *this) total += s.count;
+    return total;
+  }
 
  private:
   const Span* data_;

@@ -32,8 +32,7 @@ void add_ring_neighbours(const std::vector<int>& members, int index, int rank, s
 
 Status allreduce_over_one_buffer(const ScheduleContext& ctx, const AllreduceArgs& a, ContiguousAllreduce allreduce) {
   const SpanList spans = a.spans;
-  size_t total = 0;
-  for (const Span& s : spans) total += s.count;
+  const size_t total = spans.elements();
   if (spans.size() == 1) return allreduce(ctx, spans[0].send, spans[0].recv, total, a.dtype, a.op);
   const size_t elem_size = dtype_size(a.dtype);
   auto* buf = static_cast<unsigned char*>(ctx.memory->scratch(total * elem_size));

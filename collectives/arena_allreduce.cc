@@ -47,8 +47,7 @@ namespace {
 Status one_shot_allreduce(const ScheduleContext& ctx, SharedArena& arena, SpanList spans, DataType dtype,
                           ReduceOp op) {
   const size_t elem = dtype_size(dtype);
-  size_t total = 0;
-  for (const Span& sp : spans) total += sp.count;
+  const size_t total = spans.elements();
   const int n = arena.size();
   const size_t bytes = total * elem;
   const uint64_t mine = fingerprint(CollectiveKind::kSharedAllreduce, dtype, op, 0, total);
@@ -76,8 +75,7 @@ Status one_shot_allreduce(const ScheduleContext& ctx, SharedArena& arena, SpanLi
 
 Status arena_allreduce_spans(const ScheduleContext& ctx, SharedArena& arena, SpanList spans,
                              DataType dtype, ReduceOp op) {
-  size_t total = 0;
-  for (const Span& s : spans) total += s.count;
+  const size_t total = spans.elements();
   // The ranks' ordered messages say first whether everyone called this
   // allreduce this way: a rank that called another collective, or runs
   // this one by another algorithm (a device buffer, another KOLO_ALGORITHM),

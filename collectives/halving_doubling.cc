@@ -230,8 +230,7 @@ size_t halving_doubling_block_bytes(const Topology& t, size_t segment_bytes, siz
 Status halving_doubling_allreduce(const ScheduleContext& ctx, const Topology& t, SpanList spans, DataType dtype,
                                   ReduceOp op) {
   const size_t elem_size = dtype_size(dtype);
-  size_t count = 0;
-  for (const Span& s : spans) count += s.count;
+  const size_t count = spans.elements();
   if (count == 0 || ctx.size == 1) {
     for (const Span& s : spans) {
       ctx.memory->copy(s.recv, s.send, s.count * elem_size);

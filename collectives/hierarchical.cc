@@ -96,8 +96,7 @@ Status hierarchical_allreduce_spans(const ScheduleContext& ctx, const HostLayout
                                     SpanList spans, DataType dtype, ReduceOp op, WireFormat wire,
                                     const std::vector<float*>* residuals) {
   const size_t elem_size = dtype_size(dtype);
-  size_t total = 0;
-  for (const Span& s : spans) total += s.count;
+  const size_t total = spans.elements();
   // One contiguous buffer: recv itself when there is one span, else the
   // spans packed (a copy at memory speed, next to links between hosts).
   const bool direct = spans.size() == 1;

@@ -190,9 +190,7 @@ Status run(const ScheduleContext& ctx, const Topology& t, const AllreduceArgs& a
   // the same model, so every rank cuts alike).
   ScheduleContext tuned = ctx;
   if (t.costs) {
-    size_t total = 0;
-    for (const Span& s : a.spans) total += s.count;
-    tuned.segment_bytes = tree_segment_bytes(*t.costs, t, total * dtype_size(a.dtype));
+    tuned.segment_bytes = tree_segment_bytes(*t.costs, t, a.spans.elements() * dtype_size(a.dtype));
   }
   return allreduce_over_one_buffer(tuned, a, tree_allreduce);
 }
