@@ -109,10 +109,6 @@ Status Communicator::wire_for(std::optional<WireFormat> wire, DataType dtype, Re
 
 Status Communicator::wire_for_buffers(std::optional<WireFormat> wire, DataType dtype, ReduceOp op, size_t bytes,
                                       BufferList buffers, WireFormat* out) {
-  if (!wire && bytes <= thresholds_.small_bytes) {  // the common small call, answered without asking wire_for
-    *out = WireFormat::kNative;
-    return Status::ok();
-  }
   KOLO_RETURN_IF_ERROR(wire_for(wire, dtype, op, bytes, out));
   if (*out == WireFormat::kNative) return Status::ok();
   // The wire formats' kernels run on the host: device buffers reduce in
