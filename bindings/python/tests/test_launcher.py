@@ -3,6 +3,9 @@ ranks go (local and cross ranks as Horovod defines them), the choice of each
 host's interface from what the probes reached, and the environment passed
 to other hosts. tests/launchers/ssh_test.sh runs the whole launcher across
 emulated hosts."""
+import shutil
+import subprocess
+
 import pytest
 
 from kolo.runner import hosts, network, session
@@ -122,6 +125,28 @@ def test_what_other_hosts_get_of_the_environment():
             "SSH_AUTH_SOCK": "/tmp/agent", "OMP_NUM_THREADS": "4", "DISPLAY": ":0"}
     env = session.passed_environment(base, ["DISPLAY", "NCCL_DEBUG=INFO"])
     assert env == {"PATH": "/bin", "OMP_NUM_THREADS": "4", "DISPLAY": ":0", "NCCL_DEBUG": "INFO"}
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh client")
+def test_kolo_ssh_options_override_kolos_defaults_as_ssh_itself_resolves_them(monkeypatch):
+    """ssh keeps the first value of each option: `ssh -G` (which resolves
+    the options without connecting) must show the user's KOLO_SSH_OPTIONS
+    over kolo's defaults, and kolorun's -p over both."""
+    monkeypatch.setenv("KOLO_SSH_OPTIONS", "-o ServerAliveInterval=2 -o StrictHostKeyChecking=yes -p 2200")
+
+    def resolved(argv):
+        at = argv.index("somehost")  # the host, then the remote command
+        out = subprocess.run(argv[:1] + ["-G"] + argv[1:at + 1], stdout=subprocess.PIPE, text=True,
+                             check=True).stdout
+        return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+    mine = resolved(session.ssh_argv("somehost", port=2222, connect_timeout=7))
+    assert mine["serveraliveinterval"] == "2" and mine["stricthostkeychecking"] == "true", mine
+    assert mine["port"] == "2222" and mine["batchmode"] == "yes" and mine["connecttimeout"] == "7", mine
+    assert mine["serveralivecountmax"] == "3", mine
+    monkeypatch.delenv("KOLO_SSH_OPTIONS")
+    default = resolved(session.ssh_argv("somehost"))
+    assert default["serveraliveinterval"] == "5" and default["stricthostkeychecking"] == "false", default
 
 
 def test_kolo_run_refuses_bad_arguments_before_starting_anything():

@@ -63,16 +63,21 @@ def ssh_argv(host, port=None, identity=None, connect_timeout=30, extra=()):
     system), else its python3. Never prompts (BatchMode): a host that wants
     a password fails at once instead of hanging the job. The ssh client
     ends itself when the host stops answering for 15 s (ServerAlive*).
-    KOLO_SSH_OPTIONS (ssh's own options, e.g. "-F config") come before
-    `extra`."""
-    argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "LogLevel=ERROR",
-            "-o", "ConnectTimeout=%d" % max(1, int(connect_timeout)),
-            "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
+    ssh keeps the first value it is given for each option, so the order is
+    the precedence: the port and identity kolorun was given and `extra`
+    (what the caller needs, such as a forwarded socket), then
+    KOLO_SSH_OPTIONS (ssh's own options, e.g. "-F config" or "-o
+    ServerAliveInterval=2", which thereby override the defaults after
+    them), then kolo's defaults."""
+    argv = ["ssh", "-T"]
     if port:
         argv += ["-p", str(port)]
     if identity:
         argv += ["-i", identity]
-    argv += shlex.split(os.environ.get("KOLO_SSH_OPTIONS", "")) + list(extra)
+    argv += list(extra) + shlex.split(os.environ.get("KOLO_SSH_OPTIONS", ""))
+    argv += ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "LogLevel=ERROR",
+             "-o", "ConnectTimeout=%d" % max(1, int(connect_timeout)),
+             "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
     # One sh script, quoted once for the login shell (bash, zsh, csh alike).
     script = 'cd %s && { P=%s; [ -x "$P" ] || P=python3; exec "$P" -c %s; }' % (
         shlex.quote(os.getcwd()), shlex.quote(sys.executable), shlex.quote(BOOTSTRAP))
