@@ -19,7 +19,8 @@
 #                            torch.distributed, TensorFlow) reduces the same
 #                            dtypes and ops (test_dtype_policy.py)
 #   python_test.sh tensorflow_examples  the TensorFlow and Keras seed twins
-#   python_test.sh jax       kolo.jax's tests on 2 and 3 ranks, and the JAX seed twins
+#   python_test.sh jax       kolo.jax's tests on 2 ranks (those that need 3 on 3;
+#                            all on 3 in the extended set), and the JAX seed twins
 #   python_test.sh torchft   torchft's Manager on kolo: a replica group
 #                            killed mid-step heals and rejoins
 #   python_test.sh elastic   elastic jobs: kolo.torch.elastic under kolorun's
@@ -89,11 +90,14 @@ if [[ "$1" == torch_programs_* ]]; then
 fi
 if [[ "$1" == jax ]]; then
   [ -n "${LD_PRELOAD:-}" ] && skip "the JAX tests run in the optimized pass"
-  # kolo's XLA handlers: compiled once for all the tests; 2 ranks, then 3.
+  # kolo's XLA handlers: compiled once for all the tests; 2 ranks, then 3:
+  # there only the process sets, which need a third rank (the extended set
+  # runs every test on 3, as it does torch's and TensorFlow's on more ranks).
   export KOLO_JAX_OPS_DIR="$KOLO_TEST_BUILD_CACHE/jax_ffi" PYTHONPATH="$ROOT/bindings/python"
-  for ranks in 2 3; do
-    "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np "$ranks" --timeout 280 "${PYTEST[@]}" jax || exit 1
-  done
+  "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np 2 --timeout 280 "${PYTEST[@]}" jax || exit 1
+  only_three=(-k test_process_sets)
+  [ "${KOLO_TEST_EXTENDED:-0}" = 1 ] && only_three=()
+  "$KOLO_PYTHON" "$ROOT/tools/kolorun" -np 3 --timeout 280 "${PYTEST[@]}" jax "${only_three[@]}" || exit 1
   exec "${PYTEST[@]}" test_jax_examples.py  # the seed examples' JAX twins (it starts their jobs)
 fi
 if [[ "$1" == tensorflow_* ]]; then
