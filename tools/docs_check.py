@@ -82,8 +82,11 @@ def kolo_calls():
 
 
 def python_exe():
-    """The project's environment (tools/setup.sh), else this interpreter."""
-    venv = os.path.join(ROOT, ".venv", "bin", "python")
+    """The project's environment (tools/setup.sh), else this interpreter.
+    By its real folder (.venv is a link to it), as the tests name it:
+    TensorFlow's compile flags carry the path, and kolo's kernels are
+    cached by them."""
+    venv = os.path.join(os.path.realpath(os.path.join(ROOT, ".venv")), "bin", "python")
     return venv if os.path.exists(venv) else sys.executable
 
 
@@ -91,9 +94,18 @@ def library():
     return os.environ.get("KOLO_LIBRARY") or os.path.join(ROOT, "bazel-bin", "bindings", "c", "libkolo.so")
 
 
+def build_cache():
+    """Where kolo's TensorFlow kernels and XLA handlers, built on first
+    use, are kept: the tests' shared folder (tests/lib/common.sh), so that
+    a fresh machine builds each once for the tests and the docs alike."""
+    base = os.environ.get("KOLO_TEST_BUILD_CACHE") or "/tmp/kolo-test-build-cache-%d" % os.getuid()
+    return {"KOLO_TF_OPS_DIR": os.path.join(base, "tf_ops"), "KOLO_JAX_OPS_DIR": os.path.join(base, "jax_ffi")}
+
+
 def ranks(argv, timeout=240):
     """argv on 2 ranks under kolorun; (ok, output)."""
-    env = dict(os.environ, KOLO_LIBRARY=library(), KOLO_TIMEOUT_S=os.environ.get("KOLO_TIMEOUT_S", "60"))
+    env = dict(build_cache(), **os.environ)
+    env.update(KOLO_LIBRARY=library(), KOLO_TIMEOUT_S=os.environ.get("KOLO_TIMEOUT_S", "60"))
     cmd = [python_exe(), os.path.join(ROOT, "tools", "kolorun"), "-np", "2", "--timeout", str(timeout)] + argv
     p = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return p.returncode == 0, p.stdout

@@ -65,7 +65,8 @@ if [[ "$1" == ray || "$1" == spark ]]; then
   # A local Ray instance, or Spark in local mode and as a standalone
   # cluster of three JVMs, each started and ended by the tests themselves.
   [ -n "${LD_PRELOAD:-}" ] && skip "the Ray and Spark jobs run in the optimized pass"
-  export PYTHONPATH="$ROOT/bindings/python"
+  # Their TensorFlow programs' kernels: built once, shared with the other suites.
+  export PYTHONPATH="$ROOT/bindings/python" KOLO_TF_OPS_DIR="$KOLO_TEST_BUILD_CACHE/tf_ops"
   exec "${PYTEST[@]}" test_"$1"*.py
 fi
 if [[ "$1" == examples ]]; then

@@ -5,7 +5,8 @@
 # a .pth file) and nothing of kolo's; then, with no PYTHONPATH and no
 # KOLO_LIBRARY, `kolorun -np 4` runs kolo.torch, a DDP script that never
 # imports kolo runs on backend "kolo" under kolorun and under torchrun, and
-# kolo.tensorflow builds its kernels from the installed package.
+# kolo.tensorflow builds (or finds built) its kernels from the installed
+# package.
 set -uo pipefail
 ROOT="$TEST_SRCDIR/$TEST_WORKSPACE"
 # shellcheck source=tests/lib/common.sh
@@ -73,8 +74,12 @@ script="$ROOT/bindings/python/tests/scripts/ddp_without_kolo_import.py"
 run ddp-kolorun 4 "ddp on kolo ok" "$env/bin/kolorun" -np 4 "$env/bin/python" "$script"
 run ddp-torchrun 2 "ddp on kolo ok" "$env/bin/python" -m torch.distributed.run --nproc_per_node 2 \
   --master_addr 127.0.0.1 --master_port "$(free_port)" "$script"
-# kolo.tensorflow compiles its kernels against the installed kolo/include/kolo.h.
-run tensorflow 2 "tf sum 1.0 ok" env KOLO_TF_OPS_DIR="$WORK/tf_ops" "$env/bin/kolorun" -np 2 "$env/bin/python" -c '
+# kolo.tensorflow builds its kernels against the installed kolo/include/kolo.h,
+# into the tests' shared cache: the library is named by a hash of every file
+# the compile reads (found where the compile looks: the installed package)
+# and of the flags, so the wheel's and the tree's are one build, made once
+# by whichever suite comes first (about 50 CPU-seconds), not once each.
+run tensorflow 2 "tf sum 1.0 ok" env KOLO_TF_OPS_DIR="$KOLO_TEST_BUILD_CACHE/tf_ops" "$env/bin/kolorun" -np 2 "$env/bin/python" -c '
 import tensorflow as tf, kolo.tensorflow as hvd
 hvd.init()
 print("tf sum", float(hvd.allreduce(tf.constant([float(hvd.rank())]), op=hvd.Sum)[0]), "ok")'

@@ -32,7 +32,8 @@ def local_ray(tmp_path_factory):
     path = os.pathsep.join([os.path.join(HERE, "scripts"), str(installed), os.environ.get("PYTHONPATH", "")])
     # node:host-a and node:host-b: two "hosts" for ElasticRayExecutor on this one node.
     ray.init(num_cpus=2, resources={"node:host-a": 1, "node:host-b": 1}, include_dashboard=False, log_to_driver=True,
-             runtime_env={"env_vars": {"PYTHONPATH": path, "KOLO_TIMEOUT_S": "30"}})
+             runtime_env={"env_vars": dict({"PYTHONPATH": path, "KOLO_TIMEOUT_S": "30"}, **{
+                 k: os.environ[k] for k in ("KOLO_TF_OPS_DIR",) if k in os.environ})})
     yield
     ray.shutdown()
 
