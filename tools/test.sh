@@ -10,7 +10,8 @@
 # about 4 minutes in the optimized pass's build; its VM image, made once, is
 # made in the background while the optimized pass compiles). CI's fresh
 # 2-core machine ran all of it in 1622 s on 2026-12-06, then in 3152 s on a
-# slower machine; docs/testing.md has each part's time.
+# slower machine, and in 2399 s on 2026-12-07; docs/testing.md has each
+# part's time.
 #
 #   tools/test.sh [--extended] [BAZEL_TEST_ARGS...]
 #
