@@ -130,7 +130,8 @@ run() {
 for t in "${UNIT_TESTS[@]}"; do
   in_cases "$t" && run "$t" "$BIN/$t" --gtest_brief=1
 done
-# Every collective, dtype, op and count on 2..4 ranks, blocking and
+# Every collective, dtype, op and count on 2..4 ranks (the core run:
+# collectives_test on 2 and 3, a dtype of each width, two ops), blocking and
 # asynchronous; point-to-point; split communicators; the wire formats
 # (compressed allreduce: every format bit-identical on every rank). (N=1
 # moves nothing; 5..8 ranks, which the host runs over TCP, would put 8
@@ -142,8 +143,14 @@ done
 for t in "${CONFORMANCE_TESTS[@]}"; do
   in_cases "$t" || continue
   filter='-*/N1:*/N1_split:*/N5*:*/N6*:*/N7*:*/N8*:*SharedMemoryArena*'
-  [ "${KOLO_RDMA_SUITE_CASES:-all}" = core ] && [ "$t" = collectives_test ] && filter='*/N2:*/N3:-*SharedMemoryArena*'
-  run "tests/$t" "$BIN/tests/$t" --gtest_brief=1 --gtest_filter="$filter"
+  sweep=all
+  if [ "${KOLO_RDMA_SUITE_CASES:-all}" = core ] && [ "$t" = collectives_test ]; then
+    # The core run: 2 and 3 ranks, and a dtype of each width with two ops
+    # (the transport carries bytes; every dtype and op in the full run).
+    filter='*/N2:*/N3:-*SharedMemoryArena*'
+    sweep=widths
+  fi
+  run "tests/$t" env KOLO_TEST_SWEEP="$sweep" "$BIN/tests/$t" --gtest_brief=1 --gtest_filter="$filter"
 done
 
 # Shell tests: real processes through kolorun, as Bazel runs them. (The
