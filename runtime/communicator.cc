@@ -145,7 +145,8 @@ NamedBuffer named(const void* data, size_t bytes, const char* name) {
 
 }  // namespace
 
-Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, const Launch& launch) {
+Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                               const Launch& launch) {
   return allreduce(send, recv, count, dtype, op, std::nullopt, nullptr, launch);
 }
 
@@ -228,7 +229,8 @@ Status Communicator::broadcast(void* buf, size_t count, DataType dtype, int root
   });
 }
 
-Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op, const Launch& launch) {
+Status Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op,
+                                    const Launch& launch) {
   KOLO_RETURN_IF_ERROR(check_reduction(dtype, op, send, recv, recv_count));
   const size_t block = recv_count * dtype_size(dtype);
   return dispatch(CallRecord("reduce_scatter", dtype, recv_count, op), {{send, block * world_.size, "sendbuf"}, {recv, block, "recvbuf"}},
@@ -351,7 +353,8 @@ Status Communicator::run_custom(const char* what, const std::function<Status(con
 }
 
 
-Status Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root, const Launch& launch) {
+Status Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root,
+                            const Launch& launch) {
   KOLO_RETURN_IF_ERROR(check_dtype(dtype));
   KOLO_RETURN_IF_ERROR(check_op(op));
   KOLO_RETURN_IF_ERROR(check_root(root, world_.size));
@@ -373,7 +376,8 @@ Status Communicator::reduce(const void* send, void* recv, size_t count, DataType
 }
 
 Status Communicator::gatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
-                             const std::vector<size_t>& displs_or_packed, DataType dtype, int root, const Launch& launch) {
+                             const std::vector<size_t>& displs_or_packed, DataType dtype, int root,
+                             const Launch& launch) {
   std::vector<size_t> displs;
   size_t extent = 0;
   KOLO_RETURN_IF_ERROR(check_rooted_blocks({dtype, root, world_.rank, world_.size, counts, "recvcounts",

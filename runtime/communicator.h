@@ -161,7 +161,8 @@ class Communicator {
   Status allreduce_many(std::vector<Span> spans, DataType dtype, ReduceOp op, const Launch& launch = {});
   Status allgather(const void* send, void* recv, size_t send_count, DataType dtype, const Launch& launch = {});
   Status broadcast(void* buf, size_t count, DataType dtype, int root, const Launch& launch = {});
-  Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op, const Launch& launch = {});
+  Status reduce_scatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op,
+                        const Launch& launch = {});
   Status barrier(const Launch& launch = {});
   // Opens this rank's GPU (gpu_context.h) and gives its CUDA device number.
   Status gpu_ordinal(int* ordinal);
@@ -235,7 +236,8 @@ class Communicator {
   // displacements run as chains around the ring (collectives/rooted.h).
   // counts are elements per rank, significant on every rank; displs
   // (elements; empty = blocks in rank order, packed) as kolo.h says.
-  Status reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root, const Launch& launch = {});
+  Status reduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op, int root,
+                const Launch& launch = {});
   Status gatherv(const void* send, size_t send_count, void* recv, const std::vector<size_t>& counts,
                  const std::vector<size_t>& displs, DataType dtype, int root, const Launch& launch = {});
   Status scatterv(const void* send, const std::vector<size_t>& counts, const std::vector<size_t>& displs, void* recv,

@@ -28,7 +28,8 @@ Status per_rank(kolo_comm_t comm, const size_t* values, const char* name, bool o
   return Status::ok();
 }
 
-Status allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype, kolo::ReduceOp op, const Launch& launch) {
+Status allreduce(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype,
+                 kolo::ReduceOp op, const Launch& launch) {
   return comm->impl()->allreduce(sendbuf, recvbuf, count, dtype, op, launch);
 }
 
@@ -58,7 +59,8 @@ Status allreduce_many(kolo_comm_t comm, const void* const* sendbufs, void* const
   return comm->impl()->allreduce_many(std::move(spans), dtype, op, launch);
 }
 
-Status allgather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo::DataType dtype, const Launch& launch) {
+Status allgather(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount, kolo::DataType dtype,
+                 const Launch& launch) {
   return comm->impl()->allgather(sendbuf, recvbuf, sendcount, dtype, launch);
 }
 
@@ -119,7 +121,8 @@ Status reduce_scatterv(kolo_comm_t comm, const void* sendbuf, void* recvbuf, con
   return comm->impl()->reduce_scatterv(sendbuf, recvbuf, counts, dtype, op, launch);
 }
 
-Status alltoall(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype, const Launch& launch) {
+Status alltoall(kolo_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, kolo::DataType dtype,
+                const Launch& launch) {
   const std::vector<size_t> counts(comm->impl()->size(), count);
   return comm->impl()->alltoallv(sendbuf, counts, {}, recvbuf, counts, {}, dtype, launch);
 }
@@ -138,12 +141,12 @@ Status alltoallv(kolo_comm_t comm, const void* sendbuf, const size_t* sendcounts
 
 // Each collective's entry points: blocking, _async (the handle last), and
 // _stream (the stream last) where it exists.
-#define KOLO_BLOCKING_AND_ASYNC(name, params, args)                                      \
-  kolo_result_t kolo_##name params {                                                     \
-    return kolo_c::blocking(comm, [&](const Launch& launch) { return name args; });             \
-  }                                                                                      \
-  kolo_result_t kolo_##name##_async(KOLO_UNPAREN params, kolo_handle_t* handle) {        \
-    return kolo_c::asynchronous(comm, handle, [&](const Launch& launch) { return name args; }); \
+#define KOLO_BLOCKING_AND_ASYNC(name, params, args)                                               \
+  kolo_result_t kolo_##name params {                                                              \
+    return kolo_c::blocking(comm, [&](const Launch& launch) { return name args; });               \
+  }                                                                                               \
+  kolo_result_t kolo_##name##_async(KOLO_UNPAREN params, kolo_handle_t* handle) {                 \
+    return kolo_c::asynchronous(comm, handle, [&](const Launch& launch) { return name args; });   \
   }
 #define KOLO_UNPAREN(...) __VA_ARGS__
 
@@ -235,8 +238,9 @@ kolo_result_t kolo_allgather_stream(kolo_comm_t comm, const void* sendbuf, void*
 
 kolo_result_t kolo_broadcast_stream(kolo_comm_t comm, void* buf, size_t count, kolo_dtype_t dtype, int root,
                                     void* stream) {
-  return kolo_c::on_stream(comm, stream,
-                           [&](const Launch& launch) { return broadcast(comm, buf, count, kolo_c::dtype_of(dtype), root, launch); });
+  return kolo_c::on_stream(comm, stream, [&](const Launch& launch) {
+    return broadcast(comm, buf, count, kolo_c::dtype_of(dtype), root, launch);
+  });
 }
 
 kolo_result_t kolo_allreduce_many_stream(kolo_comm_t comm, const void* const* sendbufs, void* const* recvbufs,

@@ -31,9 +31,11 @@ def local_ray(tmp_path_factory):
     (info / "entry_points.txt").write_text("[torch.backends]\nkolo = _kolo_torch_backend:register\n")
     path = os.pathsep.join([os.path.join(HERE, "scripts"), str(installed), os.environ.get("PYTHONPATH", "")])
     # node:host-a and node:host-b: two "hosts" for ElasticRayExecutor on this one node.
+    env_vars = {"PYTHONPATH": path, "KOLO_TIMEOUT_S": "30"}
+    if "KOLO_TF_OPS_DIR" in os.environ:  # the tests' shared build of kolo's TensorFlow kernels
+        env_vars["KOLO_TF_OPS_DIR"] = os.environ["KOLO_TF_OPS_DIR"]
     ray.init(num_cpus=2, resources={"node:host-a": 1, "node:host-b": 1}, include_dashboard=False, log_to_driver=True,
-             runtime_env={"env_vars": dict({"PYTHONPATH": path, "KOLO_TIMEOUT_S": "30"}, **{
-                 k: os.environ[k] for k in ("KOLO_TF_OPS_DIR",) if k in os.environ})})
+             runtime_env={"env_vars": env_vars})
     yield
     ray.shutdown()
 
